@@ -1,0 +1,89 @@
+/* flashgen C API: flat functions over the C++ library for Python (ctypes) and
+ * other languages. No exception crosses it: every call returns an fg_status,
+ * and fg_last_error() gives the message of the calling thread's last failure. */
+#ifndef FLASHGEN_H
+#define FLASHGEN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum {
+  FG_OK = 0,
+  FG_INVALID_ARGUMENT = 1, /* the message names the argument and the rule */
+  FG_UNSUPPORTED = 2,      /* valid, but no backend can run it here */
+  FG_RUNTIME = 3           /* driver, compiler or system failure */
+} fg_status;
+
+typedef enum { FG_F16 = 0, FG_BF16 = 1, FG_F32 = 2 } fg_dtype;
+typedef enum { FG_HOST = 0, FG_CUDA = 1 } fg_memory;
+typedef enum { FG_BACKEND_AUTO = 0, FG_BACKEND_CUDA = 1, FG_BACKEND_CPU = 2 } fg_backend;
+
+/* [batch, seq, heads, dim]; strides count elements. */
+typedef struct {
+  void* data;
+  int32_t dtype;  /* fg_dtype */
+  int32_t memory; /* fg_memory */
+  int32_t device; /* CUDA ordinal */
+  int32_t reserved;
+  int64_t shape[4];
+  int64_t stride[4];
+} fg_tensor;
+
+/* fp32 [batch, heads, seq]; strides count elements. */
+typedef struct {
+  float* data;
+  int32_t memory;
+  int32_t device;
+  int64_t shape[3];
+  int64_t stride[3];
+} fg_row_stats;
+
+typedef struct {
+  double scale;          /* used when has_scale != 0, else 1/sqrt(dim_qk) */
+  int32_t has_scale;
+  int32_t causal;        /* bottom-right aligned */
+  int32_t backend;       /* fg_backend */
+  int32_t deterministic; /* 1: two-kernel backward without atomics */
+  void* stream;          /* CUstream / cudaStream_t, NULL = default */
+  int32_t cpu_threads;   /* 0 = all hardware threads */
+  int32_t reserved;
+} fg_options;
+
+void fg_options_init(fg_options* options);
+
+/* lse may be NULL (not written). */
+int fg_forward(const fg_tensor* q, const fg_tensor* k, const fg_tensor* v, const fg_tensor* o,
+               const fg_row_stats* lse, const fg_options* options);
+
+/* workspace may be NULL (allocated on the stream); see fg_backward_workspace_bytes. */
+int fg_backward(const fg_tensor* q, const fg_tensor* k, const fg_tensor* v, const fg_tensor* o,
+                const fg_tensor* grad_o, const fg_row_stats* lse, const fg_tensor* grad_q,
+                const fg_tensor* grad_k, const fg_tensor* grad_v, void* workspace,
+                size_t workspace_bytes, const fg_options* options);
+
+int fg_backward_workspace_bytes(const fg_tensor* q, const fg_tensor* k, const fg_tensor* v,
+                                const fg_tensor* o, const fg_tensor* grad_o,
+                                const fg_row_stats* lse, const fg_tensor* grad_q,
+                                const fg_tensor* grad_k, const fg_tensor* grad_v,
+                                const fg_options* options, size_t* bytes);
+
+/* FG_OK when the problem can run with these options; otherwise the status
+ * and fg_last_error() say why. Same planner as fg_forward / fg_backward. */
+int fg_supports_forward(const fg_tensor* q, const fg_tensor* k, const fg_tensor* v,
+                        const fg_tensor* o, const fg_row_stats* lse, const fg_options* options);
+
+/* Message of this thread's last failing call ("" if none). */
+const char* fg_last_error(void);
+const char* fg_version(void);
+/* 1 when a CUDA device can run kernels here, else 0 (fg_last_error says why). */
+int fg_cuda_available(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* FLASHGEN_H */

@@ -1,0 +1,155 @@
+// flashgen — exact attention (FlashAttention) for any head dimension.
+//
+// O = softmax(scale · Q·Kᵀ) · V, forward and backward, on the CPU or on a CUDA
+// GPU with kernels generated for the problem and compiled at run time.
+//
+// Tensors are strided views; nothing is ever copied into a padded buffer.
+//   q  [batch, seq_q,  heads_q,  dim_qk]
+//   k  [batch, seq_kv, heads_kv, dim_qk]
+//   v  [batch, seq_kv, heads_kv, dim_v]
+//   o  [batch, seq_q,  heads_q,  dim_v]
+//   lse (fp32, natural log) [batch, heads_q, seq_q]
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace flashgen {
+
+enum class DType : int { f16 = 0, bf16 = 1, f32 = 2 };
+const char* to_string(DType dtype);
+std::size_t size_of(DType dtype);
+
+// Where a tensor's memory lives.
+enum class MemoryKind : int { host = 0, cuda = 1 };
+
+// A strided 4-D tensor [batch, seq, heads, dim]; strides count elements.
+struct TensorView {
+  void* data = nullptr;
+  DType dtype = DType::bf16;
+  std::int64_t shape[4] = {0, 0, 0, 0};
+  std::int64_t stride[4] = {0, 0, 0, 0};
+  MemoryKind memory = MemoryKind::host;
+  int device = 0;  // CUDA ordinal when memory == cuda
+
+  // Packed [batch, seq, heads, dim] (BSHD, the layout of flash_attn_func).
+  static TensorView bshd(void* data, DType dtype, std::int64_t batch, std::int64_t seq,
+                         std::int64_t heads, std::int64_t dim,
+                         MemoryKind memory = MemoryKind::host, int device = 0);
+  // Packed [batch, heads, seq, dim] memory seen as [batch, seq, heads, dim]
+  // (the layout of scaled_dot_product_attention).
+  static TensorView bhsd(void* data, DType dtype, std::int64_t batch, std::int64_t seq,
+                         std::int64_t heads, std::int64_t dim,
+                         MemoryKind memory = MemoryKind::host, int device = 0);
+
+  std::int64_t batch() const { return shape[0]; }
+  std::int64_t seq() const { return shape[1]; }
+  std::int64_t heads() const { return shape[2]; }
+  std::int64_t dim() const { return shape[3]; }
+  std::int64_t numel() const { return shape[0] * shape[1] * shape[2] * shape[3]; }
+};
+
+// fp32 per-row statistics [batch, heads, seq] (the log-sum-exp); strides count elements.
+struct RowStatsView {
+  float* data = nullptr;
+  std::int64_t shape[3] = {0, 0, 0};
+  std::int64_t stride[3] = {0, 0, 0};
+  MemoryKind memory = MemoryKind::host;
+  int device = 0;
+
+  static RowStatsView contiguous(float* data, std::int64_t batch, std::int64_t heads,
+                                 std::int64_t seq, MemoryKind memory = MemoryKind::host,
+                                 int device = 0);
+};
+
+enum class Backend : int { automatic = 0, cuda = 1, cpu = 2 };
+const char* to_string(Backend backend);
+
+struct Options {
+  // Softmax scale; unset means 1 / sqrt(dim_qk).
+  std::optional<double> scale;
+  // Causal mask aligned to the bottom-right corner when seq_q != seq_kv
+  // (query i sees keys j <= i + seq_kv - seq_q), as FlashAttention >= 2.1.
+  bool causal = false;
+  Backend backend = Backend::automatic;
+  // true: bit-identical gradients run to run (two-kernel backward, no atomics).
+  // false: the planner may pick the atomic-dQ backward when it is faster.
+  bool deterministic = true;
+  // CUDA stream (a CUstream / cudaStream_t) for GPU work; null = default stream.
+  void* stream = nullptr;
+  // CPU worker threads; 0 = all hardware threads.
+  int cpu_threads = 0;
+};
+
+// lse may have data == nullptr: the forward then does not write it.
+struct ForwardArgs {
+  TensorView q, k, v;
+  TensorView o;       // output
+  RowStatsView lse;   // output (optional)
+};
+
+struct BackwardArgs {
+  TensorView q, k, v, o, grad_o;
+  RowStatsView lse;                   // from the forward
+  TensorView grad_q, grad_k, grad_v;  // outputs
+  // Optional device scratch of at least backward_workspace_bytes(); when null
+  // the library allocates it on the stream and frees it after.
+  void* workspace = nullptr;
+  std::size_t workspace_bytes = 0;
+};
+
+enum class ErrorCode : int {
+  ok = 0,
+  invalid_argument = 1,  // the caller broke a rule; the message names argument and rule
+  unsupported = 2,       // valid, but no backend can run it here (e.g. no GPU)
+  runtime = 3,           // a driver, compiler or system failure
+};
+
+class Error : public std::runtime_error {
+ public:
+  Error(ErrorCode code, const std::string& message) : std::runtime_error(message), code_(code) {}
+  ErrorCode code() const { return code_; }
+
+ private:
+  ErrorCode code_;
+};
+
+// What will run for a problem, or why it cannot. supports_*() and the
+// functions that compute call the same planner, so they cannot disagree.
+struct Plan {
+  bool ok = false;
+  Backend backend = Backend::cpu;
+  ErrorCode error = ErrorCode::ok;
+  std::string reason;                // why not, when !ok
+  std::vector<std::string> kernels;  // readable names of what will run
+  std::size_t workspace_bytes = 0;   // device scratch the backward needs
+};
+
+Plan plan_forward(const ForwardArgs& args, const Options& options = {});
+Plan plan_backward(const BackwardArgs& args, const Options& options = {});
+bool supports_forward(const ForwardArgs& args, const Options& options = {});
+bool supports_backward(const BackwardArgs& args, const Options& options = {});
+std::size_t backward_workspace_bytes(const BackwardArgs& args, const Options& options = {});
+
+// Throw flashgen::Error on bad input or failure; inputs are never modified.
+void forward(const ForwardArgs& args, const Options& options = {});
+void backward(const BackwardArgs& args, const Options& options = {});
+
+// Environment facts for `flashgen info`.
+struct SystemInfo {
+  std::string version;
+  bool cuda_available = false;
+  std::string cuda_status;  // why not, or driver/NVRTC versions
+  int device_count = 0;
+  std::vector<std::string> devices;  // "NVIDIA H200 (sm_90, 132 SMs)"
+  std::string cache_dir;
+  int cpu_threads = 0;
+};
+SystemInfo system_info();
+const char* version();
+
+}  // namespace flashgen

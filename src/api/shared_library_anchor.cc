@@ -1,0 +1,1 @@
+// Anchors the shared library target; every symbol comes from flashgen_core.

@@ -1,0 +1,31 @@
+// The CUDA backend as the planner and the public API see it. Everything
+// behind it (driver, NVRTC, caches, generated kernels) is loaded lazily, so a
+// machine with no GPU or toolkit still runs the CPU backend.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "common/problem.hpp"
+#include "flashgen/flashgen.hpp"
+
+namespace flashgen::cuda {
+
+// Whether a CUDA device can run kernels here, and if not, why.
+struct Availability {
+  bool ok = false;
+  std::string reason;
+};
+Availability availability();
+
+// Names of the kernels that would run (spec + tuning strings), for plans.
+std::vector<std::string> forward_kernel_names(const Problem& p, const ForwardArgs& args);
+std::vector<std::string> backward_kernel_names(const Problem& p, const BackwardArgs& args,
+                                               bool deterministic);
+std::size_t backward_workspace_bytes(const Problem& p, bool deterministic);
+
+void forward(const Problem& p, const ForwardArgs& args, void* stream);
+void backward(const Problem& p, const BackwardArgs& args, void* stream, bool deterministic);
+
+}  // namespace flashgen::cuda
