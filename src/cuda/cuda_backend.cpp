@@ -1,19 +1,197 @@
-// Placeholder until the generated kernels land: reports the GPU as unavailable.
+// The CUDA backend: picks spec and tuning for a problem, gets the compiled
+// kernel (memory cache, disk cache or NVRTC) and launches it on the caller's
+// stream. Nothing is allocated for the forward beyond the caller's outputs.
 #include "cuda/cuda_backend.hpp"
 
-namespace flashgen::cuda {
+#include "codegen/generate.hpp"
+#include "codegen/heuristics.hpp"
+#include "cuda/kernel_args.hpp"
+#include "cuda/runtime/runtime.hpp"
+#include "tune/tuning_table.hpp"
 
-Availability availability() { return {false, "the CUDA backend is not built yet"}; }
-std::vector<std::string> forward_kernel_names(const Problem&, const ForwardArgs&) { return {}; }
-std::vector<std::string> backward_kernel_names(const Problem&, const BackwardArgs&, bool) {
-  return {};
+namespace flashgen::cuda {
+namespace {
+
+// Everything needed to launch one generated kernel.
+struct KernelChoice {
+  KernelSpec spec;
+  TuningParams tuning;
+  GeneratedKernel generated;
+};
+
+void require_half_precision(const Problem& p) {
+  if (p.dtype == DType::f32)
+    throw Error(ErrorCode::unsupported,
+                "dtype f32: the CUDA backend runs f16 and bf16; use backend=cpu for f32 "
+                "or convert the tensors");
 }
-std::size_t backward_workspace_bytes(const Problem&, bool) { return 0; }
-void forward(const Problem&, const ForwardArgs&, void*) {
-  throw Error(ErrorCode::unsupported, "the CUDA backend is not built yet");
+
+KernelChoice choose(KernelKind kind, const Problem& p, int vec, int ordinal) {
+  KernelChoice c;
+  c.spec.kind = kind;
+  c.spec.dtype = p.dtype;
+  c.spec.dim_qk = static_cast<int>(p.dim_qk);
+  c.spec.dim_v = static_cast<int>(p.dim_v);
+  c.spec.causal = p.causal;
+  c.spec.vec = vec;
+  const DeviceInfo& device = device_info(ordinal);
+  c.spec.arch = device.arch();
+  c.tuning = lookup_tuning(c.spec, p).value_or(
+      default_tuning(c.spec, device.shared_per_block_optin));
+  c.generated = generate(c.spec, c.tuning);
+  return c;
 }
-void backward(const Problem&, const BackwardArgs&, void*, bool) {
-  throw Error(ErrorCode::unsupported, "the CUDA backend is not built yet");
+
+const CompiledKernel& compiled(const KernelChoice& c, int ordinal) {
+  CompileRequest request;
+  request.name = c.generated.name;
+  request.source = c.generated.source;
+  request.entry = c.generated.entry;
+  request.arch = c.spec.arch;
+  return get_kernel(request, ordinal, c.generated.shared_bytes);
+}
+
+int forward_vec(const ForwardArgs& a) { return alignment_class({&a.q, &a.k, &a.v, &a.o}); }
+
+unsigned to_unsigned(std::int64_t x) { return static_cast<unsigned>(x); }
+
+// The backward as a list of launches. Deterministic: backward_query (dQ and
+// Dterm) then backward_key_value (dK, dV). Atomic: backward_prepare (Dterm,
+// zeroed fp32 dQ), backward_atomic (dK, dV, dQ partials), convert_grad_q.
+std::vector<KernelKind> backward_kinds(bool deterministic) {
+  if (deterministic) return {KernelKind::backward_query, KernelKind::backward_key_value};
+  return {KernelKind::backward_prepare, KernelKind::backward_atomic, KernelKind::convert_grad_q};
+}
+
+int backward_vec(const BackwardArgs& a) {
+  return alignment_class({&a.q, &a.k, &a.v, &a.o, &a.grad_o, &a.grad_q, &a.grad_k, &a.grad_v});
+}
+
+// Workspace layout: Dterm [batch][heads_q][seq_q] fp32, then (atomic) the dQ
+// accumulator [batch][heads_q][seq_q][dim_qk] fp32, each 256-byte aligned.
+std::size_t align256(std::size_t bytes) { return (bytes + 255) / 256 * 256; }
+std::size_t dterm_bytes(const Problem& p) {
+  return align256(sizeof(float) * static_cast<std::size_t>(p.batch * p.heads_q * p.seq_q));
+}
+
+// Grid of a kernel that owns row blocks of `rows` rows over `heads` heads.
+LaunchShape block_grid(const KernelChoice& c, std::int64_t rows, std::int64_t heads,
+                       std::int64_t batch) {
+  LaunchShape shape;
+  const bool row_kernel = c.spec.kind == KernelKind::backward_prepare ||
+                          c.spec.kind == KernelKind::convert_grad_q;
+  const std::int64_t block_rows = row_kernel ? c.generated.threads / 32 : c.tuning.block_rows;
+  const std::int64_t chunks = row_kernel ? 1 : head_chunks_of(c.spec, c.tuning);
+  shape.grid[0] = to_unsigned((rows + block_rows - 1) / block_rows);
+  shape.grid[1] = to_unsigned(heads);
+  shape.grid[2] = to_unsigned(batch * chunks);
+  shape.block[0] = static_cast<unsigned>(c.generated.threads);
+  shape.dynamic_shared_bytes = c.generated.shared_bytes;
+  return shape;
+}
+
+void launch_choice(const KernelChoice& c, int ordinal, const LaunchShape& shape,
+                   flashgen_device::AttentionParams& params, void* stream) {
+  if (shape.grid[0] == 0 || shape.grid[1] == 0 || shape.grid[2] == 0) return;
+  void* kernel_args[] = {&params};
+  launch(compiled(c, ordinal), shape, stream, kernel_args);
+}
+
+
+}  // namespace
+
+Availability availability() {
+  try {
+    if (device_count() < 1) return {false, "no CUDA device is visible"};
+    nvrtc_version();
+    return {true, ""};
+  } catch (const Error& e) {
+    return {false, e.what()};
+  }
+}
+
+std::vector<std::string> forward_kernel_names(const Problem& p, const ForwardArgs& args) {
+  require_half_precision(p);
+  return {choose(KernelKind::forward, p, forward_vec(args), args.q.device).generated.name};
+}
+
+std::vector<std::string> backward_kernel_names(const Problem& p, const BackwardArgs& args,
+                                               bool deterministic) {
+  require_half_precision(p);
+  std::vector<std::string> names;
+  for (KernelKind kind : backward_kinds(deterministic))
+    names.push_back(choose(kind, p, backward_vec(args), args.q.device).generated.name);
+  return names;
+}
+
+std::size_t backward_workspace_bytes(const Problem& p, bool deterministic) {
+  std::size_t bytes = dterm_bytes(p);
+  if (!deterministic)
+    bytes += align256(sizeof(float) *
+                      static_cast<std::size_t>(p.batch * p.heads_q * p.seq_q * p.dim_qk));
+  return bytes;
+}
+
+void forward(const Problem& p, const ForwardArgs& args, void* stream) {
+  require_half_precision(p);
+  const int ordinal = args.q.device;
+  const KernelChoice c = choose(KernelKind::forward, p, forward_vec(args), ordinal);
+
+  flashgen_device::AttentionParams params = problem_params(p);
+  params.q = tensor_arg(args.q);
+  params.k = tensor_arg(args.k);
+  params.v = tensor_arg(args.v);
+  params.o = tensor_arg(args.o);
+  params.lse = row_stats_arg(args.lse);
+
+  launch_choice(c, ordinal, block_grid(c, p.seq_q, p.heads_q, p.batch), params, stream);
+}
+
+void backward(const Problem& p, const BackwardArgs& args, void* stream, bool deterministic) {
+  require_half_precision(p);
+  const int ordinal = args.q.device;
+  const int vec = backward_vec(args);
+
+  // Scratch: the caller's workspace, or stream-ordered memory freed after.
+  const std::size_t workspace_bytes = backward_workspace_bytes(p, deterministic);
+  DevicePtr workspace = reinterpret_cast<DevicePtr>(args.workspace);
+  const bool owns_workspace = args.workspace == nullptr && workspace_bytes > 0;
+  if (args.workspace != nullptr && args.workspace_bytes < workspace_bytes)
+    throw Error(ErrorCode::invalid_argument,
+                "workspace_bytes (" + std::to_string(args.workspace_bytes) +
+                    ") must be at least backward_workspace_bytes() = " +
+                    std::to_string(workspace_bytes));
+  if (owns_workspace) workspace = allocate_async(workspace_bytes, stream);
+
+  flashgen_device::AttentionParams params = problem_params(p);
+  params.q = tensor_arg(args.q);
+  params.k = tensor_arg(args.k);
+  params.v = tensor_arg(args.v);
+  params.o = tensor_arg(args.o);
+  params.grad_o = tensor_arg(args.grad_o);
+  params.grad_q = tensor_arg(args.grad_q);
+  params.grad_k = tensor_arg(args.grad_k);
+  params.grad_v = tensor_arg(args.grad_v);
+  params.lse = row_stats_arg(args.lse);
+  float* dterm = reinterpret_cast<float*>(workspace);
+  params.dterm = {dterm, p.heads_q * p.seq_q, p.seq_q, 1};
+  params.grad_q_accum =
+      deterministic ? nullptr : reinterpret_cast<float*>(workspace + dterm_bytes(p));
+
+  try {
+    for (KernelKind kind : backward_kinds(deterministic)) {
+      const KernelChoice c = choose(kind, p, vec, ordinal);
+      const bool over_keys =
+          kind == KernelKind::backward_key_value || kind == KernelKind::backward_atomic;
+      const LaunchShape shape = over_keys ? block_grid(c, p.seq_kv, p.heads_kv, p.batch)
+                                          : block_grid(c, p.seq_q, p.heads_q, p.batch);
+      launch_choice(c, ordinal, shape, params, stream);
+    }
+  } catch (...) {
+    if (owns_workspace) free_async(workspace, stream);
+    throw;
+  }
+  if (owns_workspace) free_async(workspace, stream);
 }
 
 }  // namespace flashgen::cuda

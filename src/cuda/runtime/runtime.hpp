@@ -34,6 +34,14 @@ const DeviceInfo& device_info(int ordinal);
 int device_count();
 std::string nvrtc_version();  // "13.0"; throws when libnvrtc is missing
 
+// Makes the primary context of `ordinal` current on the calling thread; it is
+// retained once and kept for the life of the process. Kernels, buffers and
+// events are created in the current context.
+void use_device(int ordinal);
+// The device of the calling thread's current context; makes device 0 current
+// when the thread has none.
+int current_device();
+
 // What ptxas reported for a compiled kernel.
 struct KernelResources {
   int registers = 0;
@@ -53,6 +61,7 @@ struct CompileRequest {
 
 struct CompiledKernel {
   FunctionHandle function = nullptr;  // null for compile-only results
+  int ordinal = -1;                   // device whose primary context holds `function`
   KernelResources resources;
   std::string log;
 };
@@ -72,6 +81,7 @@ struct LaunchShape {
   std::size_t dynamic_shared_bytes = 0;
 };
 // params: pointers to each kernel argument, as cuLaunchKernel takes them.
+// Makes kernel.ordinal's context current first.
 void launch(const CompiledKernel& kernel, const LaunchShape& shape, StreamHandle stream,
             void** params);
 

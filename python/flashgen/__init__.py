@@ -1,0 +1,40 @@
+"""flashgen: exact attention (FlashAttention) for any head dimension.
+
+    import flashgen
+    o = flashgen.attention(q, k, v, causal=True)         # torch tensors, autograd
+    o, lse = flashgen.numpy.forward(q, k, v)              # numpy arrays, CPU
+
+The library is reached through its C API (ctypes), so the package does not
+depend on the PyTorch version; PyTorch is optional.
+"""
+
+from . import numpy
+from ._capi import UnsupportedError
+from . import _capi
+
+__all__ = ["attention", "cuda_available", "numpy", "UnsupportedError", "version"]
+
+
+def version() -> str:
+    """The library's version string."""
+    return _capi.version()
+
+
+def cuda_available() -> bool:
+    """True when a CUDA device can run flashgen kernels in this process."""
+    return _capi.cuda_available()
+
+
+try:
+    import torch as _torch  # noqa: F401  (optional)
+except ImportError:
+    _torch = None
+
+if _torch is not None:
+    from ._torch_attention import attention
+else:
+
+    def attention(*args, **kwargs):
+        """Needs PyTorch; see flashgen.numpy for arrays."""
+        raise ImportError("flashgen.attention needs PyTorch (pip install torch); "
+                          "flashgen.numpy works on numpy arrays without it")

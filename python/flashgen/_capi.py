@@ -1,0 +1,218 @@
+"""ctypes mirror of include/flashgen/flashgen.h.
+
+The structs repeat the header's field order and C types exactly (tests compare
+their offsets with a C compiler's); any change to the header must be repeated
+here. Every entry point returns an fg_status, turned into a Python exception by
+check() with the library's own message.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+from ctypes import POINTER, c_char_p, c_double, c_int, c_int32, c_int64, c_size_t, c_void_p
+
+from . import _library
+
+# fg_status
+FG_OK = 0
+FG_INVALID_ARGUMENT = 1
+FG_UNSUPPORTED = 2
+FG_RUNTIME = 3
+
+# fg_dtype
+FG_F16 = 0
+FG_BF16 = 1
+FG_F32 = 2
+
+# fg_memory
+FG_HOST = 0
+FG_CUDA = 1
+
+# fg_backend
+FG_BACKEND_AUTO = 0
+FG_BACKEND_CUDA = 1
+FG_BACKEND_CPU = 2
+
+TENSOR_RANK = 4     # [batch, seq, heads, dim]
+ROW_STATS_RANK = 3  # [batch, heads, seq]
+
+
+class UnsupportedError(RuntimeError):
+    """The problem is valid, but no backend can run it here (e.g. no GPU)."""
+
+    __module__ = "flashgen"
+
+
+class Tensor(ctypes.Structure):
+    """fg_tensor: [batch, seq, heads, dim]; strides count elements."""
+
+    _fields_ = [
+        ("data", c_void_p),
+        ("dtype", c_int32),
+        ("memory", c_int32),
+        ("device", c_int32),
+        ("reserved", c_int32),
+        ("shape", c_int64 * TENSOR_RANK),
+        ("stride", c_int64 * TENSOR_RANK),
+    ]
+
+
+class RowStats(ctypes.Structure):
+    """fg_row_stats: fp32 [batch, heads, seq]; strides count elements."""
+
+    _fields_ = [
+        ("data", c_void_p),  # float*; declared void* so any address converts
+        ("memory", c_int32),
+        ("device", c_int32),
+        ("shape", c_int64 * ROW_STATS_RANK),
+        ("stride", c_int64 * ROW_STATS_RANK),
+    ]
+
+
+class Options(ctypes.Structure):
+    """fg_options."""
+
+    _fields_ = [
+        ("scale", c_double),
+        ("has_scale", c_int32),
+        ("causal", c_int32),
+        ("backend", c_int32),
+        ("deterministic", c_int32),
+        ("stream", c_void_p),
+        ("cpu_threads", c_int32),
+        ("reserved", c_int32),
+    ]
+
+
+_TensorP = POINTER(Tensor)
+_RowStatsP = POINTER(RowStats)
+_OptionsP = POINTER(Options)
+
+# name -> (restype, argtypes), in the header's order.
+_PROTOTYPES = {
+    "fg_options_init": (None, [_OptionsP]),
+    "fg_forward": (c_int, [_TensorP, _TensorP, _TensorP, _TensorP, _RowStatsP, _OptionsP]),
+    "fg_backward": (c_int, [_TensorP, _TensorP, _TensorP, _TensorP, _TensorP, _RowStatsP,
+                            _TensorP, _TensorP, _TensorP, c_void_p, c_size_t, _OptionsP]),
+    "fg_backward_workspace_bytes": (c_int, [_TensorP, _TensorP, _TensorP, _TensorP, _TensorP,
+                                            _RowStatsP, _TensorP, _TensorP, _TensorP,
+                                            _OptionsP, POINTER(c_size_t)]),
+    "fg_supports_forward": (c_int, [_TensorP, _TensorP, _TensorP, _TensorP, _RowStatsP,
+                                    _OptionsP]),
+    "fg_last_error": (c_char_p, []),
+    "fg_version": (c_char_p, []),
+    "fg_cuda_available": (c_int, []),
+}
+
+
+@functools.lru_cache(maxsize=None)
+def lib() -> ctypes.CDLL:
+    """The library with every prototype declared."""
+    library = _library.load()
+    for name, (restype, argtypes) in _PROTOTYPES.items():
+        function = getattr(library, name)
+        function.restype = restype
+        function.argtypes = argtypes
+    return library
+
+
+def last_error() -> str:
+    message = lib().fg_last_error()
+    return message.decode("utf-8", "replace") if message else ""
+
+
+def error_for(status: int, what: str) -> Exception:
+    """The exception for a failing status; the message is fg_last_error()."""
+    message = last_error() or f"{what} failed with status {status}"
+    if status == FG_INVALID_ARGUMENT:
+        return ValueError(message)
+    if status == FG_UNSUPPORTED:
+        return UnsupportedError(message)
+    return RuntimeError(message)
+
+
+def check(status: int, what: str) -> None:
+    # fg_last_error() is per thread; ctypes runs the call and this read on
+    # the same thread, so the message belongs to this call.
+    if status != FG_OK:
+        raise error_for(status, what)
+
+
+def make_tensor(data: int, dtype: int, memory: int, device: int, shape, stride) -> Tensor:
+    if len(shape) != TENSOR_RANK or len(stride) != TENSOR_RANK:
+        raise ValueError(f"a tensor view needs {TENSOR_RANK} dimensions, got shape {tuple(shape)}")
+    view = Tensor()
+    view.data = data
+    view.dtype = dtype
+    view.memory = memory
+    view.device = device
+    view.shape[:] = [int(n) for n in shape]
+    view.stride[:] = [int(s) for s in stride]
+    return view
+
+
+def make_row_stats(data: int, memory: int, device: int, shape, stride) -> RowStats:
+    view = RowStats()
+    view.data = data
+    view.memory = memory
+    view.device = device
+    view.shape[:] = [int(n) for n in shape]
+    view.stride[:] = [int(s) for s in stride]
+    return view
+
+
+def make_options(*, scale=None, causal=False, backend=FG_BACKEND_AUTO, deterministic=True,
+                 stream=None, cpu_threads=0) -> Options:
+    options = Options()
+    lib().fg_options_init(ctypes.byref(options))
+    if scale is not None:
+        options.scale = float(scale)
+        options.has_scale = 1
+    options.causal = int(bool(causal))
+    options.backend = backend
+    options.deterministic = int(bool(deterministic))
+    options.stream = stream
+    options.cpu_threads = int(cpu_threads)
+    return options
+
+
+def forward(q: Tensor, k: Tensor, v: Tensor, o: Tensor, lse: RowStats | None,
+            options: Options) -> None:
+    lse_pointer = ctypes.byref(lse) if lse is not None else None
+    check(lib().fg_forward(ctypes.byref(q), ctypes.byref(k), ctypes.byref(v), ctypes.byref(o),
+                           lse_pointer, ctypes.byref(options)), "fg_forward")
+
+
+def backward_workspace_bytes(q: Tensor, k: Tensor, v: Tensor, o: Tensor, grad_o: Tensor,
+                             lse: RowStats, grad_q: Tensor, grad_k: Tensor, grad_v: Tensor,
+                             options: Options) -> int:
+    size = c_size_t(0)
+    refs = [ctypes.byref(t) for t in (q, k, v, o, grad_o, lse, grad_q, grad_k, grad_v, options)]
+    check(lib().fg_backward_workspace_bytes(*refs, ctypes.byref(size)),
+          "fg_backward_workspace_bytes")
+    return size.value
+
+
+def backward(q: Tensor, k: Tensor, v: Tensor, o: Tensor, grad_o: Tensor, lse: RowStats,
+             grad_q: Tensor, grad_k: Tensor, grad_v: Tensor, workspace: int | None,
+             workspace_bytes: int, options: Options) -> None:
+    refs = [ctypes.byref(t) for t in (q, k, v, o, grad_o, lse, grad_q, grad_k, grad_v)]
+    check(lib().fg_backward(*refs, workspace, workspace_bytes, ctypes.byref(options)),
+          "fg_backward")
+
+
+def supports_forward(q: Tensor, k: Tensor, v: Tensor, o: Tensor, lse: RowStats | None,
+                     options: Options) -> tuple[bool, str]:
+    lse_pointer = ctypes.byref(lse) if lse is not None else None
+    status = lib().fg_supports_forward(ctypes.byref(q), ctypes.byref(k), ctypes.byref(v),
+                                       ctypes.byref(o), lse_pointer, ctypes.byref(options))
+    return status == FG_OK, ("" if status == FG_OK else last_error())
+
+
+def version() -> str:
+    return lib().fg_version().decode()
+
+
+def cuda_available() -> bool:
+    return lib().fg_cuda_available() == 1

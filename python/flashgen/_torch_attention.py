@@ -1,0 +1,49 @@
+"""flashgen.attention for torch tensors."""
+
+from __future__ import annotations
+
+import torch
+
+from ._layout import BHSD, BSHD, check_layout
+from ._torch_ops import attention_forward
+from ._torch_views import check_inputs
+
+
+def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal: bool = False,
+              scale: float | None = None, deterministic: bool = True,
+              return_lse: bool = False, layout: str = BSHD):
+    """Exact attention O = softmax(scale · Q·Kᵀ) · V, differentiable.
+
+    layout="bshd" (flash_attn_func):
+        q [batch, seq_q, heads_q, dim_qk], k [batch, seq_kv, heads_kv, dim_qk],
+        v [batch, seq_kv, heads_kv, dim_v] -> o [batch, seq_q, heads_q, dim_v]
+    layout="bhsd" (torch.nn.functional.scaled_dot_product_attention): the same
+        with the seq and heads axes swapped.
+    heads_q must be a multiple of heads_kv (GQA/MQA); dim_v may differ from
+    dim_qk. Tensors are float16, bfloat16 or float32, all of one dtype on one
+    device, with any strides: they are read in place, never copied. CUDA
+    tensors run on their GPU on its current stream; CPU tensors on the CPU
+    backend.
+
+    scale defaults to 1/sqrt(dim_qk). causal masks keys after the query's
+    position aligned to the bottom-right corner (query i sees keys
+    j <= i + seq_kv - seq_q); a fully masked row gives o = 0, lse = -inf.
+    deterministic=False lets the backward use atomics when that is faster.
+    return_lse=True returns (o, lse) with lse the float32 natural-log row
+    log-sum-exp [batch, heads_q, seq_q] (not differentiable).
+
+    o is a new tensor packed in the given layout. Raises TypeError for dtype
+    problems, ValueError for shapes, devices and other bad arguments
+    (before anything runs), flashgen.UnsupportedError when no backend can run
+    the problem here.
+    """
+    check_layout(layout)
+    check_inputs({"q": q, "k": k, "v": v})
+    heads_major = layout == BHSD
+    if heads_major:
+        q, k, v = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
+    o, lse = attention_forward(q, k, v, bool(causal), None if scale is None else float(scale),
+                               bool(deterministic), heads_major)
+    if heads_major:
+        o = o.transpose(1, 2)
+    return (o, lse) if return_lse else o

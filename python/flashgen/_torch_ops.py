@@ -1,0 +1,155 @@
+"""The torch operators flashgen::attention_forward / attention_backward.
+
+They are torch.library custom ops with fake (shape-only) implementations and a
+registered autograd formula, so torch.compile traces them as single nodes
+without graph breaks and autograd calls the library's backward. Every output
+and the backward's scratch are allocated with torch in the op, on the inputs'
+device, so the caching allocator and CUDA graph capture see them.
+
+All tensors here are already [batch, seq, heads, dim] views (the public
+function swaps axes for the [batch, heads, seq, dim] layout).
+"""
+
+# No `from __future__ import annotations`: torch.library reads the operator
+# schema from these annotations as real types.
+from typing import Optional, Tuple
+
+import torch
+
+from . import _capi
+from ._torch_views import check_inputs, options_for, row_stats_view, tensor_view
+
+_HAS_CUSTOM_OP = hasattr(torch.library, "custom_op") and hasattr(torch.library, "register_fake")
+
+
+def _device_guard(device: torch.device):
+    """Makes the tensors' GPU current while the library runs, as CUDA
+    extensions do, so a caller on another current device still works."""
+    if device.type == "cuda":
+        return torch.cuda.device(device)
+    return _NullContext()
+
+
+class _NullContext:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+def _allocate_forward(q: torch.Tensor, v: torch.Tensor, heads_major: bool):
+    """o (packed in the caller's layout, returned as a [b, s, h, d] view) and lse."""
+    batch, seq_q, heads_q, _ = q.shape
+    dim_v = v.shape[3]
+    if heads_major:
+        # [batch, heads, seq, dim_v] memory seen as [batch, seq, heads, dim_v]
+        o = torch.empty((batch, heads_q, seq_q, dim_v), dtype=q.dtype,
+                        device=q.device).transpose(1, 2)
+    else:
+        o = torch.empty((batch, seq_q, heads_q, dim_v), dtype=q.dtype, device=q.device)
+    lse = torch.empty((batch, heads_q, seq_q), dtype=torch.float32, device=q.device)  # [b, h, s]
+    return o, lse
+
+
+def _allocate_backward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor):
+    # empty_like keeps the input's strides when it is dense, so each gradient
+    # has the memory layout of the tensor it belongs to.
+    return torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
+
+
+def _forward_impl(q, k, v, causal, scale, deterministic, heads_major):
+    check_inputs({"q": q, "k": k, "v": v})
+    o, lse = _allocate_forward(q, v, heads_major)
+    with _device_guard(q.device):
+        options = options_for(q.device, causal=causal, scale=scale, deterministic=deterministic)
+        _capi.forward(tensor_view(q), tensor_view(k), tensor_view(v), tensor_view(o),
+                      row_stats_view(lse), options)
+    return o, lse
+
+
+def _backward_impl(grad_o, q, k, v, o, lse, causal, scale, deterministic):
+    check_inputs({"q": q, "k": k, "v": v, "o": o, "grad_o": grad_o})
+    grad_q, grad_k, grad_v = _allocate_backward(q, k, v)
+    with _device_guard(q.device):
+        options = options_for(q.device, causal=causal, scale=scale, deterministic=deterministic)
+        views = [tensor_view(t) for t in (q, k, v, o, grad_o)]
+        lse_view = row_stats_view(lse)
+        grads = [tensor_view(t) for t in (grad_q, grad_k, grad_v)]
+        workspace_bytes = _capi.backward_workspace_bytes(*views, lse_view, *grads, options)
+        # Scratch from torch's allocator on the current stream: reused across
+        # calls and capturable in a CUDA graph, unlike a library-side malloc.
+        workspace = (torch.empty(workspace_bytes, dtype=torch.uint8, device=q.device)
+                     if workspace_bytes else None)
+        _capi.backward(*views, lse_view, *grads,
+                       workspace.data_ptr() if workspace is not None else None,
+                       workspace_bytes, options)
+    return grad_q, grad_k, grad_v
+
+
+if _HAS_CUSTOM_OP:
+
+    @torch.library.custom_op("flashgen::attention_forward", mutates_args=())
+    def attention_forward_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool,
+                             scale: Optional[float], deterministic: bool,
+                             heads_major: bool) -> Tuple[torch.Tensor, torch.Tensor]:
+        return _forward_impl(q, k, v, causal, scale, deterministic, heads_major)
+
+    @attention_forward_op.register_fake
+    def _(q, k, v, causal, scale, deterministic, heads_major):
+        check_inputs({"q": q, "k": k, "v": v})
+        return _allocate_forward(q, v, heads_major)
+
+    @torch.library.custom_op("flashgen::attention_backward", mutates_args=())
+    def attention_backward_op(grad_o: torch.Tensor, q: torch.Tensor, k: torch.Tensor,
+                              v: torch.Tensor, o: torch.Tensor, lse: torch.Tensor, causal: bool,
+                              scale: Optional[float], deterministic: bool
+                              ) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        return _backward_impl(grad_o, q, k, v, o, lse, causal, scale, deterministic)
+
+    @attention_backward_op.register_fake
+    def _(grad_o, q, k, v, o, lse, causal, scale, deterministic):
+        check_inputs({"q": q, "k": k, "v": v, "o": o, "grad_o": grad_o})
+        return _allocate_backward(q, k, v)
+
+    def _setup_context(ctx, inputs, output):
+        q, k, v, causal, scale, deterministic, _ = inputs
+        o, lse = output
+        ctx.save_for_backward(q, k, v, o, lse)
+        ctx.causal, ctx.scale, ctx.deterministic = causal, scale, deterministic
+        # lse is a statistic for the backward, not a differentiable output.
+        ctx.mark_non_differentiable(lse)
+
+    def _backward(ctx, grad_o, grad_lse):
+        q, k, v, o, lse = ctx.saved_tensors
+        grad_q, grad_k, grad_v = attention_backward_op(grad_o, q, k, v, o, lse, ctx.causal,
+                                                       ctx.scale, ctx.deterministic)
+        return grad_q, grad_k, grad_v, None, None, None, None
+
+    attention_forward_op.register_autograd(_backward, setup_context=_setup_context)
+
+    def attention_forward(q, k, v, causal, scale, deterministic, heads_major):
+        """(o, lse) with autograd through flashgen::attention_backward."""
+        return attention_forward_op(q, k, v, causal, scale, deterministic, heads_major)
+
+else:  # PyTorch before 2.4: plain autograd, no torch.compile support.
+
+    class _Attention(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, q, k, v, causal, scale, deterministic, heads_major):
+            o, lse = _forward_impl(q, k, v, causal, scale, deterministic, heads_major)
+            ctx.save_for_backward(q, k, v, o, lse)
+            ctx.causal, ctx.scale, ctx.deterministic = causal, scale, deterministic
+            ctx.mark_non_differentiable(lse)
+            return o, lse
+
+        @staticmethod
+        def backward(ctx, grad_o, grad_lse):
+            q, k, v, o, lse = ctx.saved_tensors
+            grad_q, grad_k, grad_v = _backward_impl(grad_o, q, k, v, o, lse, ctx.causal,
+                                                    ctx.scale, ctx.deterministic)
+            return grad_q, grad_k, grad_v, None, None, None, None
+
+    def attention_forward(q, k, v, causal, scale, deterministic, heads_major):
+        """(o, lse) with autograd through the library's backward."""
+        return _Attention.apply(q, k, v, causal, scale, deterministic, heads_major)

@@ -1,0 +1,86 @@
+"""torch.Tensor -> the C API's views, and the checks made before any launch.
+
+Views carry the tensor's own data pointer (storage offset included) and
+element strides, so the library reads the caller's memory in place.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from . import _capi
+
+_FG_DTYPES = {
+    torch.float16: _capi.FG_F16,
+    torch.bfloat16: _capi.FG_BF16,
+    torch.float32: _capi.FG_F32,
+}
+_DEVICE_TYPES = ("cpu", "cuda")
+
+
+def check_inputs(tensors: dict) -> None:
+    """TypeError for a dtype problem, ValueError for a rank or device problem.
+
+    tensors maps argument names to tensors that must share dtype and device.
+    Runs on real and fake tensors alike, so torch.compile reports the same
+    errors at trace time.
+    """
+    first_name = None
+    for name, tensor in tensors.items():
+        if not isinstance(tensor, torch.Tensor):
+            raise TypeError(f"{name} must be a torch.Tensor, got {type(tensor).__name__}")
+        if tensor.dim() != _capi.TENSOR_RANK:
+            raise ValueError(f"{name} must have {_capi.TENSOR_RANK} dimensions, got shape "
+                             f"{tuple(tensor.shape)}")
+        if tensor.dtype not in _FG_DTYPES:
+            raise TypeError(f"{name}: dtype {tensor.dtype} is not supported; use "
+                            f"torch.float16, torch.bfloat16 or torch.float32")
+        if tensor.device.type not in _DEVICE_TYPES:
+            raise ValueError(f"{name} is on device {tensor.device}; flashgen runs on CPU "
+                             f"and CUDA tensors")
+        if first_name is None:
+            first_name = name
+            continue
+        first = tensors[first_name]
+        if tensor.dtype != first.dtype:
+            raise TypeError(f"{name} has dtype {tensor.dtype} but {first_name} has "
+                            f"{first.dtype}; all must have the same dtype")
+        if tensor.device != first.device:
+            raise ValueError(f"{name} is on {tensor.device} but {first_name} is on "
+                             f"{first.device}; all must be on the same device")
+
+
+def _memory_of(device: torch.device) -> tuple:
+    if device.type == "cuda":
+        index = device.index if device.index is not None else torch.cuda.current_device()
+        return _capi.FG_CUDA, index
+    return _capi.FG_HOST, 0
+
+
+def tensor_view(tensor: torch.Tensor) -> _capi.Tensor:
+    """[batch, seq, heads, dim] view of a 4-D tensor."""
+    memory, device = _memory_of(tensor.device)
+    return _capi.make_tensor(tensor.data_ptr(), _FG_DTYPES[tensor.dtype], memory, device,
+                             tensor.shape, tensor.stride())
+
+
+def row_stats_view(tensor: torch.Tensor) -> _capi.RowStats:
+    """fp32 [batch, heads, seq] view."""
+    if tensor.dtype != torch.float32 or tensor.dim() != _capi.ROW_STATS_RANK:
+        raise TypeError(f"lse must be a float32 tensor of {_capi.ROW_STATS_RANK} dimensions, "
+                        f"got {tensor.dtype} of shape {tuple(tensor.shape)}")
+    memory, device = _memory_of(tensor.device)
+    return _capi.make_row_stats(tensor.data_ptr(), memory, device, tensor.shape,
+                                tensor.stride())
+
+
+def options_for(device: torch.device, *, causal: bool, scale, deterministic: bool) -> _capi.Options:
+    """Options that run on the tensors' device: CUDA tensors on the current
+    stream of their device (so CUDA graphs capture the launches), CPU tensors
+    on the CPU backend."""
+    if device.type == "cuda":
+        stream = torch.cuda.current_stream(device).cuda_stream
+        return _capi.make_options(scale=scale, causal=causal, backend=_capi.FG_BACKEND_CUDA,
+                                  deterministic=deterministic, stream=stream)
+    return _capi.make_options(scale=scale, causal=causal, backend=_capi.FG_BACKEND_CPU,
+                              deterministic=deterministic)

@@ -1,0 +1,43 @@
+"""`pip install .` builds the wheel and the installed package finds its own library."""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+# A cold build on two cores takes well under this; more means something hangs.
+BUILD_TIMEOUT_S = 300
+
+
+@pytest.mark.slow
+def test_pip_install_builds_a_working_package(tmp_path):
+    pytest.importorskip("scikit_build_core",
+                        reason="scikit-build-core is not installed (pip install scikit-build-core)")
+    target = tmp_path / "site"
+    # No build isolation and no dependencies: nothing is downloaded, so the
+    # test measures the project's own build.
+    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-build-isolation",
+                    "--no-deps", "--target", str(target), str(REPO)],
+                   check=True, timeout=BUILD_TIMEOUT_S, cwd=tmp_path)
+    code = ("import numpy as np, flashgen\n"
+            "from flashgen import _library\n"
+            "print(_library.find_library())\n"
+            "q = np.ones((1, 3, 2, 5), np.float32)\n"
+            "o, lse = flashgen.numpy.forward(q, q, q)\n"
+            "print(flashgen.version(), float(abs(o - 1).max()))\n")
+    env = {key: value for key, value in os.environ.items() if key != "FLASHGEN_LIBRARY"}
+    env["PYTHONPATH"] = str(target)
+    result = subprocess.run([sys.executable, "-c", code], env=env, cwd=tmp_path, check=True,
+                            capture_output=True, text=True)
+    library_path, summary = result.stdout.splitlines()
+    assert pathlib.Path(library_path).is_relative_to(target), library_path
+    version, error = summary.split()
+    cmake_version = next(line for line in (REPO / "CMakeLists.txt").read_text().splitlines()
+                         if line.startswith("project(flashgen VERSION"))
+    assert f"VERSION {version} " in cmake_version
+    assert float(error) == 0.0  # equal values give the value back

@@ -1,0 +1,69 @@
+// The public entry points: each asks the planner, then dispatches to the
+// backend the plan names. Errors carry the planner's code and reason.
+#include <cstddef>
+
+#include "api/empty_outputs.hpp"
+#include "api/plan.hpp"
+#include "cpu/cpu_backend.hpp"
+#include "cuda/cuda_backend.hpp"
+
+namespace flashgen {
+
+namespace {
+
+const api::PlannedCall& require_ok(const api::PlannedCall& planned) {
+  if (!planned.plan.ok) throw Error(planned.plan.error, planned.plan.reason);
+  return planned;
+}
+
+}  // namespace
+
+Plan plan_forward(const ForwardArgs& args, const Options& options) {
+  return api::plan_call(args, options).plan;
+}
+
+Plan plan_backward(const BackwardArgs& args, const Options& options) {
+  return api::plan_call(args, options).plan;
+}
+
+bool supports_forward(const ForwardArgs& args, const Options& options) {
+  return plan_forward(args, options).ok;
+}
+
+bool supports_backward(const BackwardArgs& args, const Options& options) {
+  return plan_backward(args, options).ok;
+}
+
+std::size_t backward_workspace_bytes(const BackwardArgs& args, const Options& options) {
+  return require_ok(api::plan_call(args, options)).plan.workspace_bytes;
+}
+
+void forward(const ForwardArgs& args, const Options& options) {
+  const api::PlannedCall planned = api::plan_call(args, options);
+  const Problem& p = require_ok(planned).problem;
+  if (planned.plan.backend == Backend::cuda) {
+    cuda::forward(p, args, options.stream);  // writes empty problems' outputs itself
+    return;
+  }
+  if (api::is_empty(p)) {
+    api::write_empty_forward(p, args);
+    return;
+  }
+  cpu::forward(p, args, options.cpu_threads);
+}
+
+void backward(const BackwardArgs& args, const Options& options) {
+  const api::PlannedCall planned = api::plan_call(args, options);
+  const Problem& p = require_ok(planned).problem;
+  if (planned.plan.backend == Backend::cuda) {
+    cuda::backward(p, args, options.stream, options.deterministic);
+    return;
+  }
+  if (api::is_empty(p)) {
+    api::write_empty_backward(p, args);
+    return;
+  }
+  cpu::backward(p, args, options.cpu_threads);
+}
+
+}  // namespace flashgen

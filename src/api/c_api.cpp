@@ -1,0 +1,206 @@
+// The C API: converts the flat structs to the C++ views and calls the C++
+// API. No exception crosses this boundary; the message of a failure is kept
+// per thread for fg_last_error().
+#include <cstring>
+#include <exception>
+#include <new>
+#include <string>
+
+#include "cuda/cuda_backend.hpp"
+#include "flashgen/flashgen.h"
+#include "flashgen/flashgen.hpp"
+
+namespace flashgen {
+namespace {
+
+// The C enums are the C++ enums' values; a change to either breaks this file's build.
+static_assert(FG_OK == static_cast<int>(ErrorCode::ok));
+static_assert(FG_INVALID_ARGUMENT == static_cast<int>(ErrorCode::invalid_argument));
+static_assert(FG_UNSUPPORTED == static_cast<int>(ErrorCode::unsupported));
+static_assert(FG_RUNTIME == static_cast<int>(ErrorCode::runtime));
+static_assert(FG_F16 == static_cast<int>(DType::f16) && FG_BF16 == static_cast<int>(DType::bf16) &&
+              FG_F32 == static_cast<int>(DType::f32));
+static_assert(FG_HOST == static_cast<int>(MemoryKind::host) &&
+              FG_CUDA == static_cast<int>(MemoryKind::cuda));
+static_assert(FG_BACKEND_AUTO == static_cast<int>(Backend::automatic) &&
+              FG_BACKEND_CUDA == static_cast<int>(Backend::cuda) &&
+              FG_BACKEND_CPU == static_cast<int>(Backend::cpu));
+
+thread_local std::string last_error;
+
+int fail(int status, const std::string& message) {
+  last_error = message;
+  return status;
+}
+
+// Thrown inside this file for a NULL argument of a C function.
+struct NullArgument {
+  const char* name;
+};
+
+template <class T>
+T& require(T* pointer, const char* name) {
+  if (pointer == nullptr) throw NullArgument{name};
+  return *pointer;
+}
+
+// Enum values are copied as they are; validation reports values out of range by name.
+TensorView view_of(const fg_tensor& t) {
+  TensorView view;
+  view.data = t.data;
+  view.dtype = static_cast<DType>(t.dtype);
+  view.memory = static_cast<MemoryKind>(t.memory);
+  view.device = t.device;
+  for (int i = 0; i < 4; ++i) {
+    view.shape[i] = t.shape[i];
+    view.stride[i] = t.stride[i];
+  }
+  return view;
+}
+
+RowStatsView view_of(const fg_row_stats& t) {
+  RowStatsView view;
+  view.data = t.data;
+  view.memory = static_cast<MemoryKind>(t.memory);
+  view.device = t.device;
+  for (int i = 0; i < 3; ++i) {
+    view.shape[i] = t.shape[i];
+    view.stride[i] = t.stride[i];
+  }
+  return view;
+}
+
+Options options_of(const fg_options& o) {
+  Options options;
+  if (o.has_scale != 0) options.scale = o.scale;
+  options.causal = o.causal != 0;
+  options.backend = static_cast<Backend>(o.backend);
+  options.deterministic = o.deterministic != 0;
+  options.stream = o.stream;
+  options.cpu_threads = o.cpu_threads;
+  return options;
+}
+
+BackwardArgs backward_args_of(const fg_tensor* q, const fg_tensor* k, const fg_tensor* v,
+                              const fg_tensor* o, const fg_tensor* grad_o, const fg_row_stats* lse,
+                              const fg_tensor* grad_q, const fg_tensor* grad_k,
+                              const fg_tensor* grad_v) {
+  BackwardArgs args;
+  args.q = view_of(require(q, "q"));
+  args.k = view_of(require(k, "k"));
+  args.v = view_of(require(v, "v"));
+  args.o = view_of(require(o, "o"));
+  args.grad_o = view_of(require(grad_o, "grad_o"));
+  args.lse = view_of(require(lse, "lse"));
+  args.grad_q = view_of(require(grad_q, "grad_q"));
+  args.grad_k = view_of(require(grad_k, "grad_k"));
+  args.grad_v = view_of(require(grad_v, "grad_v"));
+  return args;
+}
+
+ForwardArgs forward_args_of(const fg_tensor* q, const fg_tensor* k, const fg_tensor* v,
+                            const fg_tensor* o, const fg_row_stats* lse) {
+  ForwardArgs args;
+  args.q = view_of(require(q, "q"));
+  args.k = view_of(require(k, "k"));
+  args.v = view_of(require(v, "v"));
+  args.o = view_of(require(o, "o"));
+  if (lse != nullptr) args.lse = view_of(*lse);  // NULL: the forward does not write it
+  return args;
+}
+
+// Runs `body` and turns every exception into a status and a message.
+template <class Body>
+int guarded(Body&& body) {
+  try {
+    body();
+    return FG_OK;
+  } catch (const NullArgument& null) {
+    return fail(FG_INVALID_ARGUMENT, std::string(null.name) + " must not be NULL");
+  } catch (const Error& error) {
+    return fail(static_cast<int>(error.code()), error.what());
+  } catch (const std::bad_alloc&) {
+    return fail(FG_RUNTIME, "out of host memory");
+  } catch (const std::exception& error) {
+    return fail(FG_RUNTIME, error.what());
+  } catch (...) {
+    return fail(FG_RUNTIME, "unknown failure");
+  }
+}
+
+}  // namespace
+}  // namespace flashgen
+
+using namespace flashgen;
+
+extern "C" {
+
+void fg_options_init(fg_options* options) {
+  if (options == nullptr) return;
+  std::memset(options, 0, sizeof(*options));
+  const Options defaults;
+  options->has_scale = 0;
+  options->scale = 0.0;
+  options->causal = defaults.causal ? 1 : 0;
+  options->backend = static_cast<std::int32_t>(defaults.backend);
+  options->deterministic = defaults.deterministic ? 1 : 0;
+  options->stream = defaults.stream;
+  options->cpu_threads = defaults.cpu_threads;
+}
+
+int fg_forward(const fg_tensor* q, const fg_tensor* k, const fg_tensor* v, const fg_tensor* o,
+               const fg_row_stats* lse, const fg_options* options) {
+  return guarded([&] {
+    const ForwardArgs args = forward_args_of(q, k, v, o, lse);
+    forward(args, options_of(require(options, "options")));
+  });
+}
+
+int fg_backward(const fg_tensor* q, const fg_tensor* k, const fg_tensor* v, const fg_tensor* o,
+                const fg_tensor* grad_o, const fg_row_stats* lse, const fg_tensor* grad_q,
+                const fg_tensor* grad_k, const fg_tensor* grad_v, void* workspace,
+                size_t workspace_bytes, const fg_options* options) {
+  return guarded([&] {
+    BackwardArgs args = backward_args_of(q, k, v, o, grad_o, lse, grad_q, grad_k, grad_v);
+    args.workspace = workspace;
+    args.workspace_bytes = workspace_bytes;
+    backward(args, options_of(require(options, "options")));
+  });
+}
+
+int fg_backward_workspace_bytes(const fg_tensor* q, const fg_tensor* k, const fg_tensor* v,
+                                const fg_tensor* o, const fg_tensor* grad_o,
+                                const fg_row_stats* lse, const fg_tensor* grad_q,
+                                const fg_tensor* grad_k, const fg_tensor* grad_v,
+                                const fg_options* options, size_t* bytes) {
+  return guarded([&] {
+    std::size_t& result = require(bytes, "bytes");
+    const BackwardArgs args = backward_args_of(q, k, v, o, grad_o, lse, grad_q, grad_k, grad_v);
+    result = backward_workspace_bytes(args, options_of(require(options, "options")));
+  });
+}
+
+int fg_supports_forward(const fg_tensor* q, const fg_tensor* k, const fg_tensor* v,
+                        const fg_tensor* o, const fg_row_stats* lse, const fg_options* options) {
+  return guarded([&] {
+    const ForwardArgs args = forward_args_of(q, k, v, o, lse);
+    const Plan plan = plan_forward(args, options_of(require(options, "options")));
+    if (!plan.ok) throw Error(plan.error, plan.reason);
+  });
+}
+
+const char* fg_last_error(void) { return last_error.c_str(); }
+
+const char* fg_version(void) { return flashgen::version(); }
+
+int fg_cuda_available(void) {
+  int available = 0;
+  const int status = guarded([&] {
+    const cuda::Availability a = cuda::availability();
+    if (!a.ok) throw Error(ErrorCode::unsupported, a.reason);
+    available = 1;
+  });
+  return status == FG_OK ? available : 0;
+}
+
+}  // extern "C"

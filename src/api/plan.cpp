@@ -1,0 +1,137 @@
+// The planner. Order of decisions:
+//   1. validate the arguments into a Problem (invalid_argument names the rule);
+//   2. pick the backend from the tensors' memory (automatic) or check the
+//      requested one can reach it;
+//   3. ask that backend what it would run (CPU: a description; CUDA: the
+//      generated kernels' names) and how much device scratch the backward needs.
+// Empty problems are planned like any other: the host path writes their
+// outputs directly, the CUDA backend writes them on its stream.
+#include "api/plan.hpp"
+
+#include <cstdio>
+#include <thread>
+
+#include "api/validate.hpp"
+#include "cuda/cuda_backend.hpp"
+#include "cuda/runtime/runtime.hpp"
+
+namespace flashgen::api {
+namespace {
+
+enum class Direction { forward, backward };
+
+// One call as the planner sees it; exactly one of the argument pointers is set.
+struct Call {
+  Direction direction;
+  const ForwardArgs* forward = nullptr;
+  const BackwardArgs* backward = nullptr;
+  const TensorView& q() const { return forward ? forward->q : backward->q; }
+};
+
+int resolved_cpu_threads(int requested) {
+  if (requested > 0) return requested;
+  const unsigned hardware = std::thread::hardware_concurrency();
+  return hardware > 0 ? static_cast<int>(hardware) : 1;
+}
+
+std::string empty_description(const Problem& p, Direction direction) {
+  if (direction == Direction::forward) {
+    if (p.seq_q == 0) return "empty problem (seq_q = 0): nothing to write";
+    return "empty problem (seq_kv = 0): O = 0, LSE = -inf written directly";
+  }
+  if (p.seq_q == 0 && p.seq_kv == 0) return "empty problem (seq_q = seq_kv = 0): nothing to write";
+  if (p.seq_q == 0) return "empty problem (seq_q = 0): dK = dV = 0 written directly";
+  return "empty problem (seq_kv = 0): dQ = 0 written directly";
+}
+
+void plan_cpu(const Call& call, const Problem& p, const Options& options, Plan& plan) {
+  if (is_empty(p)) {
+    plan.kernels = {empty_description(p, call.direction)};
+    return;
+  }
+  const int threads = resolved_cpu_threads(options.cpu_threads);
+  char text[256];
+  if (call.direction == Direction::forward)
+    std::snprintf(text, sizeof(text), "cpu.forward (tiled online softmax, %s, %d threads)",
+                  describe(p).c_str(), threads);
+  else
+    std::snprintf(text, sizeof(text), "cpu.backward (tiled, deterministic, %s, %d threads)",
+                  describe(p).c_str(), threads);
+  plan.kernels = {text};
+  plan.workspace_bytes = 0;
+}
+
+void plan_cuda(const Call& call, const Problem& p, const Options& options, Plan& plan) {
+  const cuda::Availability available = cuda::availability();
+  if (!available.ok)
+    throw Error(ErrorCode::unsupported, "the CUDA backend cannot run here: " + available.reason);
+  const TensorView& q = call.q();
+  const int devices = cuda::device_count();
+  if (q.device >= devices)
+    throw Error(ErrorCode::invalid_argument,
+                "q.device (" + std::to_string(q.device) + ") must be < the number of CUDA devices (" +
+                    std::to_string(devices) + ")");
+  if (call.direction == Direction::forward) {
+    plan.kernels = cuda::forward_kernel_names(p, *call.forward);
+    plan.workspace_bytes = 0;
+    return;
+  }
+  plan.kernels = cuda::backward_kernel_names(p, *call.backward, options.deterministic);
+  plan.workspace_bytes = cuda::backward_workspace_bytes(p, options.deterministic);
+  const BackwardArgs& args = *call.backward;
+  if (args.workspace != nullptr && args.workspace_bytes < plan.workspace_bytes)
+    throw Error(ErrorCode::invalid_argument,
+                "workspace_bytes (" + std::to_string(args.workspace_bytes) +
+                    ") must be >= backward_workspace_bytes() (" +
+                    std::to_string(plan.workspace_bytes) +
+                    ") when workspace is given; pass null to let the library allocate it");
+}
+
+// THE planner.
+PlannedCall decide(const Call& call, const Options& options) {
+  PlannedCall out;
+  Plan& plan = out.plan;
+  try {
+    out.problem = call.direction == Direction::forward ? validate_forward(*call.forward, options)
+                                                       : validate_backward(*call.backward, options);
+    // Validation has checked that an explicit backend reaches the memory.
+    plan.backend = call.q().memory == MemoryKind::cuda ? Backend::cuda : Backend::cpu;
+    if (plan.backend == Backend::cpu)
+      plan_cpu(call, out.problem, options, plan);
+    else
+      plan_cuda(call, out.problem, options, plan);
+    plan.ok = true;
+    plan.error = ErrorCode::ok;
+  } catch (const Error& error) {
+    plan.ok = false;
+    plan.error = error.code();
+    plan.reason = error.what();
+    plan.kernels.clear();
+    plan.workspace_bytes = 0;
+  }
+  return out;
+}
+
+}  // namespace
+
+PlannedCall plan_call(const ForwardArgs& args, const Options& options) {
+  return decide({Direction::forward, &args, nullptr}, options);
+}
+
+PlannedCall plan_call(const BackwardArgs& args, const Options& options) {
+  return decide({Direction::backward, nullptr, &args}, options);
+}
+
+std::string describe(const Problem& p) {
+  char text[256];
+  std::snprintf(text, sizeof(text),
+                "B=%lld Hq=%lld Hkv=%lld Sq=%lld Skv=%lld Dqk=%lld Dv=%lld %s%s scale=%.4g",
+                static_cast<long long>(p.batch), static_cast<long long>(p.heads_q),
+                static_cast<long long>(p.heads_kv), static_cast<long long>(p.seq_q),
+                static_cast<long long>(p.seq_kv), static_cast<long long>(p.dim_qk),
+                static_cast<long long>(p.dim_v), to_string(p.dtype), p.causal ? " causal" : "",
+                p.scale);
+  return text;
+}
+
+}  // namespace flashgen::api

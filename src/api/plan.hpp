@@ -1,0 +1,30 @@
+// The planner: ONE function decides what runs for a problem, or why it
+// cannot. plan_forward / plan_backward / supports_* / backward_workspace_bytes
+// and forward / backward all go through it, so they cannot disagree.
+#pragma once
+
+#include <string>
+
+#include "common/problem.hpp"
+#include "flashgen/flashgen.hpp"
+
+namespace flashgen::api {
+
+struct PlannedCall {
+  Problem problem;  // meaningful only when plan.ok
+  Plan plan;
+};
+
+// Never throws flashgen::Error: a broken rule or a missing backend comes back
+// as plan.ok == false with plan.error and plan.reason.
+PlannedCall plan_call(const ForwardArgs& args, const Options& options);
+PlannedCall plan_call(const BackwardArgs& args, const Options& options);
+
+// Whether no kernel needs to run: a zero-length sequence leaves only zeros
+// (and -inf log-sum-exps) to write.
+inline bool is_empty(const Problem& p) { return p.seq_q == 0 || p.seq_kv == 0; }
+
+// "B=2 Hq=16 Hkv=16 Sq=4096 Skv=4096 Dqk=128 Dv=128 bf16 causal scale=0.0884"
+std::string describe(const Problem& p);
+
+}  // namespace flashgen::api

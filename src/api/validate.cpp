@@ -1,0 +1,385 @@
+// Checks every rule of the public API in a fixed order, so the first broken
+// rule is the one reported: options, then each tensor on its own (dtype,
+// memory, extents, strides, size, data), then agreement between tensors
+// (dtype, memory, shapes, heads), then memory overlap of the outputs.
+#include "api/validate.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdarg>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+namespace flashgen::api {
+namespace {
+
+[[noreturn]] void fail(const char* format, ...) __attribute__((format(printf, 1, 2)));
+
+void fail(const char* format, ...) {
+  char message[1024];
+  va_list arguments;
+  va_start(arguments, format);
+  std::vsnprintf(message, sizeof(message), format, arguments);
+  va_end(arguments);
+  throw Error(ErrorCode::invalid_argument, message);
+}
+
+bool is_valid(DType dtype) {
+  const int value = static_cast<int>(dtype);
+  return value >= static_cast<int>(DType::f16) && value <= static_cast<int>(DType::f32);
+}
+
+bool is_valid(MemoryKind memory) {
+  const int value = static_cast<int>(memory);
+  return value == static_cast<int>(MemoryKind::host) || value == static_cast<int>(MemoryKind::cuda);
+}
+
+bool is_valid(Backend backend) {
+  const int value = static_cast<int>(backend);
+  return value >= static_cast<int>(Backend::automatic) && value <= static_cast<int>(Backend::cpu);
+}
+
+const char* memory_name(MemoryKind memory) {
+  return memory == MemoryKind::cuda ? "cuda" : "host";
+}
+
+// Axis labels, used in messages: "k.shape[2] (heads_kv = 3)".
+constexpr const char* kQueryAxes[4] = {"batch", "seq_q", "heads_q", "dim_qk"};
+constexpr const char* kKeyAxes[4] = {"batch", "seq_kv", "heads_kv", "dim_qk"};
+constexpr const char* kValueAxes[4] = {"batch", "seq_kv", "heads_kv", "dim_v"};
+constexpr const char* kOutputAxes[4] = {"batch", "seq_q", "heads_q", "dim_v"};
+constexpr const char* kRowStatsAxes[3] = {"batch", "heads_q", "seq_q"};
+
+// One argument as the checks see it: a name, a strided extent and where it lives.
+struct Operand {
+  const char* name = "";
+  const void* data = nullptr;
+  int rank = 0;
+  const std::int64_t* shape = nullptr;
+  const std::int64_t* stride = nullptr;
+  const char* const* axes = nullptr;
+  std::size_t element_bytes = 0;
+  MemoryKind memory = MemoryKind::host;
+  int device = 0;
+  bool output = false;
+  ByteRange range;  // filled by check_operand
+};
+
+Operand operand_of(const char* name, const TensorView& t, const char* const* axes, bool output) {
+  Operand op;
+  op.name = name;
+  op.data = t.data;
+  op.rank = 4;
+  op.shape = t.shape;
+  op.stride = t.stride;
+  op.axes = axes;
+  op.element_bytes = size_of(t.dtype);
+  op.memory = t.memory;
+  op.device = t.device;
+  op.output = output;
+  return op;
+}
+
+Operand operand_of(const char* name, const RowStatsView& t, bool output) {
+  Operand op;
+  op.name = name;
+  op.data = t.data;
+  op.rank = 3;
+  op.shape = t.shape;
+  op.stride = t.stride;
+  op.axes = kRowStatsAxes;
+  op.element_bytes = sizeof(float);
+  op.memory = t.memory;
+  op.device = t.device;
+  op.output = output;
+  return op;
+}
+
+// Lower bound of each axis: sequences may be empty, nothing else may.
+std::int64_t minimum_extent(const char* axis) {
+  const std::string label = axis;
+  return label.rfind("seq", 0) == 0 ? 0 : 1;
+}
+
+std::string strides_text(const Operand& op) {
+  std::string text = "{";
+  for (int i = 0; i < op.rank; ++i) {
+    text += std::to_string(op.stride[i]);
+    if (i + 1 < op.rank) text += ", ";
+  }
+  return text + "}";
+}
+
+// Memory kind and device on their own (agreement is checked later).
+void check_placement(const Operand& op) {
+  if (!is_valid(op.memory))
+    fail("%s.memory (%d) is not a valid MemoryKind (host = 0, cuda = 1)", op.name,
+         static_cast<int>(op.memory));
+  if (op.memory == MemoryKind::cuda && op.device < 0)
+    fail("%s.device (%d) must be >= 0 for cuda memory", op.name, op.device);
+}
+
+// Extents, strides, int64 size of every offset, and data; fills op.range.
+void check_operand(Operand& op) {
+  check_placement(op);
+  for (int i = 0; i < op.rank; ++i) {
+    const std::int64_t minimum = minimum_extent(op.axes[i]);
+    if (op.shape[i] < minimum)
+      fail("%s.shape[%d] (%s = %lld) must be >= %lld", op.name, i, op.axes[i],
+           static_cast<long long>(op.shape[i]), static_cast<long long>(minimum));
+  }
+  for (int i = 0; i < op.rank; ++i) {
+    if (op.stride[i] < 0)
+      fail("%s.stride[%d] (%lld) must be >= 0: negative strides are not supported", op.name, i,
+           static_cast<long long>(op.stride[i]));
+  }
+  std::int64_t count = 1;       // number of elements
+  std::int64_t max_offset = 0;  // element offset of the last element
+  for (int i = 0; i < op.rank; ++i) {
+    std::int64_t reach = 0;
+    if (__builtin_mul_overflow(count, op.shape[i], &count) ||
+        __builtin_mul_overflow(op.shape[i] > 0 ? op.shape[i] - 1 : 0, op.stride[i], &reach) ||
+        __builtin_add_overflow(max_offset, reach, &max_offset))
+      fail("%s: the element count or an element offset overflows int64 (strides %s)", op.name,
+           strides_text(op).c_str());
+  }
+  if (count == 0) {
+    op.range = {};
+    return;  // an empty tensor is never read or written; its data may be null
+  }
+  std::int64_t bytes = 0;
+  if (__builtin_add_overflow(max_offset, 1, &bytes) ||
+      __builtin_mul_overflow(bytes, static_cast<std::int64_t>(op.element_bytes), &bytes))
+    fail("%s: the byte offset of its last element overflows int64 (strides %s)", op.name,
+         strides_text(op).c_str());
+  if (op.data == nullptr)
+    fail("%s.data is null (only an empty tensor, numel 0, may have null data)", op.name);
+  const auto begin = reinterpret_cast<std::uintptr_t>(op.data);
+  std::uintptr_t end = 0;
+  if (__builtin_add_overflow(begin, static_cast<std::uintptr_t>(bytes), &end))
+    fail("%s: data + the byte offset of its last element overflows the address space", op.name);
+  op.range = {begin, end};
+}
+
+void check_dtype(const char* name, DType dtype) {
+  if (!is_valid(dtype))
+    fail("%s.dtype (%d) is not a valid DType (f16 = 0, bf16 = 1, f32 = 2)", name,
+         static_cast<int>(dtype));
+}
+
+void check_same_dtype(const char* name, DType dtype, DType reference) {
+  if (dtype != reference)
+    fail("%s.dtype (%s) must equal q.dtype (%s): all tensors share one dtype", name,
+         to_string(dtype), to_string(reference));
+}
+
+// Every tensor lives where q lives: same memory kind, and same device for cuda.
+void check_same_placement(const Operand& op, const Operand& q) {
+  if (op.memory != q.memory)
+    fail("%s.memory (%s) must equal q.memory (%s): all tensors live in one memory", op.name,
+         memory_name(op.memory), memory_name(q.memory));
+  if (op.memory == MemoryKind::cuda && op.device != q.device)
+    fail("%s.device (%d) must equal q.device (%d): all tensors live on one device", op.name,
+         op.device, q.device);
+}
+
+// "k.shape[0] (batch = 3) must equal q.shape[0] (batch = 2)".
+void check_extent(const Operand& op, int axis, const Operand& reference, int reference_axis) {
+  if (op.shape[axis] != reference.shape[reference_axis])
+    fail("%s.shape[%d] (%s = %lld) must equal %s.shape[%d] (%s = %lld)", op.name, axis,
+         op.axes[axis], static_cast<long long>(op.shape[axis]), reference.name, reference_axis,
+         reference.axes[reference_axis], static_cast<long long>(reference.shape[reference_axis]));
+}
+
+void check_same_shape(const Operand& op, const Operand& reference) {
+  for (int i = 0; i < op.rank; ++i) check_extent(op, i, reference, i);
+}
+
+// Outputs must not alias inputs or each other, and each output element needs
+// its own address (a zero stride on an output would make threads race).
+void check_outputs_do_not_overlap(const std::vector<const Operand*>& operands) {
+  for (const Operand* out : operands) {
+    if (!out->output || out->range.empty()) continue;
+    if (!elements_are_distinct(out->rank, out->shape, out->stride))
+      fail("%s.stride %s makes distinct elements share memory: every output element needs its "
+           "own address",
+           out->name, strides_text(*out).c_str());
+  }
+  for (std::size_t i = 0; i < operands.size(); ++i) {
+    for (std::size_t j = 0; j < operands.size(); ++j) {
+      const Operand& a = *operands[i];
+      const Operand& b = *operands[j];
+      if (i == j || !a.output || (b.output && j < i)) continue;  // each pair once
+      if (a.range.overlaps(b.range))
+        fail("%s overlaps %s in memory (bytes [%#llx, %#llx) and [%#llx, %#llx)): outputs must "
+             "not share memory with inputs or other outputs",
+             a.name, b.name, static_cast<unsigned long long>(a.range.begin),
+             static_cast<unsigned long long>(a.range.end),
+             static_cast<unsigned long long>(b.range.begin),
+             static_cast<unsigned long long>(b.range.end));
+    }
+  }
+}
+
+void check_options(const Options& options) {
+  if (!is_valid(options.backend))
+    fail("options.backend (%d) is not a valid Backend (automatic = 0, cuda = 1, cpu = 2)",
+         static_cast<int>(options.backend));
+  if (options.scale.has_value() && (!std::isfinite(*options.scale) || *options.scale == 0.0))
+    fail("options.scale (%g) must be finite and non-zero", *options.scale);
+  if (options.cpu_threads < 0)
+    fail("options.cpu_threads (%d) must be >= 0 (0 = all hardware threads)", options.cpu_threads);
+}
+
+// An explicit backend must be able to reach the tensors' memory.
+void check_backend_reaches(const Options& options, const Operand& q) {
+  if (options.backend == Backend::cpu && q.memory == MemoryKind::cuda)
+    fail("options.backend (cpu) cannot read tensors in cuda memory (q.memory = cuda): pass host "
+         "tensors or use Backend::cuda or Backend::automatic");
+  if (options.backend == Backend::cuda && q.memory == MemoryKind::host)
+    fail("options.backend (cuda) needs tensors in cuda memory (q.memory = host): pass device "
+         "tensors or use Backend::cpu or Backend::automatic");
+}
+
+// The shape rules both directions share; q, k, v, o define the problem.
+void check_attention_shapes(const Operand& q, const Operand& k, const Operand& v,
+                            const Operand& o) {
+  check_extent(k, 0, q, 0);  // batch
+  check_extent(k, 3, q, 3);  // dim_qk
+  check_extent(v, 0, q, 0);  // batch
+  check_extent(v, 1, k, 1);  // seq_kv
+  check_extent(v, 2, k, 2);  // heads_kv
+  check_extent(o, 0, q, 0);  // batch
+  check_extent(o, 1, q, 1);  // seq_q
+  check_extent(o, 2, q, 2);  // heads_q
+  check_extent(o, 3, v, 3);  // dim_v
+  if (q.shape[2] % k.shape[2] != 0)
+    fail("k.shape[2] (heads_kv = %lld) must divide q.shape[2] (heads_q = %lld)",
+         static_cast<long long>(k.shape[2]), static_cast<long long>(q.shape[2]));
+}
+
+// lse is [batch, heads_q, seq_q] of the problem q defines.
+void check_row_stats_shape(const Operand& lse, const Operand& q) {
+  check_extent(lse, 0, q, 0);  // batch
+  check_extent(lse, 1, q, 2);  // heads_q
+  check_extent(lse, 2, q, 1);  // seq_q
+}
+
+Problem problem_of(const TensorView& q, const TensorView& k, const TensorView& v,
+                   const Options& options) {
+  Problem p;
+  p.batch = q.shape[0];
+  p.seq_q = q.shape[1];
+  p.heads_q = q.shape[2];
+  p.dim_qk = q.shape[3];
+  p.seq_kv = k.shape[1];
+  p.heads_kv = k.shape[2];
+  p.dim_v = v.shape[3];
+  p.dtype = q.dtype;
+  p.scale = options.scale.value_or(1.0 / std::sqrt(static_cast<double>(p.dim_qk)));
+  p.causal = options.causal;
+  return p;
+}
+
+}  // namespace
+
+bool elements_are_distinct(int rank, const std::int64_t* shape, const std::int64_t* stride) {
+  std::vector<int> axes;
+  for (int i = 0; i < rank; ++i) {
+    if (shape[i] == 0) return true;  // no elements at all
+    if (shape[i] > 1) axes.push_back(i);
+  }
+  std::sort(axes.begin(), axes.end(), [&](int a, int b) { return stride[a] < stride[b]; });
+  std::int64_t reach = 0;  // largest offset the axes with smaller strides reach
+  for (int axis : axes) {
+    if (stride[axis] <= reach) return false;
+    reach += (shape[axis] - 1) * stride[axis];  // no overflow: checked by validation first
+  }
+  return true;
+}
+
+Problem validate_forward(const ForwardArgs& args, const Options& options) {
+  check_options(options);
+  check_dtype("q", args.q.dtype);
+  check_dtype("k", args.k.dtype);
+  check_dtype("v", args.v.dtype);
+  check_dtype("o", args.o.dtype);
+
+  Operand q = operand_of("q", args.q, kQueryAxes, false);
+  Operand k = operand_of("k", args.k, kKeyAxes, false);
+  Operand v = operand_of("v", args.v, kValueAxes, false);
+  Operand o = operand_of("o", args.o, kOutputAxes, true);
+  // lse is optional in the forward: null data means "do not write it".
+  const bool has_lse = args.lse.data != nullptr;
+  Operand lse = operand_of("lse", args.lse, true);
+
+  std::vector<Operand*> all = {&q, &k, &v, &o};
+  if (has_lse) all.push_back(&lse);
+  for (Operand* op : all) check_operand(*op);
+
+  for (const auto& [name, dtype] : {std::pair{"k", args.k.dtype}, std::pair{"v", args.v.dtype},
+                                    std::pair{"o", args.o.dtype}})
+    check_same_dtype(name, dtype, args.q.dtype);
+  for (Operand* op : all) check_same_placement(*op, q);
+  check_backend_reaches(options, q);
+
+  check_attention_shapes(q, k, v, o);
+  if (has_lse) check_row_stats_shape(lse, q);
+
+  check_outputs_do_not_overlap({all.begin(), all.end()});
+  return problem_of(args.q, args.k, args.v, options);
+}
+
+Problem validate_backward(const BackwardArgs& args, const Options& options) {
+  check_options(options);
+  const std::pair<const char*, DType> dtypes[] = {
+      {"q", args.q.dtype},       {"k", args.k.dtype},           {"v", args.v.dtype},
+      {"o", args.o.dtype},       {"grad_o", args.grad_o.dtype}, {"grad_q", args.grad_q.dtype},
+      {"grad_k", args.grad_k.dtype}, {"grad_v", args.grad_v.dtype}};
+  for (const auto& [name, dtype] : dtypes) check_dtype(name, dtype);
+
+  Operand q = operand_of("q", args.q, kQueryAxes, false);
+  Operand k = operand_of("k", args.k, kKeyAxes, false);
+  Operand v = operand_of("v", args.v, kValueAxes, false);
+  Operand o = operand_of("o", args.o, kOutputAxes, false);
+  Operand grad_o = operand_of("grad_o", args.grad_o, kOutputAxes, false);
+  Operand lse = operand_of("lse", args.lse, false);  // required: the forward's statistics
+  Operand grad_q = operand_of("grad_q", args.grad_q, kQueryAxes, true);
+  Operand grad_k = operand_of("grad_k", args.grad_k, kKeyAxes, true);
+  Operand grad_v = operand_of("grad_v", args.grad_v, kValueAxes, true);
+
+  std::vector<Operand*> all = {&q, &k, &v, &o, &grad_o, &lse, &grad_q, &grad_k, &grad_v};
+  for (Operand* op : all) check_operand(*op);
+
+  for (const auto& [name, dtype] : dtypes) check_same_dtype(name, dtype, args.q.dtype);
+  for (Operand* op : all) check_same_placement(*op, q);
+  check_backend_reaches(options, q);
+
+  check_attention_shapes(q, k, v, o);
+  check_same_shape(grad_o, o);
+  check_row_stats_shape(lse, q);
+  check_same_shape(grad_q, q);
+  check_same_shape(grad_k, k);
+  check_same_shape(grad_v, v);
+
+  // A caller-provided device workspace is scratch the kernels write.
+  Operand workspace;  // rank 0: a plain byte range
+  workspace.name = "workspace";
+  workspace.output = true;
+  const bool has_workspace = args.workspace != nullptr && args.workspace_bytes > 0 &&
+                             q.memory == MemoryKind::cuda;
+  if (has_workspace) {
+    const auto begin = reinterpret_cast<std::uintptr_t>(args.workspace);
+    std::uintptr_t end = 0;
+    if (__builtin_add_overflow(begin, args.workspace_bytes, &end))
+      fail("workspace + workspace_bytes (%zu) overflows the address space", args.workspace_bytes);
+    workspace.range = {begin, end};
+  }
+  std::vector<const Operand*> checked(all.begin(), all.end());
+  if (has_workspace) checked.push_back(&workspace);
+  check_outputs_do_not_overlap(checked);
+  return problem_of(args.q, args.k, args.v, options);
+}
+
+}  // namespace flashgen::api

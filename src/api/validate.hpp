@@ -1,0 +1,34 @@
+// Validation of the public arguments: from ForwardArgs / BackwardArgs and
+// Options, build the normalized Problem every backend consumes, or throw
+// flashgen::Error(invalid_argument) whose message names the argument and the
+// rule it broke. Nothing the caller passed is modified.
+#pragma once
+
+#include <cstdint>
+
+#include "common/problem.hpp"
+#include "flashgen/flashgen.hpp"
+
+namespace flashgen::api {
+
+Problem validate_forward(const ForwardArgs& args, const Options& options);
+Problem validate_backward(const BackwardArgs& args, const Options& options);
+
+// The bytes [begin, end) a strided view can touch; begin == end when it has
+// no elements. Views never have negative strides once validated, so the
+// lowest address is data and the highest is data + max offset.
+struct ByteRange {
+  std::uintptr_t begin = 0, end = 0;
+  bool empty() const { return begin == end; }
+  bool overlaps(const ByteRange& other) const {
+    return !empty() && !other.empty() && begin < other.end && other.begin < end;
+  }
+};
+
+// Whether a view with these (non-negative) strides gives every element its
+// own address. Sufficient test: with the axes of extent > 1 sorted by stride,
+// each stride must exceed the largest offset the smaller axes reach. Every
+// packed or sliced layout passes; only exotic interleavings are refused.
+bool elements_are_distinct(int rank, const std::int64_t* shape, const std::int64_t* stride);
+
+}  // namespace flashgen::api

@@ -1,0 +1,159 @@
+#include "codegen/generate.hpp"
+
+#include <sstream>
+
+namespace flashgen {
+namespace {
+
+int round_up(int a, int b) { return (a + b - 1) / b * b; }
+
+// Elements of padding per shared row: 16 bytes, so the eight rows one
+// ldmatrix reads start in distinct bank groups (matches the device headers).
+constexpr int kRowPad = 8;
+constexpr std::size_t kElementBytes = 2;
+// Threads of the row kernels: 8 warps, one query row each (kRowKernelWarps
+// in row_kernels.cuh).
+constexpr int kRowKernelThreads = 256;
+
+struct KindInfo {
+  const char* header;    // device header with the template
+  const char* kernel;    // template name
+  const char* entry;     // extern "C" name
+};
+
+KindInfo info_of(KernelKind kind) {
+  switch (kind) {
+    case KernelKind::forward: return {"forward.cuh", "Forward", "flashgen_forward"};
+    case KernelKind::backward_query:
+      return {"backward_query.cuh", "BackwardQuery", "flashgen_backward_query"};
+    case KernelKind::backward_key_value:
+      return {"backward_key_value.cuh", "BackwardKeyValue", "flashgen_backward_key_value"};
+    case KernelKind::backward_atomic:
+      return {"backward_key_value.cuh", "BackwardAtomic", "flashgen_backward_atomic"};
+    case KernelKind::backward_prepare:
+      return {"row_kernels.cuh", "BackwardPrepare", "flashgen_backward_prepare"};
+    case KernelKind::convert_grad_q:
+      return {"row_kernels.cuh", "ConvertGradQ", "flashgen_convert_grad_q"};
+  }
+  throw Error(ErrorCode::invalid_argument, "unknown kernel kind");
+}
+
+// Row-parallel helper kernels take no tuning (one warp per query row).
+bool is_row_kernel(KernelKind kind) {
+  return kind == KernelKind::backward_prepare || kind == KernelKind::convert_grad_q;
+}
+
+void check_tuning(const KernelSpec& spec, const TuningParams& t) {
+  auto fail = [&](const std::string& rule) {
+    throw Error(ErrorCode::invalid_argument,
+                "tuning '" + t.to_string() + "' for '" + spec.to_string() + "': " + rule);
+  };
+  if (is_row_kernel(spec.kind)) return;
+  if (t.warps < 1 || t.warps > 16) fail("warps must be 1..16");
+  if (t.block_rows < 16 * t.warps || t.block_rows % (16 * t.warps) != 0)
+    fail("rows must be a positive multiple of 16 * warps");
+  if (t.block_cols < 16 || t.block_cols % 16 != 0) fail("cols must be a positive multiple of 16");
+  if (t.head_block < 0 || t.head_block % 16 != 0) fail("head must be 0 or a multiple of 16");
+  if (spec.dim_qk < 1 || spec.dim_v < 1) fail("dims must be >= 1");
+}
+
+}  // namespace
+
+// The output columns a kernel kind splits across CTAs: Dv for the forward,
+// Dqk for the query backward, both for the key/value backward.
+static int split_dim(const KernelSpec& spec) {
+  switch (spec.kind) {
+    case KernelKind::forward: return spec.dim_v;
+    case KernelKind::backward_query: return spec.dim_qk;
+    default: return spec.dim_qk > spec.dim_v ? spec.dim_qk : spec.dim_v;
+  }
+}
+
+int head_chunks_of(const KernelSpec& spec, const TuningParams& t) {
+  const int width = round_up(split_dim(spec), 16);
+  if (t.head_block <= 0 || t.head_block >= width) return 1;
+  return (width + t.head_block - 1) / t.head_block;
+}
+
+int chunk_width(int dim, int chunks) { return round_up((round_up(dim, 16) + chunks - 1) / chunks, 16); }
+
+std::size_t shared_bytes(const KernelSpec& spec, const TuningParams& t) {
+  const std::size_t n = head_chunks_of(spec, t);
+  const std::size_t rows = t.block_rows, cols = t.block_cols;
+  const std::size_t dqk16 = round_up(spec.dim_qk, 16), dv16 = round_up(spec.dim_v, 16);
+  switch (spec.kind) {
+    case KernelKind::forward: {
+      // q [rows][dqk], k [cols][dqk], v [cols][dv chunk]
+      const std::size_t dqk = dqk16 + kRowPad, dv = chunk_width(spec.dim_v, n) + kRowPad;
+      return kElementBytes * (rows * dqk + cols * dqk + cols * dv);
+    }
+    case KernelKind::backward_query: {
+      // q [rows][dqk], dO [rows][dv], k [cols][dqk], v [cols][dv]; lse, dterm [rows]
+      const std::size_t dqk = n * chunk_width(spec.dim_qk, n) + kRowPad, dv = dv16 + kRowPad;
+      return kElementBytes * (rows * dqk + rows * dv + cols * dqk + cols * dv) +
+             sizeof(float) * 2 * rows;
+    }
+    case KernelKind::backward_key_value:
+    case KernelKind::backward_atomic: {
+      // k [rows][dqk], v [rows][dv], q [cols][dqk], dO [cols][dv]; lse, dterm [cols];
+      // the atomic kernel adds dSᵀ [rows][cols] for its dQ GEMM.
+      const std::size_t dqk = n * chunk_width(spec.dim_qk, n) + kRowPad;
+      const std::size_t dv = n * chunk_width(spec.dim_v, n) + kRowPad;
+      const std::size_t ds = spec.kind == KernelKind::backward_atomic ? rows * (cols + kRowPad) : 0;
+      return kElementBytes * (rows * dqk + rows * dv + cols * dqk + cols * dv + ds) +
+             sizeof(float) * 2 * cols;
+    }
+    case KernelKind::backward_prepare:
+    case KernelKind::convert_grad_q: return 0;
+  }
+  return 0;
+}
+
+GeneratedKernel generate(const KernelSpec& spec, const TuningParams& t) {
+  check_tuning(spec, t);
+  const KindInfo kind = info_of(spec.kind);
+  GeneratedKernel g;
+  g.name = spec.to_string() + " | " + t.to_string();
+  g.entry = kind.entry;
+  g.threads = is_row_kernel(spec.kind) ? kRowKernelThreads : t.warps * 32;
+  g.shared_bytes = shared_bytes(spec, t);
+
+  std::ostringstream s;
+  s << "// flashgen kernel: " << g.name << "\n"
+    << "#include \"" << kind.header << "\"\n\n"
+    << "namespace fg = flashgen_device;\n\n"
+    << "struct Config {\n"
+    << "  static constexpr int kElement = " << (spec.dtype == DType::f16 ? "fg::kF16" : "fg::kBF16")
+    << ";\n"
+    << "  static constexpr int kDimQK = " << spec.dim_qk << ";\n"
+    << "  static constexpr int kDimV = " << spec.dim_v << ";\n"
+    << "  static constexpr bool kCausal = " << (spec.causal ? "true" : "false") << ";\n"
+    << "  static constexpr int kVec = " << spec.vec << ";\n";
+  if (!is_row_kernel(spec.kind)) {
+    s << "  static constexpr int kWarps = " << t.warps << ";\n"
+      << "  static constexpr int kRowTiles = " << t.row_tiles() << ";\n"
+      << "  static constexpr int kBlockN = " << t.block_cols << ";\n"
+      << "  static constexpr int kHeadChunks = " << head_chunks_of(spec, t) << ";\n"
+      << "  static constexpr bool kCacheQ = " << ((t.cached & kCacheQ) ? "true" : "false") << ";\n"
+      << "  static constexpr bool kCacheK = " << ((t.cached & kCacheK) ? "true" : "false") << ";\n"
+      << "  static constexpr bool kCacheV = " << ((t.cached & kCacheV) ? "true" : "false") << ";\n"
+      << "  static constexpr bool kCacheGradO = " << ((t.cached & kCacheGradO) ? "true" : "false")
+      << ";\n";
+  }
+  s << "};\n\n"
+    << "using Kernel = fg::" << kind.kernel << "<Config>;\n";
+  if (!is_row_kernel(spec.kind))
+    s << "static_assert(sizeof(Kernel::SharedStorage) == " << g.shared_bytes
+      << ", \"host and device disagree on the shared-memory layout\");\n";
+  // min 1 CTA per SM: ptxas may use up to 255 registers rather than spill to
+  // fit an occupancy target of its own; the tuning decides occupancy.
+  s << "\nextern \"C\" __global__ void __launch_bounds__(" << g.threads << ", 1) " << g.entry
+    << "(const fg::AttentionParams params) {\n"
+    << "  extern __shared__ __align__(16) unsigned char shared[];\n"
+    << "  Kernel::run(params, shared);\n"
+    << "}\n";
+  g.source = s.str();
+  return g;
+}
+
+}  // namespace flashgen

@@ -1,0 +1,36 @@
+// KernelSpec + TuningParams -> a short CUDA source: a Config struct of
+// constants and one extern "C" entry point that runs a template from
+// src/cuda/device/. The algorithm lives in those headers, never here.
+#pragma once
+
+#include <cstddef>
+#include <string>
+
+#include "codegen/kernel_spec.hpp"
+
+namespace flashgen {
+
+struct GeneratedKernel {
+  std::string name;    // spec.to_string() + " | " + tuning.to_string()
+  std::string source;  // the translation unit NVRTC compiles
+  std::string entry;   // extern "C" function name
+  int threads = 0;     // per CTA
+  std::size_t shared_bytes = 0;  // dynamic shared memory per CTA
+};
+
+// Throws Error(invalid_argument) when the tuning does not fit the spec (e.g.
+// block rows not a multiple of 16 · warps).
+GeneratedKernel generate(const KernelSpec& spec, const TuningParams& tuning);
+
+// Shared memory a (spec, tuning) pair needs, without generating it; the
+// generated source static_asserts that the device's layout has this size.
+std::size_t shared_bytes(const KernelSpec& spec, const TuningParams& tuning);
+
+// Number of head-dim chunks, i.e. CTAs that share one row block, each writing
+// its own columns of the outputs (tuning.head_block columns at most).
+int head_chunks_of(const KernelSpec& spec, const TuningParams& tuning);
+// Columns of one chunk when a dim is split in `chunks` (multiple of 16); the
+// device headers compute the same (chunk_width in common.cuh).
+int chunk_width(int dim, int chunks);
+
+}  // namespace flashgen

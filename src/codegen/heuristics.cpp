@@ -1,0 +1,76 @@
+#include "codegen/heuristics.hpp"
+
+#include "codegen/generate.hpp"
+
+namespace flashgen {
+namespace {
+
+int round_up(int a, int b) { return (a + b - 1) / b * b; }
+
+// Forward. Each warp owns 16 · row_tiles query rows; its O accumulator holds
+// row_tiles · head_block / 2 fp32 registers per thread and its scores
+// row_tiles · cols / 2, so the register file (255 per thread) bounds
+// row_tiles · (head_block + cols) at about 384.
+//  - dims <= 64: 128 x 64 blocks, Q held in registers (16 registers per row tile per 64 of D).
+//  - dims <= 128: 128 x 64 blocks with two row tiles per warp, as FlashAttention-2 does:
+//    each K/V fragment read from shared memory feeds two MMAs.
+//  - larger: one row tile per warp; the value dimension is split into CTAs of at
+//    most 256 columns (their scores are recomputed, the price of keeping O in registers).
+TuningParams forward_tuning(const KernelSpec& spec) {
+  const int dqk = round_up(spec.dim_qk, 16), dv = round_up(spec.dim_v, 16);
+  const int widest = dqk > dv ? dqk : dv;
+  TuningParams t;
+  if (widest <= 64) {
+    t = {128, 64, 0, 4, kCacheQ};
+  } else if (widest <= 128) {
+    t = {128, 64, 0, 4, 0};
+  } else if (widest <= 256) {
+    t = {64, 64, 0, 4, 0};
+  } else {
+    t = {64, 32, 256, 4, 0};
+  }
+  return t;
+}
+
+// Query backward: the warp holds dQ (head_block / 2 registers per row tile)
+// plus S and dP (cols / 2 each). Past 256 columns dQ is split across CTAs.
+TuningParams backward_query_tuning(const KernelSpec& spec) {
+  const int dqk = round_up(spec.dim_qk, 16), dv = round_up(spec.dim_v, 16);
+  const int widest = dqk > dv ? dqk : dv;
+  if (widest <= 128) return {64, 64, 0, 4, 0};
+  if (widest <= 256) return {64, 32, 0, 4, 0};
+  return {64, 32, 256, 4, 0};
+}
+
+// Key/value backward: the warp holds dK and dV (head_block / 2 registers each
+// per row tile) plus Sᵀ and dPᵀ; shared memory holds K, V and the traversed
+// Q, dO tiles at full width, which bounds cols for large D.
+TuningParams backward_key_value_tuning(const KernelSpec& spec) {
+  const int dqk = round_up(spec.dim_qk, 16), dv = round_up(spec.dim_v, 16);
+  const int widest = dqk > dv ? dqk : dv;
+  if (widest <= 128) return {64, 64, 0, 4, 0};
+  if (widest <= 256) return {64, 64, 128, 4, 0};
+  return {64, 32, 128, 4, 0};
+}
+
+TuningParams shape_for(const KernelSpec& spec) {
+  switch (spec.kind) {
+    case KernelKind::forward: return forward_tuning(spec);
+    case KernelKind::backward_query: return backward_query_tuning(spec);
+    case KernelKind::backward_key_value:
+    case KernelKind::backward_atomic: return backward_key_value_tuning(spec);
+    case KernelKind::backward_prepare:
+    case KernelKind::convert_grad_q: return {};
+  }
+  return {};
+}
+
+}  // namespace
+
+TuningParams default_tuning(const KernelSpec& spec, std::size_t shared_limit) {
+  TuningParams t = shape_for(spec);
+  while (shared_bytes(spec, t) > shared_limit && t.block_cols > 16) t.block_cols /= 2;
+  return t;
+}
+
+}  // namespace flashgen

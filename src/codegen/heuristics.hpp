@@ -1,0 +1,15 @@
+// Default tuning when no tuning-table row applies: a documented function of
+// the spec, chosen from what fits registers and shared memory on sm_80/sm_90.
+#pragma once
+
+#include <cstddef>
+
+#include "codegen/kernel_spec.hpp"
+
+namespace flashgen {
+
+// shared_limit: bytes of shared memory a CTA may use on the target device;
+// block cols shrink (down to 16) until the kernel fits.
+TuningParams default_tuning(const KernelSpec& spec, std::size_t shared_limit);
+
+}  // namespace flashgen

@@ -1,0 +1,84 @@
+#include "codegen/kernel_spec.hpp"
+
+#include <sstream>
+
+namespace flashgen {
+
+const char* to_string(KernelKind kind) {
+  switch (kind) {
+    case KernelKind::forward: return "forward";
+    case KernelKind::backward_query: return "backward_query";
+    case KernelKind::backward_key_value: return "backward_key_value";
+    case KernelKind::backward_atomic: return "backward_atomic";
+    case KernelKind::backward_prepare: return "backward_prepare";
+    case KernelKind::convert_grad_q: return "convert_grad_q";
+  }
+  return "?";
+}
+
+std::string KernelSpec::to_string() const {
+  std::ostringstream s;
+  s << flashgen::to_string(kind) << ' ' << flashgen::to_string(dtype) << " dqk=" << dim_qk
+    << " dv=" << dim_v << " causal=" << (causal ? 1 : 0) << " vec=" << vec << ' ' << arch;
+  return s.str();
+}
+
+namespace {
+
+std::string cached_names(unsigned cached) {
+  static const struct { unsigned bit; const char* name; } names[] = {
+      {kCacheQ, "Q"}, {kCacheK, "K"}, {kCacheV, "V"}, {kCacheGradO, "dO"}};
+  std::string out;
+  for (const auto& n : names)
+    if (cached & n.bit) out += (out.empty() ? "" : ",") + std::string(n.name);
+  return out.empty() ? "none" : out;
+}
+
+unsigned parse_cached(const std::string& text) {
+  if (text == "none") return 0;
+  unsigned bits = 0;
+  std::stringstream in(text);
+  std::string name;
+  while (std::getline(in, name, ',')) {
+    if (name == "Q") bits |= kCacheQ;
+    else if (name == "K") bits |= kCacheK;
+    else if (name == "V") bits |= kCacheV;
+    else if (name == "dO") bits |= kCacheGradO;
+    else throw Error(ErrorCode::invalid_argument, "tuning: unknown cached operand '" + name + "'");
+  }
+  return bits;
+}
+
+}  // namespace
+
+std::string TuningParams::to_string() const {
+  std::ostringstream s;
+  s << "rows=" << block_rows << " cols=" << block_cols << " head=" << head_block
+    << " warps=" << warps << " cache=" << cached_names(cached);
+  return s.str();
+}
+
+TuningParams parse_tuning(const std::string& text) {
+  TuningParams t;
+  std::istringstream in(text);
+  std::string field;
+  while (in >> field) {
+    const auto eq = field.find('=');
+    if (eq == std::string::npos)
+      throw Error(ErrorCode::invalid_argument, "tuning: expected key=value, got '" + field + "'");
+    const std::string key = field.substr(0, eq), value = field.substr(eq + 1);
+    try {
+      if (key == "rows") t.block_rows = std::stoi(value);
+      else if (key == "cols") t.block_cols = std::stoi(value);
+      else if (key == "head") t.head_block = std::stoi(value);
+      else if (key == "warps") t.warps = std::stoi(value);
+      else if (key == "cache") t.cached = parse_cached(value);
+      else throw Error(ErrorCode::invalid_argument, "tuning: unknown key '" + key + "'");
+    } catch (const std::logic_error&) {
+      throw Error(ErrorCode::invalid_argument, "tuning: bad value in '" + field + "'");
+    }
+  }
+  return t;
+}
+
+}  // namespace flashgen

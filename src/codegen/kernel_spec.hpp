@@ -1,0 +1,61 @@
+// What a generated kernel computes (KernelSpec) and how (TuningParams): two
+// value types with one canonical to_string() each, used in cache keys, logs,
+// test names and benchmark rows.
+#pragma once
+
+#include <string>
+
+#include "flashgen/flashgen.hpp"
+
+namespace flashgen {
+
+enum class KernelKind {
+  forward,             // O, LSE
+  backward_query,      // dQ and Dterm (3 GEMMs)
+  backward_key_value,  // dK, dV (4 GEMMs)
+  backward_atomic,     // dK, dV and fp32 dQ partials added atomically (5 GEMMs)
+  backward_prepare,    // atomic backward: Dterm, and the fp32 dQ accumulator zeroed
+  convert_grad_q,      // atomic backward: fp32 dQ accumulator -> dQ in the input dtype
+};
+const char* to_string(KernelKind kind);
+
+struct KernelSpec {
+  KernelKind kind = KernelKind::forward;
+  DType dtype = DType::bf16;  // of Q, K, V, O (and dO, dQ, dK, dV)
+  int dim_qk = 0;
+  int dim_v = 0;
+  bool causal = false;
+  // Alignment class, in elements, shared by every tensor: 8 (16-byte rows and
+  // pointers), 4, 2 or 1 (also: a dim stride other than 1).
+  int vec = 8;
+  std::string arch = "sm_90a";
+
+  std::string to_string() const;  // "forward bf16 dqk=127 dv=127 causal=0 vec=1 sm_90a"
+  bool operator==(const KernelSpec&) const = default;
+};
+
+// Operands a kernel may hold in registers for its whole life (cached) rather
+// than re-read from shared memory every iteration (spilled).
+enum CachedOperand : unsigned {
+  kCacheQ = 1u << 0,
+  kCacheK = 1u << 1,
+  kCacheV = 1u << 2,
+  kCacheGradO = 1u << 3,
+};
+
+struct TuningParams {
+  int block_rows = 64;  // rows a CTA owns (queries; keys for key/value kernels)
+  int block_cols = 64;  // rows of the traversed block per iteration
+  int head_block = 0;   // value-dim columns per CTA (multiple of 16); 0 = all of Dv
+  int warps = 4;
+  unsigned cached = 0;  // CachedOperand bits
+
+  int row_tiles() const { return block_rows / (16 * warps); }  // 16-row tiles per warp
+  std::string to_string() const;  // "rows=128 cols=64 head=128 warps=4 cache=Q"
+  bool operator==(const TuningParams&) const = default;
+};
+
+// Parses the output of TuningParams::to_string(); throws Error(invalid_argument).
+TuningParams parse_tuning(const std::string& text);
+
+}  // namespace flashgen

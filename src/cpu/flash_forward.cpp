@@ -1,0 +1,120 @@
+// CPU flash forward: one task per (batch, query head, block of query rows).
+// The task streams key/value blocks through an online softmax in the log2
+// domain and never holds more than one [query block, key block] score tile.
+//
+//   S = Q·Kᵀ                     fp32, [rows, keys]
+//   m' = max(m, rowmax(S·c))     c = scale·log2(e); masked scores = kMaskedScore
+//   P = exp2(S·c - m')
+//   l' = l·exp2(m - m') + rowsum(P)
+//   O' = O·exp2(m - m') + P·V
+// and at the end O / l and LSE = (m + log2 l)·ln 2 (natural log for the API).
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <numbers>
+#include <vector>
+
+#include "common/problem.hpp"
+#include "cpu/blocking.hpp"
+#include "cpu/cpu_backend.hpp"
+#include "cpu/thread_pool.hpp"
+#include "cpu/tile_io.hpp"
+#include "cpu/tile_math.hpp"
+
+namespace flashgen::cpu {
+namespace {
+
+// Per-task fp32 tiles; padded rows and columns are zero.
+struct ForwardTiles {
+  ForwardTiles(const Problem& p, const Blocking& b)
+      : dim_v_padded(round_up(p.dim_v, kTileColumnMultiple)),
+        q(b.query_rows * p.dim_qk),
+        k_transposed(p.dim_qk * b.key_rows),
+        v(b.key_rows * dim_v_padded),
+        scores(b.query_rows * b.key_rows),
+        o(b.query_rows * dim_v_padded),
+        row_max(b.query_rows),
+        row_sum(b.query_rows) {}
+
+  std::int64_t dim_v_padded;
+  std::vector<float> q;             // [query_rows, dim_qk]
+  std::vector<float> k_transposed;  // [dim_qk, key_rows]
+  std::vector<float> v;             // [key_rows, dim_v_padded]
+  std::vector<float> scores;        // [query_rows, key_rows]: S, then P
+  std::vector<float> o;             // [query_rows, dim_v_padded] unnormalized accumulator
+  std::vector<float> row_max;       // [query_rows] running max of S·c (log2 units)
+  std::vector<float> row_sum;       // [query_rows] running Σ exp2(S·c - max)
+};
+
+void forward_query_block(const Problem& p, const ForwardArgs& args, const Blocking& blocking,
+                         std::int64_t batch, std::int64_t head, std::int64_t block) {
+  ForwardTiles t(p, blocking);
+  const std::int64_t kv_head = head / p.group_size();
+  const std::int64_t row0 = block * blocking.query_rows;
+  const std::int64_t rows = std::min(blocking.query_rows, p.seq_q - row0);
+  const std::int64_t rows_padded = round_up(rows, kTileRowMultiple);
+  const std::int64_t key_ld = blocking.key_rows;
+  const auto scale_log2 = static_cast<float>(p.scale * std::numbers::log2e);
+
+  load_rows(args.q, batch, head, row0, rows, rows_padded, t.q.data(), p.dim_qk);
+  std::fill(t.o.begin(), t.o.end(), 0.0f);
+  std::fill(t.row_max.begin(), t.row_max.end(), kMaskedScore);
+  std::fill(t.row_sum.begin(), t.row_sum.end(), 0.0f);
+
+  // Keys beyond what the block's last row may see are never read.
+  const std::int64_t key_end = visible_keys(p, row0 + rows - 1);
+  for (std::int64_t key0 = 0; key0 < key_end; key0 += blocking.key_rows) {
+    const std::int64_t keys = std::min(blocking.key_rows, p.seq_kv - key0);
+    const std::int64_t keys_padded = round_up(keys, kTileColumnMultiple);
+    load_rows_transposed(args.k, batch, kv_head, key0, keys, t.k_transposed.data(), key_ld);
+    load_rows(args.v, batch, kv_head, key0, keys, keys_padded, t.v.data(), t.dim_v_padded);
+
+    // S = Q·Kᵀ  [rows_padded, keys_padded]
+    gemm_nn(rows_padded, keys_padded, p.dim_qk, t.q.data(), p.dim_qk, t.k_transposed.data(),
+            key_ld, t.scores.data(), key_ld, false);
+    for (std::int64_t r = 0; r < rows_padded; ++r) {
+      // Padding rows (r >= rows) see nothing; their results are discarded.
+      const std::int64_t visible = r < rows ? visible_keys(p, row0 + r) - key0 : 0;
+      const int visible_end = static_cast<int>(std::clamp<std::int64_t>(visible, 0, keys));
+      float* s_row = t.scores.data() + r * key_ld;
+      const float correction = online_softmax_row(s_row, keys_padded, 0, visible_end, scale_log2,
+                                                  t.row_max[r], t.row_sum[r]);
+      scale_inplace(t.o.data() + r * t.dim_v_padded, t.dim_v_padded, correction);
+    }
+    // O += P·V  [rows_padded, dim_v_padded]; masked and padding P entries are 0.
+    gemm_nn(rows_padded, t.dim_v_padded, keys_padded, t.scores.data(), key_ld, t.v.data(),
+            t.dim_v_padded, t.o.data(), t.dim_v_padded, true);
+  }
+
+  const Strides3 lse_strides = strides_of(args.lse);
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const float sum = t.row_sum[r];
+    // A row that sees no key (causal, seq_q > seq_kv) has sum 0: O = 0, LSE = -inf.
+    const bool empty = sum == 0.0f;
+    store_rows(args.o, batch, head, row0 + r, 1, t.o.data() + r * t.dim_v_padded,
+               t.dim_v_padded, empty ? 0.0f : 1.0f / sum);
+    if (args.lse.data != nullptr) {
+      const float lse = empty ? -INFINITY
+                              : (t.row_max[r] + std::log2(sum)) * std::numbers::ln2_v<float>;
+      args.lse.data[batch * lse_strides.batch + head * lse_strides.heads +
+                    (row0 + r) * lse_strides.seq] = lse;
+    }
+  }
+}
+
+}  // namespace
+
+void forward(const Problem& p, const ForwardArgs& args, int threads) {
+  const Blocking blocking = choose_blocking(p);
+  const std::int64_t blocks = ceil_div(p.seq_q, blocking.query_rows);
+  const std::int64_t tasks = p.batch * p.heads_q * blocks;
+  parallel_for(tasks, threads, [&](std::int64_t task) {
+    // Later query blocks see more keys under a causal mask: hand them out
+    // first so the last tasks to finish are short.
+    const std::int64_t block = blocks - 1 - task % blocks;
+    const std::int64_t batch_head = task / blocks;
+    forward_query_block(p, args, blocking, batch_head / p.heads_q, batch_head % p.heads_q, block);
+  });
+}
+
+}  // namespace flashgen::cpu

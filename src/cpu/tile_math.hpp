@@ -1,0 +1,70 @@
+// fp32 tile arithmetic for the CPU flash backend: one GEMM micro-kernel and
+// the softmax steps, on contiguous row-major tiles whose column counts are
+// padded to kTileColumnMultiple (padding columns hold zeros).
+//
+// Every function sums in a fixed order that depends only on the tile shape,
+// never on threads, so the backend is bit-identical for any thread count.
+// They are compiled for several x86-64 levels (AVX-512, AVX2+FMA, baseline)
+// and the best one for the running CPU is picked at load time; results may
+// differ between CPUs (FMA contraction), never between runs on one CPU.
+#pragma once
+
+#include <cstdint>
+
+namespace flashgen::cpu {
+
+// Rows of a GEMM output (M) must be a multiple of kTileRowMultiple and columns
+// (N) of kTileColumnMultiple: the micro-kernel computes 4 x 16 blocks.
+inline constexpr int kTileRowMultiple = 4;
+inline constexpr int kTileColumnMultiple = 16;
+
+constexpr std::int64_t round_up(std::int64_t value, std::int64_t multiple) {
+  return (value + multiple - 1) / multiple * multiple;
+}
+
+// Score given to masked (query, key) pairs, in log2 units. Finite, so that
+// "masked minus running max" never computes -inf - (-inf); exp2 of anything
+// this negative is exactly 0.
+inline constexpr float kMaskedScore = -1.0e30f;
+
+// C[M, N] (+)= A[M, K] · B[K, N]; all row-major with leading dimensions lda,
+// ldb, ldc (elements). accumulate=false overwrites C. For each C element the
+// sum runs over k = 0, 1, ..., K-1 in order.
+void gemm_nn(int m, int n, int k, const float* a, int lda, const float* b, int ldb, float* c,
+             int ldc, bool accumulate);
+
+// exp2 for a contiguous run (n a multiple of kTileColumnMultiple), accurate to
+// about 1 ulp; arguments below -126.5 give exactly 0.
+void exp2_inplace(float* x, int n);
+
+// Forward online-softmax step for one row of scores (log2 units after
+// `scale_log2`). Columns outside [visible_begin, visible_end) are masked.
+// Updates the running max `row_max` (log2) and sum `row_sum`, overwrites
+// `scores` with P = exp2(s - max) and returns the factor exp2(old_max -
+// new_max) by which the caller rescales the row's accumulator.
+float online_softmax_row(float* scores, int n, int visible_begin, int visible_end,
+                         float scale_log2, float& row_max, float& row_sum);
+
+// Backward: P = exp2(s · scale_log2 - row_lse_log2) for one row of scores;
+// masked columns (outside [visible_begin, visible_end)) get P = 0.
+void probabilities_row(float* scores, int n, int visible_begin, int visible_end,
+                       float scale_log2, float row_lse_log2);
+
+// Backward, key-major tile (rows are keys, columns queries): P = exp2(s ·
+// scale_log2 - column_lse_log2[c]), masked columns get 0.
+void probabilities_row_by_column(float* scores, int n, int visible_begin, int visible_end,
+                                 float scale_log2, const float* column_lse_log2);
+
+// dS = P ∘ (dP - d) in place of dP, with d one value for the row
+// (query-major tiles) ...
+void score_gradient_row(const float* p, float* dp, int n, float row_d);
+// ... or one value per column (key-major tiles).
+void score_gradient_row_by_column(const float* p, float* dp, int n, const float* column_d);
+
+// Σ x[i] · y[i] in a fixed order (n a multiple of kTileColumnMultiple).
+float dot(const float* x, const float* y, int n);
+
+// x[i] *= factor.
+void scale_inplace(float* x, int n, float factor);
+
+}  // namespace flashgen::cpu

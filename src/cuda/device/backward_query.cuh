@@ -1,0 +1,189 @@
+// Backward, query side: one CTA owns a block of query rows (and one chunk of
+// dQ's columns) and traverses key/value blocks, like the forward. Three GEMMs:
+//
+//   S  = Q·Kᵀ,  P = exp2(S·scale·log2e − L2)      (recomputed, L2 from the LSE)
+//   dP = dO·Vᵀ
+//   dS = P ∘ (dP − Dterm),  dQ += dS·K             (dQ = scale · Σ dS·K)
+//
+// It first computes Dterm = rowsum(dO ∘ O) for its rows and writes it for the
+// key/value kernel, which runs next. No atomics: each dQ element has one owner.
+#pragma once
+
+#include "common.cuh"
+#include "copy.cuh"
+#include "mask.cuh"
+#include "row_stats.cuh"
+#include "softmax.cuh"
+#include "warp_gemm.cuh"
+
+namespace flashgen_device {
+
+// C (generated): kElement, kDimQK, kDimV, kWarps, kRowTiles, kBlockN,
+// kHeadChunks (CTAs splitting dQ's columns), kVec, kCausal.
+template <class C>
+struct BackwardQuery {
+  static constexpr int E = C::kElement;
+  static constexpr int kThreads = C::kWarps * 32;
+  static constexpr int kRowTiles = C::kRowTiles;
+  static constexpr int kBlockM = C::kWarps * 16 * kRowTiles;  // query rows per CTA
+  static constexpr int kBlockN = C::kBlockN;                   // key rows per iteration
+  static constexpr int kDqChunk = chunk_width(C::kDimQK, C::kHeadChunks);
+  static constexpr int kDimQK = kDqChunk * C::kHeadChunks;  // zero-filled past Dqk
+  static constexpr int kDimV = round_up(C::kDimV, 16);
+  static constexpr int kQKStride = kDimQK + 8;
+  static constexpr int kVStride = kDimV + 8;
+  static constexpr int kKeyTiles = kBlockN / 8;
+
+  struct SharedStorage {
+    u16 q[kBlockM * kQKStride];       // [kBlockM][kDimQK]
+    u16 grad_o[kBlockM * kVStride];   // [kBlockM][kDimV]
+    u16 k[kBlockN * kQKStride];       // [kBlockN][kDimQK]
+    u16 v[kBlockN * kVStride];        // [kBlockN][kDimV]
+    float lse_log2[kBlockM];
+    float dterm[kBlockM];
+  };
+
+  static __device__ void run(const AttentionParams& p, unsigned char* shared_bytes) {
+    SharedStorage& smem = *reinterpret_cast<SharedStorage*>(shared_bytes);
+    const int thread = threadIdx.x, lane = thread & 31, warp = thread >> 5;
+    const int head = blockIdx.y;
+    const int batch = blockIdx.z / C::kHeadChunks, chunk = blockIdx.z % C::kHeadChunks;
+    const int kv_head = head / p.group_size;
+    const int row0 = blockIdx.x * kBlockM;
+    const int warp_local0 = warp * 16 * kRowTiles;  // first row of the warp within the CTA
+    const int warp_row0 = row0 + warp_local0;
+    const int dq0 = chunk * kDqChunk;
+
+    const u16* q = static_cast<const u16*>(p.q.data) + batch * p.q.stride_batch +
+                   head * p.q.stride_heads + row0 * p.q.stride_seq;
+    const u16* grad_o = static_cast<const u16*>(p.grad_o.data) + batch * p.grad_o.stride_batch +
+                        head * p.grad_o.stride_heads + row0 * p.grad_o.stride_seq;
+    const u16* o = static_cast<const u16*>(p.o.data) + batch * p.o.stride_batch +
+                   head * p.o.stride_heads + row0 * p.o.stride_seq;
+    const u16* k = static_cast<const u16*>(p.k.data) + batch * p.k.stride_batch +
+                   kv_head * p.k.stride_heads;
+    const u16* v = static_cast<const u16*>(p.v.data) + batch * p.v.stride_batch +
+                   kv_head * p.v.stride_heads;
+
+    int n_blocks = ceil_div(p.seq_kv, kBlockN);
+    if (C::kCausal) {
+      const int last_key = min_of(row0 + kBlockM - 1, p.seq_q - 1) + p.causal_offset;
+      n_blocks = min_of(n_blocks, last_key < 0 ? 0 : ceil_div(last_key + 1, kBlockN));
+    }
+
+    const int valid_rows = p.seq_q - row0;
+    load_tile<kBlockM, kDimQK, kQKStride, C::kVec, kThreads>(smem.q, q, p.q.stride_seq,
+                                                             p.q.stride_dim, valid_rows,
+                                                             C::kDimQK, thread);
+    load_tile<kBlockM, kDimV, kVStride, C::kVec, kThreads>(smem.grad_o, grad_o,
+                                                           p.grad_o.stride_seq,
+                                                           p.grad_o.stride_dim, valid_rows,
+                                                           C::kDimV, thread);
+    if (n_blocks > 0) load_key_value(p, smem, k, v, 0, thread);
+    cp_async_commit();
+
+    // Dterm and L2 of the CTA's rows (while the tiles stream in): one warp a row.
+    for (int r = warp; r < kBlockM; r += C::kWarps) {
+      const int row = row0 + r;
+      float dterm = 0.0f;
+      if (row < p.seq_q)
+        dterm = row_dterm<E, C::kDimV>(grad_o + r * p.grad_o.stride_seq, p.grad_o.stride_dim,
+                                       o + r * p.o.stride_seq, p.o.stride_dim, lane);
+      if (lane == 0) {
+        smem.dterm[r] = dterm;
+        smem.lse_log2[r] = lse_log2(p.lse, batch, head, row, p.seq_q);
+        if (chunk == 0 && row < p.seq_q)
+          p.dterm.data[batch * p.dterm.stride_batch + head * p.dterm.stride_heads +
+                       row * p.dterm.stride_seq] = dterm;
+      }
+    }
+    __syncthreads();
+    float l2_of_row[kRowTiles][2], dterm_of_row[kRowTiles][2];  // of the thread's two rows per tile
+#pragma unroll
+    for (int rt = 0; rt < kRowTiles; ++rt)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int r = warp_local0 + rt * 16 + (lane >> 2) + 8 * h;
+        l2_of_row[rt][h] = smem.lse_log2[r];
+        dterm_of_row[rt][h] = smem.dterm[r];
+      }
+
+    float dq[kRowTiles][kDqChunk / 8][4];  // [row tile][dQ n-tile][C fragment]
+    zero(dq);
+    const u16* q_warp = smem.q + warp_local0 * kQKStride;
+    const u16* grad_o_warp = smem.grad_o + warp_local0 * kVStride;
+
+    for (int n_block = 0; n_block < n_blocks; ++n_block) {
+      const int key0 = n_block * kBlockN;
+      cp_async_wait<0>();
+      __syncthreads();
+
+      // S = Q·Kᵀ, then P = exp2(S·scale·log2e − L2): [row tile][key n-tile][C fragment]
+      float s[kRowTiles][kKeyTiles][4];
+      zero(s);
+      gemm_smem_nk<E, kRowTiles, kKeyTiles, kDimQK / 16>(s, q_warp, kQKStride, smem.k,
+                                                         kQKStride, lane);
+      scale_scores(s, p.scale_log2);
+      if (key0 + kBlockN > p.seq_kv ||
+          (C::kCausal && key0 + kBlockN - 1 > warp_row0 + p.causal_offset))
+        mask_scores<kRowTiles, kKeyTiles, C::kCausal>(s, warp_row0, key0, p.seq_kv,
+                                                      p.causal_offset, lane);
+      exp2_rows(s, l2_of_row);
+
+      // dP = dO·Vᵀ
+      float dp[kRowTiles][kKeyTiles][4];
+      zero(dp);
+      gemm_smem_nk<E, kRowTiles, kKeyTiles, kDimV / 16>(dp, grad_o_warp, kVStride, smem.v,
+                                                        kVStride, lane);
+      // dS = P ∘ (dP − Dterm), kept in dp.
+#pragma unroll
+      for (int rt = 0; rt < kRowTiles; ++rt)
+#pragma unroll
+        for (int nt = 0; nt < kKeyTiles; ++nt)
+#pragma unroll
+          for (int i = 0; i < 4; ++i)
+            dp[rt][nt][i] = s[rt][nt][i] * (dp[rt][nt][i] - dterm_of_row[rt][i >> 1]);
+
+      // dQ += dS·K (this chunk's columns of K)
+      gemm_acc_kn<E, kRowTiles, kDqChunk / 8, kBlockN / 16>(dq, dp, smem.k + dq0, kQKStride,
+                                                            lane);
+      __syncthreads();  // every warp is done with K[j] and V[j]
+      if (n_block + 1 < n_blocks) load_key_value(p, smem, k, v, key0 + kBlockN, thread);
+      cp_async_commit();
+    }
+    cp_async_wait<0>();
+
+    float scale[kRowTiles][2];
+#pragma unroll
+    for (int rt = 0; rt < kRowTiles; ++rt) scale[rt][0] = scale[rt][1] = p.scale;
+    store_acc_tile<E, C::kVec>(static_cast<u16*>(p.grad_q.data) + batch * p.grad_q.stride_batch +
+                                   head * p.grad_q.stride_heads +
+                                   warp_row0 * p.grad_q.stride_seq + dq0 * p.grad_q.stride_dim,
+                               p.grad_q.stride_seq, p.grad_q.stride_dim, dq, scale,
+                               p.seq_q - warp_row0, C::kDimQK - dq0, lane);
+  }
+
+  static __device__ __forceinline__ void load_key_value(const AttentionParams& p,
+                                                        SharedStorage& smem, const u16* k,
+                                                        const u16* v, int key0, int thread) {
+    load_tile<kBlockN, kDimQK, kQKStride, C::kVec, kThreads>(
+        smem.k, k + key0 * p.k.stride_seq, p.k.stride_seq, p.k.stride_dim, p.seq_kv - key0,
+        C::kDimQK, thread);
+    load_tile<kBlockN, kDimV, kVStride, C::kVec, kThreads>(
+        smem.v, v + key0 * p.v.stride_seq, p.v.stride_seq, p.v.stride_dim, p.seq_kv - key0,
+        C::kDimV, thread);
+  }
+
+  // P = exp2(s − L2) per row, in place.
+  static __device__ __forceinline__ void exp2_rows(float (&s)[kRowTiles][kKeyTiles][4],
+                                                   const float (&l2)[kRowTiles][2]) {
+#pragma unroll
+    for (int rt = 0; rt < kRowTiles; ++rt)
+#pragma unroll
+      for (int nt = 0; nt < kKeyTiles; ++nt)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) s[rt][nt][i] = fast_exp2(s[rt][nt][i] - l2[rt][i >> 1]);
+  }
+};
+
+}  // namespace flashgen_device

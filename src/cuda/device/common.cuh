@@ -1,0 +1,91 @@
+// Basic types and conversions for NVRTC-compiled kernels. No host or toolkit
+// headers: 16-bit values are carried as raw bits and converted with PTX.
+#pragma once
+
+#include "params.cuh"
+
+namespace flashgen_device {
+
+typedef unsigned int u32;
+typedef unsigned short u16;
+typedef unsigned long long u64;
+
+// Masked scores use a large finite negative: exp2 of it is 0, and a row whose
+// scores are all masked still has finite arithmetic (no -inf - -inf = NaN).
+constexpr float kMaskedScore = -1.0e30f;
+constexpr float kMaskedThreshold = -1.0e29f;
+constexpr float kLn2 = 0.6931471805599453f;
+
+enum ElementType { kF16 = 0, kBF16 = 1 };
+
+// Pack two floats into one 32-bit register of two 16-bit values (lo first),
+// rounding to nearest even.
+template <int E>
+__device__ __forceinline__ u32 pack2(float lo, float hi) {
+  u32 r;
+  if (E == kBF16) {
+    asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+  } else {
+    asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+  }
+  return r;
+}
+
+template <int E>
+__device__ __forceinline__ float to_float(u16 bits) {
+  if (E == kBF16) return __uint_as_float(u32(bits) << 16);
+  float f;
+  asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(bits));
+  return f;
+}
+
+template <int E>
+__device__ __forceinline__ u16 from_float(float x) {
+  u16 r;
+  if (E == kBF16) {
+    asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(r) : "f"(x));
+  } else {
+    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(r) : "f"(x));
+  }
+  return r;
+}
+
+__device__ __forceinline__ float negative_infinity() { return __int_as_float(0xff800000u); }
+
+// 2^x with the special-function unit; inputs far below the float range give 0.
+__device__ __forceinline__ float fast_exp2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+
+__device__ __forceinline__ float fast_log2(float x) {
+  float y;
+  asm("lg2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+
+// Fire-and-forget fp32 add to global memory (the atomic backward's dQ).
+__device__ __forceinline__ void atomic_add(float* address, float value) {
+  asm volatile("red.global.add.f32 [%0], %1;" ::"l"(address), "f"(value) : "memory");
+}
+
+__device__ __forceinline__ u32 shared_address(const void* p) {
+  return static_cast<u32>(__cvta_generic_to_shared(p));
+}
+
+template <class T>
+__device__ __forceinline__ T max_of(T a, T b) { return a > b ? a : b; }
+template <class T>
+__device__ __forceinline__ T min_of(T a, T b) { return a < b ? a : b; }
+
+constexpr __device__ __host__ int ceil_div(int a, int b) { return (a + b - 1) / b; }
+constexpr __device__ __host__ int round_up(int a, int b) { return ceil_div(a, b) * b; }
+
+// Columns of one chunk when a head dim is split across `chunks` CTAs, each
+// chunk a whole number of 16-column MMA tiles (the host computes the same).
+constexpr __device__ __host__ int chunk_width(int dim, int chunks) {
+  return round_up(ceil_div(round_up(dim, 16), chunks), 16);
+}
+
+}  // namespace flashgen_device

@@ -1,0 +1,169 @@
+// Forward kernel: one CTA owns a block of query rows (and one chunk of the
+// value dimension) and traverses key/value blocks with an online softmax.
+//
+//   S = Q·Kᵀ            (tensor cores, fp32 accumulate)
+//   P = exp2(S·scale·log2e − m), m the running row max (log2 domain)
+//   O = O·correction + P·V
+//
+// Pipeline: K[j] and V[j] have one shared buffer each; V[j] loads while S is
+// computed, and K[j+1] loads while P·V runs.
+#pragma once
+
+#include "common.cuh"
+#include "copy.cuh"
+#include "mask.cuh"
+#include "mma.cuh"
+#include "softmax.cuh"
+#include "warp_gemm.cuh"
+
+namespace flashgen_device {
+
+// C (generated) provides: kElement, kDimQK, kDimV, kWarps, kRowTiles (16-row
+// tiles per warp), kBlockN, kHeadChunks (CTAs splitting the value columns),
+// kVec (alignment class in elements), kCausal, kCacheQ (Q fragments held in
+// registers rather than re-read from shared memory every key block).
+template <class C>
+struct Forward {
+  static constexpr int E = C::kElement;
+  static constexpr int kThreads = C::kWarps * 32;
+  static constexpr int kRowTiles = C::kRowTiles;
+  static constexpr int kBlockM = C::kWarps * 16 * kRowTiles;
+  static constexpr int kBlockN = C::kBlockN;
+  static constexpr int kDimQK = round_up(C::kDimQK, 16);  // the k of S = Q·Kᵀ, zero-filled
+  static constexpr int kDvChunk = chunk_width(C::kDimV, C::kHeadChunks);  // value columns per CTA
+  static constexpr int kKSteps = kDimQK / 16;
+  static constexpr int kScoreTiles = kBlockN / 8;   // n-tiles of S
+  static constexpr int kOutTiles = kDvChunk / 8;    // n-tiles of O
+  // +8 elements (16 bytes) per row: the 8 rows one ldmatrix reads fall in
+  // distinct bank groups.
+  static constexpr int kQKStride = kDimQK + 8;
+  static constexpr int kVStride = kDvChunk + 8;
+  static_assert(kBlockN % 16 == 0 && kDvChunk % 16 == 0, "tiles are whole 16x16 blocks");
+
+  struct SharedStorage {
+    u16 q[kBlockM * kQKStride];  // [kBlockM][kDimQK]
+    u16 k[kBlockN * kQKStride];  // [kBlockN][kDimQK]
+    u16 v[kBlockN * kVStride];   // [kBlockN][kDvChunk]
+  };
+
+  static __device__ void run(const AttentionParams& p, unsigned char* shared_bytes) {
+    SharedStorage& smem = *reinterpret_cast<SharedStorage*>(shared_bytes);
+    const int thread = threadIdx.x, lane = thread & 31, warp = thread >> 5;
+    const int num_chunks = C::kHeadChunks;
+    const int m_block = blockIdx.x;
+    const int head = blockIdx.y;
+    const int batch = blockIdx.z / num_chunks;
+    const int chunk = blockIdx.z % num_chunks;
+    const int kv_head = head / p.group_size;
+    const int row0 = m_block * kBlockM;  // first query row of the CTA
+    const int warp_row0 = row0 + warp * 16 * kRowTiles;
+    const int dv0 = chunk * kDvChunk;
+
+    const u16* q = static_cast<const u16*>(p.q.data) + batch * p.q.stride_batch +
+                   head * p.q.stride_heads + row0 * p.q.stride_seq;
+    const u16* k = static_cast<const u16*>(p.k.data) + batch * p.k.stride_batch +
+                   kv_head * p.k.stride_heads;
+    const u16* v = static_cast<const u16*>(p.v.data) + batch * p.v.stride_batch +
+                   kv_head * p.v.stride_heads + dv0 * p.v.stride_dim;
+
+    // Key blocks this CTA needs: causal stops after the diagonal of its last row.
+    int n_blocks = ceil_div(p.seq_kv, kBlockN);
+    if (C::kCausal) {
+      const int last_key = min_of(row0 + kBlockM - 1, p.seq_q - 1) + p.causal_offset;
+      n_blocks = min_of(n_blocks, last_key < 0 ? 0 : ceil_div(last_key + 1, kBlockN));
+    }
+
+    load_tile<kBlockM, kDimQK, kQKStride, C::kVec, kThreads>(
+        smem.q, q, p.q.stride_seq, p.q.stride_dim, p.seq_q - row0, C::kDimQK, thread);
+    if (n_blocks > 0)
+      load_tile<kBlockN, kDimQK, kQKStride, C::kVec, kThreads>(
+          smem.k, k, p.k.stride_seq, p.k.stride_dim, p.seq_kv, C::kDimQK, thread);
+    cp_async_commit();
+
+    float o[kRowTiles][kOutTiles][4];  // O accumulator: [row tile][dv n-tile][C fragment]
+    zero(o);
+    OnlineSoftmax<kRowTiles> softmax;
+    softmax.init();
+
+    // Q fragments kept in registers when the tuning says so.
+    u32 q_frag[C::kCacheQ ? kKSteps : 1][kRowTiles][4];  // [k step][row tile][A fragment]
+    const u16* q_warp = smem.q + (warp * 16 * kRowTiles) * kQKStride;
+
+    for (int n_block = 0; n_block < n_blocks; ++n_block) {
+      const int key0 = n_block * kBlockN;
+      // V[j] streams in while S = Q·K[j]ᵀ is computed.
+      load_tile<kBlockN, kDvChunk, kVStride, C::kVec, kThreads>(
+          smem.v, v + key0 * p.v.stride_seq, p.v.stride_seq, p.v.stride_dim, p.seq_kv - key0,
+          C::kDimV - dv0, thread);
+      cp_async_commit();
+      cp_async_wait<1>();
+      __syncthreads();
+
+      if (C::kCacheQ && n_block == 0) {
+#pragma unroll
+        for (int ks = 0; ks < kKSteps; ++ks)
+          load_a_rows(q_frag[C::kCacheQ ? ks : 0], q_warp, kQKStride, ks * 16, lane);
+      }
+
+      // S = Q·Kᵀ: [row tile][key n-tile][C fragment]
+      float s[kRowTiles][kScoreTiles][4];
+      zero(s);
+      if (C::kCacheQ) {
+#pragma unroll
+        for (int ks = 0; ks < kKSteps; ++ks)
+          mma_k_step_nk<E>(s, q_frag[C::kCacheQ ? ks : 0], smem.k, kQKStride, ks * 16, lane);
+      } else {
+        gemm_smem_nk<E, kRowTiles, kScoreTiles, kKSteps>(s, q_warp, kQKStride, smem.k, kQKStride,
+                                                         lane);
+      }
+
+      scale_scores(s, p.scale_log2);
+      const bool needs_mask =
+          key0 + kBlockN > p.seq_kv ||
+          (C::kCausal && key0 + kBlockN - 1 > warp_row0 + p.causal_offset);
+      if (needs_mask)
+        mask_scores<kRowTiles, kScoreTiles, C::kCausal>(s, warp_row0, key0, p.seq_kv,
+                                                        p.causal_offset, lane);
+      float correction[kRowTiles][2];
+      softmax.update(s, correction);
+      scale_rows(o, correction);
+
+      cp_async_wait<0>();
+      __syncthreads();  // V[j] is in, and every warp is done reading K[j]
+      if (n_block + 1 < n_blocks) {
+        const int next = key0 + kBlockN;
+        load_tile<kBlockN, kDimQK, kQKStride, C::kVec, kThreads>(
+            smem.k, k + next * p.k.stride_seq, p.k.stride_seq, p.k.stride_dim, p.seq_kv - next,
+            C::kDimQK, thread);
+      }
+      cp_async_commit();
+
+      // O += P·V: P goes from the S accumulator layout straight into A fragments.
+      gemm_acc_kn<E, kRowTiles, kOutTiles, kBlockN / 16>(o, s, smem.v, kVStride, lane);
+      __syncthreads();  // every warp is done reading V[j] before it is overwritten
+    }
+    cp_async_wait<0>();
+
+    float inverse_sum[kRowTiles][2], lse[kRowTiles][2];
+    softmax.finish(inverse_sum, lse);
+    const int warp_rows = p.seq_q - warp_row0;
+    store_acc_tile<E, C::kVec>(static_cast<u16*>(p.o.data) + batch * p.o.stride_batch +
+                                   head * p.o.stride_heads + warp_row0 * p.o.stride_seq +
+                                   dv0 * p.o.stride_dim,
+                               p.o.stride_seq, p.o.stride_dim, o, inverse_sum, warp_rows,
+                               C::kDimV - dv0, lane);
+    if (chunk == 0 && p.lse.data != nullptr && (lane & 3) == 0) {
+#pragma unroll
+      for (int rt = 0; rt < kRowTiles; ++rt)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int row = warp_row0 + rt * 16 + (lane >> 2) + 8 * h;
+          if (row < p.seq_q)
+            p.lse.data[batch * p.lse.stride_batch + head * p.lse.stride_heads +
+                       row * p.lse.stride_seq] = lse[rt][h];
+        }
+    }
+  }
+};
+
+}  // namespace flashgen_device

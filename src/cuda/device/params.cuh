@@ -1,0 +1,36 @@
+// The flat argument block of every attention kernel. Plain C++ with no
+// includes: the host (src/cuda/) and the device (NVRTC) both compile it, so the
+// two sides cannot disagree on a field.
+#pragma once
+
+namespace flashgen_device {
+
+typedef long long index_t;  // element offsets: tensors may exceed 2^31 elements
+
+// One [batch, seq, heads, dim] tensor: base pointer and element strides.
+struct TensorArg {
+  void* data;
+  index_t stride_batch, stride_seq, stride_heads, stride_dim;
+};
+
+// One fp32 [batch, heads, seq] tensor.
+struct RowStatsArg {
+  float* data;  // null: not written (forward LSE is optional)
+  index_t stride_batch, stride_heads, stride_seq;
+};
+
+struct AttentionParams {
+  TensorArg q, k, v, o;        // forward inputs and output
+  TensorArg grad_o;            // backward: dO
+  TensorArg grad_q, grad_k, grad_v;
+  RowStatsArg lse;             // natural-log log-sum-exp per query row
+  RowStatsArg dterm;           // backward: rowsum(dO * O) per query row
+  float* grad_q_accum;         // atomic backward: fp32 dQ [batch, heads_q, seq_q, dim_qk] packed
+  int batch, seq_q, seq_kv, heads_q, heads_kv, group_size;
+  int dim_qk, dim_v;           // the user's sizes (kernels pad internally, never in memory)
+  int causal_offset;           // query i sees keys j <= i + causal_offset (seq_kv - seq_q)
+  float scale;                 // softmax scale on Q·Kᵀ
+  float scale_log2;            // scale · log2(e): softmax runs in base 2
+};
+
+}  // namespace flashgen_device

@@ -1,0 +1,101 @@
+// Online softmax in the log2 domain over a warp's score fragments.
+//
+// Each thread holds, per 16-row tile, two rows (g and g+8); the four threads
+// of a quad (same g) hold the row's columns between them, so row reductions
+// are a thread-local pass plus two xor-shuffles.
+#pragma once
+
+#include "common.cuh"
+
+namespace flashgen_device {
+
+__device__ __forceinline__ float quad_max(float x) {
+  x = max_of(x, __shfl_xor_sync(0xffffffffu, x, 1));
+  return max_of(x, __shfl_xor_sync(0xffffffffu, x, 2));
+}
+
+__device__ __forceinline__ float quad_sum(float x) {
+  x += __shfl_xor_sync(0xffffffffu, x, 1);
+  return x + __shfl_xor_sync(0xffffffffu, x, 2);
+}
+
+// The exponent base for a row whose running maximum is `row_max`: a row with
+// every score masked so far uses 0, so exp2(masked - 0) is 0 rather than 1.
+__device__ __forceinline__ float softmax_base(float row_max) {
+  return row_max < kMaskedThreshold ? 0.0f : row_max;
+}
+
+template <int kRowTiles, int kColTiles>
+__device__ __forceinline__ void scale_scores(float (&s)[kRowTiles][kColTiles][4], float factor) {
+#pragma unroll
+  for (int rt = 0; rt < kRowTiles; ++rt)
+#pragma unroll
+    for (int ct = 0; ct < kColTiles; ++ct)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) s[rt][ct][i] *= factor;
+}
+
+// Running statistics of the rows a thread holds: [kRowTiles][2 rows].
+template <int kRowTiles>
+struct OnlineSoftmax {
+  float row_max[kRowTiles][2];  // running max of scaled scores (log2 domain)
+  float row_sum[kRowTiles][2];  // this thread's share of sum(exp2(s - base))
+
+  __device__ __forceinline__ void init() {
+#pragma unroll
+    for (int rt = 0; rt < kRowTiles; ++rt)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        row_max[rt][h] = kMaskedScore;
+        row_sum[rt][h] = 0.0f;
+      }
+  }
+
+  // s holds scaled scores (log2 domain) of one key block; on return it holds
+  // P = exp2(s - base). correction[rt][h] is the factor by which the output
+  // accumulated so far must be multiplied.
+  template <int kColTiles>
+  __device__ __forceinline__ void update(float (&s)[kRowTiles][kColTiles][4],
+                                         float (&correction)[kRowTiles][2]) {
+#pragma unroll
+    for (int rt = 0; rt < kRowTiles; ++rt) {
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        float block_max = kMaskedScore;
+#pragma unroll
+        for (int ct = 0; ct < kColTiles; ++ct)
+          block_max = max_of(block_max, max_of(s[rt][ct][2 * h], s[rt][ct][2 * h + 1]));
+        const float new_max = max_of(row_max[rt][h], quad_max(block_max));
+        const float base = softmax_base(new_max);
+        correction[rt][h] = fast_exp2(softmax_base(row_max[rt][h]) - base);
+        row_max[rt][h] = new_max;
+        float sum = 0.0f;
+#pragma unroll
+        for (int ct = 0; ct < kColTiles; ++ct) {
+          s[rt][ct][2 * h] = fast_exp2(s[rt][ct][2 * h] - base);
+          s[rt][ct][2 * h + 1] = fast_exp2(s[rt][ct][2 * h + 1] - base);
+          sum += s[rt][ct][2 * h] + s[rt][ct][2 * h + 1];
+        }
+        row_sum[rt][h] = row_sum[rt][h] * correction[rt][h] + sum;
+      }
+    }
+  }
+
+  // After the last block: the full row sum, and the log-sum-exp in natural
+  // log (-inf for a row with no visible key).
+  __device__ __forceinline__ void finish(float (&inverse_sum)[kRowTiles][2],
+                                         float (&lse)[kRowTiles][2]) {
+#pragma unroll
+    for (int rt = 0; rt < kRowTiles; ++rt)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const float sum = quad_sum(row_sum[rt][h]);
+        const bool empty = !(sum > 0.0f);
+        inverse_sum[rt][h] = empty ? 0.0f : 1.0f / sum;
+        lse[rt][h] = empty ? negative_infinity()
+                           : (softmax_base(row_max[rt][h]) + fast_log2(sum)) * kLn2;
+      }
+  }
+};
+
+}  // namespace flashgen_device

@@ -1,0 +1,123 @@
+// Warp-level GEMMs on m16n8k16 tiles. A warp owns 16 · kRowTiles rows of the
+// output and kNTiles n-tiles of 8 columns; fragments are named after the
+// operand they hold. Every function accumulates (acc += ...).
+//
+//   *_nk: B stored n-major in shared memory ([n][k], e.g. K for S = Q·Kᵀ)
+//   *_kn: B stored k-major in shared memory ([k][n], e.g. V for O = P·V),
+//         transposed on the way by ldmatrix.trans
+#pragma once
+
+#include "mma.cuh"
+
+namespace flashgen_device {
+
+template <int kRowTiles, int kNTiles>
+__device__ __forceinline__ void zero(float (&acc)[kRowTiles][kNTiles][4]) {
+#pragma unroll
+  for (int rt = 0; rt < kRowTiles; ++rt)
+#pragma unroll
+    for (int nt = 0; nt < kNTiles; ++nt)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) acc[rt][nt][i] = 0.0f;
+}
+
+// A-fragments for one k step, from a row-major shared tile (rows of the warp).
+template <int kRowTiles>
+__device__ __forceinline__ void load_a_rows(u32 (&a)[kRowTiles][4], const u16* tile, int stride,
+                                            int k0, int lane) {
+#pragma unroll
+  for (int rt = 0; rt < kRowTiles; ++rt)
+    load_a_fragment(a[rt], tile + rt * 16 * stride + k0, stride, lane);
+}
+
+// A-fragments for one k step (16 columns) from fp32 accumulators of the same
+// rows: the C layout of two adjacent n-tiles is the A layout of one k step.
+template <int E, int kRowTiles, int kTiles>
+__device__ __forceinline__ void pack_a_from_acc(u32 (&a)[kRowTiles][4],
+                                                const float (&c)[kRowTiles][kTiles][4], int ks) {
+#pragma unroll
+  for (int rt = 0; rt < kRowTiles; ++rt) {
+    a[rt][0] = pack2<E>(c[rt][2 * ks][0], c[rt][2 * ks][1]);
+    a[rt][1] = pack2<E>(c[rt][2 * ks][2], c[rt][2 * ks][3]);
+    a[rt][2] = pack2<E>(c[rt][2 * ks + 1][0], c[rt][2 * ks + 1][1]);
+    a[rt][3] = pack2<E>(c[rt][2 * ks + 1][2], c[rt][2 * ks + 1][3]);
+  }
+}
+
+// acc += A(k step) · B(k step), B n-major: the k step's 16 columns of b.
+template <int E, int kRowTiles, int kNTiles>
+__device__ __forceinline__ void mma_k_step_nk(float (&acc)[kRowTiles][kNTiles][4],
+                                              const u32 (&a)[kRowTiles][4], const u16* b,
+                                              int b_stride, int k0, int lane) {
+  static_assert(kNTiles % 2 == 0, "n-tiles are loaded in pairs");
+#pragma unroll
+  for (int np = 0; np < kNTiles / 2; ++np) {
+    u32 frag[4];
+    load_b_fragments_nk(frag, b + np * 16 * b_stride + k0, b_stride, lane);
+#pragma unroll
+    for (int rt = 0; rt < kRowTiles; ++rt) {
+      mma_16x8x16<E>(acc[rt][2 * np], a[rt], frag[0], frag[1]);
+      mma_16x8x16<E>(acc[rt][2 * np + 1], a[rt], frag[2], frag[3]);
+    }
+  }
+}
+
+// acc += A(k step) · B(k step), B k-major: the k step's 16 rows of b.
+template <int E, int kRowTiles, int kNTiles>
+__device__ __forceinline__ void mma_k_step_kn(float (&acc)[kRowTiles][kNTiles][4],
+                                              const u32 (&a)[kRowTiles][4], const u16* b,
+                                              int b_stride, int k0, int lane) {
+  static_assert(kNTiles % 2 == 0, "n-tiles are loaded in pairs");
+#pragma unroll
+  for (int np = 0; np < kNTiles / 2; ++np) {
+    u32 frag[4];
+    load_b_fragments_kn(frag, b + k0 * b_stride + np * 16, b_stride, lane);
+#pragma unroll
+    for (int rt = 0; rt < kRowTiles; ++rt) {
+      mma_16x8x16<E>(acc[rt][2 * np], a[rt], frag[0], frag[1]);
+      mma_16x8x16<E>(acc[rt][2 * np + 1], a[rt], frag[2], frag[3]);
+    }
+  }
+}
+
+// acc += A · Bᵀ over kKSteps: A row-major in shared memory, B n-major.
+template <int E, int kRowTiles, int kNTiles, int kKSteps>
+__device__ __forceinline__ void gemm_smem_nk(float (&acc)[kRowTiles][kNTiles][4], const u16* a,
+                                             int a_stride, const u16* b, int b_stride, int lane) {
+#pragma unroll
+  for (int ks = 0; ks < kKSteps; ++ks) {
+    u32 frag[kRowTiles][4];
+    load_a_rows(frag, a, a_stride, ks * 16, lane);
+    mma_k_step_nk<E>(acc, frag, b, b_stride, ks * 16, lane);
+  }
+}
+
+// acc += A · B over kKSteps: A from fp32 accumulators (rounded to E), B k-major.
+template <int E, int kRowTiles, int kNTiles, int kKSteps>
+__device__ __forceinline__ void gemm_acc_kn(float (&acc)[kRowTiles][kNTiles][4],
+                                            const float (&a)[kRowTiles][2 * kKSteps][4],
+                                            const u16* b, int b_stride, int lane) {
+#pragma unroll
+  for (int ks = 0; ks < kKSteps; ++ks) {
+    u32 frag[kRowTiles][4];
+    pack_a_from_acc<E>(frag, a, ks);
+    mma_k_step_kn<E>(acc, frag, b, b_stride, ks * 16, lane);
+  }
+}
+
+// Multiplies each of a thread's two rows per row tile by its own factor.
+template <int kRowTiles, int kNTiles>
+__device__ __forceinline__ void scale_rows(float (&acc)[kRowTiles][kNTiles][4],
+                                           const float (&factor)[kRowTiles][2]) {
+#pragma unroll
+  for (int rt = 0; rt < kRowTiles; ++rt)
+#pragma unroll
+    for (int nt = 0; nt < kNTiles; ++nt) {
+      acc[rt][nt][0] *= factor[rt][0];
+      acc[rt][nt][1] *= factor[rt][0];
+      acc[rt][nt][2] *= factor[rt][1];
+      acc[rt][nt][3] *= factor[rt][1];
+    }
+}
+
+}  // namespace flashgen_device

@@ -1,0 +1,48 @@
+#include "cuda/kernel_args.hpp"
+
+#include <cmath>
+#include <cstdint>
+
+namespace flashgen::cuda {
+
+flashgen_device::TensorArg tensor_arg(const TensorView& t) {
+  return {t.data, t.stride[0], t.stride[1], t.stride[2], t.stride[3]};
+}
+
+flashgen_device::RowStatsArg row_stats_arg(const RowStatsView& t) {
+  return {t.data, t.stride[0], t.stride[1], t.stride[2]};
+}
+
+flashgen_device::AttentionParams problem_params(const Problem& p) {
+  flashgen_device::AttentionParams a{};
+  a.batch = static_cast<int>(p.batch);
+  a.seq_q = static_cast<int>(p.seq_q);
+  a.seq_kv = static_cast<int>(p.seq_kv);
+  a.heads_q = static_cast<int>(p.heads_q);
+  a.heads_kv = static_cast<int>(p.heads_kv);
+  a.group_size = static_cast<int>(p.group_size());
+  a.dim_qk = static_cast<int>(p.dim_qk);
+  a.dim_v = static_cast<int>(p.dim_v);
+  a.causal_offset = static_cast<int>(p.causal_offset());
+  a.scale = static_cast<float>(p.scale);
+  a.scale_log2 = static_cast<float>(p.scale * M_LOG2E);
+  return a;
+}
+
+int alignment_class(std::initializer_list<const TensorView*> tensors) {
+  int vec = 8;
+  for (const TensorView* t : tensors) {
+    if (t->stride[3] != 1 && t->shape[3] > 1) return 1;
+    const auto address = reinterpret_cast<std::uintptr_t>(t->data);
+    while (vec > 1) {
+      const std::int64_t bytes = vec * static_cast<std::int64_t>(size_of(t->dtype));
+      bool ok = address % bytes == 0;
+      for (int d = 0; d < 3; ++d) ok = ok && (t->shape[d] <= 1 || t->stride[d] % vec == 0);
+      if (ok) break;
+      vec /= 2;
+    }
+  }
+  return vec;
+}
+
+}  // namespace flashgen::cuda

@@ -1,0 +1,96 @@
+// NVRTC compiles every generated kernel kind for a spread of head dimensions
+// on sm_80 and sm_90a, without a GPU: a compile error or a local-memory spill
+// in a default configuration fails CI.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "codegen/generate.hpp"
+#include "codegen/heuristics.hpp"
+#include "cuda/runtime/runtime.hpp"
+
+namespace flashgen {
+namespace {
+
+struct SpreadCase {
+  KernelKind kind;
+  int dim;
+  DType dtype;
+  bool causal;
+  std::string arch;
+  int vec;
+};
+
+std::string name_of(const SpreadCase& c) {
+  std::string name = std::string(to_string(c.kind)) + "_d" + std::to_string(c.dim) + "_" +
+                     to_string(c.dtype) + (c.causal ? "_causal_" : "_") + c.arch + "_vec" +
+                     std::to_string(c.vec);
+  return name;
+}
+
+void PrintTo(const SpreadCase& c, std::ostream* os) { *os << name_of(c); }
+
+// Bytes of shared memory a block may opt into (sm_80: 163 KiB, sm_90: 227 KiB).
+std::size_t shared_limit(const std::string& arch) {
+  return arch == "sm_80" ? 166912 : 232448;
+}
+
+// Every dimension of the contract's spread with every kind on both archs;
+// dtype, causal and alignment class rotate so each value is covered at
+// several dimensions without a full cross product.
+std::vector<SpreadCase> spread() {
+  const int dims[] = {1, 3, 40, 64, 127, 128, 199, 256, 257, 385, 512};
+  const KernelKind kinds[] = {KernelKind::forward, KernelKind::backward_query,
+                              KernelKind::backward_key_value, KernelKind::backward_atomic};
+  const int vecs[] = {8, 1, 4, 2};
+  std::vector<SpreadCase> cases;
+  int i = 0;
+  for (int dim : dims)
+    for (const char* arch : {"sm_80", "sm_90a"})
+      for (KernelKind kind : kinds) {
+        cases.push_back({kind, dim, i % 2 ? DType::f16 : DType::bf16, (i / 2) % 2 == 1, arch,
+                         vecs[(i / 3) % 4]});
+        ++i;
+      }
+  for (KernelKind kind : {KernelKind::backward_prepare, KernelKind::convert_grad_q})
+    cases.push_back({kind, 127, DType::bf16, false, "sm_90a", 1});
+  return cases;
+}
+
+class CompileSpread : public ::testing::TestWithParam<SpreadCase> {};
+
+TEST_P(CompileSpread, CompilesWithoutSpills) {
+  const SpreadCase& c = GetParam();
+  KernelSpec spec;
+  spec.kind = c.kind;
+  spec.dtype = c.dtype;
+  spec.dim_qk = c.dim;
+  spec.dim_v = c.dim;
+  spec.causal = c.causal;
+  spec.vec = c.vec;
+  spec.arch = c.arch;
+  const TuningParams tuning = default_tuning(spec, shared_limit(c.arch));
+  const GeneratedKernel g = generate(spec, tuning);
+  EXPECT_LE(g.shared_bytes, shared_limit(c.arch)) << g.name;
+
+  cuda::CompileRequest request{g.name, g.source, g.entry, c.arch, {}};
+  cuda::CompiledKernel compiled;
+  try {
+    compiled = cuda::compile_only(request);
+  } catch (const Error& e) {
+    if (e.code() == ErrorCode::unsupported) GTEST_SKIP() << "NVRTC not available: " << e.what();
+    FAIL() << g.name << ":\n" << e.what();
+  }
+  EXPECT_EQ(compiled.resources.spill_store_bytes, 0) << g.name << "\n" << compiled.log;
+  EXPECT_EQ(compiled.resources.spill_load_bytes, 0) << g.name << "\n" << compiled.log;
+  EXPECT_GT(compiled.resources.registers, 0) << g.name;
+}
+
+INSTANTIATE_TEST_SUITE_P(Spread, CompileSpread, ::testing::ValuesIn(spread()),
+                         [](const ::testing::TestParamInfo<SpreadCase>& info) {
+                           return name_of(info.param);
+                         });
+
+}  // namespace
+}  // namespace flashgen

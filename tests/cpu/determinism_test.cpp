@@ -1,0 +1,74 @@
+// The CPU backend gives bit-identical outputs for any thread count: every
+// output element is owned by one task that sums in a fixed order.
+#include <cstring>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "attention_case.hpp"
+#include "test_tensor.hpp"
+
+namespace flashgen::testing {
+namespace {
+
+struct Outputs {
+  std::vector<unsigned char> o, lse, grad_q, grad_k, grad_v;
+};
+
+// Forward then backward through the public API with `threads` CPU threads.
+Outputs run_with_threads(const Case& c, int threads) {
+  const MemoryKind host = MemoryKind::host;
+  TestTensor q(host, c.dtype, c.batch, c.seq_q, c.heads_q, c.dim_qk, c.layout);
+  TestTensor k(host, c.dtype, c.batch, c.seq_kv, c.heads_kv, c.dim_qk, c.layout);
+  TestTensor v(host, c.dtype, c.batch, c.seq_kv, c.heads_kv, c.dim_v, c.layout);
+  TestTensor grad_o(host, c.dtype, c.batch, c.seq_q, c.heads_q, c.dim_v, c.layout);
+  TestTensor o(host, c.dtype, c.batch, c.seq_q, c.heads_q, c.dim_v, c.layout);
+  TestTensor lse = TestTensor::row_stats(host, c.batch, c.heads_q, c.seq_q);
+  TestTensor grad_q(host, c.dtype, c.batch, c.seq_q, c.heads_q, c.dim_qk, c.layout);
+  TestTensor grad_k(host, c.dtype, c.batch, c.seq_kv, c.heads_kv, c.dim_qk, c.layout);
+  TestTensor grad_v(host, c.dtype, c.batch, c.seq_kv, c.heads_kv, c.dim_v, c.layout);
+  q.fill_random(1), k.fill_random(2), v.fill_random(3), grad_o.fill_random(4);
+  for (TestTensor* out : {&o, &lse, &grad_q, &grad_k, &grad_v}) out->poison();
+
+  Options options;
+  options.backend = Backend::cpu;
+  options.causal = c.causal;
+  options.cpu_threads = threads;
+  ForwardArgs fa;
+  fa.q = q.view(), fa.k = k.view(), fa.v = v.view(), fa.o = o.view();
+  fa.lse = lse.stats_view();
+  forward(fa, options);
+  BackwardArgs ba;
+  ba.q = q.view(), ba.k = k.view(), ba.v = v.view(), ba.o = o.view(), ba.grad_o = grad_o.view();
+  ba.lse = lse.stats_view();
+  ba.grad_q = grad_q.view(), ba.grad_k = grad_k.view(), ba.grad_v = grad_v.view();
+  backward(ba, options);
+  return {o.download(), lse.download(), grad_q.download(), grad_k.download(),
+          grad_v.download()};
+}
+
+void expect_identical(const Outputs& a, const Outputs& b, int threads) {
+  EXPECT_EQ(a.o, b.o) << "o differs with " << threads << " threads";
+  EXPECT_EQ(a.lse, b.lse) << "lse differs with " << threads << " threads";
+  EXPECT_EQ(a.grad_q, b.grad_q) << "grad_q differs with " << threads << " threads";
+  EXPECT_EQ(a.grad_k, b.grad_k) << "grad_k differs with " << threads << " threads";
+  EXPECT_EQ(a.grad_v, b.grad_v) << "grad_v differs with " << threads << " threads";
+}
+
+TEST(CpuDeterminism, SameBitsForOneTwoAndThreeThreads) {
+  // Several query and key blocks per head, GQA (two query heads write into
+  // each dK, dV), a causal mask with seq_q < seq_kv and odd dimensions.
+  const Case c{2, 200, 333, 4, 2, 72, 40, true, DType::bf16, Layout::bshd};
+  const Outputs one = run_with_threads(c, 1);
+  expect_identical(one, run_with_threads(c, 2), 2);
+  expect_identical(one, run_with_threads(c, 3), 3);
+}
+
+TEST(CpuDeterminism, SameBitsRunToRun) {
+  const Case c{1, 130, 130, 7, 1, 40, 40, false, DType::f32, Layout::bhsd};
+  const Outputs first = run_with_threads(c, 0);
+  expect_identical(first, run_with_threads(c, 0), 0);
+}
+
+}  // namespace
+}  // namespace flashgen::testing

@@ -1,0 +1,150 @@
+// The CUDA backend through the public API: the standard cases, random
+// shapes, both backward variants, and bit-identical gradients run to run.
+// Every test reports SKIPPED where no GPU can run kernels.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "attention_case.hpp"
+#include "attention_check.hpp"
+#include "device_storage.hpp"
+#include "test_tensor.hpp"
+
+namespace flashgen::testing {
+namespace {
+
+#define SKIP_WITHOUT_GPU()                                      \
+  do {                                                          \
+    std::string reason;                                         \
+    if (!gpu_available(&reason)) GTEST_SKIP() << "no GPU: " << reason; \
+  } while (0)
+
+Options gpu_options(bool deterministic = true) {
+  Options options;
+  options.backend = Backend::cuda;
+  options.deterministic = deterministic;
+  return options;
+}
+
+// The GPU kernels take f16 and bf16; f32 has its own test below.
+std::vector<Case> half_precision(std::vector<Case> cases) {
+  std::vector<Case> out;
+  for (const Case& c : cases)
+    if (c.dtype != DType::f32) out.push_back(c);
+  return out;
+}
+
+// Shapes drawn at random (fixed seed): odd dims, lengths, GQA, layouts.
+std::vector<Case> random_cases(int count) {
+  std::mt19937 rng(20261202);
+  auto pick = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
+  std::vector<Case> cases;
+  for (int i = 0; i < count; ++i) {
+    Case c;
+    c.batch = pick(1, 2);
+    c.heads_kv = pick(1, 3);
+    c.heads_q = c.heads_kv * pick(1, 3);
+    c.seq_q = pick(1, 300);
+    c.seq_kv = pick(1, 300);
+    c.dim_qk = pick(1, 320);
+    c.dim_v = pick(0, 1) ? c.dim_qk : pick(1, 320);
+    c.causal = pick(0, 1) == 1;
+    c.dtype = pick(0, 1) ? DType::bf16 : DType::f16;
+    const Layout layouts[] = {Layout::bshd, Layout::bhsd, Layout::padded};
+    c.layout = layouts[pick(0, 2)];
+    cases.push_back(c);
+  }
+  return cases;
+}
+
+class GpuForward : public ::testing::TestWithParam<Case> {};
+class GpuBackward : public ::testing::TestWithParam<Case> {};
+class GpuBackwardAtomic : public ::testing::TestWithParam<Case> {};
+
+TEST_P(GpuForward, MatchesReference) {
+  SKIP_WITHOUT_GPU();
+  EXPECT_TRUE(check_forward(GetParam(), gpu_options()));
+}
+
+TEST_P(GpuBackward, MatchesReference) {
+  SKIP_WITHOUT_GPU();
+  EXPECT_TRUE(check_backward(GetParam(), gpu_options(true)));
+}
+
+TEST_P(GpuBackwardAtomic, MatchesReference) {
+  SKIP_WITHOUT_GPU();
+  EXPECT_TRUE(check_backward(GetParam(), gpu_options(false)));
+}
+
+INSTANTIATE_TEST_SUITE_P(Standard, GpuForward,
+                         ::testing::ValuesIn(half_precision(standard_forward_cases())), CaseName());
+INSTANTIATE_TEST_SUITE_P(Random, GpuForward, ::testing::ValuesIn(random_cases(24)), CaseName());
+INSTANTIATE_TEST_SUITE_P(Standard, GpuBackward,
+                         ::testing::ValuesIn(half_precision(standard_backward_cases())),
+                         CaseName());
+INSTANTIATE_TEST_SUITE_P(Random, GpuBackward, ::testing::ValuesIn(random_cases(24)), CaseName());
+INSTANTIATE_TEST_SUITE_P(Standard, GpuBackwardAtomic,
+                         ::testing::ValuesIn(half_precision(standard_backward_cases())),
+                         CaseName());
+INSTANTIATE_TEST_SUITE_P(Random, GpuBackwardAtomic, ::testing::ValuesIn(random_cases(12)),
+                         CaseName());
+
+// Same inputs, same gradients, to the bit: the two-kernel backward has no
+// atomics and a fixed summation order. GQA makes several query heads feed
+// one dK/dV, the case where atomics would reorder sums.
+TEST(GpuAttention, DeterministicBackwardIsBitIdentical) {
+  SKIP_WITHOUT_GPU();
+  const MemoryKind gpu = MemoryKind::cuda;
+  const std::int64_t b = 2, s = 1000, hq = 8, hkv = 2, d = 128;
+  TestTensor q(gpu, DType::bf16, b, s, hq, d, Layout::bshd);
+  TestTensor k(gpu, DType::bf16, b, s, hkv, d, Layout::bshd);
+  TestTensor v(gpu, DType::bf16, b, s, hkv, d, Layout::bshd);
+  TestTensor o(gpu, DType::bf16, b, s, hq, d, Layout::bshd);
+  TestTensor grad_o(gpu, DType::bf16, b, s, hq, d, Layout::bshd);
+  TestTensor lse = TestTensor::row_stats(gpu, b, hq, s);
+  q.fill_random(1);
+  k.fill_random(2);
+  v.fill_random(3);
+  grad_o.fill_random(4);
+  Options options = gpu_options(true);
+  options.causal = true;
+  forward({q.view(), k.view(), v.view(), o.view(), lse.stats_view()}, options);
+
+  std::vector<std::vector<unsigned char>> first;
+  for (int run = 0; run < 3; ++run) {
+    TestTensor grad_q(gpu, DType::bf16, b, s, hq, d, Layout::bshd);
+    TestTensor grad_k(gpu, DType::bf16, b, s, hkv, d, Layout::bshd);
+    TestTensor grad_v(gpu, DType::bf16, b, s, hkv, d, Layout::bshd);
+    grad_q.poison();
+    grad_k.poison();
+    grad_v.poison();
+    BackwardArgs args{q.view(),      k.view(),      v.view(),     o.view(),
+                      grad_o.view(), lse.stats_view(), grad_q.view(), grad_k.view(),
+                      grad_v.view()};
+    backward(args, options);
+    std::vector<std::vector<unsigned char>> now = {grad_q.download(), grad_k.download(),
+                                                   grad_v.download()};
+    if (run == 0) {
+      first = now;
+      continue;
+    }
+    const char* names[] = {"dQ", "dK", "dV"};
+    for (int i = 0; i < 3; ++i)
+      EXPECT_TRUE(now[i] == first[i]) << names[i] << " differs between run 0 and run " << run;
+  }
+}
+
+TEST(GpuAttention, Float32IsRefusedWithAClearError) {
+  SKIP_WITHOUT_GPU();
+  Case c;
+  c.dtype = DType::f32;
+  ::testing::AssertionResult result = check_forward(c, gpu_options());
+  if (result) return;  // f32 runs on the GPU: nothing to refuse
+  EXPECT_NE(std::string(result.message()).find("f32"), std::string::npos) << result.message();
+}
+
+}  // namespace
+}  // namespace flashgen::testing

@@ -1,0 +1,92 @@
+#include "attention_case.hpp"
+
+#include <cmath>
+
+namespace flashgen::testing {
+
+std::string Case::to_string() const {
+  std::string name = "b" + std::to_string(batch) + "_sq" + std::to_string(seq_q) + "_skv" +
+                     std::to_string(seq_kv) + "_hq" + std::to_string(heads_q) + "_hkv" +
+                     std::to_string(heads_kv) + "_d" + std::to_string(dim_qk);
+  if (dim_v != dim_qk) name += "_dv" + std::to_string(dim_v);
+  if (causal) name += "_causal";
+  name += "_";
+  name += flashgen::to_string(dtype);
+  name += "_";
+  name += testing::to_string(layout);
+  return name;
+}
+
+Problem Case::problem(const Options& options) const {
+  Problem p;
+  p.batch = batch;
+  p.seq_q = seq_q;
+  p.seq_kv = seq_kv;
+  p.heads_q = heads_q;
+  p.heads_kv = heads_kv;
+  p.dim_qk = dim_qk;
+  p.dim_v = dim_v;
+  p.dtype = dtype;
+  p.causal = causal;
+  p.scale = options.scale.value_or(1.0 / std::sqrt(static_cast<double>(dim_qk)));
+  return p;
+}
+
+void PrintTo(const Case& c, std::ostream* os) { *os << c.to_string(); }
+
+namespace {
+
+constexpr bool kCausal = true, kFull = false;
+constexpr DType f16 = DType::f16, bf16 = DType::bf16, f32 = DType::f32;
+constexpr Layout bshd = Layout::bshd, bhsd = Layout::bhsd, padded = Layout::padded;
+
+// Shapes both directions run. Reading down a column shows the coverage:
+// dims 1 ... 512 and two Dv != Dqk pairs; seq 1, 7, 64, 777 on both sides;
+// causal with seq_q < seq_kv, = and > (rows 2, 6, 11: rows that see no key);
+// GQA 4 and 7; batch 2 and 3; each layout and dtype several times.
+const std::vector<Case>& shared_cases() {
+  static const std::vector<Case> cases = {
+      // batch, seq_q, seq_kv, heads_q, heads_kv, dim_qk, dim_v, causal, dtype, layout
+      {1, 7, 7, 1, 1, 1, 1, kFull, f32, bshd},
+      {2, 64, 7, 4, 4, 2, 2, kCausal, bf16, bhsd},
+      {1, 1, 64, 7, 1, 3, 3, kFull, f16, padded},
+      {1, 64, 64, 4, 1, 8, 8, kCausal, bf16, bshd},
+      {2, 7, 777, 2, 2, 40, 40, kCausal, f16, bshd},
+      {1, 777, 64, 4, 1, 64, 64, kCausal, bf16, padded},
+      {2, 64, 64, 1, 1, 64, 64, kFull, f32, bhsd},
+      {1, 64, 777, 7, 1, 77, 77, kFull, bf16, bhsd},
+      {1, 777, 777, 1, 1, 127, 127, kCausal, bf16, bshd},
+      {2, 64, 7, 2, 1, 128, 128, kFull, f16, padded},
+      {1, 7, 1, 1, 1, 128, 128, kCausal, f32, bshd},
+      {1, 64, 64, 4, 4, 199, 199, kCausal, f16, bhsd},
+      {1, 7, 64, 1, 1, 256, 256, kFull, bf16, bshd},
+      {1, 64, 7, 4, 4, 257, 257, kFull, f32, padded},
+      {1, 7, 7, 7, 1, 385, 385, kCausal, bf16, padded},
+      {1, 64, 64, 4, 1, 192, 128, kCausal, bf16, bshd},
+      {1, 1, 1, 1, 1, 64, 64, kFull, bf16, bshd},
+      {1, 1, 7, 4, 4, 512, 512, kCausal, f32, bhsd},
+      {1, 1, 777, 4, 1, 128, 128, kFull, bf16, padded},
+      {3, 64, 1, 2, 2, 64, 64, kCausal, f16, bshd},
+      {1, 777, 7, 7, 7, 40, 40, kFull, f32, bhsd},
+  };
+  return cases;
+}
+
+}  // namespace
+
+std::vector<Case> standard_forward_cases() {
+  std::vector<Case> cases = shared_cases();
+  // The largest shapes: D = 512 (and 576 / 512) at long sequences.
+  cases.push_back({1, 777, 777, 1, 1, 512, 512, kFull, bf16, bshd});
+  cases.push_back({1, 64, 777, 1, 1, 576, 512, kFull, f16, bhsd});
+  return cases;
+}
+
+std::vector<Case> standard_backward_cases() {
+  std::vector<Case> cases = shared_cases();
+  cases.push_back({1, 64, 777, 1, 1, 512, 512, kCausal, bf16, bshd});
+  cases.push_back({1, 64, 64, 1, 1, 576, 512, kFull, f16, bhsd});
+  return cases;
+}
+
+}  // namespace flashgen::testing

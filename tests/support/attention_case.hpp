@@ -1,0 +1,54 @@
+// One attention problem as tests see it, with a readable name, and the
+// standard lists every backend's correctness suite runs.
+#pragma once
+
+#include <cstdint>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "common/problem.hpp"
+#include "flashgen/flashgen.hpp"
+#include "test_tensor.hpp"
+
+namespace flashgen::testing {
+
+struct Case {
+  std::int64_t batch = 1;
+  std::int64_t seq_q = 64, seq_kv = 64;
+  std::int64_t heads_q = 1, heads_kv = 1;
+  std::int64_t dim_qk = 64, dim_v = 64;
+  bool causal = false;
+  DType dtype = DType::bf16;
+  Layout layout = Layout::bshd;  // of every [batch, seq, heads, dim] tensor
+
+  // "b2_sq7_skv64_hq4_hkv1_d40_causal_bf16_bhsd" ("d192_dv128" when the value
+  // dimension differs): letters, digits and '_' only, so it is a valid gtest
+  // parameter name.
+  std::string to_string() const;
+  // The normalized problem; scale unset means 1 / sqrt(dim_qk).
+  Problem problem(const Options& options = {}) const;
+};
+
+void PrintTo(const Case& c, std::ostream* os);
+
+// gtest parameter names: INSTANTIATE_TEST_SUITE_P(..., ValuesIn(...), CaseName()).
+struct CaseName {
+  std::string operator()(const ::testing::TestParamInfo<Case>& info) const {
+    return info.param.to_string();
+  }
+};
+
+// A thin cross product: every head dimension of the contract (1 ... 512, and
+// Dv != Dqk), every sequence length in {1, 7, 64, 777} on both sides (equal
+// and not), causal with seq_q < seq_kv and seq_q > seq_kv (rows that see no
+// key), GQA ratios 1, 4, 7, batch > 1, the three layouts and three dtypes,
+// each feature in several combinations, with few large shapes.
+std::vector<Case> standard_forward_cases();
+// The same coverage with fewer large shapes (the backward reference costs
+// about three forwards).
+std::vector<Case> standard_backward_cases();
+
+}  // namespace flashgen::testing

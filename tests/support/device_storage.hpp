@@ -1,0 +1,28 @@
+// Byte storage for test tensors on the host or on a CUDA device, so one test
+// harness serves every backend.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+
+#include "flashgen/flashgen.hpp"
+
+namespace flashgen::testing {
+
+class Storage {
+ public:
+  virtual ~Storage() = default;
+  virtual void* data() = 0;  // host or device address
+  virtual std::size_t bytes() const = 0;
+  virtual void upload(const void* host, std::size_t bytes) = 0;  // whole buffer from host
+  virtual void download(void* host, std::size_t bytes) const = 0;
+};
+
+// Host storage is plain memory; cuda storage is a cuMemAlloc buffer on the
+// current device (throws flashgen::Error(unsupported) where there is no GPU).
+std::unique_ptr<Storage> make_storage(MemoryKind memory, std::size_t bytes);
+
+// Whether GPU tests can run here; when not, the reason for GTEST_SKIP.
+bool gpu_available(std::string* reason);
+
+}  // namespace flashgen::testing

@@ -1,0 +1,31 @@
+// Command-line pieces `run` and `bench` share: backend choice, dtype names,
+// the date for report headers, FLOP and instruction-rate arithmetic.
+#pragma once
+
+#include <string>
+
+#include "common/problem.hpp"
+#include "flashgen/flashgen.hpp"
+
+namespace flashgen::cli {
+
+// "auto" -> cuda when a GPU can run kernels here, else cpu. An explicit
+// "cuda" stays cuda even without a GPU (the planner then says why not).
+Backend choose_backend(const std::string& name);
+MemoryKind memory_for(Backend backend);
+
+DType dtype_named(const std::string& name);  // "bf16" | "f16" | "f32"
+
+std::string local_date_time();  // "2026-12-02 14:03:59"
+
+// FLOP rate in units of 1e12 (TFLOP/s) or 1e9 (GFLOP/s).
+double flop_rate(double flops, double ms, double unit);
+
+// The seed benchmark's instruction counts per (batch, head), for comparison
+// with metal-flash-attention: forward (2D+5)·pairs, backward (3D+5)·pairs
+// (query pass) + (4D+5)·pairs (key/value pass); pairs = unmasked (query, key)
+// pairs (N² without a mask). Returned as GINSTRS: instructions / s / 1e9.
+double forward_ginstrs(const Problem& p, double ms);
+double backward_ginstrs(const Problem& p, double ms);
+
+}  // namespace flashgen::cli

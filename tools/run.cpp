@@ -1,0 +1,151 @@
+// `flashgen run`: forward + backward on one problem, with the plan, times and
+// a check against the fp64 reference on the first key/value head group.
+#include <algorithm>
+#include <cstdio>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "api/plan.hpp"
+#include "arguments.hpp"
+#include "check.hpp"
+#include "commands.hpp"
+#include "cuda/cuda_backend.hpp"
+#include "problem_options.hpp"
+#include "timing.hpp"
+#include "workload.hpp"
+
+namespace flashgen::cli {
+namespace {
+
+// Defaults: the CPU finishes in seconds; the GPU gets a realistic size.
+constexpr Shape kCpuDefault{1, 8, 8, 1024, 1024, 64, 64, DType::bf16, false};
+constexpr Shape kGpuDefault{2, 16, 16, 4096, 4096, 128, 128, DType::bf16, false};
+constexpr std::int64_t kMaxDim = 1 << 16;
+constexpr int kGpuRepeats = 5;  // timed calls after the first one on a GPU
+constexpr int kGpuWarmup = 1;
+constexpr std::uint64_t kSeed = 2024;
+constexpr std::size_t kPoolElements = std::size_t{1} << 22;  // 8 MiB of bf16 values
+
+Arguments declare() {
+  Arguments a("run",
+              "[--backend auto|cpu|cuda] [--batch B] [--heads H] [--heads-kv H] [--seq N]\n"
+              "                    [--seq-kv N] [--dim D] [--dim-v D] [--dtype bf16|f16|f32] "
+              "[--causal]",
+              "Runs one forward and one backward with random inputs, prints the plan (what\n"
+              "runs), the times and the error against the fp64 reference on batch 0 and key/\n"
+              "value head 0 with its query heads. Exit code 1 when an output is outside\n"
+              "max|out-ref| <= 2 max|naive-ref| + atol, 3 when the problem is refused.\n"
+              "Defaults: B=1 H=8 N=1024 D=64 on the CPU, B=2 H=16 N=4096 D=128 on a GPU.");
+  a.option("backend", "NAME", "auto (GPU when one can run, else CPU), cpu or cuda");
+  a.option("batch", "B", "batch size");
+  a.option("heads", "H", "query heads");
+  a.option("heads-kv", "H", "key/value heads, dividing --heads (default: --heads)");
+  a.option("seq", "N", "query sequence length");
+  a.option("seq-kv", "N", "key/value sequence length (default: --seq)");
+  a.option("dim", "D", "head dimension of queries and keys");
+  a.option("dim-v", "D", "head dimension of values (default: --dim)");
+  a.option("dtype", "T", "bf16 (default), f16 or f32");
+  a.flag("causal", "causal mask, bottom-right aligned");
+  a.option("scale", "S", "softmax scale (default 1/sqrt(dim))");
+  a.option("deterministic", "0|1", "1 (default): bit-identical backward; 0 allows atomics");
+  a.option("threads", "N", "CPU threads (default: all)");
+  return a;
+}
+
+Shape shape_from(const Arguments& a, const Shape& d) {
+  Shape s;
+  s.batch = a.integer("batch", d.batch, 1);
+  s.heads_q = a.integer("heads", d.heads_q, 1);
+  s.heads_kv = a.integer("heads-kv", s.heads_q, 1);
+  s.seq_q = a.integer("seq", d.seq_q, 0);
+  s.seq_kv = a.integer("seq-kv", s.seq_q, 0);
+  s.dim_qk = a.integer("dim", d.dim_qk, 1, kMaxDim);
+  s.dim_v = a.integer("dim-v", s.dim_qk, 1, kMaxDim);
+  s.dtype = dtype_named(a.choice("dtype", "bf16", {"bf16", "f16", "f32"}));
+  s.causal = a.given("causal");
+  return s;
+}
+
+void print_plan(const char* label, const Plan& plan) {
+  std::printf("%-16s", label);
+  for (std::size_t i = 0; i < plan.kernels.size(); ++i)
+    std::printf("%s%s\n", i ? "                " : "", plan.kernels[i].c_str());
+  if (plan.kernels.empty()) std::printf("(nothing)\n");
+  if (plan.workspace_bytes > 0)
+    std::printf("%-16s%zu bytes\n", "  workspace:", plan.workspace_bytes);
+}
+
+void print_time(const char* label, double first_ms, double ms, double flops, bool on_gpu) {
+  const double unit = on_gpu ? 1e12 : 1e9;
+  std::printf("%-16s%10.3f ms  %8.2f %s", label, ms, flop_rate(flops, ms, unit),
+              on_gpu ? "TFLOP/s" : "GFLOP/s");
+  if (on_gpu) std::printf("   (first call %.1f ms, with compilation)", first_ms);
+  std::printf("\n");
+}
+
+}  // namespace
+
+int run_command(const std::vector<std::string>& words) {
+  Arguments arguments = declare();
+  if (!arguments.parse(words)) return kExitOk;
+  const std::string backend_name = arguments.choice("backend", "auto", {"auto", "cpu", "cuda"});
+  const Backend backend = choose_backend(backend_name);
+  const bool on_gpu = backend == Backend::cuda;
+  const Shape shape = shape_from(arguments, on_gpu ? kGpuDefault : kCpuDefault);
+
+  Options options;
+  options.causal = shape.causal;
+  options.backend = backend_name == "auto" ? Backend::automatic : backend;
+  options.deterministic = arguments.integer("deterministic", 1, 0, 1) == 1;
+  options.cpu_threads = static_cast<int>(arguments.integer("threads", 0, 0, 1 << 16));
+  if (arguments.given("scale"))
+    options.scale = arguments.number("scale", 0.0, -std::numeric_limits<double>::infinity());
+
+  // A GPU run needs a context before buffers exist; where there is none the
+  // planner explains why, so only touch the device when it can run.
+  const MemoryKind memory = memory_for(backend);
+  if (on_gpu && !cuda::availability().ok) {
+    std::fprintf(stderr, "flashgen run: the CUDA backend cannot run here: %s\n",
+                 cuda::availability().reason.c_str());
+    return kExitRefused;
+  }
+  const RandomPool pool(shape.dtype, std::min(largest_tensor_elements(shape), kPoolElements), kSeed);
+  Workload w(shape, memory, pool, kSeed);
+  const ForwardArgs forward_args = w.forward_args();
+  const BackwardArgs backward_args = w.backward_args();
+
+  const api::PlannedCall forward_plan = api::plan_call(forward_args, options);
+  const api::PlannedCall backward_plan = api::plan_call(backward_args, options);
+  for (const api::PlannedCall* planned : {&forward_plan, &backward_plan}) {
+    if (planned->plan.ok) continue;
+    std::fprintf(stderr, "flashgen run: refused: %s\n", planned->plan.reason.c_str());
+    return kExitRefused;
+  }
+  const Problem& p = forward_plan.problem;
+  std::printf("problem:        %s\n", api::describe(p).c_str());
+  std::printf("backend:        %s\n", to_string(forward_plan.plan.backend));
+  print_plan("forward plan:", forward_plan.plan);
+  print_plan("backward plan:", backward_plan.plan);
+
+  const auto run_forward = [&] { forward(forward_args, options); };
+  const auto run_backward = [&] { backward(backward_args, options); };
+  const double forward_first = first_call_ms(memory, run_forward);
+  const double backward_first = first_call_ms(memory, run_backward);
+  double forward_ms = forward_first, backward_ms = backward_first;
+  if (on_gpu) {
+    // Compilation is behind us: time steady-state calls.
+    forward_ms = median_ms(memory, run_forward, kGpuWarmup, kGpuRepeats);
+    backward_ms = median_ms(memory, run_backward, kGpuWarmup, kGpuRepeats);
+  }
+  print_time("forward:", forward_first, forward_ms, forward_flops(p), on_gpu);
+  print_time("backward:", backward_first, backward_ms, backward_flops(p), on_gpu);
+
+  const CheckReport report = check_outputs(w, p, /*backward=*/true, /*batches=*/1,
+                                           /*kv_heads=*/1, options.cpu_threads);
+  print_check(report, stdout);
+  std::printf("%s\n", report.pass() ? "PASS" : "FAIL");
+  return report.pass() ? kExitOk : kExitCheckFailed;
+}
+
+}  // namespace flashgen::cli
