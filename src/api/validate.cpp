@@ -301,10 +301,9 @@ bool elements_are_distinct(int rank, const std::int64_t* shape, const std::int64
 
 Problem validate_forward(const ForwardArgs& args, const Options& options) {
   check_options(options);
-  check_dtype("q", args.q.dtype);
-  check_dtype("k", args.k.dtype);
-  check_dtype("v", args.v.dtype);
-  check_dtype("o", args.o.dtype);
+  const std::pair<const char*, DType> dtypes[] = {
+      {"q", args.q.dtype}, {"k", args.k.dtype}, {"v", args.v.dtype}, {"o", args.o.dtype}};
+  for (const auto& [name, dtype] : dtypes) check_dtype(name, dtype);
 
   Operand q = operand_of("q", args.q, kQueryAxes, false);
   Operand k = operand_of("k", args.k, kKeyAxes, false);
@@ -318,9 +317,7 @@ Problem validate_forward(const ForwardArgs& args, const Options& options) {
   if (has_lse) all.push_back(&lse);
   for (Operand* op : all) check_operand(*op);
 
-  for (const auto& [name, dtype] : {std::pair{"k", args.k.dtype}, std::pair{"v", args.v.dtype},
-                                    std::pair{"o", args.o.dtype}})
-    check_same_dtype(name, dtype, args.q.dtype);
+  for (const auto& [name, dtype] : dtypes) check_same_dtype(name, dtype, args.q.dtype);
   for (Operand* op : all) check_same_placement(*op, q);
   check_backend_reaches(options, q);
 
@@ -334,8 +331,9 @@ Problem validate_forward(const ForwardArgs& args, const Options& options) {
 Problem validate_backward(const BackwardArgs& args, const Options& options) {
   check_options(options);
   const std::pair<const char*, DType> dtypes[] = {
-      {"q", args.q.dtype},       {"k", args.k.dtype},           {"v", args.v.dtype},
-      {"o", args.o.dtype},       {"grad_o", args.grad_o.dtype}, {"grad_q", args.grad_q.dtype},
+      {"q", args.q.dtype},           {"k", args.k.dtype},
+      {"v", args.v.dtype},           {"o", args.o.dtype},
+      {"grad_o", args.grad_o.dtype}, {"grad_q", args.grad_q.dtype},
       {"grad_k", args.grad_k.dtype}, {"grad_v", args.grad_v.dtype}};
   for (const auto& [name, dtype] : dtypes) check_dtype(name, dtype);
 

@@ -53,12 +53,20 @@ TuningParams backward_key_value_tuning(const KernelSpec& spec) {
   return {64, 32, 128, 4, 0};
 }
 
+// Atomic backward: the key/value kernel plus a dQ GEMM whose accumulators
+// live at the same time as dK and dV, so it traverses narrower query blocks.
+TuningParams backward_atomic_tuning(const KernelSpec& spec) {
+  TuningParams t = backward_key_value_tuning(spec);
+  if (round_up(spec.dim_qk, 16) > 64 || round_up(spec.dim_v, 16) > 64) t.block_cols = 32;
+  return t;
+}
+
 TuningParams shape_for(const KernelSpec& spec) {
   switch (spec.kind) {
     case KernelKind::forward: return forward_tuning(spec);
     case KernelKind::backward_query: return backward_query_tuning(spec);
-    case KernelKind::backward_key_value:
-    case KernelKind::backward_atomic: return backward_key_value_tuning(spec);
+    case KernelKind::backward_key_value: return backward_key_value_tuning(spec);
+    case KernelKind::backward_atomic: return backward_atomic_tuning(spec);
     case KernelKind::backward_prepare:
     case KernelKind::convert_grad_q: return {};
   }

@@ -26,7 +26,7 @@ struct KernelSpec {
   int dim_v = 0;
   bool causal = false;
   // Alignment class, in elements, shared by every tensor: 8 (16-byte rows and
-  // pointers), 4, 2 or 1 (also: a dim stride other than 1).
+  // pointers), 4, 2 or 1 (contiguous rows), 0 (a dim stride other than 1).
   int vec = 8;
   std::string arch = "sm_90a";
 

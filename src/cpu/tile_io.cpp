@@ -61,8 +61,24 @@ void load_rows_transposed(const TensorView& t, std::int64_t batch, std::int64_t 
                           std::int64_t row0, std::int64_t rows, float* tile, std::int64_t ld) {
   const Strides4 s = strides_of(t);
   const std::int64_t dim = t.dim();
+  // Eight rows at a time: for each d the eight values land side by side in
+  // the tile (one 32-byte run) while each source row is read in order.
+  constexpr std::int64_t kRowGroup = 8;
   dispatch_dtype(t.dtype, [&]<DType kType>() {
-    for (std::int64_t r = 0; r < rows; ++r) {
+    std::int64_t r0 = 0;
+    for (; r0 + kRowGroup <= rows; r0 += kRowGroup) {
+      std::int64_t base[kRowGroup];
+      for (std::int64_t i = 0; i < kRowGroup; ++i) {
+        base[i] = row_offset(s, batch, row0 + r0 + i, head);
+      }
+      for (std::int64_t d = 0; d < dim; ++d) {
+        float* out = tile + d * ld + r0;
+        for (std::int64_t i = 0; i < kRowGroup; ++i) {
+          out[i] = load_element<kType>(t.data, base[i] + d * s.dim);
+        }
+      }
+    }
+    for (std::int64_t r = r0; r < rows; ++r) {
       const std::int64_t base = row_offset(s, batch, row0 + r, head);
       for (std::int64_t d = 0; d < dim; ++d) {
         tile[d * ld + r] = load_element<kType>(t.data, base + d * s.dim);

@@ -4,9 +4,9 @@
 //
 // Every function sums in a fixed order that depends only on the tile shape,
 // never on threads, so the backend is bit-identical for any thread count.
-// They are compiled for several x86-64 levels (AVX-512, AVX2+FMA, baseline)
-// and the best one for the running CPU is picked at load time; results may
-// differ between CPUs (FMA contraction), never between runs on one CPU.
+// They are compiled for AVX2+FMA and for the baseline, and the best the CPU
+// runs is picked once (tile_kernels.hpp); results may differ between CPUs
+// (fused multiply-adds), never between runs or thread counts on one CPU.
 #pragma once
 
 #include <cstdint>

@@ -32,7 +32,7 @@ flashgen_device::AttentionParams problem_params(const Problem& p) {
 int alignment_class(std::initializer_list<const TensorView*> tensors) {
   int vec = 8;
   for (const TensorView* t : tensors) {
-    if (t->stride[3] != 1 && t->shape[3] > 1) return 1;
+    if (t->stride[3] != 1 && t->shape[3] > 1) return 0;  // elements gathered one by one
     const auto address = reinterpret_cast<std::uintptr_t>(t->data);
     while (vec > 1) {
       const std::int64_t bytes = vec * static_cast<std::int64_t>(size_of(t->dtype));

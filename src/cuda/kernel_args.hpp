@@ -17,7 +17,7 @@ flashgen_device::RowStatsArg row_stats_arg(const RowStatsView& t);
 flashgen_device::AttentionParams problem_params(const Problem& p);
 
 // The widest copy (in elements: 8, 4, 2 or 1) every tensor allows: base
-// pointers and all non-dim strides aligned to it, and the dim stride 1.
+// pointers and all non-dim strides aligned to it; 0 when a dim stride is not 1.
 int alignment_class(std::initializer_list<const TensorView*> tensors);
 
 }  // namespace flashgen::cuda

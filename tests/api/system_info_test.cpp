@@ -18,7 +18,9 @@ TEST(SystemInfo, DescribesThisMachine) {
   EXPECT_FALSE(info.cuda_status.empty());
   EXPECT_EQ(info.cuda_available, cuda::availability().ok);
   EXPECT_EQ(static_cast<int>(info.devices.size()), info.device_count);
-  if (!info.cuda_available) EXPECT_EQ(info.cuda_status, cuda::availability().reason);
+  if (!info.cuda_available) {
+    EXPECT_EQ(info.cuda_status, cuda::availability().reason);
+  }
 }
 
 TEST(SystemInfo, CacheDirectoryFollowsTheEnvironment) {

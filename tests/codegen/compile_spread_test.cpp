@@ -43,7 +43,7 @@ std::vector<SpreadCase> spread() {
   const int dims[] = {1, 3, 40, 64, 127, 128, 199, 256, 257, 385, 512};
   const KernelKind kinds[] = {KernelKind::forward, KernelKind::backward_query,
                               KernelKind::backward_key_value, KernelKind::backward_atomic};
-  const int vecs[] = {8, 1, 4, 2};
+  const int vecs[] = {8, 1, 4, 0};
   std::vector<SpreadCase> cases;
   int i = 0;
   for (int dim : dims)

@@ -1,5 +1,8 @@
 // The CPU backend through the public API on the standard cases: every output
 // against the fp64 reference by the tolerance rule (support/attention_check.hpp).
+#include <random>
+#include <vector>
+
 #include <gtest/gtest.h>
 
 #include "attention_case.hpp"
@@ -20,6 +23,51 @@ class CpuBackward : public ::testing::TestWithParam<Case> {};
 TEST_P(CpuForward, MatchesReference) { EXPECT_TRUE(check_forward(GetParam(), cpu_options())); }
 
 TEST_P(CpuBackward, MatchesReference) { EXPECT_TRUE(check_backward(GetParam(), cpu_options())); }
+
+// Shapes drawn at random (fixed seed) around the block edges the standard
+// list does not hit: odd lengths, dims and head counts, all layouts/dtypes.
+std::vector<Case> random_cases(int count) {
+  std::mt19937 rng(20261203);
+  auto pick = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
+  const DType dtypes[] = {DType::f16, DType::bf16, DType::f32};
+  const Layout layouts[] = {Layout::bshd, Layout::bhsd, Layout::padded};
+  std::vector<Case> cases;
+  for (int i = 0; i < count; ++i) {
+    Case c;
+    c.batch = pick(1, 2);
+    c.heads_kv = pick(1, 3);
+    c.heads_q = c.heads_kv * pick(1, 3);
+    c.seq_q = pick(1, 200);
+    c.seq_kv = pick(1, 200);
+    c.dim_qk = pick(1, 300);
+    c.dim_v = pick(0, 1) ? c.dim_qk : pick(1, 300);
+    c.causal = pick(0, 1) == 1;
+    c.dtype = dtypes[pick(0, 2)];
+    c.layout = layouts[pick(0, 2)];
+    cases.push_back(c);
+  }
+  return cases;
+}
+
+class CpuRandomShapes : public ::testing::TestWithParam<Case> {};
+
+TEST_P(CpuRandomShapes, ForwardAndBackwardMatchReference) {
+  EXPECT_TRUE(check_forward(GetParam(), cpu_options()));
+  EXPECT_TRUE(check_backward(GetParam(), cpu_options()));
+}
+
+INSTANTIATE_TEST_SUITE_P(Random, CpuRandomShapes, ::testing::ValuesIn(random_cases(16)),
+                         CaseName());
+
+// A softmax scale other than 1/sqrt(dim_qk) reaches the backend (the
+// reference uses the same options).
+TEST(CpuAttention, HonoursAnExplicitScale) {
+  Options options = cpu_options();
+  options.scale = 0.3;
+  const Case c{1, 64, 100, 4, 2, 40, 24, true, DType::f16, Layout::padded};
+  EXPECT_TRUE(check_forward(c, options));
+  EXPECT_TRUE(check_backward(c, options));
+}
 
 INSTANTIATE_TEST_SUITE_P(Standard, CpuForward, ::testing::ValuesIn(standard_forward_cases()),
                          CaseName());

@@ -1,21 +1,34 @@
-// The fp32 tile kernels of the CPU backend against plain loops.
+// The fp32 tile kernels of the CPU backend against plain loops, for every
+// instruction set built here (the backend runs only the best one).
 #include "cpu/tile_math.hpp"
 
 #include <cmath>
 #include <random>
+#include <string>
 #include <vector>
 
 #include <gtest/gtest.h>
 
+#include "cpu/tile_kernels.hpp"
+
 namespace flashgen::cpu {
 namespace {
 
-TEST(TileMath, Exp2IsAccurateAndZeroFarBelow) {
+std::vector<const TileKernels*> kernel_tables() {
+  std::vector<const TileKernels*> tables = {&generic_tile_kernels()};
+  if (const TileKernels* avx2 = avx2_tile_kernels()) tables.push_back(avx2);
+  return tables;
+}
+
+class TileMath : public ::testing::TestWithParam<const TileKernels*> {};
+
+TEST_P(TileMath, Exp2IsAccurateAndZeroFarBelow) {
+  const TileKernels& k = *GetParam();
   std::vector<float> x;
   for (float v = -130.0f; v <= 20.0f; v += 0.01171875f) x.push_back(v);
   x.resize(round_up(static_cast<std::int64_t>(x.size()), kTileColumnMultiple), 0.0f);
   std::vector<float> y = x;
-  exp2_inplace(y.data(), static_cast<int>(y.size()));
+  k.exp2_inplace(y.data(), static_cast<int>(y.size()));
   for (std::size_t i = 0; i < x.size(); ++i) {
     const double exact = std::exp2(static_cast<double>(x[i]));
     if (x[i] < -126.5f) {
@@ -26,14 +39,15 @@ TEST(TileMath, Exp2IsAccurateAndZeroFarBelow) {
   }
   float masked[kTileColumnMultiple];
   for (float& m : masked) m = kMaskedScore;
-  exp2_inplace(masked, kTileColumnMultiple);
+  k.exp2_inplace(masked, kTileColumnMultiple);
   for (float m : masked) EXPECT_EQ(m, 0.0f);
   float zero[kTileColumnMultiple] = {};
-  exp2_inplace(zero, kTileColumnMultiple);
+  k.exp2_inplace(zero, kTileColumnMultiple);
   EXPECT_EQ(zero[0], 1.0f);  // exp2(0) is exactly 1: one visible key gives P = 1
 }
 
-TEST(TileMath, GemmMatchesPlainLoops) {
+TEST_P(TileMath, GemmMatchesPlainLoops) {
+  const TileKernels& kernels = *GetParam();
   std::mt19937 rng(3);
   std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
   for (int k : {0, 1, 7, 64}) {
@@ -44,7 +58,7 @@ TEST(TileMath, GemmMatchesPlainLoops) {
     for (bool accumulate : {false, true}) {
       for (float& e : c) e = uniform(rng);
       const std::vector<float> before = c;
-      gemm_nn(m, n, k, a.data(), lda, b.data(), ldb, c.data(), ldc, accumulate);
+      kernels.gemm_nn(m, n, k, a.data(), lda, b.data(), ldb, c.data(), ldc, accumulate);
       for (int i = 0; i < m; ++i) {
         for (int j = 0; j < ldc; ++j) {
           const float old = before[i * ldc + j];
@@ -61,21 +75,22 @@ TEST(TileMath, GemmMatchesPlainLoops) {
   }
 }
 
-TEST(TileMath, OnlineSoftmaxRowMasksAndRescales) {
+TEST_P(TileMath, OnlineSoftmaxRowMasksAndRescales) {
+  const TileKernels& k = *GetParam();
   // Two blocks of one row; scale_log2 = 1 so scores are already log2 units.
   std::vector<float> first(kTileColumnMultiple, 0.0f), second(kTileColumnMultiple, 0.0f);
   first[0] = 1.0f, first[1] = 5.0f;  // column 1 is masked: visible [0, 1)
   second[2] = 3.0f;                  // visible [0, 4)
   float row_max = kMaskedScore, row_sum = 0.0f;
-  float correction = online_softmax_row(first.data(), kTileColumnMultiple, 0, 1, 1.0f, row_max,
-                                        row_sum);
+  float correction =
+      k.online_softmax_row(first.data(), kTileColumnMultiple, 0, 1, 1.0f, row_max, row_sum);
   EXPECT_EQ(row_max, 1.0f);
   EXPECT_EQ(first[0], 1.0f);
   EXPECT_EQ(first[1], 0.0f);
   EXPECT_EQ(row_sum, 1.0f);
   EXPECT_EQ(correction, 0.0f);  // nothing accumulated before
-  correction = online_softmax_row(second.data(), kTileColumnMultiple, 0, 4, 1.0f, row_max,
-                                  row_sum);
+  correction =
+      k.online_softmax_row(second.data(), kTileColumnMultiple, 0, 4, 1.0f, row_max, row_sum);
   EXPECT_EQ(row_max, 3.0f);
   EXPECT_FLOAT_EQ(correction, 0.25f);
   EXPECT_FLOAT_EQ(second[2], 1.0f);
@@ -84,12 +99,54 @@ TEST(TileMath, OnlineSoftmaxRowMasksAndRescales) {
   EXPECT_FLOAT_EQ(row_sum, 0.25f + 1.0f + 3 * 0.125f);
 }
 
-TEST(TileMath, FullyMaskedRowStaysEmpty) {
+TEST_P(TileMath, FullyMaskedRowStaysEmpty) {
+  const TileKernels& k = *GetParam();
   std::vector<float> s(kTileColumnMultiple, 2.0f);
   float row_max = kMaskedScore, row_sum = 0.0f;
-  online_softmax_row(s.data(), kTileColumnMultiple, 0, 0, 1.0f, row_max, row_sum);
+  k.online_softmax_row(s.data(), kTileColumnMultiple, 0, 0, 1.0f, row_max, row_sum);
   EXPECT_EQ(row_sum, 0.0f);
   for (float p : s) EXPECT_EQ(p, 0.0f);
+}
+
+TEST_P(TileMath, BackwardRowHelpers) {
+  const TileKernels& k = *GetParam();
+  constexpr int n = kTileColumnMultiple;
+  std::vector<float> s(n), lse(n), p(n), dp(n), d(n);
+  for (int j = 0; j < n; ++j) s[j] = 0.25f * j, lse[j] = 0.5f * j, d[j] = 0.1f * j;
+  // Row form: visible [2, 5), P = exp2(s · 2 - 1).
+  p = s;
+  k.probabilities_row(p.data(), n, 2, 5, 2.0f, 1.0f);
+  for (int j = 0; j < n; ++j) {
+    const float expected = j >= 2 && j < 5 ? std::exp2(0.5f * j - 1.0f) : 0.0f;
+    EXPECT_NEAR(p[j], expected, 1e-6f * expected) << j;
+  }
+  // Column form: P = exp2(s · 2 - lse[j]) = 1 where visible.
+  p = s;
+  k.probabilities_row_by_column(p.data(), n, 0, 7, 2.0f, lse.data());
+  for (int j = 0; j < n; ++j) EXPECT_EQ(p[j], j < 7 ? 1.0f : 0.0f) << j;
+  for (int j = 0; j < n; ++j) dp[j] = 1.0f;
+  k.score_gradient_row_by_column(p.data(), dp.data(), n, d.data());
+  for (int j = 0; j < n; ++j) EXPECT_FLOAT_EQ(dp[j], j < 7 ? 1.0f - 0.1f * j : 0.0f) << j;
+  for (int j = 0; j < n; ++j) dp[j] = 3.0f;
+  k.score_gradient_row(p.data(), dp.data(), n, 1.0f);
+  for (int j = 0; j < n; ++j) EXPECT_EQ(dp[j], j < 7 ? 2.0f : 0.0f) << j;
+  EXPECT_FLOAT_EQ(k.dot(s.data(), d.data(), n), [&] {
+    float sum = 0;
+    for (int j = 0; j < n; ++j) sum += s[j] * d[j];
+    return sum;
+  }());
+  k.scale_inplace(s.data(), n, 4.0f);
+  EXPECT_EQ(s[3], 3.0f);
+}
+
+INSTANTIATE_TEST_SUITE_P(Isa, TileMath, ::testing::ValuesIn(kernel_tables()),
+                         [](const ::testing::TestParamInfo<const TileKernels*>& info) {
+                           return std::string(info.param->name);
+                         });
+
+TEST(TileMathDispatch, PicksTheBestKernelsTheCpuRuns) {
+  const TileKernels* avx2 = avx2_tile_kernels();
+  EXPECT_EQ(&active_tile_kernels(), avx2 ? avx2 : &generic_tile_kernels());
 }
 
 }  // namespace

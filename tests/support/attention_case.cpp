@@ -68,6 +68,8 @@ const std::vector<Case>& shared_cases() {
       {1, 1, 777, 4, 1, 128, 128, kFull, bf16, padded},
       {3, 64, 1, 2, 2, 64, 64, kCausal, f16, bshd},
       {1, 777, 7, 7, 7, 40, 40, kFull, f32, bhsd},
+      // A typical decoder layer: GQA 4, batch 2, causal, square.
+      {2, 777, 777, 8, 2, 128, 128, kCausal, bf16, bhsd},
   };
   return cases;
 }

@@ -12,15 +12,21 @@
 //     where ref is the fp64 reference and X_naive the naive computation in the
 //     case's dtype (cpu/reference.hpp), as FlashAttention's tests do.
 //
-// atol = absolute_slack(dtype) · max(1, max |ref|). It matters only where the
-// naive computation is exact by accident (one visible key gives P = 1, so the
-// naive O = V and dS = 0 exactly) while a tiled computation still carries the
-// fp32 rounding of sums taken in another order (dP - Dterm cancels to ~1e-7,
-// not 0). f32: 4e-6, a few tens of fp32 ulps, the size of that noise. f16 and
-// bf16: 1e-5, the same noise with room for the larger gradients of 16-bit
-// inputs, still two orders below one ulp of the output (9.8e-4 f16, 7.8e-3
-// bf16), so for them the 2 · naive term decides. LSE is fp32 for every dtype
-// and uses the f32 slack.
+// atol = absolute_slack(dtype) · max(1, max |ref|), for what the 2 · naive
+// term cannot see:
+//   f16, bf16: half an ulp of the output at its largest magnitude, i.e. the
+//     output's own final rounding. Both computations round every output once;
+//     the naive one may, by luck, land close at the few largest elements (its
+//     max error then sits below half an ulp there), while a correct tiled
+//     computation that lands on the other side of a rounding boundary would
+//     fail without this term. Observed: dK of D = 3, Dv = 151 bf16 with
+//     values near 25 (ulp 0.125) off by 0.091 against 2 · 0.044. A real
+//     defect (mask, scale, Dterm, a lost head) costs far more than that.
+//   f32: 4e-6, a few tens of fp32 ulps: the naive computation can be exact by
+//     accident (one visible key gives P = 1, so O = V and dS = 0 exactly)
+//     while a tiled one still carries fp32 reordering noise (dP - Dterm
+//     cancels to ~1e-7 there, not to 0).
+// LSE is fp32 for every dtype and uses the f32 slack.
 //
 // Setting FLASHGEN_TEST_REPORT=1 prints each output's errors even on success.
 #pragma once

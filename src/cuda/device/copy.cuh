@@ -1,11 +1,13 @@
 // Global -> shared tile copies for every alignment class, with zero fill.
 //
 // The user's rows are read where they are: a bf16 row of 127 elements is only
-// 2-byte aligned, so the copy width (kVec elements) comes from the spec's
-// alignment class: 8 (16-byte cp.async), 4 (8-byte), 2 (4-byte) or 1 (scalar
-// loads, which also serve a dim stride other than 1). Rows past the sequence
-// end and columns past the head dimension are zero-filled in shared memory,
-// never by padding the tensor in global memory.
+// 2-byte aligned. The path comes from the spec's alignment class (kVec):
+//   8        rows and pointers 16-byte aligned: cp.async of 16 bytes
+//   4, 2, 1  contiguous rows with 8-, 4- or 2-byte alignment: aligned 16-byte
+//            loads around the row, shifted into place in registers
+//   0        a dim stride other than 1: one element at a time
+// Rows past the sequence end and columns past the head dimension are
+// zero-filled in shared memory, never by padding the tensor in global memory.
 #pragma once
 
 #include "common.cuh"
@@ -32,6 +34,47 @@ __device__ __forceinline__ void cp_async_zfill(void* shared, const void* global,
   }
 }
 
+__device__ __forceinline__ uint4 load_global_16(const void* address) {
+  uint4 r;
+  asm volatile("ld.global.nc.v4.u32 {%0,%1,%2,%3}, [%4];"
+               : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
+               : "l"(address));
+  return r;
+}
+
+// Elements [col, col + 8) of a row that is only 2-byte aligned, as one 16-byte
+// vector; elements at or past `valid_cols` are zero. The two aligned 16-byte
+// chunks around them are read, and only a chunk holding at least one element
+// of the row: an aligned chunk never crosses a page, so no read can fault.
+__device__ __forceinline__ uint4 load8_shifted(const u16* row, int col, int valid_cols) {
+  const u64 address = reinterpret_cast<u64>(row + col);
+  const u64 end = reinterpret_cast<u64>(row + valid_cols);
+  const u64 aligned = address & ~u64(15);
+  const int offset = static_cast<int>(address - aligned);  // 0, 2, ..., 14
+  const uint4 lo = load_global_16(reinterpret_cast<const void*>(aligned));
+  uint4 hi = make_uint4(0, 0, 0, 0);
+  if (offset > 0 && aligned + 16 < end) hi = load_global_16(reinterpret_cast<const void*>(aligned + 16));
+  const u32 w[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
+  // Words offset/4 .. offset/4 + 4 with constant indices (a run-time index
+  // would put w in local memory), then a 2-byte funnel shift if offset % 4.
+  const int word = offset >> 2;
+  u32 v[5];
+#pragma unroll
+  for (int i = 0; i < 5; ++i)
+    v[i] = word == 0 ? w[i] : word == 1 ? w[i + 1] : word == 2 ? w[i + 2] : w[i + 3];
+  u32 out[4];
+#pragma unroll
+  for (int i = 0; i < 4; ++i) out[i] = (offset & 2) ? __byte_perm(v[i], v[i + 1], 0x5432) : v[i];
+  // Zero what lies past the row's valid columns (another row's data, or padding).
+  const int valid = valid_cols - col;
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    if (2 * i >= valid) out[i] = 0;
+    else if (2 * i + 1 >= valid) out[i] &= 0xffffu;
+  }
+  return make_uint4(out[0], out[1], out[2], out[3]);
+}
+
 // Copies a [kRows][kCols] tile starting at `global` (row stride and column
 // stride in elements) into shared memory laid out [kRows][kSharedStride].
 // Elements at rows >= valid_rows or columns >= valid_cols become zero.
@@ -40,23 +83,48 @@ __device__ __forceinline__ void load_tile(u16* shared, const u16* global, index_
                                           index_t col_stride, int valid_rows, int valid_cols,
                                           int thread) {
   static_assert(kCols % 8 == 0, "tiles are padded to whole 16-byte chunks");
-  constexpr int kChunksPerRow = kCols / kVec;
+  constexpr int kChunksPerRow = kCols / 8;
   constexpr int kChunks = kRows * kChunksPerRow;
-  if (kVec > 1) {
+  if (kVec == 8) {
 #pragma unroll 4
     for (int chunk = thread; chunk < kChunks; chunk += kThreads) {
       const int row = chunk / kChunksPerRow;
-      const int col = (chunk % kChunksPerRow) * kVec;
-      int valid = row < valid_rows ? min_of(kVec, valid_cols - col) : 0;
+      const int col = (chunk % kChunksPerRow) * 8;
+      int valid = row < valid_rows ? min_of(8, valid_cols - col) : 0;
       valid = max_of(valid, 0);
       // A chunk with nothing to read still issues a copy of 0 bytes (zero fill)
       // from a harmless address.
       const u16* src = valid > 0 ? global + row * row_stride + col : global;
-      cp_async_zfill<kVec * 2>(shared + row * kSharedStride + col, src, valid * 2);
+      cp_async_zfill<16>(shared + row * kSharedStride + col, src, valid * 2);
+    }
+  } else if (kVec >= 1) {
+    // Loads in batches of kBatch chunks, then their stores: the loads of a
+    // batch overlap, and the staging registers stay few while accumulators live.
+    constexpr int kPerThread = ceil_div(kChunks, kThreads);
+    constexpr int kBatch = kPerThread < 4 ? kPerThread : 4;
+#pragma unroll
+    for (int first = 0; first < kPerThread; first += kBatch) {
+      uint4 staged[kBatch];
+#pragma unroll
+      for (int i = 0; i < kBatch; ++i) {
+        const int chunk = thread + (first + i) * kThreads;
+        const int row = chunk / kChunksPerRow;
+        const int col = (chunk % kChunksPerRow) * 8;
+        staged[i] = make_uint4(0, 0, 0, 0);
+        if (first + i < kPerThread && chunk < kChunks && row < valid_rows && col < valid_cols)
+          staged[i] = load8_shifted(global + row * row_stride, col, valid_cols);
+      }
+#pragma unroll
+      for (int i = 0; i < kBatch; ++i) {
+        const int chunk = thread + (first + i) * kThreads;
+        if (first + i < kPerThread && chunk < kChunks)
+          *reinterpret_cast<uint4*>(shared + (chunk / kChunksPerRow) * kSharedStride +
+                                    (chunk % kChunksPerRow) * 8) = staged[i];
+      }
     }
   } else {
 #pragma unroll 4
-    for (int e = thread; e < kChunks; e += kThreads) {
+    for (int e = thread; e < kRows * kCols; e += kThreads) {
       const int row = e / kCols;
       const int col = e % kCols;
       u16 value = 0;
@@ -74,7 +142,8 @@ namespace flashgen_device {
 // to a strided global matrix in the element type, times `scale`: rows
 // row0 + 16·rt + {g, g+8} (first `valid_rows` only), columns col0 + 8·nt +
 // 2t + {0, 1} (first `valid_cols` only). With kVec >= 2 the rows are 4-byte
-// aligned and the dim stride is 1, so pairs go out as one 32-bit store.
+// aligned and the dim stride is 1, so pairs go out as one 32-bit store
+// (kVec 1 rows are contiguous too, but only 2-byte aligned).
 template <int E, int kVec, int kRowTiles, int kNTiles>
 __device__ __forceinline__ void store_acc_tile(u16* global, index_t row_stride, index_t col_stride,
                                                const float (&acc)[kRowTiles][kNTiles][4],

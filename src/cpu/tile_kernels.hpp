@@ -1,0 +1,36 @@
+// The tile kernels of tile_math.hpp compiled once per instruction set, as
+// tables of functions; tile_math.cpp picks the best table the CPU runs.
+//
+// Why separate translation units and not target_clones: helper functions on
+// GCC vector types are lowered for the file's baseline target before they are
+// inlined into a clone, so an AVX2 clone would still build its broadcasts
+// from SSE inserts. A whole file compiled for AVX2 has no such seam.
+#pragma once
+
+namespace flashgen::cpu {
+
+struct TileKernels {
+  const char* name;  // "avx2", "generic"
+  void (*gemm_nn)(int m, int n, int k, const float* a, int lda, const float* b, int ldb,
+                  float* c, int ldc, bool accumulate);
+  void (*exp2_inplace)(float* x, int n);
+  float (*online_softmax_row)(float* scores, int n, int visible_begin, int visible_end,
+                              float scale_log2, float& row_max, float& row_sum);
+  void (*probabilities_row)(float* scores, int n, int visible_begin, int visible_end,
+                            float scale_log2, float row_lse_log2);
+  void (*probabilities_row_by_column)(float* scores, int n, int visible_begin, int visible_end,
+                                      float scale_log2, const float* column_lse_log2);
+  void (*score_gradient_row)(const float* p, float* dp, int n, float row_d);
+  void (*score_gradient_row_by_column)(const float* p, float* dp, int n, const float* column_d);
+  float (*dot)(const float* x, const float* y, int n);
+  void (*scale_inplace)(float* x, int n, float factor);
+};
+
+// Compiled for the target's baseline; runs everywhere.
+const TileKernels& generic_tile_kernels();
+// Compiled for AVX2 + FMA on x86-64; null elsewhere or when the CPU lacks them.
+const TileKernels* avx2_tile_kernels();
+// The best of the above for this CPU, chosen once.
+const TileKernels& active_tile_kernels();
+
+}  // namespace flashgen::cpu

@@ -1,0 +1,42 @@
+// The tile kernels compiled for AVX2 + FMA (x86-64 only): twice the vector
+// width of the SSE2 baseline and fused multiply-adds. Only the kernels get
+// the target; avx2_tile_kernels() itself runs on any CPU.
+#include <cstdint>
+
+#include "cpu/tile_kernels.hpp"
+#include "cpu/tile_math.hpp"
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#define FLASHGEN_HAS_AVX2_KERNELS 1
+
+#if defined(__clang__)
+#pragma clang attribute push(__attribute__((target("avx2,fma"))), apply_to = function)
+#else
+#pragma GCC push_options
+#pragma GCC target("avx2,fma")
+#endif
+
+#define FLASHGEN_TILE_KERNELS_NAME "avx2"
+#include "cpu/tile_kernels_impl.hpp"
+
+#if defined(__clang__)
+#pragma clang attribute pop
+#else
+#pragma GCC pop_options
+#endif
+
+#endif
+
+namespace flashgen::cpu {
+
+const TileKernels* avx2_tile_kernels() {
+#if defined(FLASHGEN_HAS_AVX2_KERNELS)
+  __builtin_cpu_init();  // idempotent; needed if called before static constructors ran
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
+    return &isa_kernels::kIsaTileKernels;
+  }
+#endif
+  return nullptr;
+}
+
+}  // namespace flashgen::cpu
