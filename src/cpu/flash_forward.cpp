@@ -95,7 +95,7 @@ void forward_query_block(const Problem& p, const ForwardArgs& args, const Blocki
                t.dim_v_padded, empty ? 0.0f : 1.0f / sum);
     if (args.lse.data != nullptr) {
       const float lse = empty ? -INFINITY
-                              : (t.row_max[r] + std::log2(sum) + 1e-5f) * std::numbers::ln2_v<float>;
+                              : (t.row_max[r] + std::log2(sum)) * std::numbers::ln2_v<float>;
       args.lse.data[batch * lse_strides.batch + head * lse_strides.heads +
                     (row0 + r) * lse_strides.seq] = lse;
     }

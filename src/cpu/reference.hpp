@@ -1,5 +1,6 @@
-// Naive attention that materializes the score matrix of one (batch, head) at
-// a time: the oracle of the tests.
+// Naive attention, the oracle of the tests: each query row's full score
+// vector is formed and normalized with an ordinary softmax (no tiling, no
+// online rescaling), one (batch, kv head) per task.
 //
 // reference_*: everything in fp64 from the inputs' exact values.
 // naive_same_dtype_*: the yardstick of the tolerance rule, computed the way

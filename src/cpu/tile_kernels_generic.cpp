@@ -4,7 +4,7 @@
 #include "cpu/tile_kernels.hpp"
 #include "cpu/tile_math.hpp"
 
-// 8-float vectors are passed only between always-inlined helpers; the note
+// 8-float vectors are returned only from always-inlined helpers; the warning
 // that 32-byte vectors change the calling convention without AVX is moot.
 #pragma GCC diagnostic ignored "-Wpsabi"
 

@@ -24,23 +24,25 @@ static_assert(kTileColumnMultiple % kLanes == 0);
   __builtin_memcpy(&v, p, sizeof v);
   return v;
 }
-[[gnu::always_inline]] inline void store(float* p, Vec v) { __builtin_memcpy(p, &v, sizeof v); }
+[[gnu::always_inline]] inline void store(float* p, const Vec& v) {
+  __builtin_memcpy(p, &v, sizeof v);
+}
 // A shuffle, which compiles to one broadcast: `Vec{} + x` costs a real
 // addition (0 + x is not x for x = -0) and an 8-element initializer list
 // compiles to a chain of inserts.
 [[gnu::always_inline]] inline Vec splat(float x) {
   return __builtin_shufflevector(Vec{x}, Vec{x}, 0, 0, 0, 0, 0, 0, 0, 0);
 }
-[[gnu::always_inline]] inline Vec vmax(Vec a, Vec b) { return a > b ? a : b; }
+[[gnu::always_inline]] inline Vec vmax(const Vec& a, const Vec& b) { return a > b ? a : b; }
 [[gnu::always_inline]] inline Vec lane_index() { return Vec{0, 1, 2, 3, 4, 5, 6, 7}; }
 
 // Horizontal sum in a fixed order (pairwise by halves).
-[[gnu::always_inline]] inline float horizontal_sum(Vec v) {
+[[gnu::always_inline]] inline float horizontal_sum(const Vec& v) {
   const float a = (v[0] + v[4]) + (v[2] + v[6]);
   const float b = (v[1] + v[5]) + (v[3] + v[7]);
   return a + b;
 }
-[[gnu::always_inline]] inline float horizontal_max(Vec v) {
+[[gnu::always_inline]] inline float horizontal_max(const Vec& v) {
   float m = v[0];
   for (int i = 1; i < kLanes; ++i) m = v[i] > m ? v[i] : m;
   return m;
@@ -50,7 +52,8 @@ static_assert(kTileColumnMultiple % kLanes == 0);
 // Taylor polynomial (truncation error < 1e-8 relative), 2^r from exponent bits.
 // Inputs are clamped to [-127, 127]; below -126.5 the exponent field is 0 and
 // the result exactly 0.
-[[gnu::always_inline]] inline Vec exp2_vec(Vec x) {
+[[gnu::always_inline]] inline Vec exp2_vec(const Vec& input) {
+  Vec x = input;
   constexpr float kMin = -127.0f, kMax = 127.0f;
   // Adding 1.5·2^23 pushes the fraction out of the mantissa: the float sum is
   // round-to-nearest(x) + 1.5·2^23, and its low mantissa bits are that integer.
@@ -81,7 +84,7 @@ static_assert(kTileColumnMultiple % kLanes == 0);
 }
 
 // Lanes of [base, base + 8) outside [begin, end) become kMaskedScore.
-[[gnu::always_inline]] inline Vec mask_outside(Vec s, int base, int begin, int end) {
+[[gnu::always_inline]] inline Vec mask_outside(const Vec& s, int base, int begin, int end) {
   const Vec column = lane_index() + static_cast<float>(base);
   const auto inside = (column >= static_cast<float>(begin)) & (column < static_cast<float>(end));
   return inside ? s : splat(kMaskedScore);

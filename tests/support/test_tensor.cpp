@@ -6,7 +6,6 @@
 #include <numbers>
 
 #include "common/dtype.hpp"
-#include "cpu/reference.hpp"
 
 namespace flashgen::testing {
 namespace {
