@@ -77,30 +77,43 @@ int head_chunks_of(const KernelSpec& spec, const TuningParams& t) {
 
 int chunk_width(int dim, int chunks) { return round_up((round_up(dim, 16) + chunks - 1) / chunks, 16); }
 
+// Elements of the staging area of a [rows][cols] tile copied as the aligned
+// 16-byte chunks around its rows (alignment classes 1, 2, 4; TileCopy in copy.cuh).
+static std::size_t stage_elements(const KernelSpec& spec, std::size_t rows, std::size_t cols) {
+  const bool staged = spec.vec >= 1 && spec.vec < 8;
+  return staged ? rows * (cols / 8 + 1) * 8 : 0;
+}
+
 std::size_t shared_bytes(const KernelSpec& spec, const TuningParams& t) {
   const std::size_t n = head_chunks_of(spec, t);
   const std::size_t rows = t.block_rows, cols = t.block_cols;
   const std::size_t dqk16 = round_up(spec.dim_qk, 16), dv16 = round_up(spec.dim_v, 16);
   switch (spec.kind) {
     case KernelKind::forward: {
-      // q [rows][dqk], k [cols][dqk], v [cols][dv chunk]
-      const std::size_t dqk = dqk16 + kRowPad, dv = chunk_width(spec.dim_v, n) + kRowPad;
-      return kElementBytes * (rows * dqk + cols * dqk + cols * dv);
+      // q [rows][dqk], k [cols][dqk], v [cols][dv chunk]; staged: k, v
+      const std::size_t dqk = dqk16, dv = chunk_width(spec.dim_v, n);
+      return kElementBytes * (rows * (dqk + kRowPad) + cols * (dqk + kRowPad) +
+                              cols * (dv + kRowPad) + stage_elements(spec, cols, dqk) +
+                              stage_elements(spec, cols, dv));
     }
     case KernelKind::backward_query: {
-      // q [rows][dqk], dO [rows][dv], k [cols][dqk], v [cols][dv]; lse, dterm [rows]
-      const std::size_t dqk = n * chunk_width(spec.dim_qk, n) + kRowPad, dv = dv16 + kRowPad;
-      return kElementBytes * (rows * dqk + rows * dv + cols * dqk + cols * dv) +
+      // q [rows][dqk], dO [rows][dv], k [cols][dqk], v [cols][dv]; lse, dterm [rows];
+      // staged: k, v
+      const std::size_t dqk = n * chunk_width(spec.dim_qk, n), dv = dv16;
+      return kElementBytes * ((rows + cols) * (dqk + kRowPad) + (rows + cols) * (dv + kRowPad) +
+                              stage_elements(spec, cols, dqk) + stage_elements(spec, cols, dv)) +
              sizeof(float) * 2 * rows;
     }
     case KernelKind::backward_key_value:
     case KernelKind::backward_atomic: {
       // k [rows][dqk], v [rows][dv], q [cols][dqk], dO [cols][dv]; lse, dterm [cols];
-      // the atomic kernel adds dSᵀ [rows][cols] for its dQ GEMM.
-      const std::size_t dqk = n * chunk_width(spec.dim_qk, n) + kRowPad;
-      const std::size_t dv = n * chunk_width(spec.dim_v, n) + kRowPad;
+      // staged: q, dO; the atomic kernel adds dSᵀ [rows][cols] for its dQ GEMM.
+      const std::size_t dqk = n * chunk_width(spec.dim_qk, n);
+      const std::size_t dv = n * chunk_width(spec.dim_v, n);
       const std::size_t ds = spec.kind == KernelKind::backward_atomic ? rows * (cols + kRowPad) : 0;
-      return kElementBytes * (rows * dqk + rows * dv + cols * dqk + cols * dv + ds) +
+      return kElementBytes * ((rows + cols) * (dqk + kRowPad) + (rows + cols) * (dv + kRowPad) +
+                              stage_elements(spec, cols, dqk) + stage_elements(spec, cols, dv) +
+                              ds) +
              sizeof(float) * 2 * cols;
     }
     case KernelKind::backward_prepare:

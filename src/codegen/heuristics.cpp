@@ -12,8 +12,9 @@ int round_up(int a, int b) { return (a + b - 1) / b * b; }
 // row_tiles · cols / 2, so the register file (255 per thread) bounds
 // row_tiles · (head_block + cols) at about 384.
 //  - dims <= 64: 128 x 64 blocks, Q held in registers (16 registers per row tile per 64 of D).
-//  - dims <= 128: 128 x 64 blocks with two row tiles per warp, as FlashAttention-2 does:
-//    each K/V fragment read from shared memory feeds two MMAs.
+//  - dims <= 128: 128 x 48 blocks with two row tiles per warp, as FlashAttention-2 does
+//    (each K/V fragment read from shared memory feeds two MMAs); 48 rather than 64
+//    columns keeps O (128) + S (48) registers clear of spills.
 //  - larger: one row tile per warp; the value dimension is split into CTAs of at
 //    most 256 columns (their scores are recomputed, the price of keeping O in registers).
 TuningParams forward_tuning(const KernelSpec& spec) {
@@ -23,7 +24,7 @@ TuningParams forward_tuning(const KernelSpec& spec) {
   if (widest <= 64) {
     t = {128, 64, 0, 4, kCacheQ};
   } else if (widest <= 128) {
-    t = {128, 64, 0, 4, 0};
+    t = {128, 48, 0, 4, 0};
   } else if (widest <= 256) {
     t = {64, 64, 0, 4, 0};
   } else {
@@ -48,7 +49,8 @@ TuningParams backward_query_tuning(const KernelSpec& spec) {
 TuningParams backward_key_value_tuning(const KernelSpec& spec) {
   const int dqk = round_up(spec.dim_qk, 16), dv = round_up(spec.dim_v, 16);
   const int widest = dqk > dv ? dqk : dv;
-  if (widest <= 128) return {64, 64, 0, 4, 0};
+  if (widest <= 64) return {64, 64, 0, 4, 0};
+  if (widest <= 128) return {64, 48, 0, 4, 0};  // dK + dV take 128 registers: Sᵀ, dPᵀ get the rest
   if (widest <= 256) return {64, 64, 128, 4, 0};
   return {64, 32, 128, 4, 0};
 }
@@ -77,7 +79,17 @@ TuningParams shape_for(const KernelSpec& spec) {
 
 TuningParams default_tuning(const KernelSpec& spec, std::size_t shared_limit) {
   TuningParams t = shape_for(spec);
-  while (shared_bytes(spec, t) > shared_limit && t.block_cols > 16) t.block_cols /= 2;
+  // Too large for the device: traverse narrower blocks first, then own fewer rows.
+  while (shared_bytes(spec, t) > shared_limit) {
+    if (t.block_cols > 16) {
+      t.block_cols /= 2;
+    } else if (t.warps > 1) {
+      t.warps /= 2;
+      t.block_rows /= 2;
+    } else {
+      break;
+    }
+  }
   return t;
 }
 

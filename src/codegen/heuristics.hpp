@@ -9,7 +9,7 @@
 namespace flashgen {
 
 // shared_limit: bytes of shared memory a CTA may use on the target device;
-// block cols shrink (down to 16) until the kernel fits.
+// block cols shrink (down to 16), then rows, until the kernel fits.
 TuningParams default_tuning(const KernelSpec& spec, std::size_t shared_limit);
 
 }  // namespace flashgen

@@ -22,15 +22,6 @@
 
 namespace flashgen_device {
 
-template <bool kCondition, class T, class F>
-struct select_type {
-  typedef T type;
-};
-template <class T, class F>
-struct select_type<false, T, F> {
-  typedef F type;
-};
-
 // C (generated): kElement, kDimQK, kDimV, kWarps, kRowTiles, kBlockN,
 // kHeadChunks (CTAs splitting dK's and dV's columns), kVec, kCausal.
 // kAtomicGradQ: also add this block's dQ = dS·K into the fp32 accumulator
@@ -52,7 +43,11 @@ struct BackwardKeyValue {
 
   static constexpr int kDsStride = kBlockN + 8;
 
-  struct KeyValueStorage {
+  typedef TileCopy<kBlockN, kDimQK, kQKStride, C::kVec, kThreads> QCopy;
+  typedef TileCopy<kBlockN, kDimV, kVStride, C::kVec, kThreads> GradOCopy;
+  static constexpr bool kStaged = QCopy::kStaged;
+
+  struct Tiles {
     u16 k[kBlockM * kQKStride];       // [kBlockM][kDimQK]
     u16 v[kBlockM * kVStride];        // [kBlockM][kDimV]
     u16 q[kBlockN * kQKStride];       // [kBlockN][kDimQK]
@@ -60,10 +55,22 @@ struct BackwardKeyValue {
     float lse_log2[kBlockN];
     float dterm[kBlockN];
   };
-  struct AtomicStorage : KeyValueStorage {
+  struct StagedTiles : Tiles {        // Q and dO as the aligned chunks around their rows
+    u16 q_stage[QCopy::kStageElements];
+    u16 grad_o_stage[GradOCopy::kStageElements];
+  };
+  typedef typename select_type<kStaged, StagedTiles, Tiles>::type TileStorage;
+  struct AtomicStorage : TileStorage {
     u16 ds[kBlockM * kDsStride];  // dSᵀ [kBlockM][kBlockN], read back as dS
   };
-  typedef typename select_type<kAtomicGradQ, AtomicStorage, KeyValueStorage>::type SharedStorage;
+  typedef typename select_type<kAtomicGradQ, AtomicStorage, TileStorage>::type SharedStorage;
+
+  static __device__ __forceinline__ u16* q_stage(SharedStorage& smem) {
+    if constexpr (kStaged) return smem.q_stage; else return nullptr;
+  }
+  static __device__ __forceinline__ u16* grad_o_stage(SharedStorage& smem) {
+    if constexpr (kStaged) return smem.grad_o_stage; else return nullptr;
+  }
 
   static __device__ void run(const AttentionParams& p, unsigned char* shared_bytes) {
     SharedStorage& smem = *reinterpret_cast<SharedStorage*>(shared_bytes);
@@ -107,12 +114,11 @@ struct BackwardKeyValue {
       for (int m_block = first_block; m_block < m_blocks; ++m_block) {
         const int query0 = m_block * kBlockN;
         __syncthreads();  // every warp is done with the previous Q and dO tiles
-        load_tile<kBlockN, kDimQK, kQKStride, C::kVec, kThreads>(
-            smem.q, q + query0 * p.q.stride_seq, p.q.stride_seq, p.q.stride_dim,
-            p.seq_q - query0, C::kDimQK, thread);
-        load_tile<kBlockN, kDimV, kVStride, C::kVec, kThreads>(
-            smem.grad_o, grad_o + query0 * p.grad_o.stride_seq, p.grad_o.stride_seq,
-            p.grad_o.stride_dim, p.seq_q - query0, C::kDimV, thread);
+        QCopy::issue(smem.q, q_stage(smem), q + query0 * p.q.stride_seq, p.q.stride_seq,
+                     p.q.stride_dim, p.seq_q - query0, C::kDimQK, thread);
+        GradOCopy::issue(smem.grad_o, grad_o_stage(smem), grad_o + query0 * p.grad_o.stride_seq,
+                         p.grad_o.stride_seq, p.grad_o.stride_dim, p.seq_q - query0, C::kDimV,
+                         thread);
         cp_async_commit();
         for (int i = thread; i < kBlockN; i += kThreads) {
           const int row = query0 + i;
@@ -124,6 +130,14 @@ struct BackwardKeyValue {
         }
         cp_async_wait<0>();
         __syncthreads();
+        if (kStaged) {
+          QCopy::finish(smem.q, q_stage(smem), q + query0 * p.q.stride_seq, p.q.stride_seq,
+                        p.seq_q - query0, C::kDimQK, thread);
+          GradOCopy::finish(smem.grad_o, grad_o_stage(smem),
+                            grad_o + query0 * p.grad_o.stride_seq, p.grad_o.stride_seq,
+                            p.seq_q - query0, C::kDimV, thread);
+          __syncthreads();
+        }
 
         // Sᵀ = K·Qᵀ, Pᵀ = exp2(Sᵀ·scale·log2e − L2): [key tile][query n-tile][C fragment]
         float st[kRowTiles][kQueryTiles][4];

@@ -34,7 +34,11 @@ struct BackwardQuery {
   static constexpr int kVStride = kDimV + 8;
   static constexpr int kKeyTiles = kBlockN / 8;
 
-  struct SharedStorage {
+  typedef TileCopy<kBlockN, kDimQK, kQKStride, C::kVec, kThreads> KCopy;
+  typedef TileCopy<kBlockN, kDimV, kVStride, C::kVec, kThreads> VCopy;
+  static constexpr bool kStaged = KCopy::kStaged;
+
+  struct Tiles {
     u16 q[kBlockM * kQKStride];       // [kBlockM][kDimQK]
     u16 grad_o[kBlockM * kVStride];   // [kBlockM][kDimV]
     u16 k[kBlockN * kQKStride];       // [kBlockN][kDimQK]
@@ -42,6 +46,18 @@ struct BackwardQuery {
     float lse_log2[kBlockM];
     float dterm[kBlockM];
   };
+  struct StagedTiles : Tiles {        // K and V as the aligned chunks around their rows
+    u16 k_stage[KCopy::kStageElements];
+    u16 v_stage[VCopy::kStageElements];
+  };
+  typedef typename select_type<kStaged, StagedTiles, Tiles>::type SharedStorage;
+
+  static __device__ __forceinline__ u16* k_stage(SharedStorage& smem) {
+    if constexpr (kStaged) return smem.k_stage; else return nullptr;
+  }
+  static __device__ __forceinline__ u16* v_stage(SharedStorage& smem) {
+    if constexpr (kStaged) return smem.v_stage; else return nullptr;
+  }
 
   static __device__ void run(const AttentionParams& p, unsigned char* shared_bytes) {
     SharedStorage& smem = *reinterpret_cast<SharedStorage*>(shared_bytes);
@@ -117,6 +133,13 @@ struct BackwardQuery {
       const int key0 = n_block * kBlockN;
       cp_async_wait<0>();
       __syncthreads();
+      if (kStaged) {
+        KCopy::finish(smem.k, k_stage(smem), k + key0 * p.k.stride_seq, p.k.stride_seq,
+                      p.seq_kv - key0, C::kDimQK, thread);
+        VCopy::finish(smem.v, v_stage(smem), v + key0 * p.v.stride_seq, p.v.stride_seq,
+                      p.seq_kv - key0, C::kDimV, thread);
+        __syncthreads();
+      }
 
       // S = Q·Kᵀ, then P = exp2(S·scale·log2e − L2): [row tile][key n-tile][C fragment]
       float s[kRowTiles][kKeyTiles][4];
@@ -166,12 +189,10 @@ struct BackwardQuery {
   static __device__ __forceinline__ void load_key_value(const AttentionParams& p,
                                                         SharedStorage& smem, const u16* k,
                                                         const u16* v, int key0, int thread) {
-    load_tile<kBlockN, kDimQK, kQKStride, C::kVec, kThreads>(
-        smem.k, k + key0 * p.k.stride_seq, p.k.stride_seq, p.k.stride_dim, p.seq_kv - key0,
-        C::kDimQK, thread);
-    load_tile<kBlockN, kDimV, kVStride, C::kVec, kThreads>(
-        smem.v, v + key0 * p.v.stride_seq, p.v.stride_seq, p.v.stride_dim, p.seq_kv - key0,
-        C::kDimV, thread);
+    KCopy::issue(smem.k, k_stage(smem), k + key0 * p.k.stride_seq, p.k.stride_seq,
+                 p.k.stride_dim, p.seq_kv - key0, C::kDimQK, thread);
+    VCopy::issue(smem.v, v_stage(smem), v + key0 * p.v.stride_seq, p.v.stride_seq,
+                 p.v.stride_dim, p.seq_kv - key0, C::kDimV, thread);
   }
 
   // P = exp2(s − L2) per row, in place.

@@ -16,6 +16,16 @@ constexpr float kMaskedScore = -1.0e30f;
 constexpr float kMaskedThreshold = -1.0e29f;
 constexpr float kLn2 = 0.6931471805599453f;
 
+// std::conditional, which NVRTC code cannot include.
+template <bool kCondition, class T, class F>
+struct select_type {
+  typedef T type;
+};
+template <class T, class F>
+struct select_type<false, T, F> {
+  typedef F type;
+};
+
 enum ElementType { kF16 = 0, kBF16 = 1 };
 
 // Pack two floats into one 32-bit register of two 16-bit values (lo first),

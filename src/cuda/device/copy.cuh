@@ -42,18 +42,10 @@ __device__ __forceinline__ uint4 load_global_16(const void* address) {
   return r;
 }
 
-// Elements [col, col + 8) of a row that is only 2-byte aligned, as one 16-byte
-// vector; elements at or past `valid_cols` are zero. The two aligned 16-byte
-// chunks around them are read, and only a chunk holding at least one element
-// of the row: an aligned chunk never crosses a page, so no read can fault.
-__device__ __forceinline__ uint4 load8_shifted(const u16* row, int col, int valid_cols) {
-  const u64 address = reinterpret_cast<u64>(row + col);
-  const u64 end = reinterpret_cast<u64>(row + valid_cols);
-  const u64 aligned = address & ~u64(15);
-  const int offset = static_cast<int>(address - aligned);  // 0, 2, ..., 14
-  const uint4 lo = load_global_16(reinterpret_cast<const void*>(aligned));
-  uint4 hi = make_uint4(0, 0, 0, 0);
-  if (offset > 0 && aligned + 16 < end) hi = load_global_16(reinterpret_cast<const void*>(aligned + 16));
+// The 16 bytes at byte `offset` (even, 0..14) of the 32 bytes lo:hi, with
+// the 16-bit elements at or past `valid` (of 8) set to zero.
+__device__ __forceinline__ uint4 shift_and_mask(const uint4& lo, const uint4& hi, int offset,
+                                                int valid) {
   const u32 w[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
   // Words offset/4 .. offset/4 + 4 with constant indices (a run-time index
   // would put w in local memory), then a 2-byte funnel shift if offset % 4.
@@ -65,14 +57,27 @@ __device__ __forceinline__ uint4 load8_shifted(const u16* row, int col, int vali
   u32 out[4];
 #pragma unroll
   for (int i = 0; i < 4; ++i) out[i] = (offset & 2) ? __byte_perm(v[i], v[i + 1], 0x5432) : v[i];
-  // Zero what lies past the row's valid columns (another row's data, or padding).
-  const int valid = valid_cols - col;
 #pragma unroll
   for (int i = 0; i < 4; ++i) {
     if (2 * i >= valid) out[i] = 0;
     else if (2 * i + 1 >= valid) out[i] &= 0xffffu;
   }
   return make_uint4(out[0], out[1], out[2], out[3]);
+}
+
+// Elements [col, col + 8) of a row that is only 2-byte aligned, as one 16-byte
+// vector; elements at or past `valid_cols` are zero. The two aligned 16-byte
+// chunks around them are read, and only a chunk holding at least one element
+// of the row: an aligned chunk never crosses a page, so no read can fault.
+__device__ __forceinline__ uint4 load8_shifted(const u16* row, int col, int valid_cols) {
+  const u64 address = reinterpret_cast<u64>(row + col);
+  const u64 end = reinterpret_cast<u64>(row + valid_cols);
+  const u64 aligned = address & ~u64(15);
+  const uint4 lo = load_global_16(reinterpret_cast<const void*>(aligned));
+  uint4 hi = make_uint4(0, 0, 0, 0);
+  if (address != aligned && aligned + 16 < end)
+    hi = load_global_16(reinterpret_cast<const void*>(aligned + 16));
+  return shift_and_mask(lo, hi, static_cast<int>(address - aligned), valid_cols - col);
 }
 
 // Copies a [kRows][kCols] tile starting at `global` (row stride and column
@@ -133,6 +138,62 @@ __device__ __forceinline__ void load_tile(u16* shared, const u16* global, index_
     }
   }
 }
+
+// A tile copy that may take two steps. Rows that are contiguous but not
+// 16-byte aligned (kVec 1, 2, 4) are copied asynchronously as the aligned
+// 16-byte chunks around them into a staging area (issue), and shifted into
+// place once they have arrived (finish): the wide loads stay asynchronous and
+// overlap compute, at the price of one shared-memory pass. Other classes are
+// done after issue (cp.async for kVec 8, element gathers for kVec 0).
+//
+// Use: issue → cp_async_wait + __syncthreads → finish → __syncthreads → read.
+template <int kRows, int kCols, int kSharedStride, int kVec, int kThreads>
+struct TileCopy {
+  static constexpr bool kStaged = kVec >= 1 && kVec < 8;
+  static constexpr int kStageChunks = kCols / 8 + 1;  // the row's span in aligned chunks
+  static constexpr int kStageStride = kStageChunks * 8;
+  static constexpr int kStageElements = kRows * kStageStride;  // [kRows][kStageChunks · 8]
+
+  static __device__ __forceinline__ void issue(u16* shared, u16* staging, const u16* global,
+                                               index_t row_stride, index_t col_stride,
+                                               int valid_rows, int valid_cols, int thread) {
+    if (!kStaged) {
+      load_tile<kRows, kCols, kSharedStride, kVec, kThreads>(shared, global, row_stride,
+                                                             col_stride, valid_rows, valid_cols,
+                                                             thread);
+      return;
+    }
+#pragma unroll 4
+    for (int chunk = thread; chunk < kRows * kStageChunks; chunk += kThreads) {
+      const int row = chunk / kStageChunks, c = chunk % kStageChunks;
+      const u64 address = reinterpret_cast<u64>(global + row * row_stride);
+      const u64 first = (address & ~u64(15)) + 16 * c;
+      const u64 end = address + 2 * static_cast<u64>(max_of(valid_cols, 0));
+      // Only chunks holding an element of the row are read (no fault past it).
+      const bool inside = row < valid_rows && first < end;
+      cp_async_zfill<16>(staging + row * kStageStride + c * 8,
+                         inside ? reinterpret_cast<const void*>(first) : global, inside ? 16 : 0);
+    }
+  }
+
+  static __device__ __forceinline__ void finish(u16* shared, const u16* staging,
+                                                const u16* global, index_t row_stride,
+                                                int valid_rows, int valid_cols, int thread) {
+    if (!kStaged) return;
+    constexpr int kChunksPerRow = kCols / 8;
+#pragma unroll 4
+    for (int chunk = thread; chunk < kRows * kChunksPerRow; chunk += kThreads) {
+      const int row = chunk / kChunksPerRow, c = chunk % kChunksPerRow;
+      uint4 value = make_uint4(0, 0, 0, 0);
+      if (row < valid_rows && c * 8 < valid_cols) {
+        const int offset = static_cast<int>(reinterpret_cast<u64>(global + row * row_stride) & 15);
+        const uint4* stage = reinterpret_cast<const uint4*>(staging + row * kStageStride) + c;
+        value = shift_and_mask(stage[0], stage[1], offset, valid_cols - c * 8);
+      }
+      *reinterpret_cast<uint4*>(shared + row * kSharedStride + c * 8) = value;
+    }
+  }
+};
 
 }  // namespace flashgen_device
 

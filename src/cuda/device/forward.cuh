@@ -40,11 +40,27 @@ struct Forward {
   static constexpr int kVStride = kDvChunk + 8;
   static_assert(kBlockN % 16 == 0 && kDvChunk % 16 == 0, "tiles are whole 16x16 blocks");
 
-  struct SharedStorage {
+  typedef TileCopy<kBlockN, kDimQK, kQKStride, C::kVec, kThreads> KCopy;
+  typedef TileCopy<kBlockN, kDvChunk, kVStride, C::kVec, kThreads> VCopy;
+  static constexpr bool kStaged = KCopy::kStaged;
+
+  struct Tiles {
     u16 q[kBlockM * kQKStride];  // [kBlockM][kDimQK]
     u16 k[kBlockN * kQKStride];  // [kBlockN][kDimQK]
     u16 v[kBlockN * kVStride];   // [kBlockN][kDvChunk]
   };
+  struct StagedTiles : Tiles {   // K and V as the aligned chunks around their rows
+    u16 k_stage[KCopy::kStageElements];
+    u16 v_stage[VCopy::kStageElements];
+  };
+  typedef typename select_type<kStaged, StagedTiles, Tiles>::type SharedStorage;
+
+  static __device__ __forceinline__ u16* k_stage(SharedStorage& smem) {
+    if constexpr (kStaged) return smem.k_stage; else return nullptr;
+  }
+  static __device__ __forceinline__ u16* v_stage(SharedStorage& smem) {
+    if constexpr (kStaged) return smem.v_stage; else return nullptr;
+  }
 
   static __device__ void run(const AttentionParams& p, unsigned char* shared_bytes) {
     SharedStorage& smem = *reinterpret_cast<SharedStorage*>(shared_bytes);
@@ -76,8 +92,8 @@ struct Forward {
     load_tile<kBlockM, kDimQK, kQKStride, C::kVec, kThreads>(
         smem.q, q, p.q.stride_seq, p.q.stride_dim, p.seq_q - row0, C::kDimQK, thread);
     if (n_blocks > 0)
-      load_tile<kBlockN, kDimQK, kQKStride, C::kVec, kThreads>(
-          smem.k, k, p.k.stride_seq, p.k.stride_dim, p.seq_kv, C::kDimQK, thread);
+      KCopy::issue(smem.k, k_stage(smem), k, p.k.stride_seq, p.k.stride_dim, p.seq_kv,
+                   C::kDimQK, thread);
     cp_async_commit();
 
     float o[kRowTiles][kOutTiles][4];  // O accumulator: [row tile][dv n-tile][C fragment]
@@ -92,12 +108,16 @@ struct Forward {
     for (int n_block = 0; n_block < n_blocks; ++n_block) {
       const int key0 = n_block * kBlockN;
       // V[j] streams in while S = Q·K[j]ᵀ is computed.
-      load_tile<kBlockN, kDvChunk, kVStride, C::kVec, kThreads>(
-          smem.v, v + key0 * p.v.stride_seq, p.v.stride_seq, p.v.stride_dim, p.seq_kv - key0,
-          C::kDimV - dv0, thread);
+      VCopy::issue(smem.v, v_stage(smem), v + key0 * p.v.stride_seq, p.v.stride_seq,
+                   p.v.stride_dim, p.seq_kv - key0, C::kDimV - dv0, thread);
       cp_async_commit();
       cp_async_wait<1>();
       __syncthreads();
+      if (kStaged) {
+        KCopy::finish(smem.k, k_stage(smem), k + key0 * p.k.stride_seq, p.k.stride_seq,
+                      p.seq_kv - key0, C::kDimQK, thread);
+        __syncthreads();
+      }
 
       if (C::kCacheQ && n_block == 0) {
 #pragma unroll
@@ -130,11 +150,15 @@ struct Forward {
 
       cp_async_wait<0>();
       __syncthreads();  // V[j] is in, and every warp is done reading K[j]
+      if (kStaged) {
+        VCopy::finish(smem.v, v_stage(smem), v + key0 * p.v.stride_seq, p.v.stride_seq,
+                      p.seq_kv - key0, C::kDimV - dv0, thread);
+        __syncthreads();
+      }
       if (n_block + 1 < n_blocks) {
         const int next = key0 + kBlockN;
-        load_tile<kBlockN, kDimQK, kQKStride, C::kVec, kThreads>(
-            smem.k, k + next * p.k.stride_seq, p.k.stride_seq, p.k.stride_dim, p.seq_kv - next,
-            C::kDimQK, thread);
+        KCopy::issue(smem.k, k_stage(smem), k + next * p.k.stride_seq, p.k.stride_seq,
+                     p.k.stride_dim, p.seq_kv - next, C::kDimQK, thread);
       }
       cp_async_commit();
 
