@@ -18,6 +18,7 @@
 #include "cuda/cuda_backend.hpp"
 #include "cuda/runtime/runtime.hpp"
 #include "problem_options.hpp"
+#include "sweep.hpp"
 #include "timing.hpp"
 #include "workload.hpp"
 
@@ -39,17 +40,6 @@ constexpr std::int64_t kMaxDim = 1 << 16;
 constexpr std::uint64_t kSeed = 8192;
 constexpr std::size_t kPoolElements = std::size_t{1} << 24;  // 32 MiB of bf16 random values
 
-// D = 4..96 step 4, 104..160 step 8, 176..256 step 16, 288..384 step 32, and
-// odd or large extras; sorted, unique.
-std::vector<std::int64_t> sweep_dims() {
-  std::set<std::int64_t> dims;
-  const struct { std::int64_t first, last, step; } ranges[] = {
-      {4, 96, 4}, {104, 160, 8}, {176, 256, 16}, {288, 384, 32}};
-  for (const auto& r : ranges)
-    for (std::int64_t d = r.first; d <= r.last; d += r.step) dims.insert(d);
-  for (std::int64_t d : {127, 199, 257, 385, 448, 512}) dims.insert(d);
-  return {dims.begin(), dims.end()};
-}
 
 struct Settings {
   Backend backend = Backend::cpu;

@@ -12,7 +12,9 @@
 #define FLASHGEN_COMMANDS(COMMAND)                                                       \
   COMMAND(info, "backends, GPU and compute capability, NVRTC, cache directory, threads") \
   COMMAND(run, "forward + backward on one problem, checked against the fp64 reference")  \
-  COMMAND(bench, "time forward and backward over head dimensions (table or --json)")
+  COMMAND(bench, "time forward and backward over head dimensions (table or --json)")  \
+  COMMAND(tune, "measure tunings per head dimension on this GPU and write a tuning table") \
+  COMMAND(precompile, "compile the kernels of head dimensions into the disk cache, no GPU needed")
 
 namespace flashgen::cli {
 

@@ -9,6 +9,7 @@ depend on the PyTorch version; PyTorch is optional.
 """
 
 from . import numpy
+from .ring import ring_attention, ring_ranges, ring_shard, ring_unshard  # context parallelism
 from ._capi import UnsupportedError
 from . import _capi
 

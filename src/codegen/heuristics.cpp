@@ -28,7 +28,8 @@ TuningParams forward_tuning(const KernelSpec& spec) {
   } else if (widest <= 256) {
     t = {64, 64, 0, 4, 0};
   } else {
-    t = {64, 32, 256, 4, 0};
+    // 128 rows over 8 warps halve the K/V traffic per flop; one CTA per SM.
+    t = {128, 32, 256, 8, 0};
   }
   return t;
 }
@@ -79,6 +80,10 @@ TuningParams shape_for(const KernelSpec& spec) {
 
 TuningParams default_tuning(const KernelSpec& spec, std::size_t shared_limit) {
   TuningParams t = shape_for(spec);
+  // Two resident CTAs of 4 warps hide latency much better than one: narrow the
+  // traversed block (not below 32) until two fit in half the limit.
+  while (t.warps <= 4 && shared_bytes(spec, t) > shared_limit / 2 && t.block_cols > 32)
+    t.block_cols /= 2;
   // Too large for the device: traverse narrower blocks first, then own fewer rows.
   while (shared_bytes(spec, t) > shared_limit) {
     if (t.block_cols > 16) {

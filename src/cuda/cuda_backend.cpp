@@ -36,8 +36,7 @@ KernelChoice choose(KernelKind kind, const Problem& p, int vec, int ordinal) {
   c.spec.vec = vec;
   const DeviceInfo& device = device_info(ordinal);
   c.spec.arch = device.arch();
-  c.tuning = lookup_tuning(c.spec, p).value_or(
-      default_tuning(c.spec, device.shared_per_block_optin));
+  c.tuning = tuning_for(c.spec, p, device.shared_per_block_optin);
   c.generated = generate(c.spec, c.tuning);
   return c;
 }
@@ -99,6 +98,10 @@ void launch_choice(const KernelChoice& c, int ordinal, const LaunchShape& shape,
 
 
 }  // namespace
+
+TuningParams tuning_for(const KernelSpec& spec, const Problem& p, std::size_t shared_limit) {
+  return lookup_tuning(spec, p).value_or(default_tuning(spec, shared_limit));
+}
 
 Availability availability() {
   try {

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "codegen/kernel_spec.hpp"
 #include "common/problem.hpp"
 #include "flashgen/flashgen.hpp"
 
@@ -24,6 +25,10 @@ std::vector<std::string> forward_kernel_names(const Problem& p, const ForwardArg
 std::vector<std::string> backward_kernel_names(const Problem& p, const BackwardArgs& args,
                                                bool deterministic);
 std::size_t backward_workspace_bytes(const Problem& p, bool deterministic);
+
+// The tuning a spec gets for a problem: a tuning-table row, else the
+// heuristic for a device allowing `shared_limit` bytes of shared memory.
+TuningParams tuning_for(const KernelSpec& spec, const Problem& p, std::size_t shared_limit);
 
 void forward(const Problem& p, const ForwardArgs& args, void* stream);
 void backward(const Problem& p, const BackwardArgs& args, void* stream, bool deterministic);

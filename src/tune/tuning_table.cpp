@@ -1,11 +1,46 @@
 #include "tune/tuning_table.hpp"
 
+#include <algorithm>
+#include <atomic>
+#include <cmath>
 #include <cstdlib>
+#include <filesystem>
+#include <map>
+#include <mutex>
 #include <sstream>
 #include <string>
+#include <tuple>
+
+#include "codegen/generate.hpp"
+#include "cuda/runtime/runtime.hpp"
+#include "tune/embedded_tables.hpp"
 
 namespace flashgen {
 namespace {
+
+// ---- 1. In-process overrides (ScopedTuningOverride). ----
+
+struct Overrides {
+  std::mutex mutex;
+  std::map<KernelKind, TuningParams> by_kind;
+  std::atomic<int> count{0};  // lets lookups skip the mutex when none is set
+};
+
+Overrides& overrides() {
+  static Overrides* o = new Overrides();  // leaked on purpose: lookups may run at exit
+  return *o;
+}
+
+std::optional<TuningParams> scoped_override(KernelKind kind) {
+  Overrides& o = overrides();
+  if (o.count.load(std::memory_order_acquire) == 0) return std::nullopt;
+  std::lock_guard<std::mutex> lock(o.mutex);
+  const auto it = o.by_kind.find(kind);
+  if (it == o.by_kind.end()) return std::nullopt;
+  return it->second;
+}
+
+// ---- 2. FLASHGEN_TUNING. ----
 
 // FLASHGEN_TUNING="forward: rows=128 cols=64 head=0 warps=8 cache=none; backward_query: ..."
 // forces the tuning of a kernel kind for every problem: for experiments and
@@ -29,10 +64,217 @@ std::optional<TuningParams> environment_override(KernelKind kind) {
   return std::nullopt;
 }
 
+// ---- 3, 4. Table rows. ----
+
+// How far x lies outside [lo, hi], in octaves (0 inside).
+double octaves_outside(double x, double lo, double hi) {
+  if (x < lo) return std::log2(lo / x);
+  if (hi > 0 && x > hi) return std::log2(x / hi);
+  return 0.0;
+}
+
+bool valid_for(const TuningParams& tuning, const KernelSpec& spec, std::size_t shared_limit) {
+  try {
+    if (shared_bytes(spec, tuning) > shared_limit) return false;
+    generate(spec, tuning);  // throws when the tuning breaks a rule for these dims
+    return true;
+  } catch (const Error&) {
+    return false;
+  }
+}
+
+bool same_class(const TuningRow& row, const KernelSpec& spec) {
+  return row.kind == spec.kind && row.dtype == spec.dtype && row.causal == spec.causal;
+}
+
+// Ordering of candidate rows; smaller is better.
+struct Rank {
+  int below = 0;           // 1 when some dim of the row is smaller than the problem's
+  double dim_distance = 0;
+  double seq_distance = 0;
+  int shipped = 0;         // user rows first
+  double width = 0;        // narrower rows first (log2 of their extent)
+
+  auto tie() const { return std::tie(below, dim_distance, seq_distance, shipped, width); }
+  bool operator<(const Rank& o) const { return tie() < o.tie(); }
+};
+
+Rank rank_of(const TuningRow& row, bool user, const KernelSpec& spec, std::int64_t seq) {
+  Rank r;
+  r.below = (row.dim_qk_max < spec.dim_qk || row.dim_v_max < spec.dim_v) ? 1 : 0;
+  r.dim_distance = octaves_outside(spec.dim_qk, row.dim_qk_min, row.dim_qk_max) +
+                   octaves_outside(spec.dim_v, row.dim_v_min, row.dim_v_max);
+  r.seq_distance = octaves_outside(static_cast<double>(seq), static_cast<double>(row.seq_min),
+                                   static_cast<double>(row.seq_max));
+  r.shipped = user ? 0 : 1;
+  // An unbounded bucket counts as wide as the range of int64.
+  const double seq_hi = row.seq_max == 0 ? 9.2e18 : static_cast<double>(row.seq_max);
+  r.width = std::log2(double(row.dim_qk_max) / row.dim_qk_min) +
+            std::log2(double(row.dim_v_max) / row.dim_v_min) +
+            std::log2(seq_hi / static_cast<double>(row.seq_min));
+  return r;
+}
+
+// ---- Loaded tables per arch. ----
+
+struct LoadedSet {
+  std::shared_ptr<const TuningTableSet> tables;
+  std::string error;  // a malformed table: every lookup reports it
+};
+
+struct TableCache {
+  std::mutex mutex;
+  std::map<std::string, LoadedSet> by_name;  // by table name, "sm90"
+};
+
+TableCache& table_cache() {
+  static TableCache* c = new TableCache();  // leaked on purpose: lookups may run at exit
+  return *c;
+}
+
+TuningTableSet load_set(const std::string& arch) {
+  const std::string name = table_name_of_arch(arch);
+  std::vector<TuningRow> shipped, user;
+  if (const std::optional<std::string> text = shipped_tuning_table_text(name))
+    shipped = parse_tuning_table(*text, "shipped table data/tuning/" + name + ".json", name).rows;
+  const std::string path = user_tuning_table_path(arch);
+  std::error_code ignored;
+  if (!path.empty() && std::filesystem::exists(path, ignored))
+    user = load_tuning_table(path, name).rows;
+  return make_table_set(std::move(shipped), std::move(user), path);
+}
+
 }  // namespace
 
-std::optional<TuningParams> lookup_tuning(const KernelSpec& spec, const Problem&) {
-  return environment_override(spec.kind);
+// ---- Public functions. ----
+
+std::size_t shared_limit_of_arch(const std::string& arch) {
+  constexpr std::size_t kHopperAndLater = 232448;  // 227 KiB
+  constexpr std::size_t kA100 = 166912;            // 163 KiB (sm_80, sm_87)
+  constexpr std::size_t kOther = 101376;           // 99 KiB (sm_86, sm_89)
+  const std::string name = table_name_of_arch(arch);
+  const int cc = std::atoi(name.c_str() + 2);
+  if (cc >= 90) return kHopperAndLater;
+  if (cc == 80 || cc == 87) return kA100;
+  return kOther;
+}
+
+ScopedTuningOverride::ScopedTuningOverride(KernelKind kind, const TuningParams& tuning)
+    : kind_(kind) {
+  Overrides& o = overrides();
+  std::lock_guard<std::mutex> lock(o.mutex);
+  const auto it = o.by_kind.find(kind);
+  if (it != o.by_kind.end()) previous_ = it->second;
+  o.by_kind[kind] = tuning;
+  o.count.fetch_add(1, std::memory_order_release);
+}
+
+ScopedTuningOverride::~ScopedTuningOverride() {
+  Overrides& o = overrides();
+  std::lock_guard<std::mutex> lock(o.mutex);
+  if (previous_)
+    o.by_kind[kind_] = *previous_;
+  else
+    o.by_kind.erase(kind_);
+  o.count.fetch_sub(1, std::memory_order_release);
+}
+
+TuningTableSet make_table_set(std::vector<TuningRow> shipped, std::vector<TuningRow> user,
+                              std::string user_path) {
+  TuningTableSet set;
+  for (TuningRow& row : shipped) {
+    const bool replaced = std::any_of(user.begin(), user.end(),
+                                      [&](const TuningRow& u) { return u.same_key(row); });
+    if (!replaced) set.shipped.push_back(std::move(row));
+  }
+  set.user = std::move(user);
+  set.user_path = std::move(user_path);
+  return set;
+}
+
+std::optional<RowMatch> find_row(const TuningTableSet& tables, const KernelSpec& spec,
+                                 std::int64_t seq, std::size_t shared_limit) {
+  struct Candidate {
+    const TuningRow* row;
+    bool user, exact;
+    Rank rank;
+    int order;  // position in its table: the later of two equal rows wins, as in a merge
+  };
+  std::vector<Candidate> candidates;
+  for (const bool user : {true, false}) {
+    const std::vector<TuningRow>& rows = user ? tables.user : tables.shipped;
+    for (std::size_t i = 0; i < rows.size(); ++i) {
+      if (!same_class(rows[i], spec)) continue;
+      const bool exact = rows[i].contains_dims(spec.dim_qk, spec.dim_v) && rows[i].contains_seq(seq);
+      candidates.push_back(
+          {&rows[i], user, exact, rank_of(rows[i], user, spec, seq), static_cast<int>(i)});
+    }
+  }
+  std::sort(candidates.begin(), candidates.end(), [](const Candidate& a, const Candidate& b) {
+    if (a.exact != b.exact) return a.exact;
+    if (a.rank < b.rank) return true;
+    if (b.rank < a.rank) return false;
+    return a.order > b.order;
+  });
+  for (const Candidate& c : candidates)
+    if (valid_for(c.row->tuning, spec, shared_limit)) return RowMatch{*c.row, c.user, c.exact};
+  return std::nullopt;
+}
+
+std::string user_tuning_table_path(const std::string& arch) {
+  const std::string dir = cuda::cache_dir(arch);
+  if (dir.empty()) return "";
+  return (std::filesystem::path(dir) / "tuning" / (table_name_of_arch(arch) + ".json")).string();
+}
+
+std::optional<std::string> shipped_tuning_table_text(const std::string& table_name) {
+#ifdef FLASHGEN_EMBEDDED_TUNING_TABLES
+  for (const EmbeddedTuningTable& table : embedded_tuning_tables())
+    if (table_name + ".json" == table.name) return std::string(table.text);
+#else
+  (void)table_name;
+#endif
+  return std::nullopt;
+}
+
+std::shared_ptr<const TuningTableSet> tuning_tables(const std::string& arch) {
+  const std::string name = table_name_of_arch(arch);
+  TableCache& cache = table_cache();
+  std::lock_guard<std::mutex> lock(cache.mutex);
+  auto it = cache.by_name.find(name);
+  if (it == cache.by_name.end()) {
+    LoadedSet loaded;
+    try {
+      loaded.tables = std::make_shared<const TuningTableSet>(load_set(arch));
+    } catch (const Error& e) {
+      loaded.error = e.what();
+    }
+    it = cache.by_name.emplace(name, std::move(loaded)).first;
+  }
+  if (!it->second.error.empty()) throw Error(ErrorCode::invalid_argument, it->second.error);
+  return it->second.tables;
+}
+
+void reload_tuning_tables() {
+  TableCache& cache = table_cache();
+  std::lock_guard<std::mutex> lock(cache.mutex);
+  cache.by_name.clear();
+}
+
+std::optional<TuningParams> lookup_tuning(const KernelSpec& spec, const Problem& p,
+                                          std::size_t shared_limit) {
+  if (std::optional<TuningParams> t = scoped_override(spec.kind)) return t;
+  if (std::optional<TuningParams> t = environment_override(spec.kind)) return t;
+  const std::shared_ptr<const TuningTableSet> tables = tuning_tables(spec.arch);
+  if (tables->user.empty() && tables->shipped.empty()) return std::nullopt;
+  const std::optional<RowMatch> match =
+      find_row(*tables, spec, std::max(p.seq_q, p.seq_kv), shared_limit);
+  if (!match) return std::nullopt;
+  return match->row.tuning;
+}
+
+std::optional<TuningParams> lookup_tuning(const KernelSpec& spec, const Problem& p) {
+  return lookup_tuning(spec, p, shared_limit_of_arch(spec.arch));
 }
 
 }  // namespace flashgen

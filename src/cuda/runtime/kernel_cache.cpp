@@ -123,6 +123,14 @@ std::string cache_dir(const std::string& arch) {
   return base + "/flashgen/" + FLASHGEN_VERSION + "/" + arch;
 }
 
+bool precompile(const CompileRequest& request) {
+  KernelKey key = make_kernel_key(request, nvrtc_version());
+  CubinCache disk(cache_dir(request.arch));
+  bool from_disk = false;
+  disk.load_or_build(key, [&] { return compile_to_cubin(request); }, &from_disk);
+  return from_disk;
+}
+
 const CompiledKernel& get_kernel(const CompileRequest& request, int ordinal,
                                  std::size_t dynamic_shared_bytes) {
   const DeviceInfo& info = device_info(ordinal);  // checks the driver and the ordinal

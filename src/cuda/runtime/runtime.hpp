@@ -75,6 +75,11 @@ CompiledKernel compile_only(const CompileRequest& request);
 const CompiledKernel& get_kernel(const CompileRequest& request, int ordinal,
                                  std::size_t dynamic_shared_bytes);
 
+// Compiles into the on-disk cache without a GPU (for deployment: the first
+// call on the GPU then loads the cubin instead of compiling). Returns true
+// when the cache already held it.
+bool precompile(const CompileRequest& request);
+
 struct LaunchShape {
   unsigned grid[3] = {1, 1, 1};
   unsigned block[3] = {1, 1, 1};

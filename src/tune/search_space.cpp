@@ -1,0 +1,195 @@
+#include "tune/search_space.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <thread>
+
+#include "tune/table_file.hpp"
+
+namespace flashgen {
+namespace {
+
+const int kBlockRows[] = {32, 64, 128};
+const int kBlockCols[] = {16, 32, 64, 128};
+const int kWarps[] = {2, 4, 8};
+const int kHeadBlocks[] = {64, 128, 256};  // besides 0 (the whole dim)
+// 16-row tiles per warp: two let one K/V fragment feed two MMAs; more would
+// not fit the accumulators of any but the smallest dims.
+constexpr int kMaxRowTiles = 2;
+// Q fragments held in registers cost Dqk / 4 registers per row tile: only
+// worth trying while that leaves room for the accumulators.
+constexpr int kMaxCachedQDim = 128;
+
+int round_up(int a, int b) { return (a + b - 1) / b * b; }
+
+// The output dim whose columns head_block splits across CTAs (generate.cpp's
+// split_dim): Dv for the forward, Dqk for the query backward, the wider of
+// both for the key/value kernels.
+int split_dim(const KernelSpec& spec) {
+  switch (spec.kind) {
+    case KernelKind::forward: return spec.dim_v;
+    case KernelKind::backward_query: return spec.dim_qk;
+    default: return std::max(spec.dim_qk, spec.dim_v);
+  }
+}
+
+std::string describe(const cuda::KernelResources& r) {
+  return "spills " + std::to_string(r.spill_store_bytes) + "/" +
+         std::to_string(r.spill_load_bytes) + " bytes (store/load), stack frame " +
+         std::to_string(r.stack_frame_bytes) + " bytes, " + std::to_string(r.registers) +
+         " registers";
+}
+
+bool spills(const cuda::KernelResources& r) {
+  return r.spill_store_bytes > 0 || r.spill_load_bytes > 0 || r.stack_frame_bytes > 0;
+}
+
+std::string first_line(const std::string& text) { return text.substr(0, text.find('\n')); }
+
+// One compile job's outcome.
+struct Compiled {
+  bool done = false;
+  bool failed = false;
+  std::string error;
+  cuda::KernelResources resources;
+};
+
+// Compiles jobs[first, last) on up to `threads` threads (a shared work queue).
+void compile_range(const KernelSpec& spec, const std::vector<Candidate>& jobs, std::size_t first,
+                   std::size_t last, int threads, const CompileFunction& compile,
+                   std::vector<Compiled>& out) {
+  std::atomic<std::size_t> next{first};
+  auto worker = [&] {
+    for (std::size_t i = next++; i < last; i = next++) {
+      Compiled& c = out[i];
+      try {
+        c.resources = compile(spec, generate(spec, jobs[i].tuning));
+      } catch (const std::exception& e) {
+        c.failed = true;
+        c.error = e.what();
+      }
+      c.done = true;
+    }
+  };
+  const std::size_t count = last - first;
+  const int n = static_cast<int>(std::min<std::size_t>(count, std::size_t(std::max(threads, 1))));
+  std::vector<std::thread> pool;
+  for (int i = 1; i < n; ++i) pool.emplace_back(worker);
+  worker();
+  for (std::thread& t : pool) t.join();
+}
+
+}  // namespace
+
+std::vector<TuningParams> search_space(const KernelSpec& spec) {
+  std::vector<TuningParams> space;
+  const int split = round_up(split_dim(spec), 16);
+  std::vector<int> heads = {0};
+  for (int h : kHeadBlocks)
+    if (h < split) heads.push_back(h);  // only a block that splits the dim
+  std::vector<unsigned> caches = {0u};
+  if ((cacheable_operands(spec.kind) & kCacheQ) && spec.dim_qk <= kMaxCachedQDim)
+    caches.push_back(kCacheQ);
+  for (int rows : kBlockRows)
+    for (int warps : kWarps) {
+      if (rows % (16 * warps) != 0 || rows / (16 * warps) > kMaxRowTiles) continue;
+      for (int cols : kBlockCols)
+        for (int head : heads)
+          for (unsigned cached : caches) space.push_back({rows, cols, head, warps, cached});
+    }
+  return space;
+}
+
+CompileFunction compile_without_device() {
+  return [](const KernelSpec& spec, const GeneratedKernel& g) {
+    cuda::CompileRequest request{g.name, g.source, g.entry, spec.arch, {}};
+    return cuda::compile_only(request).resources;
+  };
+}
+
+CompileFunction compile_and_load(int ordinal) {
+  return [ordinal](const KernelSpec& spec, const GeneratedKernel& g) {
+    // The same request the CUDA backend makes, so the timed call finds it loaded.
+    cuda::CompileRequest request{g.name, g.source, g.entry, spec.arch, {}};
+    return cuda::get_kernel(request, ordinal, g.shared_bytes).resources;
+  };
+}
+
+PruneResult prune(const KernelSpec& spec, const TuningParams& default_tuning,
+                  const PruneSettings& s) {
+  PruneResult result;
+  const std::vector<TuningParams> space = search_space(spec);
+  result.space = static_cast<int>(space.size());
+
+  // 2. What generate() or the shared-memory limit refuses.
+  std::vector<Candidate> ranked;
+  for (const TuningParams& t : space) {
+    if (t == default_tuning) continue;  // kept below, whatever happens
+    try {
+      generate(spec, t);
+    } catch (const Error& e) {
+      result.rejected.push_back({t, e.what()});
+      continue;
+    }
+    const std::size_t bytes = shared_bytes(spec, t);
+    if (bytes > s.shared_limit) {
+      result.rejected.push_back({t, "shared memory " + std::to_string(bytes) + " > " +
+                                        std::to_string(s.shared_limit) + " bytes"});
+      continue;
+    }
+    Candidate c;
+    c.tuning = t;
+    c.shared_bytes = bytes;
+    c.estimated_cycles = estimated_cycles(spec, t, s.problem, s.device);
+    ranked.push_back(c);
+  }
+  std::stable_sort(ranked.begin(), ranked.end(), [](const Candidate& a, const Candidate& b) {
+    return a.estimated_cycles < b.estimated_cycles;
+  });
+  // The default goes first into the compile queue: it is always kept, even
+  // when it spills (it is the baseline either way).
+  Candidate d;
+  d.tuning = default_tuning;
+  d.is_default = true;
+  d.shared_bytes = shared_bytes(spec, default_tuning);
+  d.estimated_cycles = estimated_cycles(spec, default_tuning, s.problem, s.device);
+  ranked.insert(ranked.begin(), d);
+
+  // 3. Compile in rank order, a batch of `threads` at a time, until `top` survive.
+  const CompileFunction compile = s.compile ? s.compile : compile_without_device();
+  const int threads = s.threads > 0 ? s.threads
+                                    : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  std::vector<Compiled> compiled(ranked.size());
+  std::size_t next = 0;
+  int survivors = 0;
+  while (next < ranked.size() && (next == 0 || survivors < s.top)) {
+    const std::size_t wanted = std::size_t(std::max(s.top - survivors, 0)) + (next == 0 ? 1 : 0);
+    // Compile at least what is missing, and fill the threads.
+    const std::size_t batch = std::max<std::size_t>(wanted, std::size_t(threads));
+    const std::size_t last = std::min(ranked.size(), next + batch);
+    compile_range(spec, ranked, next, last, threads, compile, compiled);
+    result.compiled += static_cast<int>(last - next);
+    for (std::size_t i = next; i < last; ++i) {
+      const Compiled& c = compiled[i];
+      Candidate& candidate = ranked[i];
+      if (!c.failed) candidate.resources = c.resources;
+      if (candidate.is_default) {
+        result.kept.push_back(candidate);  // a failure shows when it runs
+      } else if (c.failed) {
+        result.rejected.push_back({candidate.tuning, "compile error: " + first_line(c.error)});
+      } else if (spills(c.resources)) {
+        result.rejected.push_back({candidate.tuning, describe(c.resources)});
+      } else if (survivors < s.top) {
+        result.kept.push_back(candidate);
+        ++survivors;
+      }
+    }
+    next = last;
+  }
+  std::stable_sort(result.kept.begin(), result.kept.end(), [](const Candidate& a, const Candidate& b) {
+    return a.estimated_cycles < b.estimated_cycles;
+  });
+  return result;
+}
+
+}  // namespace flashgen

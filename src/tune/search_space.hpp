@@ -1,0 +1,73 @@
+// The tuner's candidates for one kernel spec and their pruning without a GPU:
+//   1. the search space: rows {32, 64, 128} x warps {2, 4, 8} with one or two
+//      16-row tiles per warp, cols {16, 32, 64, 128} (lopsided shapes such as
+//      rows=64 cols=128 included), head {0, 64, 128, 256} where it splits the
+//      kind's output dim, Q cached or not for the forward when Dqk <= 128;
+//   2. drop what generate() refuses and what needs more shared memory than
+//      the device allows;
+//   3. rank the rest by the cost model (tune/cost_model.hpp), compile them in
+//      that order on several threads and drop those that spill or use a stack
+//      frame; stop once `top` have survived (compiling the rest could not
+//      change the top of a ranking that is known before compiling).
+// The default tuning is always kept, whatever its rank or resources: it is
+// what runs without a table row, so every measurement is relative to it.
+#pragma once
+
+#include <cstddef>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "codegen/generate.hpp"
+#include "codegen/kernel_spec.hpp"
+#include "cuda/runtime/runtime.hpp"
+#include "tune/cost_model.hpp"
+
+namespace flashgen {
+
+// The search space of `spec.kind` for the spec's dims, before any pruning.
+std::vector<TuningParams> search_space(const KernelSpec& spec);
+
+// Compiles one generated kernel and returns what ptxas reported; throws
+// flashgen::Error on a compile error. Called from several threads at once.
+using CompileFunction =
+    std::function<cuda::KernelResources(const KernelSpec& spec, const GeneratedKernel& kernel)>;
+// cuda::compile_only: no GPU needed.
+CompileFunction compile_without_device();
+// cuda::get_kernel on `ordinal`: the kernel is also loaded, so that timing it
+// later compiles nothing.
+CompileFunction compile_and_load(int ordinal);
+
+struct PruneSettings {
+  std::size_t shared_limit = 232448;  // the device's opt-in bytes per block
+  int top = 12;                       // candidates to keep besides the default
+  int threads = 0;                    // compile threads; 0: hardware threads
+  CostProblem problem;                // for the cost ranking
+  CostDevice device;
+  CompileFunction compile;            // empty: compile_without_device()
+};
+
+struct Candidate {
+  TuningParams tuning;
+  bool is_default = false;
+  double estimated_cycles = 0;
+  std::size_t shared_bytes = 0;
+  cuda::KernelResources resources;  // from the compile (the default: when it compiled)
+};
+
+struct Rejected {
+  TuningParams tuning;
+  std::string reason;  // "shared memory 245760 > 232448", "spills 16 bytes", ...
+};
+
+struct PruneResult {
+  std::vector<Candidate> kept;  // best estimate first; the default among them
+  std::vector<Rejected> rejected;
+  int space = 0;     // size of the search space
+  int compiled = 0;  // kernels compiled (the rest were not needed)
+};
+
+PruneResult prune(const KernelSpec& spec, const TuningParams& default_tuning,
+                  const PruneSettings& settings);
+
+}  // namespace flashgen

@@ -1,0 +1,193 @@
+#include "tune/tuner.hpp"
+
+#include <memory>
+#include <optional>
+
+#include "codegen/heuristics.hpp"
+#include "tune/table_file.hpp"
+#include "tune/tuning_table.hpp"
+
+namespace flashgen {
+namespace {
+
+struct Context {
+  const Problem& problem;
+  int vec;
+  const Timer& timer;
+  const TunerSettings& settings;
+  const TunerProgress& progress;
+  const cuda::DeviceInfo& device;
+  const ReferenceCheck& reference;
+  PruneSettings prune;
+};
+
+KernelSpec spec_of(const Context& c, KernelKind kind) {
+  KernelSpec spec;
+  spec.kind = kind;
+  spec.dtype = c.problem.dtype;
+  spec.dim_qk = static_cast<int>(c.problem.dim_qk);
+  spec.dim_v = static_cast<int>(c.problem.dim_v);
+  spec.causal = c.problem.causal;
+  spec.vec = c.vec;
+  spec.arch = c.device.arch();
+  return spec;
+}
+
+TuningParams default_of(const Context& c, KernelKind kind) {
+  return default_tuning(spec_of(c, kind), c.device.shared_per_block_optin);
+}
+
+// Checks one candidate on the small problem, then times it (unless wrong).
+CandidateOutcome measure_candidate(const Context& c, KernelKind kind, const Candidate& candidate,
+                                   double best_ms) {
+  CandidateOutcome out;
+  out.tuning = candidate.tuning;
+  out.is_default = candidate.is_default;
+  const ScopedTuningOverride forced(kind, candidate.tuning);
+  const std::string failure = c.reference.check(kind);
+  if (!failure.empty()) {
+    out.rejected = "wrong results: " + failure;
+    return out;
+  }
+  try {
+    const Measurement m = c.timer.time(kind, best_ms);
+    out.ms = m.ms;
+    out.cut = m.cut;
+  } catch (const Error& e) {
+    out.rejected = std::string("the timed call failed: ") + e.what();
+  }
+  return out;
+}
+
+// Re-times winner and default alternately; the winner stays only when it is
+// faster by more than kMinimumGain.
+void confirm(const Context& c, KindResult& r) {
+  std::vector<double> best_times, default_times;
+  for (int round = 0; round < c.settings.confirm_rounds; ++round) {
+    {
+      const ScopedTuningOverride forced(r.kind, r.best);
+      best_times.push_back(c.timer.time_full(r.kind));
+    }
+    const ScopedTuningOverride forced(r.kind, r.default_tuning);
+    default_times.push_back(c.timer.time_full(r.kind));
+  }
+  const double best_ms = median_of(best_times), default_ms = median_of(default_times);
+  r.default_ms = default_ms;
+  if (best_ms < default_ms * (1.0 - kMinimumGain)) {
+    r.best_ms = best_ms;
+  } else {
+    r.best = r.default_tuning;
+    r.best_ms = default_ms;
+  }
+}
+
+KindResult tune_kind(const Context& c, KernelKind kind) {
+  KindResult r;
+  r.kind = kind;
+  r.spec = spec_of(c, kind);
+  r.default_tuning = default_of(c, kind);
+  r.best = r.default_tuning;
+  r.flops = is_backward_kind(kind) ? backward_flops(c.problem) : forward_flops(c.problem);
+
+  PruneResult pruned;
+  try {
+    pruned = prune(r.spec, r.default_tuning, c.prune);
+  } catch (const Error& e) {
+    r.error = std::string("pruning failed: ") + e.what();
+    return r;
+  }
+  r.pruned = pruned.rejected;
+  r.space = pruned.space;
+  r.compiled = pruned.compiled;
+  if (c.progress.kind_started) c.progress.kind_started(kind, static_cast<int>(pruned.kept.size()));
+
+  // The default first: it is the baseline of the cut-off and of the gain.
+  std::vector<Candidate> order;
+  for (const Candidate& k : pruned.kept)
+    if (k.is_default) order.insert(order.begin(), k);
+    else order.push_back(k);
+
+  double best_ms = -1;
+  for (const Candidate& candidate : order) {
+    CandidateOutcome out = measure_candidate(c, kind, candidate, best_ms);
+    if (candidate.is_default) {
+      if (!out.rejected.empty()) r.error = "the default tuning " + candidate.tuning.to_string() +
+                                           " cannot be measured: " + out.rejected;
+      r.default_ms = out.ms;
+    }
+    if (out.rejected.empty() && !out.cut && (best_ms < 0 || out.ms < best_ms)) {
+      best_ms = out.ms;
+      r.best = out.tuning;
+    }
+    r.outcomes.push_back(out);
+    if (c.progress.candidate_done) c.progress.candidate_done(kind, r.outcomes.back());
+    if (!r.ok()) return r;
+  }
+  r.best_ms = best_ms;
+  if (!(r.best == r.default_tuning)) confirm(c, r);
+  return r;
+}
+
+}  // namespace
+
+std::vector<KernelKind> kinds_named(const std::vector<std::string>& names) {
+  std::vector<KernelKind> kinds;
+  auto has = [&](const char* name) {
+    for (const std::string& n : names)
+      if (n == name) return true;
+    return false;
+  };
+  if (has("forward")) kinds.push_back(KernelKind::forward);
+  if (has("backward")) {
+    kinds.push_back(KernelKind::backward_query);
+    kinds.push_back(KernelKind::backward_key_value);
+  }
+  if (has("backward_atomic")) kinds.push_back(KernelKind::backward_atomic);
+  for (const std::string& n : names)
+    if (n != "forward" && n != "backward" && n != "backward_atomic")
+      throw Error(ErrorCode::invalid_argument,
+                  "kinds: '" + n + "' is not one of forward, backward, backward_atomic");
+  return kinds;
+}
+
+std::vector<KindResult> tune_configuration(const Problem& p, int vec, const Timer& timer,
+                                           const TunerSettings& settings,
+                                           const TunerProgress& progress) {
+  const cuda::DeviceInfo& device = cuda::device_info(settings.ordinal);
+  const ReferenceCheck reference(p.dtype, static_cast<int>(p.dim_qk), static_cast<int>(p.dim_v),
+                                 p.causal, settings.reference_threads);
+  Context c{p, vec, timer, settings, progress, device, reference, {}};
+  c.prune.shared_limit = device.shared_per_block_optin;
+  c.prune.top = settings.top;
+  c.prune.threads = settings.compile_threads;
+  c.prune.problem = {p.batch, p.heads_q, p.heads_kv, p.seq_q, p.seq_kv};
+  c.prune.device.sm_count = device.sm_count;
+  if (device.shared_per_sm > 0) c.prune.device.shared_per_sm = static_cast<std::int64_t>(device.shared_per_sm);
+  if (device.registers_per_sm > 0) c.prune.device.registers_per_sm = device.registers_per_sm;
+  c.prune.compile = compile_and_load(settings.ordinal);
+
+  std::vector<KindResult> results;
+  bool backward_ready = false;
+  std::optional<TuningParams> best_query;
+  for (KernelKind kind : settings.kinds) {
+    if (is_backward_kind(kind) && !backward_ready) {
+      timer.prepare_backward();  // O and LSE of every input set
+      backward_ready = true;
+    }
+    // The other kernel of the deterministic backward is held fixed: the
+    // default while the query kernel is tuned, then the query winner.
+    std::unique_ptr<ScopedTuningOverride> pinned;
+    if (kind == KernelKind::backward_query)
+      pinned = std::make_unique<ScopedTuningOverride>(
+          KernelKind::backward_key_value, default_of(c, KernelKind::backward_key_value));
+    if (kind == KernelKind::backward_key_value)
+      pinned = std::make_unique<ScopedTuningOverride>(
+          KernelKind::backward_query,
+          best_query.value_or(default_of(c, KernelKind::backward_query)));
+    results.push_back(tune_kind(c, kind));
+    if (kind == KernelKind::backward_query && results.back().ok()) best_query = results.back().best;
+  }
+  return results;
+}
+
+}  // namespace flashgen

@@ -1,0 +1,80 @@
+// The tuner for one (dtype, head dims, causal) configuration on the GPU:
+// per kernel kind, prune the search space (tune/search_space.hpp), check
+// every kept candidate on a small problem against the fp64 reference (a
+// wrong one is dropped and reported), time the rest on the caller's problem
+// and keep the fastest. Kinds run in this order:
+//   forward;
+//   backward_query, with backward_key_value held at its default;
+//   backward_key_value, with backward_query held at its winner;
+//   backward_atomic (the non-deterministic backward).
+// The default tuning is always timed. A winner replaces it only when a
+// confirmation (both re-timed, alternating) finds it faster by more than
+// kMinimumGain; otherwise the default is the winner: tuning never makes a
+// configuration slower than the heuristic.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "codegen/kernel_spec.hpp"
+#include "common/problem.hpp"
+#include "tune/measure.hpp"
+#include "tune/search_space.hpp"
+
+namespace flashgen {
+
+// Fraction by which a winner must beat the default in the confirmation.
+inline constexpr double kMinimumGain = 0.01;
+
+struct TunerSettings {
+  std::vector<KernelKind> kinds;  // in the order above
+  int top = 12;                   // candidates timed per kind besides the default
+  int compile_threads = 0;        // 0: hardware threads
+  int reference_threads = 0;      // for the fp64 reference; 0: hardware threads
+  int ordinal = 0;                // CUDA device
+  TimingSettings timing;
+  int confirm_rounds = 2;         // alternating re-timings of winner and default
+};
+
+// What happened to one candidate.
+struct CandidateOutcome {
+  TuningParams tuning;
+  bool is_default = false;
+  double ms = -1;         // median; < 0 when not timed
+  bool cut = false;       // timed only briefly (clearly slower)
+  std::string rejected;   // why it was dropped ("" when timed)
+};
+
+struct KindResult {
+  KernelKind kind = KernelKind::forward;
+  KernelSpec spec;                 // the spec that was tuned (vec of the timed inputs)
+  TuningParams default_tuning, best;
+  double default_ms = -1, best_ms = -1;  // of the call (see measure.hpp)
+  double flops = 0;                // of the timed call
+  std::vector<CandidateOutcome> outcomes;
+  std::vector<Rejected> pruned;    // dropped before timing, with reasons
+  int space = 0, compiled = 0;
+  std::string error;               // the kind could not be tuned (e.g. the default failed)
+  bool ok() const { return error.empty(); }
+};
+
+// Progress: called when a kind starts (with the number of candidates it
+// will time) and after each candidate.
+struct TunerProgress {
+  std::function<void(KernelKind kind, int candidates)> kind_started;
+  std::function<void(KernelKind kind, const CandidateOutcome& outcome)> candidate_done;
+};
+
+// One configuration. `timer` holds the timed problem `p` (its dims, dtype
+// and causal are the configuration); `vec` is the alignment class of its
+// tensors (cuda::alignment_class), which the tuned spec carries.
+std::vector<KindResult> tune_configuration(const Problem& p, int vec, const Timer& timer,
+                                           const TunerSettings& settings,
+                                           const TunerProgress& progress = {});
+
+// Kernel kinds of a `flashgen tune --kinds` name: forward, backward (query
+// then key/value), backward_atomic.
+std::vector<KernelKind> kinds_named(const std::vector<std::string>& names);
+
+}  // namespace flashgen

@@ -1,0 +1,48 @@
+// What `flashgen tune` shows: a progress bar on stderr (candidates done of
+// the planned total, elapsed time, time left), and per configuration one
+// row per kernel kind on stdout: the default's time, the winner's, the gain,
+// and every candidate that gave wrong results.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "tune/tuner.hpp"
+
+namespace flashgen::cli {
+
+// Progress over weighted work units: a candidate of a configuration weighs
+// the FLOPs of its timed call, so the time left accounts for large head
+// dimensions costing more than small ones.
+class TuneProgress {
+ public:
+  explicit TuneProgress(double planned_weight);
+
+  void set_label(const std::string& label);  // "bf16 D=128 causal=0 backward_query"
+  void replan(double weight_delta);          // a kind has fewer (or more) candidates than planned
+  void advance(double weight, int candidates = 1);
+  void clear() const;  // erase the bar before printing to stdout
+
+  double elapsed_s() const;
+  // Seconds left at the rate so far; < 0 before the first unit is done.
+  double remaining_s() const;
+
+ private:
+  void draw() const;
+
+  std::chrono::steady_clock::time_point start_;
+  double planned_ = 0, done_ = 0;
+  int candidates_done_ = 0;
+  std::string label_;
+  bool terminal_ = false;
+};
+
+// "1h02m", "12m40s", "35s".
+std::string duration_text(double seconds);
+
+// The configuration's header and one line per kind.
+void print_configuration(const std::string& title, const std::vector<KindResult>& results);
+
+}  // namespace flashgen::cli
