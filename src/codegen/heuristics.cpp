@@ -78,6 +78,10 @@ TuningParams shape_for(const KernelSpec& spec) {
 
 }  // namespace
 
+bool prefer_atomic_backward(int dim_qk, int dim_v) {
+  return round_up(dim_qk, 16) > 256 || round_up(dim_v, 16) > 256;
+}
+
 TuningParams default_tuning(const KernelSpec& spec, std::size_t shared_limit) {
   TuningParams t = shape_for(spec);
   // Two resident CTAs of 4 warps hide latency much better than one: narrow the

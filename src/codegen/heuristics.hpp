@@ -12,4 +12,10 @@ namespace flashgen {
 // block cols shrink (down to 16), then rows, until the kernel fits.
 TuningParams default_tuning(const KernelSpec& spec, std::size_t shared_limit);
 
+// Whether the atomic-dQ backward is expected to beat the two-kernel one
+// (when the caller allows non-determinism). Measured on the H200: only past
+// 256 columns, where the key/value kernel splits dK/dV across CTAs and
+// recomputes Sᵀ and dPᵀ per chunk (bench/NOTES.md).
+bool prefer_atomic_backward(int dim_qk, int dim_v);
+
 }  // namespace flashgen

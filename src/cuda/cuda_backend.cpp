@@ -3,6 +3,9 @@
 // stream. Nothing is allocated for the forward beyond the caller's outputs.
 #include "cuda/cuda_backend.hpp"
 
+#include <cstdlib>
+#include <string>
+
 #include "codegen/generate.hpp"
 #include "codegen/heuristics.hpp"
 #include "cuda/kernel_args.hpp"
@@ -57,8 +60,23 @@ unsigned to_unsigned(std::int64_t x) { return static_cast<unsigned>(x); }
 // The backward as a list of launches. Deterministic: backward_query (dQ and
 // Dterm) then backward_key_value (dK, dV). Atomic: backward_prepare (Dterm,
 // zeroed fp32 dQ), backward_atomic (dK, dV, dQ partials), convert_grad_q.
-std::vector<KernelKind> backward_kinds(bool deterministic) {
-  if (deterministic) return {KernelKind::backward_query, KernelKind::backward_key_value};
+// Atomic only where the caller allows it and it is expected to be faster.
+// FLASHGEN_BACKWARD=atomic or =two_kernel overrides the expectation (for
+// benchmarks and tests of both variants); deterministic calls never use atomics.
+bool use_atomic(const Problem& p, bool deterministic) {
+  if (deterministic) return false;
+  const char* forced = std::getenv("FLASHGEN_BACKWARD");
+  const std::string choice = forced ? forced : "";
+  if (choice == "atomic") return true;
+  if (choice == "two_kernel") return false;
+  if (!choice.empty())
+    throw Error(ErrorCode::invalid_argument,
+                "FLASHGEN_BACKWARD must be atomic or two_kernel; got '" + choice + "'");
+  return prefer_atomic_backward(static_cast<int>(p.dim_qk), static_cast<int>(p.dim_v));
+}
+
+std::vector<KernelKind> backward_kinds(bool atomic) {
+  if (!atomic) return {KernelKind::backward_query, KernelKind::backward_key_value};
   return {KernelKind::backward_prepare, KernelKind::backward_atomic, KernelKind::convert_grad_q};
 }
 
@@ -122,14 +140,14 @@ std::vector<std::string> backward_kernel_names(const Problem& p, const BackwardA
                                                bool deterministic) {
   require_half_precision(p);
   std::vector<std::string> names;
-  for (KernelKind kind : backward_kinds(deterministic))
+  for (KernelKind kind : backward_kinds(use_atomic(p, deterministic)))
     names.push_back(choose(kind, p, backward_vec(args), args.q.device).generated.name);
   return names;
 }
 
 std::size_t backward_workspace_bytes(const Problem& p, bool deterministic) {
   std::size_t bytes = dterm_bytes(p);
-  if (!deterministic)
+  if (use_atomic(p, deterministic))
     bytes += align256(sizeof(float) *
                       static_cast<std::size_t>(p.batch * p.heads_q * p.seq_q * p.dim_qk));
   return bytes;
@@ -154,6 +172,7 @@ void backward(const Problem& p, const BackwardArgs& args, void* stream, bool det
   require_half_precision(p);
   const int ordinal = args.q.device;
   const int vec = backward_vec(args);
+  const bool atomic = use_atomic(p, deterministic);
 
   // Scratch: the caller's workspace, or stream-ordered memory freed after.
   const std::size_t workspace_bytes = backward_workspace_bytes(p, deterministic);
@@ -178,11 +197,10 @@ void backward(const Problem& p, const BackwardArgs& args, void* stream, bool det
   params.lse = row_stats_arg(args.lse);
   float* dterm = reinterpret_cast<float*>(workspace);
   params.dterm = {dterm, p.heads_q * p.seq_q, p.seq_q, 1};
-  params.grad_q_accum =
-      deterministic ? nullptr : reinterpret_cast<float*>(workspace + dterm_bytes(p));
+  params.grad_q_accum = atomic ? reinterpret_cast<float*>(workspace + dterm_bytes(p)) : nullptr;
 
   try {
-    for (KernelKind kind : backward_kinds(deterministic)) {
+    for (KernelKind kind : backward_kinds(atomic)) {
       const KernelChoice c = choose(kind, p, vec, ordinal);
       const bool over_keys =
           kind == KernelKind::backward_key_value || kind == KernelKind::backward_atomic;

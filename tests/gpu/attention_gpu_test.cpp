@@ -3,6 +3,7 @@
 // Every test reports SKIPPED where no GPU can run kernels.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <random>
 #include <string>
@@ -62,7 +63,12 @@ std::vector<Case> random_cases(int count) {
 
 class GpuForward : public ::testing::TestWithParam<Case> {};
 class GpuBackward : public ::testing::TestWithParam<Case> {};
-class GpuBackwardAtomic : public ::testing::TestWithParam<Case> {};
+// The atomic kernels at every D, not only where the planner prefers them.
+class GpuBackwardAtomic : public ::testing::TestWithParam<Case> {
+ protected:
+  void SetUp() override { setenv("FLASHGEN_BACKWARD", "atomic", 1); }
+  void TearDown() override { unsetenv("FLASHGEN_BACKWARD"); }
+};
 
 TEST_P(GpuForward, MatchesReference) {
   SKIP_WITHOUT_GPU();
