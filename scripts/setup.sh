@@ -18,10 +18,14 @@ if [ ${#missing[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 
-python_packages=(numpy pytest)
-for pkg in "${python_packages[@]}"; do
-  python3 -c "import $pkg" >/dev/null 2>&1 || {
-    echo "setup: pip install $pkg"
-    python3 -m pip install -q "$pkg"
+# import name:PyPI name (matplotlib draws the benchmark graph; scikit-build-core
+# builds the Python package in its install test).
+python_packages=(numpy:numpy pytest:pytest matplotlib:matplotlib scikit_build_core:scikit-build-core)
+for entry in "${python_packages[@]}"; do
+  module=${entry%%:*}
+  package=${entry#*:}
+  python3 -c "import $module" >/dev/null 2>&1 || {
+    echo "setup: pip install $package"
+    python3 -m pip install -q --root-user-action=ignore "$package"
   }
 done

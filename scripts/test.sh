@@ -6,7 +6,5 @@ cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 bash scripts/build.sh
 (cd build && ctest --output-on-failure --parallel "$(nproc)")
-if [ -d python/tests ]; then
-  FLASHGEN_LIBRARY="$PWD/build/libflashgen.so" PYTHONPATH="$PWD/python" \
-    python3 -m pytest -q python/tests
-fi
+FLASHGEN_LIBRARY="$PWD/build/libflashgen.so" PYTHONPATH="$PWD/python" \
+  python3 -m pytest -q python/tests bench/tests
