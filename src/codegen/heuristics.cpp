@@ -78,6 +78,10 @@ TuningParams shape_for(const KernelSpec& spec) {
 
 }  // namespace
 
+// The next narrower traversed block, a multiple of 16: half, or 16 less when
+// half is not a multiple of 16 (128, 64, 32, 16; 48, 32, 16).
+static int narrower(int cols) { return (cols / 2) % 16 == 0 ? cols / 2 : cols - 16; }
+
 bool prefer_atomic_backward(int dim_qk, int dim_v) {
   return round_up(dim_qk, 16) > 256 || round_up(dim_v, 16) > 256;
 }
@@ -87,11 +91,11 @@ TuningParams default_tuning(const KernelSpec& spec, std::size_t shared_limit) {
   // Two resident CTAs of 4 warps hide latency much better than one: narrow the
   // traversed block (not below 32) until two fit in half the limit.
   while (t.warps <= 4 && shared_bytes(spec, t) > shared_limit / 2 && t.block_cols > 32)
-    t.block_cols /= 2;
+    t.block_cols = narrower(t.block_cols);
   // Too large for the device: traverse narrower blocks first, then own fewer rows.
   while (shared_bytes(spec, t) > shared_limit) {
     if (t.block_cols > 16) {
-      t.block_cols /= 2;
+      t.block_cols = narrower(t.block_cols);
     } else if (t.warps > 1) {
       t.warps /= 2;
       t.block_rows /= 2;

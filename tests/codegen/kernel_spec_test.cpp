@@ -1,0 +1,120 @@
+// KernelSpec / TuningParams names, the tuning parser, the generator's checks
+// and the defaults' fit, all without a GPU.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "codegen/generate.hpp"
+#include "codegen/heuristics.hpp"
+
+namespace flashgen {
+namespace {
+
+constexpr std::size_t kHopperSharedLimit = 232448;
+
+KernelSpec spec_of(KernelKind kind, int dim_qk, int dim_v, int vec = 8) {
+  KernelSpec s;
+  s.kind = kind;
+  s.dim_qk = dim_qk;
+  s.dim_v = dim_v;
+  s.vec = vec;
+  return s;
+}
+
+TEST(KernelSpec, CanonicalNames) {
+  KernelSpec s = spec_of(KernelKind::forward, 127, 64, 1);
+  s.causal = true;
+  EXPECT_EQ(s.to_string(), "forward bf16 dqk=127 dv=64 causal=1 vec=1 sm_90a");
+  TuningParams t{128, 48, 0, 4, kCacheQ};
+  EXPECT_EQ(t.to_string(), "rows=128 cols=48 head=0 warps=4 cache=Q");
+  EXPECT_EQ(t.row_tiles(), 2);
+}
+
+TEST(TuningParams, ParseRoundTrips) {
+  const TuningParams t{64, 32, 256, 8, kCacheQ | kCacheGradO};
+  EXPECT_EQ(parse_tuning(t.to_string()), t);
+  EXPECT_EQ(parse_tuning("rows=32 cols=16 head=0 warps=2 cache=none"),
+            (TuningParams{32, 16, 0, 2, 0}));
+}
+
+TEST(TuningParams, ParseRejectsWhatItDoesNotKnow) {
+  for (const char* bad : {"rows", "rows=x", "depth=3", "cache=Z"}) {
+    try {
+      parse_tuning(bad);
+      ADD_FAILURE() << "accepted '" << bad << "'";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::invalid_argument);
+      EXPECT_NE(std::string(e.what()).find("tuning"), std::string::npos) << e.what();
+    }
+  }
+}
+
+TEST(Generate, RejectsTuningsTheTemplatesCannotRun) {
+  const KernelSpec s = spec_of(KernelKind::forward, 64, 64);
+  for (const TuningParams& bad : {TuningParams{48, 64, 0, 4, 0}, TuningParams{64, 40, 0, 4, 0},
+                                  TuningParams{64, 64, 24, 4, 0}, TuningParams{64, 64, 0, 0, 0}}) {
+    EXPECT_THROW(generate(s, bad), Error) << bad.to_string();
+  }
+}
+
+TEST(Generate, SourceIsConstantsAndOneEntry) {
+  const KernelSpec s = spec_of(KernelKind::backward_key_value, 199, 77, 1);
+  const GeneratedKernel g = generate(s, {64, 32, 0, 4, 0});
+  EXPECT_NE(g.source.find("#include \"backward_key_value.cuh\""), std::string::npos);
+  EXPECT_NE(g.source.find("static constexpr int kDimQK = 199;"), std::string::npos);
+  EXPECT_NE(g.source.find("static_assert(sizeof(Kernel::SharedStorage) == " +
+                          std::to_string(g.shared_bytes)),
+            std::string::npos);
+  EXPECT_NE(g.source.find("extern \"C\" __global__"), std::string::npos);
+  EXPECT_EQ(g.entry, "flashgen_backward_key_value");
+  EXPECT_EQ(g.threads, 128);
+  EXPECT_EQ(g.name, s.to_string() + " | rows=64 cols=32 head=0 warps=4 cache=none");
+}
+
+TEST(Generate, HeadChunksSplitTheOutputColumns) {
+  // Forward splits Dv; the query backward splits Dqk; key/value both.
+  EXPECT_EQ(head_chunks_of(spec_of(KernelKind::forward, 64, 512), {64, 32, 256, 4, 0}), 2);
+  EXPECT_EQ(head_chunks_of(spec_of(KernelKind::backward_query, 512, 64), {64, 32, 256, 4, 0}), 2);
+  EXPECT_EQ(head_chunks_of(spec_of(KernelKind::backward_key_value, 385, 385), {64, 32, 128, 4, 0}),
+            4);
+  EXPECT_EQ(head_chunks_of(spec_of(KernelKind::forward, 64, 64), {64, 32, 256, 4, 0}), 1);
+  EXPECT_EQ(chunk_width(385, 4), 112);  // 400 columns in 4 chunks of 7 MMA tiles
+}
+
+TEST(Generate, StagedCopiesCostSharedMemory) {
+  const TuningParams t{64, 64, 0, 4, 0};
+  const std::size_t aligned = shared_bytes(spec_of(KernelKind::forward, 128, 128, 8), t);
+  const std::size_t staged = shared_bytes(spec_of(KernelKind::forward, 127, 127, 1), t);
+  EXPECT_GT(staged, aligned);
+  EXPECT_EQ(shared_bytes(spec_of(KernelKind::forward, 127, 127, 0), t), aligned);  // gathers
+}
+
+// Every default fits the device and is accepted by the generator.
+TEST(DefaultTuning, FitsEveryKindAndDimension) {
+  for (KernelKind kind : {KernelKind::forward, KernelKind::backward_query,
+                          KernelKind::backward_key_value, KernelKind::backward_atomic})
+    for (int dim : {1, 3, 8, 40, 64, 72, 127, 128, 199, 256, 257, 385, 512, 576})
+      for (int vec : {8, 1})
+        for (std::size_t limit : {std::size_t{166912}, kHopperSharedLimit}) {
+          const KernelSpec s = spec_of(kind, dim, dim == 576 ? 512 : dim, vec);
+          const TuningParams t = default_tuning(s, limit);
+          EXPECT_NO_THROW(generate(s, t)) << s.to_string() << " | " << t.to_string();
+          EXPECT_LE(shared_bytes(s, t), limit) << s.to_string() << " | " << t.to_string();
+        }
+}
+
+TEST(DefaultTuning, PrefersTwoResidentCtasOfFourWarps) {
+  const KernelSpec s = spec_of(KernelKind::forward, 199, 199, 1);
+  const TuningParams t = default_tuning(s, kHopperSharedLimit);
+  EXPECT_LE(shared_bytes(s, t), kHopperSharedLimit / 2) << t.to_string();
+}
+
+TEST(DefaultTuning, AtomicBackwardOnlyPastTwoHundredFiftySixColumns) {
+  EXPECT_FALSE(prefer_atomic_backward(128, 128));
+  EXPECT_FALSE(prefer_atomic_backward(256, 256));
+  EXPECT_TRUE(prefer_atomic_backward(257, 64));
+  EXPECT_TRUE(prefer_atomic_backward(64, 512));
+}
+
+}  // namespace
+}  // namespace flashgen
