@@ -11,15 +11,17 @@
 #include <filesystem>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "arguments.hpp"
-#include "commands.hpp"
 #include "codegen/heuristics.hpp"
+#include "commands.hpp"
 #include "cuda/cuda_backend.hpp"
 #include "cuda/kernel_args.hpp"
 #include "cuda/runtime/runtime.hpp"
 #include "problem_options.hpp"
+#include "sweep.hpp"
 #include "tune/search_space.hpp"
 #include "tune/table_file.hpp"
 #include "tune/tuner.hpp"
@@ -41,20 +43,10 @@ constexpr std::size_t kPoolElements = std::size_t{1} << 24;  // 32 MiB of random
 
 // A rough planning rate for --dry-run's time estimate (H200, mma.sync kernels).
 constexpr double kPlannedForwardTflops = 250, kPlannedBackwardTflops = 150;
-constexpr double kPlannedCompileSeconds = 0.6;  // one kernel on one core
+constexpr double kPlannedCompileSeconds = 0.6;  // one kernel on one core (sm_90a, NVRTC 13)
+// Kernels compiled per kept candidate: a few of the best estimates spill.
+constexpr double kPlannedCompilesPerKept = 1.2;
 constexpr double kPlannedClockGhz = 1.8;  // cost-model cycles to milliseconds
-
-// D = 4..96 step 4, 104..160 step 8, 176..256 step 16, 288..384 step 32, and
-// odd or large extras (DESIGN.md's sweep, as `flashgen bench --sweep`).
-std::vector<std::int64_t> sweep_dims() {
-  std::set<std::int64_t> dims;
-  const struct { std::int64_t first, last, step; } ranges[] = {
-      {4, 96, 4}, {104, 160, 8}, {176, 256, 16}, {288, 384, 32}};
-  for (const auto& r : ranges)
-    for (std::int64_t d = r.first; d <= r.last; d += r.step) dims.insert(d);
-  for (std::int64_t d : {127, 199, 257, 385, 448, 512}) dims.insert(d);
-  return {dims.begin(), dims.end()};
-}
 
 struct Settings {
   std::vector<std::int64_t> dims;
@@ -64,9 +56,12 @@ struct Settings {
   Shape base;  // dims, dtype and causal set per configuration
   int input_sets = kInputSets;
   TunerSettings tuner;
+  TimingSettings timing;
   std::int64_t seq_min = 1, seq_max = 0;  // bucket of the written rows
+  std::vector<DType> copy_to;             // dtypes that also get each measured row
   std::string out_path, merge_path;
   double time_limit_s = 0;  // 0: none
+  bool resume = false;      // skip configurations the output table already holds
   bool dry_run = false;
   std::string arch;  // of --dry-run
 };
@@ -87,7 +82,8 @@ Arguments declare() {
       "[--dims 64,128 | --sweep] [--kinds forward,backward,backward_atomic]\n"
       "                     [--dtype bf16,f16] [--causal 0|1|both] [--seq N --batch B --heads H]\n"
       "                     [--top N] [--out table.json] [--merge data/tuning/sm90.json]\n"
-      "                     [--time-limit MIN] [--dry-run [--arch sm_90a]]",
+      "                     [--copy-rows-to f16] [--time-limit MIN] [--resume]\n"
+      "                     [--dry-run [--arch sm_90a]]",
       "For each dtype, head dimension D (Dqk = Dv) and causal setting, and each kernel kind:\n"
       "prunes the search space without the GPU (invalid tunings, shared memory over the\n"
       "device limit, register spills), checks the best --top candidates by a cost model and\n"
@@ -106,18 +102,28 @@ Arguments declare() {
   a.option("batch", "B", "batch size of the timed problem");
   a.option("heads", "H", "query heads (= key/value heads)");
   a.option("seq", "N", "sequence length of queries and keys");
-  a.option("seq-bucket", "MIN,MAX", "max(seq_q, seq_kv) range the rows claim\n"
-                                    "                          (default N/2+1,N; MAX 0: no bound)");
+  a.option("seq-bucket", "MIN,MAX",
+           "max(seq_q, seq_kv) range the rows claim\n"
+           "                          (default N/2+1,N; MAX 0: no bound)");
+  a.option("copy-rows-to", "T,T",
+           "also write each row for these dtypes (f16 rows from a\n"
+           "                          bf16 run: same shapes, noted as such)");
   a.option("top", "N", "candidates timed per kind besides the default (default 12)");
   a.option("repeats", "R", "timed calls per candidate (default 7)");
   a.option("warmup", "W", "untimed calls first (default 2)");
   a.option("input-sets", "S", "input sets rotated between calls (default 2)");
   a.option("threads", "N", "compile threads (default: all)");
-  a.option("out", "PATH", "table to write (default: the user table\n"
-                          "                          <cache dir>/tuning/<sm90>.json)");
-  a.option("merge", "PATH", "start from this table's rows (e.g. data/tuning/sm90.json);\n"
-                            "                          written to --out, or back to PATH");
+  a.option("out", "PATH",
+           "table to write (default: the user table\n"
+           "                          <cache dir>/tuning/<sm90>.json)");
+  a.option("merge", "PATH",
+           "start from this table's rows (e.g. data/tuning/sm90.json);\n"
+           "                          written to --out, or back to PATH");
   a.option("time-limit", "MIN", "start no configuration that would end after MIN minutes");
+  a.flag("resume",
+         "keep the rows --out already holds (on top of --merge's) and skip\n"
+         "                          configurations whose rows (every kind asked for) are\n"
+         "                          there, e.g. after --time-limit stopped a run");
   a.flag("dry-run", "prune and rank only (no GPU): counts, top candidates, time estimate");
   a.option("arch", "SM", "arch of --dry-run (default sm_90a)");
   return a;
@@ -125,15 +131,16 @@ Arguments declare() {
 
 Settings settings_from(const Arguments& a) {
   Settings s;
-  if (a.given("sweep") && a.given("dims")) throw UsageError("flashgen tune: give --dims or --sweep, not both");
+  if (a.given("sweep") && a.given("dims"))
+    throw UsageError("flashgen tune: give --dims or --sweep, not both");
   s.dims = a.given("sweep") ? sweep_dims() : a.integer_list("dims", kDims, 1, kMaxDim);
   for (const std::string& name : a.choice_list("dtype", {"bf16"}, {"bf16", "f16"}))
     s.dtypes.push_back(dtype_named(name));
   const std::string causal = a.choice("causal", "0", {"0", "1", "both"});
   if (causal != "1") s.causal.push_back(false);
   if (causal != "0") s.causal.push_back(true);
-  s.kind_names = a.choice_list("kinds", {"forward", "backward"},
-                               {"forward", "backward", "backward_atomic"});
+  s.kind_names =
+      a.choice_list("kinds", {"forward", "backward"}, {"forward", "backward", "backward_atomic"});
   s.tuner.kinds = kinds_named(s.kind_names);
   s.base.batch = a.integer("batch", kBatch, 1);
   s.base.heads_q = s.base.heads_kv = a.integer("heads", kHeads, 1);
@@ -141,22 +148,27 @@ Settings settings_from(const Arguments& a) {
   s.seq_min = s.base.seq_q / 2 + 1;
   s.seq_max = s.base.seq_q;
   if (a.given("seq-bucket")) {
-    const std::vector<std::int64_t> bucket = a.integer_list("seq-bucket", {}, 0, std::int64_t{1} << 40);
+    const std::vector<std::int64_t> bucket =
+        a.integer_list("seq-bucket", {}, 0, std::int64_t{1} << 40);
     if (bucket.size() != 2 || bucket[0] < 1 || (bucket[1] != 0 && bucket[1] < bucket[0]))
-      throw UsageError("flashgen tune: --seq-bucket expects MIN,MAX with 1 <= MIN <= MAX or MAX = 0");
+      throw UsageError(
+          "flashgen tune: --seq-bucket expects MIN,MAX with 1 <= MIN <= MAX or MAX = 0");
     s.seq_min = bucket[0];
     s.seq_max = bucket[1];
   }
+  for (const std::string& name : a.choice_list("copy-rows-to", {}, {"bf16", "f16"}))
+    s.copy_to.push_back(dtype_named(name));
   s.tuner.top = static_cast<int>(a.integer("top", kTop, 0, 1000));
-  s.tuner.timing.repeats = static_cast<int>(a.integer("repeats", kRepeats, 1, 1 << 16));
-  s.tuner.timing.warmup = static_cast<int>(a.integer("warmup", kWarmup, 0, 1 << 16));
-  s.tuner.timing.quick_repeats = std::min(s.tuner.timing.quick_repeats, s.tuner.timing.repeats);
+  s.timing.repeats = static_cast<int>(a.integer("repeats", kRepeats, 1, 1 << 16));
+  s.timing.warmup = static_cast<int>(a.integer("warmup", kWarmup, 0, 1 << 16));
+  s.timing.quick_repeats = std::min(s.timing.quick_repeats, s.timing.repeats);
   s.input_sets = static_cast<int>(a.integer("input-sets", kInputSets, 1, 64));
   s.tuner.compile_threads = static_cast<int>(a.integer("threads", 0, 0, 1 << 12));
   s.merge_path = a.text("merge", "");
   s.out_path = a.text("out", s.merge_path);
   s.time_limit_s = 60 * a.number("time-limit", 1e9, 0.0);
   if (!a.given("time-limit")) s.time_limit_s = 0;
+  s.resume = a.given("resume");
   s.dry_run = a.given("dry-run");
   s.arch = a.text("arch", "sm_90a");
   return s;
@@ -184,23 +196,66 @@ Problem problem_of(const Settings& s, const Configuration& c) {
   return p;
 }
 
-// Weight of one candidate of a kind: the FLOPs of its timed call (in TFLOP).
-double weight_of(const Problem& p, KernelKind kind) {
-  return (is_backward_kind(kind) ? backward_flops(p) : forward_flops(p)) * 1e-12;
+// ---- Planning: rough seconds, for the time estimate and the progress bar
+// (whose time left is a ratio, so only the proportions need to be right). ----
+
+int compile_threads(const Settings& s) {
+  if (s.tuner.compile_threads > 0) return s.tuner.compile_threads;
+  return std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+}
+
+// One candidate of a kind: its timed calls at the planning rate.
+double candidate_seconds(const Settings& s, const Problem& p, KernelKind kind) {
+  const bool backward = is_backward_kind(kind);
+  const double flops = backward ? backward_flops(p) : forward_flops(p);
+  const double rate = (backward ? kPlannedBackwardTflops : kPlannedForwardTflops) * 1e12;
+  return (s.timing.warmup + s.timing.repeats) * flops / rate;
+}
+
+// Pruning one kind: about kPlannedCompilesPerKept kernels per kept candidate.
+double pruning_seconds(const Settings& s, double compiles) {
+  return compiles * kPlannedCompileSeconds / compile_threads(s);
 }
 
 // Candidates a kind times: the top ones, the default, and the confirmation
 // (winner and default re-timed each round).
 int planned_candidates(const Settings& s) { return s.tuner.top + 1 + 2 * s.tuner.confirm_rounds; }
 
+double planned_kind_seconds(const Settings& s, const Problem& p, KernelKind kind) {
+  return pruning_seconds(s, kPlannedCompilesPerKept * (s.tuner.top + 1)) +
+         planned_candidates(s) * candidate_seconds(s, p, kind);
+}
+
 // ---- The table written. ----
 
+// --merge's rows (else --out's); with --resume, the rows an interrupted run
+// already wrote to --out on top.
 TuningTable starting_table(const Settings& s, const std::string& table_name) {
   const std::string& from = s.merge_path.empty() ? s.out_path : s.merge_path;
   std::error_code ignored;
+  TuningTable table{table_name, {}};
   if (!from.empty() && std::filesystem::exists(from, ignored))
-    return load_tuning_table(from, table_name);
-  return TuningTable{table_name, {}};
+    table = load_tuning_table(from, table_name);
+  if (s.resume && from != s.out_path && std::filesystem::exists(s.out_path, ignored))
+    merge_rows(table, load_tuning_table(s.out_path, table_name).rows);
+  return table;
+}
+
+// Whether `table` has this configuration's row for every kind asked for.
+bool already_tuned(const Settings& s, const Configuration& c, const TuningTable& table) {
+  for (KernelKind kind : s.tuner.kinds) {
+    TuningRow key;
+    key.kind = kind;
+    key.dtype = c.dtype;
+    key.dim_qk_min = key.dim_qk_max = key.dim_v_min = key.dim_v_max = static_cast<int>(c.dim);
+    key.causal = c.causal;
+    key.seq_min = s.seq_min;
+    key.seq_max = s.seq_max;
+    const bool found = std::any_of(table.rows.begin(), table.rows.end(),
+                                   [&](const TuningRow& r) { return r.same_key(key); });
+    if (!found) return false;
+  }
+  return true;
 }
 
 std::vector<TuningRow> rows_of(const Settings& s, const Configuration& c,
@@ -224,6 +279,17 @@ std::vector<TuningRow> rows_of(const Settings& s, const Configuration& c,
     row.driver = device.driver_version;
     row.gpu = device.name;
     rows.push_back(row);
+    // The kernels' shapes, registers and shared memory do not depend on
+    // which 16-bit type they load, so a tuning measured with one serves the
+    // other (the note says it was not measured with it).
+    for (DType other : s.copy_to) {
+      // A dtype measured in this run gets its own rows.
+      if (std::find(s.dtypes.begin(), s.dtypes.end(), other) != s.dtypes.end()) continue;
+      TuningRow copy = row;
+      copy.dtype = other;
+      copy.note = std::string("measured with ") + to_string(c.dtype);
+      rows.push_back(copy);
+    }
   }
   return rows;
 }
@@ -235,7 +301,6 @@ int dry_run(const Settings& s) {
   std::printf("flashgen tune --dry-run  arch: %s  shared limit: %zu bytes  top %d\n",
               s.arch.c_str(), limit, s.tuner.top);
   double gpu_seconds = 0, compile_seconds = 0;
-  const int threads = s.tuner.compile_threads > 0 ? s.tuner.compile_threads : 16;
   for (const Configuration& c : configurations(s)) {
     const Problem p = problem_of(s, c);
     // The alignment class of packed tensors from a 256-byte aligned allocation.
@@ -261,22 +326,22 @@ int dry_run(const Settings& s) {
                   to_string(kind), r.space, r.rejected.size(), r.compiled, r.kept.size(),
                   r.kept.empty() ? "-" : r.kept.front().tuning.to_string().c_str());
       for (const Candidate& k : r.kept)
-        std::printf("      %-42s estimate %6.2f ms  %3d registers%s\n", k.tuning.to_string().c_str(),
-                    k.estimated_cycles / kPlannedClockGhz * 1e-6, k.resources.registers,
-                    k.is_default ? "  (default)" : "");
+        std::printf("      %-42s estimate %6.2f ms  %3d registers%s\n",
+                    k.tuning.to_string().c_str(), k.estimated_cycles / kPlannedClockGhz * 1e-6,
+                    k.resources.registers, k.is_default ? "  (default)" : "");
       for (const Rejected& x : r.rejected)
         if (x.reason.rfind("spills", 0) == 0 || x.reason.rfind("compile error", 0) == 0)
           std::printf("      %-42s pruned: %s\n", x.tuning.to_string().c_str(), x.reason.c_str());
-      const double rate = (is_backward_kind(kind) ? kPlannedBackwardTflops : kPlannedForwardTflops);
-      const int calls = s.tuner.timing.warmup + s.tuner.timing.repeats;
       const double candidates = double(r.kept.size() + 2 * s.tuner.confirm_rounds);
-      gpu_seconds += candidates * calls * weight_of(p, kind) / rate;
-      compile_seconds += double(r.compiled) * kPlannedCompileSeconds / threads;
+      gpu_seconds += candidates * candidate_seconds(s, p, kind);
+      compile_seconds += pruning_seconds(s, r.compiled);
     }
   }
-  std::printf("\nestimated GPU run: %s of timing (at most: clearly slower candidates stop early)"
-              " + %s of compiling on %d threads\n",
-              duration_text(gpu_seconds).c_str(), duration_text(compile_seconds).c_str(), threads);
+  std::printf(
+      "\nestimated GPU run: %s of timing at %.0f/%.0f TFLOP/s forward/backward (at most:"
+      " clearly slower candidates stop early) + %s of compiling on %d threads\n",
+      duration_text(gpu_seconds).c_str(), kPlannedForwardTflops, kPlannedBackwardTflops,
+      duration_text(compile_seconds).c_str(), compile_threads(s));
   return kExitOk;
 }
 
@@ -290,8 +355,9 @@ int gpu_run(const Settings& s) {
     return kExitRefused;
   }
   if (std::getenv("FLASHGEN_TUNING") != nullptr)
-    std::fprintf(stderr, "flashgen tune: note: FLASHGEN_TUNING is set; the tuned kinds ignore it "
-                         "while they are measured\n");
+    std::fprintf(stderr,
+                 "flashgen tune: note: FLASHGEN_TUNING is set; the tuned kinds ignore it "
+                 "while they are measured\n");
   const int ordinal = cuda::current_device();
   const cuda::DeviceInfo& device = cuda::device_info(ordinal);
   const std::string table_name = table_name_of_arch(device.arch());
@@ -299,29 +365,31 @@ int gpu_run(const Settings& s) {
   if (settings.out_path.empty()) settings.out_path = user_tuning_table_path(device.arch());
   if (settings.out_path.empty())
     throw UsageError("flashgen tune: no cache directory for the user table; give --out PATH");
-  settings.tuner.ordinal = ordinal;
+  set_device(settings.tuner, ordinal);
   TuningTable table = starting_table(settings, table_name);
 
   std::printf("flashgen tune  device: %s (%s)  driver: %s  NVRTC: %s  date: %s\n",
               device.name.c_str(), device.arch().c_str(), device.driver_version.c_str(),
               cuda::nvrtc_version().c_str(), local_date_time().c_str());
-  std::printf("B=%lld H=%lld N=%lld, top %d, median of %d after %d warm-up, %d input sets; "
-              "rows for max(seq) in [%lld, %lld] -> %s\n",
-              static_cast<long long>(s.base.batch), static_cast<long long>(s.base.heads_q),
-              static_cast<long long>(s.base.seq_q), s.tuner.top, s.tuner.timing.repeats,
-              s.tuner.timing.warmup, s.input_sets, static_cast<long long>(s.seq_min),
-              static_cast<long long>(s.seq_max), settings.out_path.c_str());
+  std::printf(
+      "B=%lld H=%lld N=%lld, top %d, median of %d after %d warm-up, %d input sets; "
+      "rows for max(seq) in [%lld, %lld] -> %s\n",
+      static_cast<long long>(s.base.batch), static_cast<long long>(s.base.heads_q),
+      static_cast<long long>(s.base.seq_q), s.tuner.top, s.timing.repeats, s.timing.warmup,
+      s.input_sets, static_cast<long long>(s.seq_min), static_cast<long long>(s.seq_max),
+      settings.out_path.c_str());
   std::fflush(stdout);
 
   const std::vector<Configuration> list = configurations(settings);
   double planned = 0;
   for (const Configuration& c : list)
     for (KernelKind kind : s.tuner.kinds)
-      planned += planned_candidates(s) * weight_of(problem_of(s, c), kind);
+      planned += planned_kind_seconds(s, problem_of(s, c), kind);
   TuneProgress progress(planned);
 
   bool any_failed = false;
   std::size_t done = 0;
+  double planned_done = 0;  // planned seconds of the configurations done
   for (DType dtype : settings.dtypes) {
     std::int64_t largest = *std::max_element(settings.dims.begin(), settings.dims.end());
     Shape big = settings.base;
@@ -329,12 +397,26 @@ int gpu_run(const Settings& s) {
     big.dim_qk = big.dim_v = largest;
     const RandomPool pool(dtype, std::min(largest_tensor_elements(big), kPoolElements), kSeed);
     for (std::int64_t dim : settings.dims) {
+      std::vector<bool> causal_to_tune;
+      for (bool causal : settings.causal) {
+        const Configuration c{dtype, dim, causal};
+        if (settings.resume && already_tuned(settings, c, table)) {
+          for (KernelKind kind : settings.tuner.kinds)
+            progress.replan(-planned_kind_seconds(settings, problem_of(settings, c), kind));
+          progress.clear();
+          std::printf("\n%s: in the table already (--resume)\n", c.title().c_str());
+        } else {
+          causal_to_tune.push_back(causal);
+        }
+      }
+      if (causal_to_tune.empty()) continue;
       Shape shape = settings.base;
       shape.dtype = dtype;
       shape.dim_qk = shape.dim_v = dim;
       std::vector<Workload> sets;
       for (int i = 0; i < settings.input_sets; ++i)
-        sets.emplace_back(shape, MemoryKind::cuda, pool, kSeed * 31 + static_cast<std::uint64_t>(i));
+        sets.emplace_back(shape, MemoryKind::cuda, pool,
+                          kSeed * 31 + static_cast<std::uint64_t>(i));
       std::vector<ForwardArgs> forward_args;
       std::vector<BackwardArgs> backward_args;
       for (const Workload& w : sets) {
@@ -344,39 +426,52 @@ int gpu_run(const Settings& s) {
       const BackwardArgs& b = backward_args[0];
       const int vec = cuda::alignment_class(
           {&b.q, &b.k, &b.v, &b.o, &b.grad_o, &b.grad_q, &b.grad_k, &b.grad_v});
-      for (bool causal : settings.causal) {
-        // Stop before a configuration that would end past the limit (at the
-        // mean time per configuration so far).
-        const double per_configuration = done > 0 ? progress.elapsed_s() / double(done) : 0;
-        if (settings.time_limit_s > 0 &&
-            progress.elapsed_s() + per_configuration > settings.time_limit_s) {
+      for (bool causal : causal_to_tune) {
+        const Configuration c{dtype, dim, causal};
+        const Problem p = problem_of(settings, c);
+        // Stop before a configuration that would end past the limit: its
+        // planned seconds at the pace of the configurations so far.
+        double planned_next = 0;
+        for (KernelKind kind : settings.tuner.kinds)
+          planned_next += planned_kind_seconds(settings, p, kind);
+        const double expected =
+            planned_done > 0 ? progress.elapsed_s() / planned_done * planned_next : 0;
+        if (settings.time_limit_s > 0 && progress.elapsed_s() + expected > settings.time_limit_s) {
           progress.clear();
           std::printf("\ntime limit: stopped after %zu of %zu configurations; table: %s\n", done,
                       list.size(), settings.out_path.c_str());
           return any_failed ? kExitCheckFailed : kExitOk;
         }
-        const Configuration c{dtype, dim, causal};
-        const Problem p = problem_of(settings, c);
-        const Timer timer(forward_args, backward_args, causal, settings.tuner.timing);
+        const Timer timer(forward_args, backward_args, causal, settings.timing);
+        const ReferenceCheck reference(dtype, static_cast<int>(dim), static_cast<int>(dim), causal);
+        GpuRunner runner(reference, timer);
         TunerProgress events;
+        events.pruning_started = [&](KernelKind kind) {
+          progress.set_label(c.title() + " " + to_string(kind) + " (compiling)");
+        };
         events.kind_started = [&](KernelKind kind, int candidates) {
-          progress.replan((candidates - (settings.tuner.top + 1)) * weight_of(p, kind));
+          progress.replan((candidates - (settings.tuner.top + 1)) *
+                          candidate_seconds(settings, p, kind));
+          progress.advance(
+              pruning_seconds(settings, kPlannedCompilesPerKept * (settings.tuner.top + 1)), 0);
           progress.set_label(c.title() + " " + to_string(kind));
         };
         events.candidate_done = [&](KernelKind kind, const CandidateOutcome&) {
-          progress.advance(weight_of(p, kind));
+          progress.advance(candidate_seconds(settings, p, kind));
         };
         const std::vector<KindResult> results =
-            tune_configuration(p, vec, timer, settings.tuner, events);
+            tune_configuration(p, vec, runner, settings.tuner, events);
         // The confirmation rounds were planned; count them done.
         for (const KindResult& r : results)
-          progress.advance(2 * settings.tuner.confirm_rounds * weight_of(p, r.kind), 0);
+          progress.advance(
+              2 * settings.tuner.confirm_rounds * candidate_seconds(settings, p, r.kind), 0);
         progress.clear();
         print_configuration(c.title(), results);
         for (const KindResult& r : results) any_failed = any_failed || !r.ok();
         merge_rows(table, rows_of(settings, c, results, device));
         write_tuning_table(settings.out_path, table);
         ++done;
+        planned_done += planned_next;
       }
     }
   }

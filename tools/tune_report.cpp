@@ -10,6 +10,7 @@ namespace flashgen::cli {
 namespace {
 
 constexpr int kBarWidth = 24;
+constexpr std::chrono::seconds kLogInterval{15};
 constexpr double kTera = 1e12;
 
 double tflops(double flops, double ms) { return ms > 0 ? flops / (ms * 1e-3) / kTera : 0.0; }
@@ -30,7 +31,9 @@ TuneProgress::TuneProgress(double planned_weight)
       terminal_(isatty(STDERR_FILENO) != 0) {}
 
 void TuneProgress::set_label(const std::string& label) {
+  const bool changed = label != label_;
   label_ = label;
+  if (changed) last_line_ = {};  // a log gets a line per new label
   draw();
 }
 
@@ -52,6 +55,12 @@ double TuneProgress::remaining_s() const {
 }
 
 void TuneProgress::draw() const {
+  // In a log (not a terminal), at most one line per kLogInterval.
+  const auto now = std::chrono::steady_clock::now();
+  if (!terminal_ && last_line_ != std::chrono::steady_clock::time_point{} &&
+      now - last_line_ < kLogInterval)
+    return;
+  last_line_ = now;
   const double fraction = planned_ > 0 ? std::min(1.0, done_ / planned_) : 0.0;
   const int filled = static_cast<int>(std::lround(fraction * kBarWidth));
   const double left = remaining_s();
@@ -83,8 +92,8 @@ std::string duration_text(double seconds) {
 
 void print_configuration(const std::string& title, const std::vector<KindResult>& results) {
   std::printf("\n%s\n", title.c_str());
-  std::printf("  %-19s %-40s %9s %8s   %-40s %9s %8s %7s  %s\n", "kind", "default", "ms",
-              "TFLOP/s", "winner", "ms", "TFLOP/s", "gain", "timed / space (pruned)");
+  std::printf("  %-19s %-40s %9s %8s   %-40s %9s %8s %7s  %s\n", "kind", "default", "ms", "TFLOP/s",
+              "winner", "ms", "TFLOP/s", "gain", "timed / space (pruned)");
   for (const KindResult& r : results) {
     if (!r.ok()) {
       std::printf("  %-19s FAILED: %s\n", to_string(r.kind), r.error.c_str());

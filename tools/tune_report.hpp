@@ -13,9 +13,9 @@
 
 namespace flashgen::cli {
 
-// Progress over weighted work units: a candidate of a configuration weighs
-// the FLOPs of its timed call, so the time left accounts for large head
-// dimensions costing more than small ones.
+// Progress over weighted work units (planned seconds: a candidate weighs its
+// timed calls at a planning rate, a kind's pruning its compiles), so the time
+// left accounts for large head dimensions costing more than small ones.
 class TuneProgress {
  public:
   explicit TuneProgress(double planned_weight);
@@ -37,6 +37,7 @@ class TuneProgress {
   int candidates_done_ = 0;
   std::string label_;
   bool terminal_ = false;
+  mutable std::chrono::steady_clock::time_point last_line_{};  // of a log line
 };
 
 // "1h02m", "12m40s", "35s".

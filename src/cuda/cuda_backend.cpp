@@ -118,7 +118,7 @@ void launch_choice(const KernelChoice& c, int ordinal, const LaunchShape& shape,
 }  // namespace
 
 TuningParams tuning_for(const KernelSpec& spec, const Problem& p, std::size_t shared_limit) {
-  return lookup_tuning(spec, p).value_or(default_tuning(spec, shared_limit));
+  return lookup_tuning(spec, p, shared_limit).value_or(default_tuning(spec, shared_limit));
 }
 
 Availability availability() {

@@ -19,10 +19,15 @@ constexpr double kIterationCycles = 300;
 // Warps an SM needs resident before latency stops mattering; throughput
 // grows as w / (w + kLatencyWarps).
 constexpr double kLatencyWarps = 4;
-// Registers not in the tiles: addresses, loop counters, row statistics.
-constexpr int kBaseRegisters = 48;
+// Registers not in the tiles: addresses, loop counters, row statistics,
+// fragments in flight (fitted to ptxas's counts for sm_90a at D = 128).
+constexpr int kBaseRegisters = 64;
 constexpr int kMaxRegisters = 255;
-constexpr int kRegisterGranule = 8;  // allocation unit per thread
+// An estimate this far past the register file means ptxas will spill; such
+// a kernel is ranked as this many times slower, behind every likely fit.
+constexpr int kSpillMargin = 16;
+constexpr double kSpillPenalty = 4;
+constexpr int kRegisterGranule = 8;                     // allocation unit per thread
 constexpr std::int64_t kReservedSharedPerBlock = 1024;  // the driver's per-CTA reserve
 constexpr double kElementBytes = 2;
 
@@ -31,9 +36,9 @@ std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; 
 
 // Columns of the split output dimension a CTA computes.
 struct Widths {
-  int dqk, dv;    // padded to 16
-  int chunk_qk;   // of dQ / dK per CTA
-  int chunk_v;    // of O / dV per CTA
+  int dqk, dv;   // padded to 16
+  int chunk_qk;  // of dQ / dK per CTA
+  int chunk_v;   // of O / dV per CTA
 };
 
 Widths widths_of(const KernelSpec& spec, const TuningParams& t) {
@@ -70,8 +75,8 @@ Iteration iteration_of(const KernelSpec& spec, const TuningParams& t) {
       // S = Q·Kᵀ, dP = dO·Vᵀ, dQ += dS·K (the chunk).
       const double k_width = w.dqk + w.dv + w.chunk_qk;
       it.flops = 2 * rows * cols * k_width;
-      it.shared_bytes = kElementBytes * (warps * cols * k_width + cols * (w.dqk + w.dv) +
-                                         rows * (w.dqk + w.dv));
+      it.shared_bytes =
+          kElementBytes * (warps * cols * k_width + cols * (w.dqk + w.dv) + rows * (w.dqk + w.dv));
       break;
     }
     case KernelKind::backward_key_value:
@@ -86,18 +91,19 @@ Iteration iteration_of(const KernelSpec& spec, const TuningParams& t) {
         it.atomic_bytes = sizeof(float) * cols * w.dqk;
       }
       it.flops = 2 * rows * cols * k_width;
-      it.shared_bytes =
-          kElementBytes * (warps * cols * k_width + stored + rows * (w.dqk + w.dv));
+      it.shared_bytes = kElementBytes * (warps * cols * k_width + stored + rows * (w.dqk + w.dv));
       break;
     }
     case KernelKind::backward_prepare:
-    case KernelKind::convert_grad_q: break;
+    case KernelKind::convert_grad_q:
+      break;
   }
   return it;
 }
 
 double iteration_cycles(const Iteration& it, int resident_ctas) {
-  const double pipes = std::max(it.flops / kMmaFlopsPerCycle, it.shared_bytes / kSharedBytesPerCycle);
+  const double pipes =
+      std::max(it.flops / kMmaFlopsPerCycle, it.shared_bytes / kSharedBytesPerCycle);
   // Other resident CTAs fill this one's barrier waits.
   return pipes + it.exps / kExpPerCycle + it.atomic_bytes / kAtomicBytesPerCycle +
          kIterationCycles / resident_ctas;
@@ -106,7 +112,7 @@ double iteration_cycles(const Iteration& it, int resident_ctas) {
 // Iterations of each CTA row block over the traversed sequence (causal:
 // only blocks with a visible pair).
 struct Blocks {
-  std::int64_t count = 0;        // row blocks per (batch, head, chunk)
+  std::int64_t count = 0;  // row blocks per (batch, head, chunk)
   double mean_iterations = 0, max_iterations = 0;
 };
 
@@ -125,8 +131,10 @@ Blocks blocks_of(const KernelSpec& spec, const TuningParams& t, const CostProble
     const std::int64_t first = i * t.block_rows, last = std::min(own, first + t.block_rows) - 1;
     std::int64_t lo = 0, hi = other - 1;  // traversed rows with a visible pair
     if (spec.causal) {
-      if (over_keys) lo = std::max<std::int64_t>(0, first - offset);  // queries i >= j - offset
-      else hi = std::min(other - 1, last + offset);                    // keys j <= i + offset
+      if (over_keys)
+        lo = std::max<std::int64_t>(0, first - offset);  // queries i >= j - offset
+      else
+        hi = std::min(other - 1, last + offset);  // keys j <= i + offset
     }
     double n = 0;
     if (hi >= lo) n = double(ceil_div(hi + 1, t.block_cols) - lo / t.block_cols) * group;
@@ -135,6 +143,38 @@ Blocks blocks_of(const KernelSpec& spec, const TuningParams& t, const CostProble
   }
   b.mean_iterations = b.count > 0 ? total / double(b.count) : 0;
   return b;
+}
+
+// Registers per thread before the cap of 255.
+int register_demand(const KernelSpec& spec, const TuningParams& t) {
+  const Widths w = widths_of(spec, t);
+  const int rt = t.row_tiles();
+  // An m16 x n tile of fp32 holds n / 2 registers per thread per row tile;
+  // an m16 x k16 A fragment of 16-bit values, 4.
+  int tiles = 0;
+  switch (spec.kind) {
+    case KernelKind::forward:
+      tiles = rt * (w.chunk_v / 2 + t.block_cols / 2) + ((t.cached & kCacheQ) ? rt * w.dqk / 4 : 0);
+      break;
+    case KernelKind::backward_query:
+      tiles = rt * (w.chunk_qk / 2 + 2 * (t.block_cols / 2));  // dQ, S, dP
+      break;
+    case KernelKind::backward_key_value:
+      tiles = rt * (w.chunk_qk / 2 + w.chunk_v / 2 + 2 * (t.block_cols / 2));  // dK, dV, Sᵀ, dPᵀ
+      break;
+    case KernelKind::backward_atomic:
+      // and the dS tile handed to the dQ GEMM
+      tiles = rt * (w.chunk_qk / 2 + w.chunk_v / 2 + 2 * (t.block_cols / 2) + t.block_cols / 4);
+      break;
+    case KernelKind::backward_prepare:
+    case KernelKind::convert_grad_q:
+      break;
+  }
+  return kBaseRegisters + tiles;
+}
+
+bool likely_spills(const KernelSpec& spec, const TuningParams& t) {
+  return register_demand(spec, t) > kMaxRegisters + kSpillMargin;
 }
 
 int resident_ctas(const KernelSpec& spec, const TuningParams& t, const CostDevice& d) {
@@ -153,26 +193,7 @@ double latency_efficiency(double warps) { return warps / (warps + kLatencyWarps)
 }  // namespace
 
 int estimated_registers(const KernelSpec& spec, const TuningParams& t) {
-  const Widths w = widths_of(spec, t);
-  const int rt = t.row_tiles();
-  // An m16 x n tile of fp32 holds n / 2 registers per thread per row tile;
-  // an m16 x k16 A fragment of 16-bit values, 4.
-  int tiles = 0;
-  switch (spec.kind) {
-    case KernelKind::forward:
-      tiles = rt * (w.chunk_v / 2 + t.block_cols / 2) + ((t.cached & kCacheQ) ? rt * w.dqk / 4 : 0);
-      break;
-    case KernelKind::backward_query:
-      tiles = rt * (w.chunk_qk / 2 + 2 * (t.block_cols / 2));  // dQ, S, dP
-      break;
-    case KernelKind::backward_key_value:
-    case KernelKind::backward_atomic:
-      tiles = rt * (w.chunk_qk / 2 + w.chunk_v / 2 + 2 * (t.block_cols / 2));  // dK, dV, Sᵀ, dPᵀ
-      break;
-    case KernelKind::backward_prepare:
-    case KernelKind::convert_grad_q: break;
-  }
-  return std::min(kMaxRegisters, kBaseRegisters + tiles);
+  return std::min(kMaxRegisters, register_demand(spec, t));
 }
 
 double estimated_cycles(const KernelSpec& spec, const TuningParams& t, const CostProblem& p,
@@ -191,7 +212,7 @@ double estimated_cycles(const KernelSpec& spec, const TuningParams& t, const Cos
   const double throughput = waves * per_sm * blocks.mean_iterations * cycles /
                             latency_efficiency(double(per_sm) * t.warps);
   const double critical = blocks.max_iterations * cycles / latency_efficiency(t.warps);
-  return std::max(throughput, critical);
+  return std::max(throughput, critical) * (likely_spills(spec, t) ? kSpillPenalty : 1.0);
 }
 
 }  // namespace flashgen

@@ -28,9 +28,12 @@ constexpr unsigned char kPoisonByte = 0xff;
 constexpr double kNaiveFactor = 2.0;
 double absolute_slack(DType precision) {
   switch (precision) {
-    case DType::f32: return 4e-6;     // summation-order noise of fp32 (the LSE)
-    case DType::f16: return 0x1p-11;  // half an f16 ulp at 1
-    case DType::bf16: return 0x1p-8;  // half a bf16 ulp at 1
+    case DType::f32:
+      return 4e-6;  // summation-order noise of fp32 (the LSE)
+    case DType::f16:
+      return 0x1p-11;  // half an f16 ulp at 1
+    case DType::bf16:
+      return 0x1p-8;  // half a bf16 ulp at 1
   }
   return 0.0;
 }
@@ -109,7 +112,7 @@ double median_of(std::vector<double> values) {
 // ---- ReferenceCheck ----
 
 struct ReferenceCheck::Buffers {
-  cuda::DeviceBuffer q, k, v, grad_o;            // inputs, [batch, seq, heads, dim]
+  cuda::DeviceBuffer q, k, v, grad_o;                 // inputs, [batch, seq, heads, dim]
   cuda::DeviceBuffer o, lse, grad_q, grad_k, grad_v;  // outputs; lse [batch, heads_q, seq_q] fp32
   ForwardArgs forward;
   BackwardArgs backward;
@@ -166,11 +169,13 @@ ReferenceCheck::ReferenceCheck(DType dtype, int dim_qk, int dim_v, bool causal, 
   b.grad_q = cuda::DeviceBuffer(static_cast<std::size_t>(n_q) * element);
   b.grad_k = cuda::DeviceBuffer(static_cast<std::size_t>(n_k) * element);
   b.grad_v = cuda::DeviceBuffer(static_cast<std::size_t>(n_v) * element);
-  b.lse = cuda::DeviceBuffer(sizeof(float) * static_cast<std::size_t>(p.batch * p.heads_q * p.seq_q));
+  b.lse =
+      cuda::DeviceBuffer(sizeof(float) * static_cast<std::size_t>(p.batch * p.heads_q * p.seq_q));
 
   auto view = [&](const cuda::DeviceBuffer& buffer, std::int64_t seq, std::int64_t heads,
                   std::int64_t dim) {
-    return TensorView::bshd(buffer.data(), dtype, p.batch, seq, heads, dim, MemoryKind::cuda, device);
+    return TensorView::bshd(buffer.data(), dtype, p.batch, seq, heads, dim, MemoryKind::cuda,
+                            device);
   };
   b.forward.q = view(b.q, p.seq_q, p.heads_q, dim_qk);
   b.forward.k = view(b.k, p.seq_kv, p.heads_kv, dim_qk);
@@ -207,8 +212,8 @@ std::string ReferenceCheck::check(KernelKind kind) const {
   } catch (const Error& e) {
     return std::string("the call failed: ") + e.what();
   }
-  std::string failure = judge("O", as_double(download(b.o), dtype), b.naive_forward.o,
-                              b.ref_forward.o, dtype);
+  std::string failure =
+      judge("O", as_double(download(b.o), dtype), b.naive_forward.o, b.ref_forward.o, dtype);
   if (failure.empty())
     failure = judge("LSE", as_double(download(b.lse), DType::f32), b.naive_forward.lse,
                     b.ref_forward.lse, DType::f32);
@@ -261,8 +266,8 @@ std::vector<double> Timer::time_calls(KernelKind kind, int warmup, int repeats) 
     return cuda::time_ms([&] { forward(forward_[call++ % forward_.size()], options); },
                          default_stream, warmup, repeats);
   if (backward_.empty())
-    throw Error(ErrorCode::invalid_argument, "Timer: no backward inputs to time " +
-                                                 std::string(to_string(kind)));
+    throw Error(ErrorCode::invalid_argument,
+                "Timer: no backward inputs to time " + std::string(to_string(kind)));
   return cuda::time_ms([&] { backward(backward_[call++ % backward_.size()], options); },
                        default_stream, warmup, repeats);
 }

@@ -61,17 +61,17 @@ class ReferenceCheck {
 };
 
 struct TimingSettings {
-  int warmup = 2;          // untimed calls before the timed ones
-  int repeats = 7;         // timed calls; the median is reported
-  int quick_repeats = 3;   // timed calls of the first look
+  int warmup = 2;         // untimed calls before the timed ones
+  int repeats = 7;        // timed calls; the median is reported
+  int quick_repeats = 3;  // timed calls of the first look
   // A candidate whose first look is this much slower than the best so far is
   // not timed further (it cannot win; its quick median is reported).
   double cutoff = 1.25;
 };
 
 struct Measurement {
-  double ms = 0;       // median
-  bool cut = false;    // only the first look was timed
+  double ms = 0;     // median
+  bool cut = false;  // only the first look was timed
 };
 
 // Inputs of the timed problem: sets of arguments rotated between calls,
@@ -102,5 +102,34 @@ class Timer {
 };
 
 double median_of(std::vector<double> values);
+
+// What the tuner needs to run candidates (tune/tuner.hpp). Every call runs
+// with the tuning overrides in force (ScopedTuningOverride).
+class CandidateRunner {
+ public:
+  virtual ~CandidateRunner() = default;
+  // Writes the forward outputs that timed backward calls read.
+  virtual void prepare_backward() = 0;
+  // "" when the call of `kind` gives correct results, else why not.
+  virtual std::string check(KernelKind kind) = 0;
+  // As Timer::time and Timer::time_full.
+  virtual Measurement time(KernelKind kind, double best_ms) = 0;
+  virtual double time_full(KernelKind kind) = 0;
+};
+
+// The GPU: checks on a ReferenceCheck, times on a Timer (both outlive it).
+class GpuRunner : public CandidateRunner {
+ public:
+  GpuRunner(const ReferenceCheck& reference, const Timer& timer)
+      : reference_(reference), timer_(timer) {}
+  void prepare_backward() override { timer_.prepare_backward(); }
+  std::string check(KernelKind kind) override { return reference_.check(kind); }
+  Measurement time(KernelKind kind, double best_ms) override { return timer_.time(kind, best_ms); }
+  double time_full(KernelKind kind) override { return timer_.time_full(kind); }
+
+ private:
+  const ReferenceCheck& reference_;
+  const Timer& timer_;
+};
 
 }  // namespace flashgen

@@ -10,7 +10,9 @@ namespace flashgen {
 namespace {
 
 const int kBlockRows[] = {32, 64, 128};
-const int kBlockCols[] = {16, 32, 64, 128};
+// Powers of two, and 48 and 96: the heuristic defaults use 48 where 64
+// would spill (forward at D = 128), so their neighbours are candidates too.
+const int kBlockCols[] = {16, 32, 48, 64, 96, 128};
 const int kWarps[] = {2, 4, 8};
 const int kHeadBlocks[] = {64, 128, 256};  // besides 0 (the whole dim)
 // 16-row tiles per warp: two let one K/V fragment feed two MMAs; more would
@@ -27,9 +29,12 @@ int round_up(int a, int b) { return (a + b - 1) / b * b; }
 // both for the key/value kernels.
 int split_dim(const KernelSpec& spec) {
   switch (spec.kind) {
-    case KernelKind::forward: return spec.dim_v;
-    case KernelKind::backward_query: return spec.dim_qk;
-    default: return std::max(spec.dim_qk, spec.dim_v);
+    case KernelKind::forward:
+      return spec.dim_v;
+    case KernelKind::backward_query:
+      return spec.dim_qk;
+    default:
+      return std::max(spec.dim_qk, spec.dim_v);
   }
 }
 
@@ -157,8 +162,9 @@ PruneResult prune(const KernelSpec& spec, const TuningParams& default_tuning,
 
   // 3. Compile in rank order, a batch of `threads` at a time, until `top` survive.
   const CompileFunction compile = s.compile ? s.compile : compile_without_device();
-  const int threads = s.threads > 0 ? s.threads
-                                    : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  const int threads = s.threads > 0
+                          ? s.threads
+                          : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
   std::vector<Compiled> compiled(ranked.size());
   std::size_t next = 0;
   int survivors = 0;
@@ -186,9 +192,10 @@ PruneResult prune(const KernelSpec& spec, const TuningParams& default_tuning,
     }
     next = last;
   }
-  std::stable_sort(result.kept.begin(), result.kept.end(), [](const Candidate& a, const Candidate& b) {
-    return a.estimated_cycles < b.estimated_cycles;
-  });
+  std::stable_sort(result.kept.begin(), result.kept.end(),
+                   [](const Candidate& a, const Candidate& b) {
+                     return a.estimated_cycles < b.estimated_cycles;
+                   });
   return result;
 }
 

@@ -1,6 +1,6 @@
 // The tuner's candidates for one kernel spec and their pruning without a GPU:
 //   1. the search space: rows {32, 64, 128} x warps {2, 4, 8} with one or two
-//      16-row tiles per warp, cols {16, 32, 64, 128} (lopsided shapes such as
+//      16-row tiles per warp, cols {16, 32, 48, 64, 96, 128} (lopsided shapes such as
 //      rows=64 cols=128 included), head {0, 64, 128, 256} where it splits the
 //      kind's output dim, Q cached or not for the forward when Dqk <= 128;
 //   2. drop what generate() refuses and what needs more shared memory than
@@ -44,7 +44,7 @@ struct PruneSettings {
   int threads = 0;                    // compile threads; 0: hardware threads
   CostProblem problem;                // for the cost ranking
   CostDevice device;
-  CompileFunction compile;            // empty: compile_without_device()
+  CompileFunction compile;  // empty: compile_without_device()
 };
 
 struct Candidate {

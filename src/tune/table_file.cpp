@@ -1,16 +1,15 @@
 #include "tune/table_file.hpp"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <tuple>
-
-#include <unistd.h>
-
-#include <nlohmann/json.hpp>
 
 #include "codegen/generate.hpp"
 
@@ -24,10 +23,9 @@ using Json = nlohmann::json;
 constexpr int kMaxTableDim = 1 << 16;
 constexpr std::int64_t kMaxTableSeq = std::int64_t{1} << 40;
 
-const char* const kRequiredFields[] = {"kind",   "dtype",   "dim_qk_min", "dim_qk_max",
-                                       "dim_v_min", "dim_v_max", "causal", "seq_min",
-                                       "seq_max", "tuning",  "tflops",     "date",
-                                       "driver",  "gpu"};
+const char* const kRequiredFields[] = {
+    "kind",    "dtype",   "dim_qk_min", "dim_qk_max", "dim_v_min", "dim_v_max", "causal",
+    "seq_min", "seq_max", "tuning",     "tflops",     "date",      "driver",    "gpu"};
 const char* const kOptionalFields[] = {"default_tflops", "note"};
 const char* const kHeaderFields[] = {"format", "arch", "rows", "description"};
 
@@ -53,11 +51,11 @@ class RowReader {
   std::int64_t integer(const std::string& name, std::int64_t minimum, std::int64_t maximum) const {
     const Json& value = field(name);
     if (!value.is_number_integer()) fail(name, "must be an integer, got " + value.dump());
-    const std::int64_t x = value.is_number_unsigned()
-                               ? static_cast<std::int64_t>(std::min<std::uint64_t>(
-                                     value.get<std::uint64_t>(),
-                                     std::numeric_limits<std::int64_t>::max()))
-                               : value.get<std::int64_t>();
+    const std::int64_t x =
+        value.is_number_unsigned()
+            ? static_cast<std::int64_t>(std::min<std::uint64_t>(
+                  value.get<std::uint64_t>(), std::numeric_limits<std::int64_t>::max()))
+            : value.get<std::int64_t>();
     if (x < minimum || x > maximum)
       fail(name, "must be in [" + std::to_string(minimum) + ", " + std::to_string(maximum) +
                      "], got " + std::to_string(x));
@@ -185,22 +183,21 @@ std::vector<std::string> cells_of(const TuningRow& r) {
     return Json(key).dump() + ": " + value;
   };
   auto quoted = [](const std::string& s) { return Json(s).dump(); };
-  std::vector<std::string> cells = {
-      cell("kind", quoted(to_string(r.kind))),
-      cell("dtype", quoted(to_string(r.dtype))),
-      cell("dim_qk_min", std::to_string(r.dim_qk_min)),
-      cell("dim_qk_max", std::to_string(r.dim_qk_max)),
-      cell("dim_v_min", std::to_string(r.dim_v_min)),
-      cell("dim_v_max", std::to_string(r.dim_v_max)),
-      cell("causal", r.causal ? "true" : "false"),
-      cell("seq_min", std::to_string(r.seq_min)),
-      cell("seq_max", std::to_string(r.seq_max)),
-      cell("tuning", quoted(r.tuning.to_string())),
-      cell("tflops", number_text(r.tflops)),
-      cell("default_tflops", number_text(r.default_tflops)),
-      cell("date", quoted(r.date)),
-      cell("driver", quoted(r.driver)),
-      cell("gpu", quoted(r.gpu))};
+  std::vector<std::string> cells = {cell("kind", quoted(to_string(r.kind))),
+                                    cell("dtype", quoted(to_string(r.dtype))),
+                                    cell("dim_qk_min", std::to_string(r.dim_qk_min)),
+                                    cell("dim_qk_max", std::to_string(r.dim_qk_max)),
+                                    cell("dim_v_min", std::to_string(r.dim_v_min)),
+                                    cell("dim_v_max", std::to_string(r.dim_v_max)),
+                                    cell("causal", r.causal ? "true" : "false"),
+                                    cell("seq_min", std::to_string(r.seq_min)),
+                                    cell("seq_max", std::to_string(r.seq_max)),
+                                    cell("tuning", quoted(r.tuning.to_string())),
+                                    cell("tflops", number_text(r.tflops)),
+                                    cell("default_tflops", number_text(r.default_tflops)),
+                                    cell("date", quoted(r.date)),
+                                    cell("driver", quoted(r.driver)),
+                                    cell("gpu", quoted(r.gpu))};
   if (!r.note.empty()) cells.push_back(cell("note", quoted(r.note)));
   return cells;
 }
@@ -241,9 +238,10 @@ KernelKind tunable_kind_named(const std::string& name) {
   for (KernelKind kind : {KernelKind::forward, KernelKind::backward_query,
                           KernelKind::backward_key_value, KernelKind::backward_atomic})
     if (name == to_string(kind)) return kind;
-  throw Error(ErrorCode::invalid_argument,
-              "must be one of forward, backward_query, backward_key_value, backward_atomic; got \"" +
-                  name + "\"");
+  throw Error(
+      ErrorCode::invalid_argument,
+      "must be one of forward, backward_query, backward_key_value, backward_atomic; got \"" + name +
+          "\"");
 }
 
 TuningTable parse_tuning_table(const std::string& json_text, const std::string& source,
@@ -270,8 +268,8 @@ TuningTable parse_tuning_table(const std::string& json_text, const std::string& 
   TuningTable table;
   table.arch = json["arch"].get<std::string>();
   if (!expected_arch.empty() && table.arch != expected_arch)
-    fail("arch", "the table is for \"" + table.arch + "\" but was loaded for \"" + expected_arch +
-                     "\"");
+    fail("arch",
+         "the table is for \"" + table.arch + "\" but was loaded for \"" + expected_arch + "\"");
   if (!json.contains("rows") || !json["rows"].is_array()) fail("rows", "must be an array");
   const Json& rows = json["rows"];
   for (std::size_t i = 0; i < rows.size(); ++i) {
@@ -334,8 +332,7 @@ void write_tuning_table(const std::string& path, const TuningTable& table) {
   {
     std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
     out << tuning_table_json(table);
-    if (!out.flush())
-      throw Error(ErrorCode::runtime, temporary + ": cannot be written");
+    if (!out.flush()) throw Error(ErrorCode::runtime, temporary + ": cannot be written");
   }
   std::error_code error;
   fs::rename(temporary, target, error);

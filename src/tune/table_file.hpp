@@ -17,10 +17,11 @@ namespace flashgen {
 inline constexpr int kTuningTableFormat = 1;
 
 struct TuningRow {
-  KernelKind kind = KernelKind::forward;  // forward, backward_query, backward_key_value, backward_atomic
-  DType dtype = DType::bf16;              // bf16 or f16
-  int dim_qk_min = 0, dim_qk_max = 0;     // inclusive range of Dqk
-  int dim_v_min = 0, dim_v_max = 0;       // inclusive range of Dv
+  KernelKind kind =
+      KernelKind::forward;    // forward, backward_query, backward_key_value, backward_atomic
+  DType dtype = DType::bf16;  // bf16 or f16
+  int dim_qk_min = 0, dim_qk_max = 0;  // inclusive range of Dqk
+  int dim_v_min = 0, dim_v_max = 0;    // inclusive range of Dv
   bool causal = false;
   // Inclusive bucket of max(seq_q, seq_kv); seq_max == 0: no upper bound.
   std::int64_t seq_min = 1, seq_max = 0;

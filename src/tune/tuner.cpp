@@ -13,11 +13,9 @@ namespace {
 struct Context {
   const Problem& problem;
   int vec;
-  const Timer& timer;
+  CandidateRunner& runner;
   const TunerSettings& settings;
   const TunerProgress& progress;
-  const cuda::DeviceInfo& device;
-  const ReferenceCheck& reference;
   PruneSettings prune;
 };
 
@@ -29,12 +27,12 @@ KernelSpec spec_of(const Context& c, KernelKind kind) {
   spec.dim_v = static_cast<int>(c.problem.dim_v);
   spec.causal = c.problem.causal;
   spec.vec = c.vec;
-  spec.arch = c.device.arch();
+  spec.arch = c.settings.arch;
   return spec;
 }
 
 TuningParams default_of(const Context& c, KernelKind kind) {
-  return default_tuning(spec_of(c, kind), c.device.shared_per_block_optin);
+  return default_tuning(spec_of(c, kind), c.settings.shared_limit);
 }
 
 // Checks one candidate on the small problem, then times it (unless wrong).
@@ -44,13 +42,13 @@ CandidateOutcome measure_candidate(const Context& c, KernelKind kind, const Cand
   out.tuning = candidate.tuning;
   out.is_default = candidate.is_default;
   const ScopedTuningOverride forced(kind, candidate.tuning);
-  const std::string failure = c.reference.check(kind);
+  const std::string failure = c.runner.check(kind);
   if (!failure.empty()) {
     out.rejected = "wrong results: " + failure;
     return out;
   }
   try {
-    const Measurement m = c.timer.time(kind, best_ms);
+    const Measurement m = c.runner.time(kind, best_ms);
     out.ms = m.ms;
     out.cut = m.cut;
   } catch (const Error& e) {
@@ -66,10 +64,10 @@ void confirm(const Context& c, KindResult& r) {
   for (int round = 0; round < c.settings.confirm_rounds; ++round) {
     {
       const ScopedTuningOverride forced(r.kind, r.best);
-      best_times.push_back(c.timer.time_full(r.kind));
+      best_times.push_back(c.runner.time_full(r.kind));
     }
     const ScopedTuningOverride forced(r.kind, r.default_tuning);
-    default_times.push_back(c.timer.time_full(r.kind));
+    default_times.push_back(c.runner.time_full(r.kind));
   }
   const double best_ms = median_of(best_times), default_ms = median_of(default_times);
   r.default_ms = default_ms;
@@ -90,6 +88,7 @@ KindResult tune_kind(const Context& c, KernelKind kind) {
   r.flops = is_backward_kind(kind) ? backward_flops(c.problem) : forward_flops(c.problem);
 
   PruneResult pruned;
+  if (c.progress.pruning_started) c.progress.pruning_started(kind);
   try {
     pruned = prune(r.spec, r.default_tuning, c.prune);
   } catch (const Error& e) {
@@ -104,15 +103,18 @@ KindResult tune_kind(const Context& c, KernelKind kind) {
   // The default first: it is the baseline of the cut-off and of the gain.
   std::vector<Candidate> order;
   for (const Candidate& k : pruned.kept)
-    if (k.is_default) order.insert(order.begin(), k);
-    else order.push_back(k);
+    if (k.is_default)
+      order.insert(order.begin(), k);
+    else
+      order.push_back(k);
 
   double best_ms = -1;
   for (const Candidate& candidate : order) {
     CandidateOutcome out = measure_candidate(c, kind, candidate, best_ms);
     if (candidate.is_default) {
-      if (!out.rejected.empty()) r.error = "the default tuning " + candidate.tuning.to_string() +
-                                           " cannot be measured: " + out.rejected;
+      if (!out.rejected.empty())
+        r.error = "the default tuning " + candidate.tuning.to_string() +
+                  " cannot be measured: " + out.rejected;
       r.default_ms = out.ms;
     }
     if (out.rejected.empty() && !out.cut && (best_ms < 0 || out.ms < best_ms)) {
@@ -150,28 +152,34 @@ std::vector<KernelKind> kinds_named(const std::vector<std::string>& names) {
   return kinds;
 }
 
-std::vector<KindResult> tune_configuration(const Problem& p, int vec, const Timer& timer,
+void set_device(TunerSettings& settings, int ordinal) {
+  const cuda::DeviceInfo& device = cuda::device_info(ordinal);
+  settings.arch = device.arch();
+  settings.shared_limit = device.shared_per_block_optin;
+  settings.cost_device.sm_count = device.sm_count;
+  if (device.shared_per_sm > 0)
+    settings.cost_device.shared_per_sm = static_cast<std::int64_t>(device.shared_per_sm);
+  if (device.registers_per_sm > 0) settings.cost_device.registers_per_sm = device.registers_per_sm;
+  settings.compile = compile_and_load(ordinal);
+}
+
+std::vector<KindResult> tune_configuration(const Problem& p, int vec, CandidateRunner& runner,
                                            const TunerSettings& settings,
                                            const TunerProgress& progress) {
-  const cuda::DeviceInfo& device = cuda::device_info(settings.ordinal);
-  const ReferenceCheck reference(p.dtype, static_cast<int>(p.dim_qk), static_cast<int>(p.dim_v),
-                                 p.causal, settings.reference_threads);
-  Context c{p, vec, timer, settings, progress, device, reference, {}};
-  c.prune.shared_limit = device.shared_per_block_optin;
+  Context c{p, vec, runner, settings, progress, {}};
+  c.prune.shared_limit = settings.shared_limit;
   c.prune.top = settings.top;
   c.prune.threads = settings.compile_threads;
   c.prune.problem = {p.batch, p.heads_q, p.heads_kv, p.seq_q, p.seq_kv};
-  c.prune.device.sm_count = device.sm_count;
-  if (device.shared_per_sm > 0) c.prune.device.shared_per_sm = static_cast<std::int64_t>(device.shared_per_sm);
-  if (device.registers_per_sm > 0) c.prune.device.registers_per_sm = device.registers_per_sm;
-  c.prune.compile = compile_and_load(settings.ordinal);
+  c.prune.device = settings.cost_device;
+  c.prune.compile = settings.compile;
 
   std::vector<KindResult> results;
   bool backward_ready = false;
   std::optional<TuningParams> best_query;
   for (KernelKind kind : settings.kinds) {
     if (is_backward_kind(kind) && !backward_ready) {
-      timer.prepare_backward();  // O and LSE of every input set
+      runner.prepare_backward();  // O and LSE of every input set
       backward_ready = true;
     }
     // The other kernel of the deterministic backward is held fixed: the

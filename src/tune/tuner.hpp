@@ -13,12 +13,14 @@
 // configuration slower than the heuristic.
 #pragma once
 
+#include <cstddef>
 #include <functional>
 #include <string>
 #include <vector>
 
 #include "codegen/kernel_spec.hpp"
 #include "common/problem.hpp"
+#include "tune/cost_model.hpp"
 #include "tune/measure.hpp"
 #include "tune/search_space.hpp"
 
@@ -31,45 +33,52 @@ struct TunerSettings {
   std::vector<KernelKind> kinds;  // in the order above
   int top = 12;                   // candidates timed per kind besides the default
   int compile_threads = 0;        // 0: hardware threads
-  int reference_threads = 0;      // for the fp64 reference; 0: hardware threads
-  int ordinal = 0;                // CUDA device
-  TimingSettings timing;
   int confirm_rounds = 2;         // alternating re-timings of winner and default
+  // The device (device_settings() fills these from a CUDA device).
+  std::string arch = "sm_90a";
+  std::size_t shared_limit = 232448;  // opt-in bytes per block
+  CostDevice cost_device;
+  CompileFunction compile;  // empty: compile_without_device()
 };
+
+// arch, shared_limit, cost_device and compile (compile_and_load) of a CUDA device.
+void set_device(TunerSettings& settings, int ordinal);
 
 // What happened to one candidate.
 struct CandidateOutcome {
   TuningParams tuning;
   bool is_default = false;
-  double ms = -1;         // median; < 0 when not timed
-  bool cut = false;       // timed only briefly (clearly slower)
-  std::string rejected;   // why it was dropped ("" when timed)
+  double ms = -1;        // median; < 0 when not timed
+  bool cut = false;      // timed only briefly (clearly slower)
+  std::string rejected;  // why it was dropped ("" when timed)
 };
 
 struct KindResult {
   KernelKind kind = KernelKind::forward;
-  KernelSpec spec;                 // the spec that was tuned (vec of the timed inputs)
+  KernelSpec spec;  // the spec that was tuned (vec of the timed inputs)
   TuningParams default_tuning, best;
   double default_ms = -1, best_ms = -1;  // of the call (see measure.hpp)
-  double flops = 0;                // of the timed call
+  double flops = 0;                      // of the timed call
   std::vector<CandidateOutcome> outcomes;
-  std::vector<Rejected> pruned;    // dropped before timing, with reasons
+  std::vector<Rejected> pruned;  // dropped before timing, with reasons
   int space = 0, compiled = 0;
-  std::string error;               // the kind could not be tuned (e.g. the default failed)
+  std::string error;  // the kind could not be tuned (e.g. the default failed)
   bool ok() const { return error.empty(); }
 };
 
-// Progress: called when a kind starts (with the number of candidates it
-// will time) and after each candidate.
+// Progress: called when a kind's pruning (compiling) starts, when its timing
+// starts (with the number of candidates it will time) and after each candidate.
 struct TunerProgress {
+  std::function<void(KernelKind kind)> pruning_started;
   std::function<void(KernelKind kind, int candidates)> kind_started;
   std::function<void(KernelKind kind, const CandidateOutcome& outcome)> candidate_done;
 };
 
-// One configuration. `timer` holds the timed problem `p` (its dims, dtype
-// and causal are the configuration); `vec` is the alignment class of its
-// tensors (cuda::alignment_class), which the tuned spec carries.
-std::vector<KindResult> tune_configuration(const Problem& p, int vec, const Timer& timer,
+// One configuration: the timed problem `p` (its dims, dtype and causal are
+// the configuration; its shape ranks candidates), run by `runner`; `vec` is
+// the alignment class of its tensors (cuda::alignment_class), which the
+// tuned specs carry.
+std::vector<KindResult> tune_configuration(const Problem& p, int vec, CandidateRunner& runner,
                                            const TunerSettings& settings,
                                            const TunerProgress& progress = {});
 

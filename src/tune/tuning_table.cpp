@@ -53,9 +53,9 @@ std::optional<TuningParams> environment_override(KernelKind kind) {
   while (std::getline(entries, entry, ';')) {
     const auto colon = entry.find(':');
     if (colon == std::string::npos)
-      throw Error(ErrorCode::invalid_argument,
-                  "FLASHGEN_TUNING: expected 'kind: tuning' entries separated by ';', got '" +
-                      entry + "'");
+      throw Error(
+          ErrorCode::invalid_argument,
+          "FLASHGEN_TUNING: expected 'kind: tuning' entries separated by ';', got '" + entry + "'");
     std::string name = entry.substr(0, colon);
     name.erase(0, name.find_first_not_of(' '));
     name.erase(name.find_last_not_of(' ') + 1);
@@ -89,11 +89,11 @@ bool same_class(const TuningRow& row, const KernelSpec& spec) {
 
 // Ordering of candidate rows; smaller is better.
 struct Rank {
-  int below = 0;           // 1 when some dim of the row is smaller than the problem's
+  int below = 0;  // 1 when some dim of the row is smaller than the problem's
   double dim_distance = 0;
   double seq_distance = 0;
-  int shipped = 0;         // user rows first
-  double width = 0;        // narrower rows first (log2 of their extent)
+  int shipped = 0;   // user rows first
+  double width = 0;  // narrower rows first (log2 of their extent)
 
   auto tie() const { return std::tie(below, dim_distance, seq_distance, shipped, width); }
   bool operator<(const Rank& o) const { return tie() < o.tie(); }
@@ -132,14 +132,32 @@ TableCache& table_cache() {
   return *c;
 }
 
+// FLASHGEN_TUNING_TABLES: unset or "all" (both tables), "user" (only the
+// user table), "off" (none: the heuristic defaults, e.g. to measure them).
+struct TableChoice {
+  bool shipped = true, user = true;
+};
+
+TableChoice table_choice() {
+  const char* text = std::getenv("FLASHGEN_TUNING_TABLES");
+  const std::string value = text ? text : "all";
+  if (value == "all" || value.empty()) return {true, true};
+  if (value == "user") return {false, true};
+  if (value == "off") return {false, false};
+  throw Error(ErrorCode::invalid_argument,
+              "FLASHGEN_TUNING_TABLES must be all, user or off; got '" + value + "'");
+}
+
 TuningTableSet load_set(const std::string& arch) {
   const std::string name = table_name_of_arch(arch);
+  const TableChoice choice = table_choice();
   std::vector<TuningRow> shipped, user;
-  if (const std::optional<std::string> text = shipped_tuning_table_text(name))
-    shipped = parse_tuning_table(*text, "shipped table data/tuning/" + name + ".json", name).rows;
+  if (choice.shipped)
+    if (const std::optional<std::string> text = shipped_tuning_table_text(name))
+      shipped = parse_tuning_table(*text, "shipped table data/tuning/" + name + ".json", name).rows;
   const std::string path = user_tuning_table_path(arch);
   std::error_code ignored;
-  if (!path.empty() && std::filesystem::exists(path, ignored))
+  if (choice.user && !path.empty() && std::filesystem::exists(path, ignored))
     user = load_tuning_table(path, name).rows;
   return make_table_set(std::move(shipped), std::move(user), path);
 }
@@ -183,8 +201,8 @@ TuningTableSet make_table_set(std::vector<TuningRow> shipped, std::vector<Tuning
                               std::string user_path) {
   TuningTableSet set;
   for (TuningRow& row : shipped) {
-    const bool replaced = std::any_of(user.begin(), user.end(),
-                                      [&](const TuningRow& u) { return u.same_key(row); });
+    const bool replaced =
+        std::any_of(user.begin(), user.end(), [&](const TuningRow& u) { return u.same_key(row); });
     if (!replaced) set.shipped.push_back(std::move(row));
   }
   set.user = std::move(user);
@@ -205,7 +223,8 @@ std::optional<RowMatch> find_row(const TuningTableSet& tables, const KernelSpec&
     const std::vector<TuningRow>& rows = user ? tables.user : tables.shipped;
     for (std::size_t i = 0; i < rows.size(); ++i) {
       if (!same_class(rows[i], spec)) continue;
-      const bool exact = rows[i].contains_dims(spec.dim_qk, spec.dim_v) && rows[i].contains_seq(seq);
+      const bool exact =
+          rows[i].contains_dims(spec.dim_qk, spec.dim_v) && rows[i].contains_seq(seq);
       candidates.push_back(
           {&rows[i], user, exact, rank_of(rows[i], user, spec, seq), static_cast<int>(i)});
     }

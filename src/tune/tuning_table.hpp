@@ -16,7 +16,8 @@
 //      in log2 of the dims, then of the sequence length;
 //   5. nothing: the caller uses default_tuning() (codegen/heuristics.hpp).
 // Overrides (1, 2) are used as given; a row (3, 4) is skipped when its
-// tuning is not valid for the spec.
+// tuning is not valid for the spec. FLASHGEN_TUNING_TABLES=user ignores the
+// shipped table, =off both tables (to measure the heuristic defaults).
 #pragma once
 
 #include <cstddef>
@@ -88,7 +89,8 @@ std::optional<RowMatch> find_row(const TuningTableSet& tables, const KernelSpec&
                                  std::int64_t seq, std::size_t shared_limit);
 
 // The set for spec.arch's table name, loaded once per process (the shipped
-// table from the library, the user table from user_tuning_table_path()).
+// table from the library, the user table from user_tuning_table_path(), as
+// FLASHGEN_TUNING_TABLES allows).
 std::shared_ptr<const TuningTableSet> tuning_tables(const std::string& arch);
 // Forget loaded tables: the next lookup reads them again (after the tuner
 // wrote the user table, or a test changed FLASHGEN_CACHE_DIR).

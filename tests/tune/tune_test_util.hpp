@@ -6,22 +6,21 @@
 
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
-
-#include <nlohmann/json.hpp>
 
 namespace flashgen::tune_test {
 
 // A valid forward row for bf16 D = 64, non-causal, every sequence length.
 inline nlohmann::json valid_row() {
-  return nlohmann::json{{"kind", "forward"},     {"dtype", "bf16"},
-                        {"dim_qk_min", 64},      {"dim_qk_max", 64},
-                        {"dim_v_min", 64},       {"dim_v_max", 64},
-                        {"causal", false},       {"seq_min", 1},
-                        {"seq_max", 0},          {"tuning", "rows=128 cols=64 head=0 warps=4 cache=Q"},
-                        {"tflops", 300.5},       {"date", "2026-12-03"},
-                        {"driver", "13.0"},      {"gpu", "NVIDIA H200"}};
+  return nlohmann::json{{"kind", "forward"}, {"dtype", "bf16"},
+                        {"dim_qk_min", 64},  {"dim_qk_max", 64},
+                        {"dim_v_min", 64},   {"dim_v_max", 64},
+                        {"causal", false},   {"seq_min", 1},
+                        {"seq_max", 0},      {"tuning", "rows=128 cols=64 head=0 warps=4 cache=Q"},
+                        {"tflops", 300.5},   {"date", "2026-12-03"},
+                        {"driver", "13.0"},  {"gpu", "NVIDIA H200"}};
 }
 
 inline std::string table_text(const nlohmann::json& rows, const std::string& arch = "sm90") {
@@ -33,12 +32,16 @@ class ScopedEnv {
  public:
   ScopedEnv(const char* name, const std::optional<std::string>& value) : name_(name) {
     if (const char* old = ::getenv(name)) old_ = old;
-    if (value) ::setenv(name, value->c_str(), 1);
-    else ::unsetenv(name);
+    if (value)
+      ::setenv(name, value->c_str(), 1);
+    else
+      ::unsetenv(name);
   }
   ~ScopedEnv() {
-    if (old_) ::setenv(name_, old_->c_str(), 1);
-    else ::unsetenv(name_);
+    if (old_)
+      ::setenv(name_, old_->c_str(), 1);
+    else
+      ::unsetenv(name_);
   }
   ScopedEnv(const ScopedEnv&) = delete;
   ScopedEnv& operator=(const ScopedEnv&) = delete;
