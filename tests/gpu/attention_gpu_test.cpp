@@ -17,12 +17,6 @@
 namespace flashgen::testing {
 namespace {
 
-#define SKIP_WITHOUT_GPU()                                      \
-  do {                                                          \
-    std::string reason;                                         \
-    if (!gpu_available(&reason)) GTEST_SKIP() << "no GPU: " << reason; \
-  } while (0)
-
 Options gpu_options(bool deterministic = true) {
   Options options;
   options.backend = Backend::cuda;
@@ -71,17 +65,17 @@ class GpuBackwardAtomic : public ::testing::TestWithParam<Case> {
 };
 
 TEST_P(GpuForward, MatchesReference) {
-  SKIP_WITHOUT_GPU();
+  FLASHGEN_SKIP_WITHOUT_GPU();
   EXPECT_TRUE(check_forward(GetParam(), gpu_options()));
 }
 
 TEST_P(GpuBackward, MatchesReference) {
-  SKIP_WITHOUT_GPU();
+  FLASHGEN_SKIP_WITHOUT_GPU();
   EXPECT_TRUE(check_backward(GetParam(), gpu_options(true)));
 }
 
 TEST_P(GpuBackwardAtomic, MatchesReference) {
-  SKIP_WITHOUT_GPU();
+  FLASHGEN_SKIP_WITHOUT_GPU();
   EXPECT_TRUE(check_backward(GetParam(), gpu_options(false)));
 }
 
@@ -102,7 +96,7 @@ INSTANTIATE_TEST_SUITE_P(Random, GpuBackwardAtomic, ::testing::ValuesIn(random_c
 // atomics and a fixed summation order. GQA makes several query heads feed
 // one dK/dV, the case where atomics would reorder sums.
 TEST(GpuAttention, DeterministicBackwardIsBitIdentical) {
-  SKIP_WITHOUT_GPU();
+  FLASHGEN_SKIP_WITHOUT_GPU();
   const MemoryKind gpu = MemoryKind::cuda;
   const std::int64_t b = 2, s = 1000, hq = 8, hkv = 2, d = 128;
   TestTensor q(gpu, DType::bf16, b, s, hq, d, Layout::bshd);
@@ -144,7 +138,7 @@ TEST(GpuAttention, DeterministicBackwardIsBitIdentical) {
 }
 
 TEST(GpuAttention, Float32IsRefusedWithAClearError) {
-  SKIP_WITHOUT_GPU();
+  FLASHGEN_SKIP_WITHOUT_GPU();
   Case c;
   c.dtype = DType::f32;
   ::testing::AssertionResult result = check_forward(c, gpu_options());

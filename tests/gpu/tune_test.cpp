@@ -24,12 +24,6 @@
 namespace flashgen::testing {
 namespace {
 
-#define SKIP_WITHOUT_GPU()                                             \
-  do {                                                                 \
-    std::string reason;                                                \
-    if (!gpu_available(&reason)) GTEST_SKIP() << "no GPU: " << reason; \
-  } while (0)
-
 struct KindCase {
   KernelKind kind;
   int dim;
@@ -66,7 +60,7 @@ int packed_vec(const Case& c) {
 class TunedCandidates : public ::testing::TestWithParam<KindCase> {};
 
 TEST_P(TunedCandidates, EverySurvivorMatchesTheReference) {
-  SKIP_WITHOUT_GPU();
+  FLASHGEN_SKIP_WITHOUT_GPU();
   const KindCase& k = GetParam();
   const Case c = small_case(k);
   const int ordinal = cuda::current_device();
@@ -114,7 +108,7 @@ INSTANTIATE_TEST_SUITE_P(Tune, TunedCandidates,
                          });
 
 TEST(Tuner, SmallProblemEndToEnd) {
-  SKIP_WITHOUT_GPU();
+  FLASHGEN_SKIP_WITHOUT_GPU();
   const MemoryKind gpu = MemoryKind::cuda;
   const DType t = DType::bf16;
   const std::int64_t b = 1, s = 1024, h = 4, d = 96;

@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <memory>
+#include <string>
 
 #include "flashgen/flashgen.hpp"
 
@@ -24,5 +25,14 @@ std::unique_ptr<Storage> make_storage(MemoryKind memory, std::size_t bytes);
 
 // Whether GPU tests can run here; when not, the reason for GTEST_SKIP.
 bool gpu_available(std::string* reason);
+
+// First statement of a GPU test: reports SKIPPED, with the reason, where no
+// GPU can run kernels.
+#define FLASHGEN_SKIP_WITHOUT_GPU()                                    \
+  do {                                                                 \
+    std::string reason;                                                \
+    if (!::flashgen::testing::gpu_available(&reason))                  \
+      GTEST_SKIP() << "no GPU: " << reason;                            \
+  } while (0)
 
 }  // namespace flashgen::testing
