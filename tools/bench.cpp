@@ -70,8 +70,7 @@ Arguments declare() {
       "CPU defaults: B=1 H=8 N=1024 D=64,128, 3 repeats after 1 warm-up.\n"
       "Exit code 1 when a validation or a run fails (refused shapes only print why).");
   a.option("backend", "NAME", "cuda (default when a GPU can run) or cpu");
-  a.option("dims", "D,D,...", "head dimensions (Dqk = Dv = D)");
-  a.flag("sweep", "D = 4..96/4, 104..160/8, 176..256/16, 288..384/32, 127 199 257 385 448 512");
+  declare_dims_options(a);
   a.option("batch", "B", "batch size");
   a.option("heads", "H", "query heads");
   a.option("heads-kv", "H", "key/value heads, dividing --heads (default: --heads)");
@@ -99,8 +98,7 @@ Settings settings_from(const Arguments& a) {
   s.memory = memory_for(s.backend);
   s.on_gpu = s.backend == Backend::cuda;
   const Defaults& d = s.on_gpu ? kGpuDefaults : kCpuDefaults;
-  if (a.given("sweep") && a.given("dims")) throw UsageError("flashgen bench: give --dims or --sweep, not both");
-  s.dims = a.given("sweep") ? sweep_dims() : a.integer_list("dims", d.dims, 1, kMaxDim);
+  s.dims = dims_from(a, d.dims, kMaxDim);
   s.base.batch = a.integer("batch", d.batch, 1);
   s.base.heads_q = a.integer("heads", d.heads, 1);
   s.base.heads_kv = a.integer("heads-kv", s.base.heads_q, 1);

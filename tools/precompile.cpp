@@ -57,18 +57,14 @@ int precompile_command(const std::vector<std::string>& words) {
               "Compiles the kernels that problems of these head dimensions (packed tensors, "
               "Dqk = Dv = D) use on ARCH into the cache directory ($FLASHGEN_CACHE_DIR or "
               "~/.cache/flashgen/<version>/<arch>), with NVRTC and no GPU.");
-  a.option("dims", "D,D,...", "head dimensions");
-  a.flag("sweep", "D = 4..96/4, 104..160/8, 176..256/16, 288..384/32, 127 199 257 385 448 512");
+  declare_dims_options(a);
   a.option("dtype", "T", "bf16 (default) or f16");
   a.option("causal", "C", "0 (default), 1 or both");
   a.option("arch", "ARCH", "NVRTC target (default sm_90a)");
   a.option("kinds", "K,K", "forward, backward, backward_atomic (default: all three)");
   a.option("threads", "N", "compiler threads (default: hardware threads)");
   if (!a.parse(words)) return kExitOk;
-  if (a.given("sweep") && a.given("dims"))
-    throw UsageError("flashgen precompile: give --dims or --sweep, not both");
-  const std::vector<std::int64_t> dims =
-      a.given("sweep") ? sweep_dims() : a.integer_list("dims", {64, 128}, 1, 512);
+  const std::vector<std::int64_t> dims = dims_from(a, {64, 128}, 512);
   const DType dtype = a.choice("dtype", "bf16", {"bf16", "f16"}) == "f16" ? DType::f16 : DType::bf16;
   const std::string causal = a.choice("causal", "0", {"0", "1", "both"});
   const std::string arch = a.text("arch", "sm_90a");

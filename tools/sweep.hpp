@@ -8,6 +8,15 @@
 
 namespace flashgen::cli {
 
+class Arguments;
+
 std::vector<std::int64_t> sweep_dims();
+
+// Declares --dims D,D,... and --sweep on a command.
+void declare_dims_options(Arguments& a);
+// The head dimensions asked for: the sweep, the --dims list (each in
+// 1..max_dim) or `fallback`; both options at once is a usage error.
+std::vector<std::int64_t> dims_from(const Arguments& a, const std::vector<std::int64_t>& fallback,
+                                    std::int64_t max_dim);
 
 }  // namespace flashgen::cli

@@ -94,8 +94,7 @@ Arguments declare() {
       "(docs/tuning_tables.md) into --out after every configuration.\n"
       "Defaults: B=2 H=16 N=8192, D=64,128, bf16, non-causal, forward and backward,\n"
       "top 12, median of 7 after 2 warm-up calls, 2 input sets.");
-  a.option("dims", "D,D,...", "head dimensions (Dqk = Dv = D)");
-  a.flag("sweep", "D = 4..96/4, 104..160/8, 176..256/16, 288..384/32, 127 199 257 385 448 512");
+  declare_dims_options(a);
   a.option("kinds", "K,K", "forward, backward (query then key/value), backward_atomic");
   a.option("dtype", "T,T", "bf16 (default), f16, or both: bf16,f16");
   a.option("causal", "0|1|both", "causal mask (default 0)");
@@ -131,9 +130,7 @@ Arguments declare() {
 
 Settings settings_from(const Arguments& a) {
   Settings s;
-  if (a.given("sweep") && a.given("dims"))
-    throw UsageError("flashgen tune: give --dims or --sweep, not both");
-  s.dims = a.given("sweep") ? sweep_dims() : a.integer_list("dims", kDims, 1, kMaxDim);
+  s.dims = dims_from(a, kDims, kMaxDim);
   for (const std::string& name : a.choice_list("dtype", {"bf16"}, {"bf16", "f16"}))
     s.dtypes.push_back(dtype_named(name));
   const std::string causal = a.choice("causal", "0", {"0", "1", "both"});
