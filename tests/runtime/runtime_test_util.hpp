@@ -7,30 +7,15 @@
 #include <filesystem>
 #include <string>
 
+#include "temp_dir.hpp"
+
 #include "cuda/runtime/cubin_cache.hpp"
 #include "cuda/runtime/nvrtc_api.hpp"
 #include "cuda/runtime/runtime.hpp"
 
 namespace flashgen::cuda::test {
 
-// A fresh directory under the system temp dir, removed with its contents.
-class TempDir {
- public:
-  TempDir() {
-    std::string pattern = (std::filesystem::temp_directory_path() / "flashgen-rt-XXXXXX").string();
-    path_ = ::mkdtemp(pattern.data()) ? pattern : "";
-  }
-  ~TempDir() {
-    std::error_code ignored;
-    if (!path_.empty()) std::filesystem::remove_all(path_, ignored);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
+using ::flashgen::testing::TempDir;
 
 // Whether NVRTC loads here; when not, the reason for GTEST_SKIP.
 inline bool nvrtc_ready(std::string* reason) {

@@ -10,6 +10,8 @@
 #include <optional>
 #include <string>
 
+#include "temp_dir.hpp"
+
 namespace flashgen::tune_test {
 
 // A valid forward row for bf16 D = 64, non-causal, every sequence length.
@@ -51,25 +53,7 @@ class ScopedEnv {
   std::optional<std::string> old_;
 };
 
-// A fresh directory under the system temp dir, removed with its contents.
-class TempDir {
- public:
-  TempDir() {
-    std::string pattern =
-        (std::filesystem::temp_directory_path() / "flashgen-tune-XXXXXX").string();
-    path_ = ::mkdtemp(pattern.data()) ? pattern : "";
-  }
-  ~TempDir() {
-    std::error_code ignored;
-    if (!path_.empty()) std::filesystem::remove_all(path_, ignored);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
+using ::flashgen::testing::TempDir;
 
 inline void write_file(const std::string& path, const std::string& text) {
   std::filesystem::create_directories(std::filesystem::path(path).parent_path());
