@@ -100,22 +100,13 @@ Loaded load() {
   return loaded;
 }
 
-const Loaded& loaded() {
-  static std::once_flag once;
-  static Loaded* instance = nullptr;  // leaked on purpose: used until exit
-  std::call_once(once, [] { instance = new Loaded(load()); });
-  return *instance;
-}
+const Loaded& loaded() { return load_once<Loaded, load>(); }
 
 }  // namespace
 
 Status status() { return loaded().status; }
 
-const Api& api() {
-  const Loaded& l = loaded();
-  if (!l.status.ok) throw Error(ErrorCode::unsupported, l.status.reason);
-  return l.api;
-}
+const Api& api() { return api_or_throw(loaded()); }
 
 std::string error_text(CUresult result) {
   const Loaded& l = loaded();

@@ -2,8 +2,11 @@
 // caller as a reason rather than a crash at load time.
 #pragma once
 
+#include <mutex>
 #include <string>
 #include <vector>
+
+#include "flashgen/flashgen.hpp"
 
 namespace flashgen::cuda {
 
@@ -28,5 +31,23 @@ class DynamicLibrary {
   void* handle_ = nullptr;  // never dlclose'd: function pointers outlive every caller
   std::string name_;
 };
+
+// A library's API, loaded by `Load` on first use from any thread and kept
+// until exit (never destroyed: its function pointers outlive every caller).
+// Loaded must have `status.ok`, `status.reason` and `api`.
+template <class Loaded, Loaded (*Load)()>
+const Loaded& load_once() {
+  static std::once_flag once;
+  static Loaded* instance = nullptr;
+  std::call_once(once, [] { instance = new Loaded(Load()); });
+  return *instance;
+}
+
+// The API of a loaded library, or Error(unsupported) with the reason it is not there.
+template <class Loaded>
+const auto& api_or_throw(const Loaded& loaded) {
+  if (!loaded.status.ok) throw Error(ErrorCode::unsupported, loaded.status.reason);
+  return loaded.api;
+}
 
 }  // namespace flashgen::cuda
