@@ -37,42 +37,37 @@ const char* to_string(Backend backend) {
   return "unknown-backend";
 }
 
-TensorView TensorView::bshd(void* data, DType dtype, std::int64_t batch, std::int64_t seq,
-                            std::int64_t heads, std::int64_t dim, MemoryKind memory, int device) {
+namespace {
+
+// A [batch, seq, heads, dim] view with the given element strides.
+TensorView view_with_strides(void* data, DType dtype, const std::int64_t (&shape)[4],
+                             const std::int64_t (&stride)[4], MemoryKind memory, int device) {
   TensorView t;
   t.data = data;
   t.dtype = dtype;
-  t.shape[0] = batch;
-  t.shape[1] = seq;
-  t.shape[2] = heads;
-  t.shape[3] = dim;
-  // Memory order: batch, seq, heads, dim (dim fastest).
-  t.stride[3] = 1;
-  t.stride[2] = dim;
-  t.stride[1] = heads * dim;
-  t.stride[0] = seq * heads * dim;
+  for (int d = 0; d < 4; ++d) {
+    t.shape[d] = shape[d];
+    t.stride[d] = stride[d];
+  }
   t.memory = memory;
   t.device = device;
   return t;
 }
 
+}  // namespace
+
+TensorView TensorView::bshd(void* data, DType dtype, std::int64_t batch, std::int64_t seq,
+                            std::int64_t heads, std::int64_t dim, MemoryKind memory, int device) {
+  // Memory order: batch, seq, heads, dim (dim fastest).
+  return view_with_strides(data, dtype, {batch, seq, heads, dim},
+                           {seq * heads * dim, heads * dim, dim, 1}, memory, device);
+}
+
 TensorView TensorView::bhsd(void* data, DType dtype, std::int64_t batch, std::int64_t seq,
                             std::int64_t heads, std::int64_t dim, MemoryKind memory, int device) {
-  TensorView t;
-  t.data = data;
-  t.dtype = dtype;
-  t.shape[0] = batch;
-  t.shape[1] = seq;
-  t.shape[2] = heads;
-  t.shape[3] = dim;
   // Memory order: batch, heads, seq, dim; the view's axes stay [batch, seq, heads, dim].
-  t.stride[3] = 1;
-  t.stride[1] = dim;
-  t.stride[2] = seq * dim;
-  t.stride[0] = heads * seq * dim;
-  t.memory = memory;
-  t.device = device;
-  return t;
+  return view_with_strides(data, dtype, {batch, seq, heads, dim},
+                           {heads * seq * dim, dim, seq * dim, 1}, memory, device);
 }
 
 RowStatsView RowStatsView::contiguous(float* data, std::int64_t batch, std::int64_t heads,
