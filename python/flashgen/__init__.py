@@ -13,7 +13,8 @@ from .ring import ring_attention, ring_ranges, ring_shard, ring_unshard  # conte
 from ._capi import UnsupportedError
 from . import _capi
 
-__all__ = ["attention", "cuda_available", "numpy", "UnsupportedError", "version"]
+__all__ = ["attention", "cuda_available", "numpy", "ring_attention", "ring_ranges", "ring_shard",
+           "ring_unshard", "UnsupportedError", "version"]
 
 
 def version() -> str:
