@@ -259,6 +259,13 @@ def flex_attention_for(seq, causal):
     # A fresh compile per shape: otherwise the recompile limit would silently
     # send later head dimensions to the unfused eager fallback.
     torch._dynamo.reset()
+    # The backward is timed by replaying autograd.grad with retain_graph=True,
+    # which a compiled graph with donated buffers refuses ("non-empty donated
+    # buffers requires ... retain_graph=False"): keep the buffers.
+    try:
+        torch._functorch.config.donated_buffer = False
+    except AttributeError:  # older PyTorch: no donated buffers at all
+        pass
     compiled = torch.compile(flex_attention, dynamic=False)
     block_mask = None
     if causal:
