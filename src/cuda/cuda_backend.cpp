@@ -57,9 +57,6 @@ int forward_vec(const ForwardArgs& a) { return alignment_class({&a.q, &a.k, &a.v
 
 unsigned to_unsigned(std::int64_t x) { return static_cast<unsigned>(x); }
 
-// The backward as a list of launches. Deterministic: backward_query (dQ and
-// Dterm) then backward_key_value (dK, dV). Atomic: backward_prepare (Dterm,
-// zeroed fp32 dQ), backward_atomic (dK, dV, dQ partials), convert_grad_q.
 // Atomic only where the caller allows it and it is expected to be faster.
 // FLASHGEN_BACKWARD=atomic or =two_kernel overrides the expectation (for
 // benchmarks and tests of both variants); deterministic calls never use atomics.
@@ -75,6 +72,9 @@ bool use_atomic(const Problem& p, bool deterministic) {
   return prefer_atomic_backward(static_cast<int>(p.dim_qk), static_cast<int>(p.dim_v));
 }
 
+// The backward as a list of launches. Two-kernel: backward_query (dQ and
+// Dterm) then backward_key_value (dK, dV). Atomic: backward_prepare (Dterm,
+// zeroed fp32 dQ), backward_atomic (dK, dV, dQ partials), convert_grad_q.
 std::vector<KernelKind> backward_kinds(bool atomic) {
   if (!atomic) return {KernelKind::backward_query, KernelKind::backward_key_value};
   return {KernelKind::backward_prepare, KernelKind::backward_atomic, KernelKind::convert_grad_q};
@@ -113,7 +113,6 @@ void launch_choice(const KernelChoice& c, int ordinal, const LaunchShape& shape,
   void* kernel_args[] = {&params};
   launch(compiled(c, ordinal), shape, stream, kernel_args);
 }
-
 
 }  // namespace
 
