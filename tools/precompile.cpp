@@ -15,14 +15,10 @@
 #include "cuda/cuda_backend.hpp"
 #include "cuda/runtime/runtime.hpp"
 #include "sweep.hpp"
+#include "tune/tuning_table.hpp"
 
 namespace flashgen::cli {
 namespace {
-
-// Shared memory a block may opt into on each architecture.
-std::size_t default_shared_limit(const std::string& arch) {
-  return arch == "sm_80" || arch == "sm_87" ? 166912 : arch == "sm_90a" ? 232448 : 101376;
-}
 
 // The alignment class of packed tensors of head dimension d in allocations
 // aligned to 256 bytes (cudaMalloc, PyTorch's allocator): every stride is a
@@ -87,7 +83,7 @@ int precompile_command(const std::vector<std::string>& words) {
       p.causal = is_causal;
       for (KernelKind kind : kinds) {
         KernelSpec spec{kind, dtype, int(d), int(d), is_causal, packed_vec(d), arch};
-        work.push_back(generate(spec, cuda::tuning_for(spec, p, default_shared_limit(arch))));
+        work.push_back(generate(spec, cuda::tuning_for(spec, p, shared_limit_of_arch(arch))));
       }
     }
 

@@ -9,6 +9,7 @@
 #include "codegen/generate.hpp"
 #include "codegen/heuristics.hpp"
 #include "cuda/runtime/runtime.hpp"
+#include "tune/tuning_table.hpp"
 
 namespace flashgen {
 namespace {
@@ -30,11 +31,6 @@ std::string name_of(const SpreadCase& c) {
 }
 
 void PrintTo(const SpreadCase& c, std::ostream* os) { *os << name_of(c); }
-
-// Bytes of shared memory a block may opt into (sm_80: 163 KiB, sm_90: 227 KiB).
-std::size_t shared_limit(const std::string& arch) {
-  return arch == "sm_80" ? 166912 : 232448;
-}
 
 // Every dimension of the contract's spread with every kind on both archs;
 // dtype, causal and alignment class rotate so each value is covered at
@@ -70,9 +66,9 @@ TEST_P(CompileSpread, CompilesWithoutSpills) {
   spec.causal = c.causal;
   spec.vec = c.vec;
   spec.arch = c.arch;
-  const TuningParams tuning = default_tuning(spec, shared_limit(c.arch));
+  const TuningParams tuning = default_tuning(spec, shared_limit_of_arch(c.arch));
   const GeneratedKernel g = generate(spec, tuning);
-  EXPECT_LE(g.shared_bytes, shared_limit(c.arch)) << g.name;
+  EXPECT_LE(g.shared_bytes, shared_limit_of_arch(c.arch)) << g.name;
 
   cuda::CompileRequest request{g.name, g.source, g.entry, c.arch, {}};
   cuda::CompiledKernel compiled;
