@@ -4,42 +4,26 @@
 #include <cmath>
 #include <limits>
 
+#include "cpu/correctness_rule.hpp"
 #include "cpu/reference.hpp"
 #include "cuda/runtime/runtime.hpp"
 
 namespace flashgen::cli {
 namespace {
 
-constexpr double kNaiveFactor = 2.0;
-constexpr double kAbsoluteSlack = 2e-5;  // relative to max(1, max |ref|)
-
-// max |out - ref|; equal values (infinities included) differ by 0; NaN wins.
-double max_error(const std::vector<double>& out, const std::vector<double>& ref) {
-  double worst = 0;
-  for (std::size_t i = 0; i < out.size(); ++i) {
-    if (out[i] == ref[i]) continue;
-    const double difference = std::fabs(out[i] - ref[i]);
-    if (std::isnan(difference)) return std::numeric_limits<double>::quiet_NaN();
-    worst = std::max(worst, difference);
-  }
-  return worst;
-}
-
-double max_finite_magnitude(const std::vector<double>& values) {
-  double largest = 0;
-  for (double value : values)
-    if (std::isfinite(value)) largest = std::max(largest, std::fabs(value));
-  return largest;
-}
+// The commands' slack, relative to max(1, max |ref|): tighter than the test
+// suite's for f16/bf16 outputs (cpu::absolute_slack).
+constexpr double kAbsoluteSlack = 2e-5;
 
 OutputCheck judge(const char* name, const std::vector<double>& out,
                   const std::vector<double>& naive, const std::vector<double>& ref) {
+  const cpu::RuleCheck rule = cpu::apply_correctness_rule(out, naive, ref, kAbsoluteSlack);
   OutputCheck c;
   c.name = name;
-  c.error = max_error(out, ref);
-  c.naive_error = max_error(naive, ref);
-  c.bound = kNaiveFactor * c.naive_error + kAbsoluteSlack * std::max(1.0, max_finite_magnitude(ref));
-  c.pass = c.error <= c.bound;  // false for NaN
+  c.error = rule.error;
+  c.naive_error = rule.naive_error;
+  c.bound = rule.bound;
+  c.pass = rule.pass;
   return c;
 }
 

@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "common/dtype.hpp"
+#include "cpu/correctness_rule.hpp"
 #include "cpu/reference.hpp"
 
 namespace flashgen {
@@ -23,20 +24,6 @@ constexpr std::uint64_t kCheckSeed = 0x7475'6e65;  // fixed: every candidate see
 constexpr float kSmallest = 1.0f / 64.0f;
 // NaN in every dtype: an element a candidate forgets to write fails.
 constexpr unsigned char kPoisonByte = 0xff;
-
-// The correctness rule (measure.hpp).
-constexpr double kNaiveFactor = 2.0;
-double absolute_slack(DType precision) {
-  switch (precision) {
-    case DType::f32:
-      return 4e-6;  // summation-order noise of fp32 (the LSE)
-    case DType::f16:
-      return 0x1p-11;  // half an f16 ulp at 1
-    case DType::bf16:
-      return 0x1p-8;  // half a bf16 ulp at 1
-  }
-  return 0.0;
-}
 
 std::uint64_t next_random(std::uint64_t& state) {  // splitmix64
   std::uint64_t z = (state += 0x9e3779b97f4a7c15ull);
@@ -57,30 +44,15 @@ std::vector<unsigned char> random_values(DType dtype, std::int64_t count, std::u
   return bytes;
 }
 
-// max |out - ref|; equal values (infinities included) differ by 0; NaN wins.
-double max_error(const std::vector<double>& out, const std::vector<double>& ref) {
-  double worst = 0;
-  for (std::size_t i = 0; i < out.size(); ++i) {
-    if (out[i] == ref[i]) continue;
-    const double d = std::fabs(out[i] - ref[i]);
-    if (std::isnan(d)) return std::numeric_limits<double>::quiet_NaN();
-    worst = std::max(worst, d);
-  }
-  return worst;
-}
-
 // "" when `out` passes the rule, else "name max|out-ref| e > bound b".
 std::string judge(const char* name, const std::vector<double>& out,
                   const std::vector<double>& naive, const std::vector<double>& ref,
                   DType precision) {
-  double magnitude = 1;
-  for (double r : ref)
-    if (std::isfinite(r)) magnitude = std::max(magnitude, std::fabs(r));
-  const double error = max_error(out, ref);
-  const double bound = kNaiveFactor * max_error(naive, ref) + absolute_slack(precision) * magnitude;
-  if (error <= bound) return "";  // false for NaN
+  const cpu::RuleCheck c =
+      cpu::apply_correctness_rule(out, naive, ref, cpu::absolute_slack(precision));
+  if (c.pass) return "";
   char text[160];
-  std::snprintf(text, sizeof(text), "%s max|out-ref| %.3e > bound %.3e", name, error, bound);
+  std::snprintf(text, sizeof(text), "%s max|out-ref| %.3e > bound %.3e", name, c.error, c.bound);
   return text;
 }
 

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "cpu/correctness_rule.hpp"
 #include "cpu/reference.hpp"
 #include "test_tensor.hpp"
 
@@ -66,14 +67,10 @@ Deviation deviation(const std::vector<double>& x, const std::vector<double>& ref
 std::string tolerance_violation(const char* name, const TestTensor& tensor,
                                 const std::vector<double>& out, const std::vector<double>& ref,
                                 const std::vector<double>& naive, DType precision) {
-  double magnitude = 1.0;
-  for (double r : ref) {
-    if (std::isfinite(r)) magnitude = std::max(magnitude, std::abs(r));
-  }
-  const double atol = absolute_slack(precision) * magnitude;
+  const double atol = absolute_slack(precision) * cpu::slack_scale(ref);
   const Deviation got = deviation(out, ref);
   const Deviation yardstick = deviation(naive, ref);
-  const double allowed = 2.0 * yardstick.max + atol;
+  const double allowed = cpu::kNaiveErrorFactor * yardstick.max + atol;
   if (report_requested()) {
     std::printf("    %-6s max|out-ref| %-10s naive %-10s atol %-10s ratio %.3g\n", name,
                 number(got.max).c_str(), number(yardstick.max).c_str(), number(atol).c_str(),
@@ -172,14 +169,7 @@ MemoryKind memory_for(Backend backend) {
   return backend == Backend::cuda ? MemoryKind::cuda : MemoryKind::host;
 }
 
-double absolute_slack(DType dtype) {
-  switch (dtype) {
-    case DType::f32: return 4e-6;         // ~34 fp32 ulps: summation-order noise
-    case DType::f16: return 0x1p-11;      // half an f16 ulp at 1
-    case DType::bf16: return 0x1p-8;      // half a bf16 ulp at 1
-  }
-  return 0.0;
-}
+double absolute_slack(DType dtype) { return cpu::absolute_slack(dtype); }
 
 ::testing::AssertionResult check_forward(const Case& c, const Options& given) {
   const Options options = with_case(c, given);
