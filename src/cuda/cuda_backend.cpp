@@ -3,6 +3,7 @@
 // stream. Nothing is allocated for the forward beyond the caller's outputs.
 #include "cuda/cuda_backend.hpp"
 
+#include <algorithm>
 #include <cstdlib>
 #include <string>
 
@@ -114,6 +115,48 @@ void launch_choice(const KernelChoice& c, int ordinal, const LaunchShape& shape,
   launch(compiled(c, ordinal), shape, stream, kernel_args);
 }
 
+// A caller's workspace must hold the whole layout; none given is allowed here.
+void check_workspace(const BackwardArgs& args, std::size_t workspace_bytes) {
+  if (args.workspace != nullptr && args.workspace_bytes < workspace_bytes)
+    throw Error(ErrorCode::invalid_argument,
+                "workspace_bytes (" + std::to_string(args.workspace_bytes) +
+                    ") must be at least backward_workspace_bytes() = " +
+                    std::to_string(workspace_bytes));
+}
+
+// The arguments every backward kernel gets; Dterm (and, atomic, the dQ
+// accumulator) live in `workspace`.
+flashgen_device::AttentionParams backward_params(const Problem& p, const BackwardArgs& args,
+                                                 DevicePtr workspace, bool atomic) {
+  flashgen_device::AttentionParams params = problem_params(p);
+  params.q = tensor_arg(args.q);
+  params.k = tensor_arg(args.k);
+  params.v = tensor_arg(args.v);
+  params.o = tensor_arg(args.o);
+  params.grad_o = tensor_arg(args.grad_o);
+  params.grad_q = tensor_arg(args.grad_q);
+  params.grad_k = tensor_arg(args.grad_k);
+  params.grad_v = tensor_arg(args.grad_v);
+  params.lse = row_stats_arg(args.lse);
+  float* dterm = reinterpret_cast<float*>(workspace);
+  params.dterm = {dterm, p.heads_q * p.seq_q, p.seq_q, 1};
+  params.grad_q_accum = atomic ? reinterpret_cast<float*>(workspace + dterm_bytes(p)) : nullptr;
+  return params;
+}
+
+// One launch of the backward: kernels over keys get a grid over key blocks
+// of the key/value heads, the others over query blocks of the query heads.
+void launch_backward_kind(KernelKind kind, const Problem& p, const BackwardArgs& args,
+                          flashgen_device::AttentionParams& params, void* stream) {
+  const int ordinal = args.q.device;
+  const KernelChoice c = choose(kind, p, backward_vec(args), ordinal);
+  const bool over_keys =
+      kind == KernelKind::backward_key_value || kind == KernelKind::backward_atomic;
+  const LaunchShape shape = over_keys ? block_grid(c, p.seq_kv, p.heads_kv, p.batch)
+                                      : block_grid(c, p.seq_q, p.heads_q, p.batch);
+  launch_choice(c, ordinal, shape, params, stream);
+}
+
 }  // namespace
 
 TuningParams tuning_for(const KernelSpec& spec, const Problem& p, std::size_t shared_limit) {
@@ -169,49 +212,40 @@ void forward(const Problem& p, const ForwardArgs& args, void* stream) {
 
 void backward(const Problem& p, const BackwardArgs& args, void* stream, bool deterministic) {
   require_half_precision(p);
-  const int ordinal = args.q.device;
-  const int vec = backward_vec(args);
   const bool atomic = use_atomic(p, deterministic);
 
   // Scratch: the caller's workspace, or stream-ordered memory freed after.
   const std::size_t workspace_bytes = backward_workspace_bytes(p, deterministic);
+  check_workspace(args, workspace_bytes);
   DevicePtr workspace = reinterpret_cast<DevicePtr>(args.workspace);
   const bool owns_workspace = args.workspace == nullptr && workspace_bytes > 0;
-  if (args.workspace != nullptr && args.workspace_bytes < workspace_bytes)
-    throw Error(ErrorCode::invalid_argument,
-                "workspace_bytes (" + std::to_string(args.workspace_bytes) +
-                    ") must be at least backward_workspace_bytes() = " +
-                    std::to_string(workspace_bytes));
   if (owns_workspace) workspace = allocate_async(workspace_bytes, stream);
 
-  flashgen_device::AttentionParams params = problem_params(p);
-  params.q = tensor_arg(args.q);
-  params.k = tensor_arg(args.k);
-  params.v = tensor_arg(args.v);
-  params.o = tensor_arg(args.o);
-  params.grad_o = tensor_arg(args.grad_o);
-  params.grad_q = tensor_arg(args.grad_q);
-  params.grad_k = tensor_arg(args.grad_k);
-  params.grad_v = tensor_arg(args.grad_v);
-  params.lse = row_stats_arg(args.lse);
-  float* dterm = reinterpret_cast<float*>(workspace);
-  params.dterm = {dterm, p.heads_q * p.seq_q, p.seq_q, 1};
-  params.grad_q_accum = atomic ? reinterpret_cast<float*>(workspace + dterm_bytes(p)) : nullptr;
-
+  flashgen_device::AttentionParams params = backward_params(p, args, workspace, atomic);
   try {
-    for (KernelKind kind : backward_kinds(atomic)) {
-      const KernelChoice c = choose(kind, p, vec, ordinal);
-      const bool over_keys =
-          kind == KernelKind::backward_key_value || kind == KernelKind::backward_atomic;
-      const LaunchShape shape = over_keys ? block_grid(c, p.seq_kv, p.heads_kv, p.batch)
-                                          : block_grid(c, p.seq_q, p.heads_q, p.batch);
-      launch_choice(c, ordinal, shape, params, stream);
-    }
+    for (KernelKind kind : backward_kinds(atomic))
+      launch_backward_kind(kind, p, args, params, stream);
   } catch (...) {
     if (owns_workspace) free_async(workspace, stream);
     throw;
   }
   if (owns_workspace) free_async(workspace, stream);
+}
+
+void backward_stage(const Problem& p, const BackwardArgs& args, void* stream, KernelKind stage) {
+  require_half_precision(p);
+  const std::vector<KernelKind> stages = backward_kinds(false);
+  if (std::find(stages.begin(), stages.end(), stage) == stages.end())
+    throw Error(ErrorCode::invalid_argument,
+                "backward_stage runs a kernel of the deterministic backward (backward_query or "
+                "backward_key_value)");
+  // The stages hand Dterm over in the workspace, so it must outlive the call.
+  if (args.workspace == nullptr)
+    throw Error(ErrorCode::invalid_argument, "backward_stage needs the caller's workspace");
+  check_workspace(args, backward_workspace_bytes(p, true));
+  const DevicePtr workspace = reinterpret_cast<DevicePtr>(args.workspace);
+  flashgen_device::AttentionParams params = backward_params(p, args, workspace, false);
+  launch_backward_kind(stage, p, args, params, stream);
 }
 
 }  // namespace flashgen::cuda

@@ -33,4 +33,12 @@ TuningParams tuning_for(const KernelSpec& spec, const Problem& p, std::size_t sh
 void forward(const Problem& p, const ForwardArgs& args, void* stream);
 void backward(const Problem& p, const BackwardArgs& args, void* stream, bool deterministic);
 
+// One kernel of the deterministic backward alone (KernelKind::backward_query
+// or backward_key_value), launched as `backward` launches it: same kernel,
+// arguments and workspace layout. For `flashgen bench`, which times the two
+// separately; not part of the public API. backward_key_value reads the Dterm
+// that backward_query wrote into args.workspace (required here), so run the
+// full backward with that workspace first.
+void backward_stage(const Problem& p, const BackwardArgs& args, void* stream, KernelKind stage);
+
 }  // namespace flashgen::cuda
