@@ -43,19 +43,42 @@ double heads(const Problem& p) {
   return static_cast<double>(p.batch) * static_cast<double>(p.heads_q);
 }
 
-double rate(double instructions, double ms) { return ms > 0 ? instructions / (ms * 1e-3) / 1e9 : 0; }
+double rate(double count, double ms) { return ms > 0 ? count / (ms * 1e-3) / 1e9 : 0; }
+
+// GEMMs per unmasked pair of each pass; the instruction counts charge D per
+// GEMM (forward 2D+5, backward_query 3D+5, backward_key_value 4D+5).
+constexpr double kForwardGemms = 2, kQueryGemms = 3, kKeyValueGemms = 4;
+
+// Instructions of one pass over all heads.
+double instructions(const Problem& p, double gemms) {
+  const double d = static_cast<double>(p.dim_qk);
+  return heads(p) * (gemms * d + kInstructionsPerPairConstant) * unmasked_pairs(p);
+}
 
 }  // namespace
 
 double forward_ginstrs(const Problem& p, double ms) {
-  const double d = static_cast<double>(p.dim_qk);
-  return rate(heads(p) * (2 * d + kInstructionsPerPairConstant) * unmasked_pairs(p), ms);
+  return rate(instructions(p, kForwardGemms), ms);
 }
 
 double backward_ginstrs(const Problem& p, double ms) {
-  const double d = static_cast<double>(p.dim_qk);
-  const double per_pair = (3 * d + kInstructionsPerPairConstant) + (4 * d + kInstructionsPerPairConstant);
-  return rate(heads(p) * per_pair * unmasked_pairs(p), ms);
+  return rate(instructions(p, kQueryGemms) + instructions(p, kKeyValueGemms), ms);
+}
+
+double backward_query_flops(const Problem& p) {
+  return kQueryGemms / kForwardGemms * forward_flops(p);
+}
+
+double backward_key_value_flops(const Problem& p) {
+  return kKeyValueGemms / kForwardGemms * forward_flops(p);
+}
+
+double backward_query_ginstrs(const Problem& p, double ms) {
+  return rate(instructions(p, kQueryGemms), ms);
+}
+
+double backward_key_value_ginstrs(const Problem& p, double ms) {
+  return rate(instructions(p, kKeyValueGemms), ms);
 }
 
 }  // namespace flashgen::cli

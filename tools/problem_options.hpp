@@ -28,4 +28,15 @@ double flop_rate(double flops, double ms, double unit);
 double forward_ginstrs(const Problem& p, double ms);
 double backward_ginstrs(const Problem& p, double ms);
 
+// The deterministic backward's two kernels timed on their own. FLOPs count
+// the GEMMs each runs, by the forward's convention (forward_flops = 2 GEMMs):
+// backward_query (Dterm, dQ; S, dP, dQ = 3 GEMMs) 1.5 × forward_flops,
+// backward_key_value (dK, dV; S, dP, dV, dK = 4 GEMMs) 2 × forward_flops.
+// Together 3.5 ×, above the backward's 2.5 ×: both recompute S and dP.
+// GINSTRS split the backward's count: (3D+5)·pairs and (4D+5)·pairs per head.
+double backward_query_flops(const Problem& p);
+double backward_key_value_flops(const Problem& p);
+double backward_query_ginstrs(const Problem& p, double ms);
+double backward_key_value_ginstrs(const Problem& p, double ms);
+
 }  // namespace flashgen::cli
