@@ -2,6 +2,8 @@
 // the fp64 reference, then time forward and backward on the benchmark shape
 // (median of repeats after warm-up; on a GPU with CUDA events and several
 // input sets rotated so the L2 cache cannot serve one call from the last).
+// On a GPU the two kernels of the deterministic backward are also timed
+// alone, to show which of them holds the backward back.
 #include <unistd.h>
 
 #include <algorithm>
@@ -49,6 +51,7 @@ struct Settings {
   std::vector<std::int64_t> dims;
   int repeats = 1, warmup = 0, input_sets = 1, threads = 0;
   bool time_forward = true, time_backward = true, time_backward_atomic = false;
+  bool time_backward_stages = false;  // backward_query, backward_key_value alone
   bool deterministic = true;
   double gemm_tflops = kH200Bf16GemmTflops;
   std::int64_t validation_seq = kValidationSeq;
@@ -66,6 +69,10 @@ Arguments declare() {
       "prints one row per D: times, FLOP rates (FlashAttention convention; causal counts\n"
       "unmasked pairs), % of the bf16 GEMM ceiling and GINSTRS (forward (2D+5)N^2,\n"
       "backward (3D+5)N^2 + (4D+5)N^2 per head, over seconds / 1e9).\n"
+      "On a GPU, timing the backward also times its two deterministic kernels alone:\n"
+      "bq = backward_query (Dterm, dQ; 3 GEMMs: 1.5x forward FLOPs, (3D+5)N^2 per head),\n"
+      "bkv = backward_key_value (dK, dV; 4 GEMMs: 2x forward FLOPs, (4D+5)N^2 per head);\n"
+      "both recompute S and dP, so bq + bkv FLOPs (3.5x) exceed the backward's 2.5x.\n"
       "GPU defaults: B=2 H=16 N=8192 D=64,128, 20 repeats after 5 warm-up, 2 input sets.\n"
       "CPU defaults: B=1 H=8 N=1024 D=64,128, 3 repeats after 1 warm-up.\n"
       "Exit code 1 when a validation or a run fails (refused shapes only print why).");
@@ -120,6 +127,8 @@ Settings settings_from(const Arguments& a) {
   s.time_backward_atomic = has("backward_atomic");
   s.time_backward = has("backward") || s.time_backward_atomic;  // atomic is timed beside it
   s.deterministic = a.integer("deterministic", 1, 0, 1) == 1;
+  // The CPU backend runs the backward as one pass: no kernels to time alone.
+  s.time_backward_stages = s.time_backward && s.on_gpu;
   // The atomic timing measures the atomic kernels at every D, also where the
   // planner would prefer the two-kernel backward (a caller's own setting wins).
   if (s.time_backward_atomic) setenv("FLASHGEN_BACKWARD", "atomic", 0);
@@ -145,6 +154,7 @@ BenchHeader header_for(const Settings& s) {
   h.on_gpu = s.on_gpu;
   h.gemm_tflops = s.gemm_tflops;
   h.backward_atomic = s.time_backward_atomic;
+  h.backward_stages = s.time_backward_stages;
   h.date = local_date_time();
   h.driver = "-";
   h.nvrtc = "-";
@@ -190,6 +200,7 @@ std::string validate(const Settings& s, std::int64_t dim, const RandomPool& pool
   std::vector<bool> backward_variants;  // deterministic flags to check
   if (s.time_backward) backward_variants.push_back(s.deterministic);
   if (s.time_backward_atomic && s.deterministic) backward_variants.push_back(false);
+  if (s.time_backward_stages && !s.deterministic) backward_variants.push_back(true);
   if (backward_variants.empty()) {
     const CheckReport report = check_outputs(w, p, false, shape.batch, shape.heads_kv, s.threads);
     return report.pass() ? "" : "validation failed: " + report.first_failure();
@@ -228,6 +239,36 @@ double time_backward(const Settings& s, std::vector<BackwardArgs> args, bool det
       s.memory, [&] { backward(args[call++ % args.size()], options); }, s.warmup, s.repeats);
 }
 
+// Times backward_query and backward_key_value of the deterministic backward,
+// each alone, over the rotated sets. Each set gets its own workspace and one
+// full backward first: backward_key_value reads the Dterm that backward_query
+// left there, and must read the Dterm of its own inputs.
+void time_backward_stages(const Settings& s, std::vector<BackwardArgs> args, BenchRow& row) {
+  const Options options = options_for(s, true);
+  const api::PlannedCall planned = api::plan_call(args[0], options);
+  if (!planned.plan.ok) throw Error(planned.plan.error, planned.plan.reason);
+  append_unique(row.kernels, planned.plan.kernels);
+  std::vector<Buffer> workspaces;
+  workspaces.reserve(args.size());  // the arguments point into them
+  for (BackwardArgs& a : args) {
+    const Buffer& workspace = workspaces.emplace_back(s.memory, planned.plan.workspace_bytes);
+    a.workspace = workspace.data();
+    a.workspace_bytes = workspace.bytes();
+    backward(a, options);
+  }
+  const auto time_stage = [&](KernelKind stage) {
+    std::size_t call = 0;
+    return median_ms(
+        s.memory,
+        [&] {
+          cuda::backward_stage(planned.problem, args[call++ % args.size()], options.stream, stage);
+        },
+        s.warmup, s.repeats);
+  };
+  row.backward_query_ms = time_stage(KernelKind::backward_query);
+  row.backward_key_value_ms = time_stage(KernelKind::backward_key_value);
+}
+
 BenchRow bench_dim(const Settings& s, std::int64_t dim, const RandomPool& pool) {
   BenchRow row;
   row.dim = dim;
@@ -263,11 +304,13 @@ BenchRow bench_dim(const Settings& s, std::int64_t dim, const RandomPool& pool) 
       row.backward_ms = time_backward(s, backward_args, s.deterministic, row.kernels);
     if (s.time_backward_atomic)
       row.backward_atomic_ms = time_backward(s, backward_args, false, row.kernels);
+    if (s.time_backward_stages) time_backward_stages(s, backward_args, row);
   } catch (const Error& error) {
     row.error = error.what();
     // Refusals (a shape a backend does not take) are reported, not failures.
     row.failed = error.code() == ErrorCode::runtime;
     row.forward_ms = row.backward_ms = row.backward_atomic_ms = -1;
+    row.backward_query_ms = row.backward_key_value_ms = -1;
   }
   if (row.problem.batch == 0) {  // refused before planning: describe the asked shape
     row.problem.batch = shape.batch;

@@ -39,6 +39,14 @@ void print_time_columns(const BenchHeader& h, double flops, double ms, bool with
   if (with_percent) std::printf(" %6s", percent_of_ceiling(h, flops, ms).c_str());
 }
 
+// One GINSTRS column; "-" where the time was not measured (ms < 0).
+void print_ginstrs(double ginstrs, double ms) {
+  if (ms >= 0)
+    std::printf(" %12.1f", ginstrs);
+  else
+    std::printf(" %12s", "-");
+}
+
 }  // namespace
 
 void print_header(const BenchHeader& h) {
@@ -51,7 +59,12 @@ void print_header(const BenchHeader& h) {
   std::printf("%5s %9s %11s %6s %9s %11s %6s", "D", "fwd ms", ("fwd " + unit).c_str(), "fwd %",
               "bwd ms", ("bwd " + unit).c_str(), "bwd %");
   if (h.backward_atomic) std::printf(" %9s %11s", "atomic ms", ("atm " + unit).c_str());
-  std::printf(" %12s %12s\n", "fwd GINSTRS", "bwd GINSTRS");
+  if (h.backward_stages)
+    std::printf(" %9s %11s %9s %11s", "bq ms", ("bq " + unit).c_str(), "bkv ms",
+                ("bkv " + unit).c_str());
+  std::printf(" %12s %12s", "fwd GINSTRS", "bwd GINSTRS");
+  if (h.backward_stages) std::printf(" %12s %12s", "bq GINSTRS", "bkv GINSTRS");
+  std::printf("\n");
   std::fflush(stdout);
 }
 
@@ -62,19 +75,23 @@ void print_row(const BenchHeader& h, const BenchRow& row) {
     std::fflush(stdout);
     return;
   }
-  const double fwd_flops = forward_flops(row.problem);
-  const double bwd_flops = backward_flops(row.problem);
+  const Problem& p = row.problem;
+  const double fwd_flops = forward_flops(p);
+  const double bwd_flops = backward_flops(p);
   print_time_columns(h, fwd_flops, row.forward_ms, true);
   print_time_columns(h, bwd_flops, row.backward_ms, true);
   if (h.backward_atomic) print_time_columns(h, bwd_flops, row.backward_atomic_ms, false);
-  if (row.forward_ms >= 0)
-    std::printf(" %12.1f", forward_ginstrs(row.problem, row.forward_ms));
-  else
-    std::printf(" %12s", "-");
-  if (row.backward_ms >= 0)
-    std::printf(" %12.1f", backward_ginstrs(row.problem, row.backward_ms));
-  else
-    std::printf(" %12s", "-");
+  if (h.backward_stages) {
+    print_time_columns(h, backward_query_flops(p), row.backward_query_ms, false);
+    print_time_columns(h, backward_key_value_flops(p), row.backward_key_value_ms, false);
+  }
+  print_ginstrs(forward_ginstrs(p, row.forward_ms), row.forward_ms);
+  print_ginstrs(backward_ginstrs(p, row.backward_ms), row.backward_ms);
+  if (h.backward_stages) {
+    print_ginstrs(backward_query_ginstrs(p, row.backward_query_ms), row.backward_query_ms);
+    print_ginstrs(backward_key_value_ginstrs(p, row.backward_key_value_ms),
+                  row.backward_key_value_ms);
+  }
   std::printf("\n");
   std::fflush(stdout);
 }
@@ -88,6 +105,11 @@ void write_json(const std::string& path, const BenchHeader& h, const std::vector
   out["nvrtc"] = h.nvrtc;
   out["date"] = h.date;
   out["gemm_tflops"] = h.gemm_tflops;
+  if (h.backward_stages)
+    out["backward_stages"] =
+        "bq_*: backward_query alone (Dterm, dQ; 3 GEMMs = 1.5 x forward FLOPs, (3D+5)N^2 "
+        "instructions per head); bkv_*: backward_key_value alone (dK, dV; 4 GEMMs = 2 x forward "
+        "FLOPs, (4D+5)N^2 instructions per head)";
   out["rows"] = nlohmann::json::array();
   for (const BenchRow& row : rows) {
     const Problem& p = row.problem;
@@ -122,6 +144,16 @@ void write_json(const std::string& path, const BenchHeader& h, const std::vector
     if (row.backward_atomic_ms >= 0) {
       r["bwd_atomic_ms"] = row.backward_atomic_ms;
       r["bwd_atomic_tflops"] = tflops(bwd_flops, row.backward_atomic_ms);
+    }
+    if (row.backward_query_ms >= 0) {
+      r["bq_ms"] = row.backward_query_ms;
+      r["bq_tflops"] = tflops(backward_query_flops(p), row.backward_query_ms);
+      r["bq_ginstrs"] = backward_query_ginstrs(p, row.backward_query_ms);
+    }
+    if (row.backward_key_value_ms >= 0) {
+      r["bkv_ms"] = row.backward_key_value_ms;
+      r["bkv_tflops"] = tflops(backward_key_value_flops(p), row.backward_key_value_ms);
+      r["bkv_ginstrs"] = backward_key_value_ginstrs(p, row.backward_key_value_ms);
     }
     out["rows"].push_back(r);
   }

@@ -18,6 +18,9 @@ struct BenchHeader {
   double gemm_tflops = 0;
   bool on_gpu = false;   // TFLOP/s and % of ceiling on a GPU, GFLOP/s on the CPU
   bool backward_atomic = false;  // an extra column pair
+  // backward_query and backward_key_value timed alone: two column pairs and
+  // two GINSTRS columns.
+  bool backward_stages = false;
 };
 
 struct BenchRow {
@@ -26,6 +29,7 @@ struct BenchRow {
   std::vector<std::string> kernels;  // forward, backward (and atomic) plans
   // Milliseconds; < 0 when not measured.
   double forward_ms = -1, backward_ms = -1, backward_atomic_ms = -1;
+  double backward_query_ms = -1, backward_key_value_ms = -1;  // the deterministic stages alone
   std::string error;     // refused or failed: no timings
   bool failed = false;   // wrong results or a run-time failure (not a refusal)
 };
