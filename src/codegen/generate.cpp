@@ -21,9 +21,11 @@ struct KindInfo {
   const char* entry;     // extern "C" name
 };
 
-KindInfo info_of(KernelKind kind) {
+KindInfo info_of(KernelKind kind, const TuningParams& t) {
   switch (kind) {
-    case KernelKind::forward: return {"forward.cuh", "Forward", "flashgen_forward"};
+    case KernelKind::forward:
+      if (t.wgmma) return {"forward_wgmma.cuh", "ForwardWgmma", "flashgen_forward"};
+      return {"forward.cuh", "Forward", "flashgen_forward"};
     case KernelKind::backward_query:
       return {"backward_query.cuh", "BackwardQuery", "flashgen_backward_query"};
     case KernelKind::backward_key_value:
@@ -55,6 +57,16 @@ void check_tuning(const KernelSpec& spec, const TuningParams& t) {
   if (t.block_cols < 16 || t.block_cols % 16 != 0) fail("cols must be a positive multiple of 16");
   if (t.head_block < 0 || t.head_block % 16 != 0) fail("head must be 0 or a multiple of 16");
   if (spec.dim_qk < 1 || spec.dim_v < 1) fail("dims must be >= 1");
+  if (t.wgmma) {
+    if (spec.kind != KernelKind::forward) fail("mma=wgmma is a forward kernel");
+    if (spec.arch != "sm_90a") fail("mma=wgmma needs sm_90a");
+    if (spec.vec < 2) fail("mma=wgmma needs rows aligned to 4 bytes or more (alignment class 2, 4 or 8)");
+    if (t.warps % 4 != 0) fail("mma=wgmma needs whole warpgroups (warps a multiple of 4)");
+    if (t.block_rows != 16 * t.warps) fail("mma=wgmma needs rows = 16 * warps");
+    if (t.block_cols > 256) fail("mma=wgmma needs cols <= 256");
+    if (round_up(spec.dim_v, 16) > 256) fail("mma=wgmma needs Dv <= 256");
+    if (head_chunks_of(spec, t) != 1) fail("mma=wgmma does not split Dv (head must be 0)");
+  }
 }
 
 }  // namespace
@@ -90,6 +102,8 @@ std::size_t shared_bytes(const KernelSpec& spec, const TuningParams& t) {
   const std::size_t dqk16 = round_up(spec.dim_qk, 16), dv16 = round_up(spec.dim_v, 16);
   switch (spec.kind) {
     case KernelKind::forward: {
+      // wgmma: q [rows][dqk], two stages of k [cols][dqk] and v [cols][dv], no padding
+      if (t.wgmma) return kElementBytes * (rows * dqk16 + 2 * cols * (dqk16 + dv16));
       // q [rows][dqk], k [cols][dqk], v [cols][dv chunk]; staged: k, v
       const std::size_t dqk = dqk16, dv = chunk_width(spec.dim_v, n);
       return kElementBytes * (rows * (dqk + kRowPad) + cols * (dqk + kRowPad) +
@@ -124,7 +138,7 @@ std::size_t shared_bytes(const KernelSpec& spec, const TuningParams& t) {
 
 GeneratedKernel generate(const KernelSpec& spec, const TuningParams& t) {
   check_tuning(spec, t);
-  const KindInfo kind = info_of(spec.kind);
+  const KindInfo kind = info_of(spec.kind, t);
   GeneratedKernel g;
   g.name = spec.to_string() + " | " + t.to_string();
   g.entry = kind.entry;

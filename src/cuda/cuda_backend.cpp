@@ -124,20 +124,28 @@ void check_workspace(const BackwardArgs& args, std::size_t workspace_bytes) {
                     std::to_string(workspace_bytes));
 }
 
-// The arguments every backward kernel gets; Dterm (and, atomic, the dQ
-// accumulator) live in `workspace`.
-flashgen_device::AttentionParams backward_params(const Problem& p, const BackwardArgs& args,
-                                                 DevicePtr workspace, bool atomic) {
+// The problem and the forward's tensors (Q, K, V, O, LSE), which both
+// ForwardArgs and BackwardArgs carry.
+template <class Args>
+flashgen_device::AttentionParams attention_params(const Problem& p, const Args& args) {
   flashgen_device::AttentionParams params = problem_params(p);
   params.q = tensor_arg(args.q);
   params.k = tensor_arg(args.k);
   params.v = tensor_arg(args.v);
   params.o = tensor_arg(args.o);
+  params.lse = row_stats_arg(args.lse);
+  return params;
+}
+
+// The arguments every backward kernel gets; Dterm (and, atomic, the dQ
+// accumulator) live in `workspace`.
+flashgen_device::AttentionParams backward_params(const Problem& p, const BackwardArgs& args,
+                                                 DevicePtr workspace, bool atomic) {
+  flashgen_device::AttentionParams params = attention_params(p, args);
   params.grad_o = tensor_arg(args.grad_o);
   params.grad_q = tensor_arg(args.grad_q);
   params.grad_k = tensor_arg(args.grad_k);
   params.grad_v = tensor_arg(args.grad_v);
-  params.lse = row_stats_arg(args.lse);
   float* dterm = reinterpret_cast<float*>(workspace);
   params.dterm = {dterm, p.heads_q * p.seq_q, p.seq_q, 1};
   params.grad_q_accum = atomic ? reinterpret_cast<float*>(workspace + dterm_bytes(p)) : nullptr;
@@ -200,13 +208,7 @@ void forward(const Problem& p, const ForwardArgs& args, void* stream) {
   const int ordinal = args.q.device;
   const KernelChoice c = choose(KernelKind::forward, p, forward_vec(args), ordinal);
 
-  flashgen_device::AttentionParams params = problem_params(p);
-  params.q = tensor_arg(args.q);
-  params.k = tensor_arg(args.k);
-  params.v = tensor_arg(args.v);
-  params.o = tensor_arg(args.o);
-  params.lse = row_stats_arg(args.lse);
-
+  flashgen_device::AttentionParams params = attention_params(p, args);
   launch_choice(c, ordinal, block_grid(c, p.seq_q, p.heads_q, p.batch), params, stream);
 }
 

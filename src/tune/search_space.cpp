@@ -15,6 +15,9 @@ const int kBlockRows[] = {32, 64, 128};
 const int kBlockCols[] = {16, 32, 48, 64, 96, 128};
 const int kWarps[] = {2, 4, 8};
 const int kHeadBlocks[] = {64, 128, 256};  // besides 0 (the whole dim)
+// The wgmma forward: 1, 2 or 3 warpgroups; wgmma's n runs in steps of 16.
+const int kWgmmaWarps[] = {4, 8, 12};
+const int kWgmmaBlockCols[] = {32, 48, 64, 80, 96, 128, 176};
 // 16-row tiles per warp: two let one K/V fragment feed two MMAs; more would
 // not fit the accumulators of any but the smallest dims.
 constexpr int kMaxRowTiles = 2;
@@ -102,6 +105,15 @@ std::vector<TuningParams> search_space(const KernelSpec& spec) {
         for (int head : heads)
           for (unsigned cached : caches) space.push_back({rows, cols, head, warps, cached});
     }
+  // The wgmma forward: whole warpgroups of 64 rows, the whole of Dv per CTA.
+  if (spec.kind == KernelKind::forward && spec.arch == "sm_90a" && spec.vec >= 2 &&
+      round_up(spec.dim_v, 16) <= 256)
+    for (int warps : kWgmmaWarps)
+      for (int cols : kWgmmaBlockCols) {
+        TuningParams t{16 * warps, cols, 0, warps, 0};
+        t.wgmma = true;
+        space.push_back(t);
+      }
   return space;
 }
 

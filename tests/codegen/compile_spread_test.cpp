@@ -49,6 +49,15 @@ std::vector<SpreadCase> spread() {
                          vecs[(i / 3) % 4]});
         ++i;
       }
+  // The wgmma forward (sm_90a, 16-byte aligned rows) at the widths of its
+  // wgmma n: S (cols) and O (Dv) from 16 to 256.
+  int w = 0;
+  for (int dim : {8, 40, 64, 72, 128, 200, 256})
+    cases.push_back({KernelKind::forward, dim, w % 2 ? DType::f16 : DType::bf16, (w++ / 2) % 2 == 1,
+                     "sm_90a", 8});
+  // ... and with 8- and 4-byte copies for rows aligned to 8 or 4 bytes.
+  cases.push_back({KernelKind::forward, 68, DType::bf16, false, "sm_90a", 4});
+  cases.push_back({KernelKind::forward, 130, DType::f16, true, "sm_90a", 2});
   for (KernelKind kind : {KernelKind::backward_prepare, KernelKind::convert_grad_q})
     cases.push_back({kind, 127, DType::bf16, false, "sm_90a", 1});
   return cases;

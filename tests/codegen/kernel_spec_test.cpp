@@ -37,8 +37,56 @@ TEST(TuningParams, ParseRoundTrips) {
             (TuningParams{32, 16, 0, 2, 0}));
 }
 
+TEST(TuningParams, WgmmaIsNamedOnlyWhenChosen) {
+  TuningParams t{192, 64, 0, 12, 0};
+  EXPECT_EQ(t.to_string(), "rows=192 cols=64 head=0 warps=12 cache=none");
+  t.wgmma = true;
+  EXPECT_EQ(t.to_string(), "rows=192 cols=64 head=0 warps=12 cache=none mma=wgmma");
+  EXPECT_EQ(parse_tuning(t.to_string()), t);
+  EXPECT_FALSE(parse_tuning("rows=64 cols=64 head=0 warps=4 cache=none mma=sync").wgmma);
+}
+
+TEST(Generate, WgmmaNeedsAlignedRowsHopperAndWholeWarpgroups) {
+  TuningParams t{128, 64, 0, 8, 0};
+  t.wgmma = true;
+  KernelSpec s = spec_of(KernelKind::forward, 128, 128);
+  EXPECT_NE(generate(s, t).source.find("forward_wgmma.cuh"), std::string::npos);
+  EXPECT_EQ(shared_bytes(s, t), 2u * (128 * 128 + 2 * 64 * (128 + 128)));
+  auto refused = [&](KernelSpec spec, TuningParams tuning, const char* rule) {
+    try {
+      generate(spec, tuning);
+      ADD_FAILURE() << "accepted " << spec.to_string() << " | " << tuning.to_string();
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(rule), std::string::npos) << e.what();
+    }
+  };
+  refused(spec_of(KernelKind::forward, 127, 127, 1), t, "alignment class 2, 4 or 8");
+  EXPECT_NO_THROW(generate(spec_of(KernelKind::forward, 68, 68, 4), t));
+  EXPECT_NO_THROW(generate(spec_of(KernelKind::forward, 66, 66, 2), t));
+  KernelSpec ampere = s;
+  ampere.arch = "sm_80";
+  refused(ampere, t, "sm_90a");
+  refused(spec_of(KernelKind::backward_query, 128, 128), t, "forward kernel");
+  refused(spec_of(KernelKind::forward, 128, 384), t, "Dv <= 256");
+  TuningParams six_warps{96, 64, 0, 6, 0};
+  six_warps.wgmma = true;
+  refused(s, six_warps, "warpgroups");
+}
+
+TEST(DefaultTuning, WgmmaForwardWhereItApplies) {
+  EXPECT_TRUE(default_tuning(spec_of(KernelKind::forward, 64, 64), kHopperSharedLimit).wgmma);
+  EXPECT_FALSE(default_tuning(spec_of(KernelKind::forward, 16, 16), kHopperSharedLimit).wgmma);
+  EXPECT_TRUE(default_tuning(spec_of(KernelKind::forward, 4, 4, 4), kHopperSharedLimit).wgmma);
+  EXPECT_TRUE(default_tuning(spec_of(KernelKind::forward, 256, 256), kHopperSharedLimit).wgmma);
+  EXPECT_FALSE(default_tuning(spec_of(KernelKind::forward, 127, 127, 1), kHopperSharedLimit).wgmma);
+  EXPECT_FALSE(default_tuning(spec_of(KernelKind::forward, 512, 512), kHopperSharedLimit).wgmma);
+  KernelSpec ampere = spec_of(KernelKind::forward, 64, 64);
+  ampere.arch = "sm_80";
+  EXPECT_FALSE(default_tuning(ampere, 166912).wgmma);
+}
+
 TEST(TuningParams, ParseRejectsWhatItDoesNotKnow) {
-  for (const char* bad : {"rows", "rows=x", "depth=3", "cache=Z"}) {
+  for (const char* bad : {"rows", "rows=x", "depth=3", "cache=Z", "mma=tcgen05"}) {
     try {
       parse_tuning(bad);
       ADD_FAILURE() << "accepted '" << bad << "'";

@@ -55,6 +55,31 @@ std::vector<Case> random_cases(int count) {
   return cases;
 }
 
+// Rows aligned to 8 or 4 bytes only (packed D = 4 or 2 mod 8): the wgmma
+// forward copies them with 8- or 4-byte cp.async; odd D and gathers stay on
+// the mma.sync path, which the lists above cover.
+std::vector<Case> partly_aligned_cases() {
+  auto make = [](int b, int sq, int skv, int hq, int hkv, int dqk, int dv, bool causal, DType t,
+                 Layout layout) {
+    Case c;
+    c.batch = b;
+    c.seq_q = sq;
+    c.seq_kv = skv;
+    c.heads_q = hq;
+    c.heads_kv = hkv;
+    c.dim_qk = dqk;
+    c.dim_v = dv;
+    c.causal = causal;
+    c.dtype = t;
+    c.layout = layout;
+    return c;
+  };
+  return {make(1, 200, 333, 4, 2, 68, 68, false, DType::bf16, Layout::bshd),
+          make(2, 130, 130, 3, 3, 66, 66, true, DType::f16, Layout::bshd),
+          make(1, 77, 300, 2, 1, 36, 100, true, DType::bf16, Layout::bhsd),
+          make(1, 257, 129, 2, 2, 250, 250, false, DType::f16, Layout::bshd)};
+}
+
 class GpuForward : public ::testing::TestWithParam<Case> {};
 class GpuBackward : public ::testing::TestWithParam<Case> {};
 // The atomic kernels at every D, not only where the planner prefers them.
@@ -82,6 +107,8 @@ TEST_P(GpuBackwardAtomic, MatchesReference) {
 INSTANTIATE_TEST_SUITE_P(Standard, GpuForward,
                          ::testing::ValuesIn(half_precision(standard_forward_cases())), CaseName());
 INSTANTIATE_TEST_SUITE_P(Random, GpuForward, ::testing::ValuesIn(random_cases(24)), CaseName());
+INSTANTIATE_TEST_SUITE_P(PartlyAligned, GpuForward, ::testing::ValuesIn(partly_aligned_cases()),
+                         CaseName());
 INSTANTIATE_TEST_SUITE_P(Standard, GpuBackward,
                          ::testing::ValuesIn(half_precision(standard_backward_cases())),
                          CaseName());

@@ -82,12 +82,13 @@ class TestTensor {
 
   // "[b, s, h, d]" (or "[b, h, s]") of the element at packed index i.
   std::string index_text(std::int64_t i) const;
+  // Where byte `byte` of the image lies: an element, padding or a guard band.
+  std::string describe_byte(std::size_t byte) const;
 
  private:
   // Axes beyond `rank` are ignored.
   TestTensor(MemoryKind memory, DType dtype, int rank, const std::array<std::int64_t, 4>& shape,
              const std::array<std::int64_t, 4>& stride);
-  std::string describe_byte(std::size_t byte) const;
   void upload_image();
 
   MemoryKind memory_;

@@ -1,0 +1,226 @@
+// Forward kernel on Hopper's warpgroup MMA (sm_90a), for rows that are at
+// least 4-byte aligned (alignment classes 8, 4, 2) and Dv up to 256. Same algorithm as
+// forward.cuh; what differs is who multiplies:
+//
+//   S = Q·Kᵀ   wgmma, Q and K read by the tensor cores from shared memory
+//   P = exp2(S·scale·log2e − m)  in registers (online softmax, softmax.cuh)
+//   O += P·V   wgmma, P from registers, V from shared memory (MN-major)
+//
+// Each warpgroup (4 warps) owns 64 query rows; its accumulators have the
+// m16n8k16 C layout per warp, so masking, softmax and the stores are shared
+// with the mma.sync forward. K and V have two stages each: K[j+1] and V[j]
+// stream in while S(j) = Q·K[j]ᵀ and P(j-1)·V[j-1] run, and the softmax of
+// S(j) overlaps P(j-1)·V[j-1] on the tensor cores.
+#pragma once
+
+#include "common.cuh"
+#include "copy.cuh"
+#include "mask.cuh"
+#include "softmax.cuh"
+#include "warp_gemm.cuh"
+#include "wgmma.cuh"
+
+namespace flashgen_device {
+
+// C (generated) provides: kElement, kDimQK, kDimV, kWarps (a multiple of 4),
+// kBlockN, kCausal, kVec (8, 4 or 2).
+template <class C>
+struct ForwardWgmma {
+  static constexpr int E = C::kElement;
+  static constexpr int kThreads = C::kWarps * 32;
+  static constexpr int kBlockM = C::kWarps * 16;
+  static constexpr int kBlockN = C::kBlockN;
+  static constexpr int kDimQK = round_up(C::kDimQK, 16);  // the k of S = Q·Kᵀ, zero-filled
+  static constexpr int kDimV = round_up(C::kDimV, 16);    // the n of O = P·V
+  static constexpr int kStages = 2;
+  static constexpr int kScoreTiles = kBlockN / 8;
+  static constexpr int kOutTiles = kDimV / 8;
+  static_assert(C::kWarps % 4 == 0, "whole warpgroups");
+  static_assert(kBlockN % 16 == 0 && kBlockN <= 256 && kDimV <= 256, "wgmma n is 16..256");
+
+  struct SharedStorage {
+    u16 q[kBlockM * kDimQK];           // [kBlockM][kDimQK], core-matrix layout (wgmma.cuh)
+    u16 k[kStages][kBlockN * kDimQK];  // [kBlockN][kDimQK]
+    u16 v[kStages][kBlockN * kDimV];   // [kBlockN][kDimV]
+  };
+
+  static __device__ void run(const AttentionParams& p, unsigned char* shared_bytes) {
+    SharedStorage& smem = *reinterpret_cast<SharedStorage*>(shared_bytes);
+    const int thread = threadIdx.x, lane = thread & 31, warp = thread >> 5;
+    const int group = warp / 4;  // warpgroup
+    const int m_block = blockIdx.x;
+    const int head = blockIdx.y;
+    const int batch = blockIdx.z;
+    const int kv_head = head / p.group_size;
+    const int row0 = m_block * kBlockM;
+    const int warp_row0 = row0 + warp * 16;  // warpgroup rows 64·group, warp rows 16·(warp % 4)
+
+    const u16* q = static_cast<const u16*>(p.q.data) + batch * p.q.stride_batch +
+                   head * p.q.stride_heads + row0 * p.q.stride_seq;
+    const u16* k = static_cast<const u16*>(p.k.data) + batch * p.k.stride_batch +
+                   kv_head * p.k.stride_heads;
+    const u16* v = static_cast<const u16*>(p.v.data) + batch * p.v.stride_batch +
+                   kv_head * p.v.stride_heads;
+
+    int n_blocks = ceil_div(p.seq_kv, kBlockN);
+    if (C::kCausal) {
+      const int last_key = min_of(row0 + kBlockM - 1, p.seq_q - 1) + p.causal_offset;
+      n_blocks = min_of(n_blocks, last_key < 0 ? 0 : ceil_div(last_key + 1, kBlockN));
+    }
+
+    // Copy groups: G(-1) = {Q, K[0]}; G(j) = {K[j+1], V[j]}, issued at the top of
+    // iteration j into the stages iteration j-1 finished reading, and waited
+    // for at the top of iteration j+1.
+    copy_core_matrix_tile<kBlockM, kDimQK, C::kVec, kThreads>(smem.q, q, p.q.stride_seq, p.seq_q - row0,
+                                                     C::kDimQK, thread);
+    if (n_blocks > 0) load_keys(smem, 0, k, p, 0, thread);
+    cp_async_commit();
+
+    float o[1][kOutTiles][4];
+    zero(o);
+    float(&o_flat)[kDimV / 2] = *reinterpret_cast<float(*)[kDimV / 2]>(&o[0][0][0]);
+    OnlineSoftmax<1> softmax;
+    softmax.init();
+    u32 p_frag[kBlockN / 16][1][4];  // P of the previous block as A fragments
+
+    // Descriptors: K-major Q and K (core matrices 128 bytes apart along K,
+    // kDimQK·16 along M/N); MN-major V (kDimV·16 along K, 128 along N).
+    const u64 q_desc = matrix_descriptor(smem.q + group * 64 * kDimQK, 128, kDimQK * 16);
+
+    // Block j: S(j) = Q·K[j]ᵀ and O += P(j-1)·V[j-1] go to the tensor cores
+    // together, and the softmax of S(j) runs while the second one does.
+    // Blocks 0 (no P·V yet) and n (only P·V) are peeled off the loop, so no
+    // wgmma sits in a branch.
+    if (n_blocks > 0) {
+      wait_and_load(smem, k, v, p, 0, n_blocks, thread);
+      float s[1][kScoreTiles][4];
+      wgmma_fence();
+      scores(s, q_desc, smem.k[0]);
+      wgmma_commit();
+      wgmma_wait<0>();
+      fence_registers(flat(s));
+      float correction[1][2];
+      block_softmax(s, correction, softmax, p, 0, warp_row0, lane);
+#pragma unroll
+      for (int ks = 0; ks < kBlockN / 16; ++ks) pack_a_from_acc<E>(p_frag[ks], s, ks);
+    }
+    for (int n_block = 1; n_block < n_blocks; ++n_block) {
+      wait_and_load(smem, k, v, p, n_block, n_blocks, thread);
+      float s[1][kScoreTiles][4];
+      fence_registers(o_flat);
+      wgmma_fence();
+      scores(s, q_desc, smem.k[n_block & 1]);
+      wgmma_commit();
+      accumulate_output(o_flat, p_frag, smem.v[(n_block - 1) & 1]);
+      wgmma_commit();
+      wgmma_wait<1>();  // S(j) is done; P(j-1)·V[j-1] may still run
+      fence_registers(flat(s));
+      float correction[1][2];
+      block_softmax(s, correction, softmax, p, n_block * kBlockN, warp_row0, lane);
+      wgmma_wait<0>();  // O holds blocks < j, and the P fragments are free
+      fence_registers(o_flat);
+      scale_rows(o, correction);
+#pragma unroll
+      for (int ks = 0; ks < kBlockN / 16; ++ks) pack_a_from_acc<E>(p_frag[ks], s, ks);
+    }
+    if (n_blocks > 0) {
+      cp_async_wait<0>();
+      fence_async_shared();
+      __syncthreads();  // V[n-1] has landed for all
+      fence_registers(o_flat);
+      wgmma_fence();
+      accumulate_output(o_flat, p_frag, smem.v[(n_blocks - 1) & 1]);
+      wgmma_commit();
+      wgmma_wait<0>();
+      fence_registers(o_flat);
+    }
+
+    float inverse_sum[1][2], lse[1][2];
+    softmax.finish(inverse_sum, lse);
+    store_acc_tile<E, C::kVec>(static_cast<u16*>(p.o.data) + batch * p.o.stride_batch +
+                             head * p.o.stride_heads + warp_row0 * p.o.stride_seq,
+                         p.o.stride_seq, p.o.stride_dim, o, inverse_sum, p.seq_q - warp_row0,
+                         C::kDimV, lane);
+    if (p.lse.data != nullptr && (lane & 3) == 0) {
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int row = warp_row0 + (lane >> 2) + 8 * h;
+        if (row < p.seq_q)
+          p.lse.data[batch * p.lse.stride_batch + head * p.lse.stride_heads +
+                     row * p.lse.stride_seq] = lse[0][h];
+      }
+    }
+  }
+
+  template <int kCount>
+  static __device__ __forceinline__ float (&flat(float (&a)[1][kCount][4]))[kCount * 4] {
+    return *reinterpret_cast<float(*)[kCount * 4]>(&a[0][0][0]);
+  }
+
+  // Waits for copy group G(j-1) (K[j], V[j-1]), then issues G(j) = {K[j+1], V[j]}
+  // into the stages that block j-1 finished reading.
+  static __device__ __forceinline__ void wait_and_load(SharedStorage& smem, const u16* k,
+                                                       const u16* v, const AttentionParams& p,
+                                                       int n_block, int n_blocks, int thread) {
+    cp_async_wait<0>();
+    fence_async_shared();
+    __syncthreads();
+    const int key0 = n_block * kBlockN;
+    if (n_block + 1 < n_blocks) load_keys(smem, (n_block + 1) & 1, k, p, key0 + kBlockN, thread);
+    load_values(smem, n_block & 1, v, p, key0, thread);
+    cp_async_commit();
+  }
+
+  // Issues S = Q·Kᵀ for this warpgroup's rows (overwriting s).
+  static __device__ __forceinline__ void scores(float (&s)[1][kScoreTiles][4], u64 q_desc,
+                                                const u16* k_tile) {
+    const u64 k_desc = matrix_descriptor(k_tile, 128, kDimQK * 16);
+#pragma unroll
+    for (int ks = 0; ks < kDimQK / 16; ++ks)  // a k step: 2 core matrices (256 bytes) along K
+      Wgmma<kBlockN>::template shared_shared<E>(flat(s), q_desc + ks * 16, k_desc + ks * 16,
+                                                ks > 0);
+  }
+
+  // Issues O += P·V.
+  static __device__ __forceinline__ void accumulate_output(float (&o)[kDimV / 2],
+                                                           const u32 (&p_frag)[kBlockN / 16][1][4],
+                                                           const u16* v_tile) {
+    const u64 v_desc = matrix_descriptor(v_tile, kDimV * 16, 128);
+#pragma unroll
+    for (int ks = 0; ks < kBlockN / 16; ++ks)  // 16 keys: 2 core matrices along K
+      Wgmma<kDimV>::template registers_shared<E>(o, p_frag[ks][0], v_desc + ks * 2 * kDimV, 1);
+  }
+
+  // Scales and masks the scores of the block at key0 and turns them into P.
+  static __device__ __forceinline__ void block_softmax(float (&s)[1][kScoreTiles][4],
+                                                       float (&correction)[1][2],
+                                                       OnlineSoftmax<1>& softmax,
+                                                       const AttentionParams& p, int key0,
+                                                       int warp_row0, int lane) {
+    scale_scores(s, p.scale_log2);
+    const bool needs_mask = key0 + kBlockN > p.seq_kv ||
+                            (C::kCausal && key0 + kBlockN - 1 > warp_row0 + p.causal_offset);
+    if (needs_mask)
+      mask_scores<1, kScoreTiles, C::kCausal>(s, warp_row0, key0, p.seq_kv, p.causal_offset,
+                                              lane);
+    softmax.update(s, correction);
+  }
+
+  // Issue the cp.async copies of K (or V) rows [key0, key0 + kBlockN) into `stage`.
+  static __device__ __forceinline__ void load_keys(SharedStorage& smem, int stage, const u16* k,
+                                                   const AttentionParams& p, int key0,
+                                                   int thread) {
+    copy_core_matrix_tile<kBlockN, kDimQK, C::kVec, kThreads>(smem.k[stage], k + key0 * p.k.stride_seq,
+                                                     p.k.stride_seq, p.seq_kv - key0, C::kDimQK,
+                                                     thread);
+  }
+  static __device__ __forceinline__ void load_values(SharedStorage& smem, int stage, const u16* v,
+                                                     const AttentionParams& p, int key0,
+                                                     int thread) {
+    copy_core_matrix_tile<kBlockN, kDimV, C::kVec, kThreads>(smem.v[stage], v + key0 * p.v.stride_seq,
+                                                    p.v.stride_seq, p.seq_kv - key0, C::kDimV,
+                                                    thread);
+  }
+};
+
+}  // namespace flashgen_device

@@ -1,0 +1,94 @@
+// Hopper warpgroup MMA (sm_90a): shared-memory operand layout, descriptors,
+// fences, and the global -> shared copy into that layout.
+//
+// Tiles live in shared memory in the "no swizzle" canonical layout: 8x8 core
+// matrices of 16-bit elements, each 8 rows of 16 contiguous bytes (128 bytes),
+// stored one after another along the row's 16-byte chunks, then by groups of
+// 8 rows. Element (r, c) of a [rows][cols] tile is at
+//   ((r / 8) * (cols / 8) + c / 8) * 64 + (r % 8) * 8 + c % 8.
+// Read as an operand whose K runs along c (Q, K: "K-major"), adjacent core
+// matrices in K are 128 bytes apart and in M/N cols * 16 bytes. Read with K
+// along r (V in O = P·V: "MN-major"), adjacent core matrices in K are
+// cols * 16 bytes apart and in N 128 bytes. A 16-byte chunk of a global row
+// lands whole in one core-matrix row, so cp.async fills the layout directly
+// (16-byte copies for 16-byte aligned rows, 8- or 4-byte ones for rows that
+// are only 8- or 4-byte aligned).
+#pragma once
+
+#include "common.cuh"
+#include "copy.cuh"
+#include "wgmma_ops.cuh"
+
+namespace flashgen_device {
+
+// Offset in elements of element (row, col) of a [rows][kCols] core-matrix tile.
+template <int kCols>
+__device__ __forceinline__ int core_matrix_offset(int row, int col) {
+  return ((row >> 3) * (kCols / 8) + (col >> 3)) * 64 + (row & 7) * 8 + (col & 7);
+}
+
+// Descriptor of a no-swizzle operand at `tile`: `k_stride` and `mn_stride`
+// are the byte distances between adjacent core matrices along K and M/N.
+__device__ __forceinline__ u64 matrix_descriptor(const u16* tile, u32 k_stride, u32 mn_stride) {
+  const u64 address = (shared_address(tile) & 0x3FFFF) >> 4;
+  return address | (u64((k_stride >> 4) & 0x3FFF) << 16) | (u64((mn_stride >> 4) & 0x3FFF) << 32);
+}
+
+// Orders this warpgroup's register and shared-memory accesses before the
+// wgmma operations that follow (needed when accumulators or A registers were
+// written by ordinary instructions).
+__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
+__device__ __forceinline__ void wgmma_commit() {
+  asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
+}
+template <int kPending>
+__device__ __forceinline__ void wgmma_wait() {
+  asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(kPending) : "memory");
+}
+
+// Shared memory written through the generic proxy (cp.async, st.shared)
+// becomes visible to the tensor cores' async proxy.
+__device__ __forceinline__ void fence_async_shared() {
+  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+}
+
+// Keeps the compiler from moving reads or writes of an accumulator register
+// across the point where it is placed (wgmma writes them asynchronously).
+template <int kCount>
+__device__ __forceinline__ void fence_registers(float (&r)[kCount]) {
+#pragma unroll
+  for (int i = 0; i < kCount; ++i) asm volatile("" : "+f"(r[i])::"memory");
+}
+
+// Copies rows [0, kRows) x columns [0, kCols) of a global tile whose rows and
+// pointer are 2·kVec-byte aligned (alignment class kVec = 8, 4 or 2) into a
+// core-matrix tile: each 16-byte chunk of a row by one cp.async of 16 bytes,
+// or by 16 / (2·kVec) smaller ones. Rows at or past `valid_rows` and columns
+// at or past `valid_cols` are zero-filled. Eight consecutive threads fill one
+// 128-byte core matrix, so the shared-memory writes of a warp are contiguous.
+template <int kRows, int kCols, int kVec, int kThreads>
+__device__ __forceinline__ void copy_core_matrix_tile(u16* tile, const u16* global,
+                                                      index_t row_stride, int valid_rows,
+                                                      int valid_cols, int thread) {
+  static_assert(kRows % 8 == 0 && kCols % 8 == 0, "core matrices are 8 x 8");
+  static_assert(kVec == 8 || kVec == 4 || kVec == 2, "cp.async copies 4, 8 or 16 bytes");
+  constexpr int kChunks = kRows * (kCols / 8);  // 16-byte chunks of the tile
+  // A rolled loop: unrolled, the compiler keeps every pass's address live
+  // through the MMAs, registers the accumulators need.
+#pragma unroll 1
+  for (int pass = 0; pass < ceil_div(kChunks, kThreads); ++pass) {
+    const int i = pass * kThreads + thread;
+    if (kChunks % kThreads != 0 && i >= kChunks) break;
+    const int row = (i / kCols) * 8 + (i & 7);  // i / (8 * (kCols / 8)) row groups
+    const int col = ((i >> 3) % (kCols / 8)) * 8;
+#pragma unroll
+    for (int part = 0; part < 8 / kVec; ++part) {
+      const int first = col + part * kVec;
+      const int bytes = row < valid_rows ? 2 * max_of(0, min_of(kVec, valid_cols - first)) : 0;
+      const u16* source = bytes > 0 ? global + row * row_stride + first : global;
+      cp_async_zfill<2 * kVec>(tile + i * 8 + part * kVec, source, bytes);
+    }
+  }
+}
+
+}  // namespace flashgen_device
