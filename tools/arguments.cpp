@@ -102,6 +102,10 @@ bool Arguments::given(const std::string& name) const {
   return values_.count(name) != 0;
 }
 
+void Arguments::require(const std::string& name) const {
+  if (!given(name)) fail("--" + name + " is required (see --help)");
+}
+
 std::string Arguments::text(const std::string& name, const std::string& fallback) const {
   spec(name);
   const auto found = values_.find(name);

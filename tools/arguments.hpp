@@ -32,6 +32,7 @@ class Arguments {
   bool parse(const std::vector<std::string>& words);
 
   bool given(const std::string& name) const;  // an option or a flag appeared
+  void require(const std::string& name) const;  // throws UsageError unless given
   std::string text(const std::string& name, const std::string& fallback) const;
   std::string choice(const std::string& name, const std::string& fallback,
                      const std::vector<std::string>& allowed) const;

@@ -14,7 +14,8 @@
   COMMAND(run, "forward + backward on one problem, checked against the fp64 reference")  \
   COMMAND(bench, "time forward and backward over head dimensions (table or --json)")  \
   COMMAND(tune, "measure tunings per head dimension on this GPU and write a tuning table") \
-  COMMAND(precompile, "compile the kernels of head dimensions into the disk cache, no GPU needed")
+  COMMAND(precompile, "compile the kernels of head dimensions into the disk cache, no GPU needed") \
+  COMMAND(source, "print the generated kernel source of one spec, no GPU needed")
 
 namespace flashgen::cli {
 

@@ -26,7 +26,7 @@ void print_usage(std::FILE* stream) {
   std::fprintf(stream, "usage: flashgen <command> [options]    (flashgen %s)\n\ncommands:\n",
                version());
   for (const Command& command : kCommands)
-    std::fprintf(stream, "  %-8s %s\n", command.name, command.summary);
+    std::fprintf(stream, "  %-10s %s\n", command.name, command.summary);
   std::fprintf(stream, "\n'flashgen <command> --help' describes a command's options.\n");
 }
 

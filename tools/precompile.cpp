@@ -14,19 +14,12 @@
 #include "commands.hpp"
 #include "cuda/cuda_backend.hpp"
 #include "cuda/runtime/runtime.hpp"
+#include "kernel_listing.hpp"
 #include "sweep.hpp"
 #include "tune/tuning_table.hpp"
 
 namespace flashgen::cli {
 namespace {
-
-// The alignment class of packed tensors of head dimension d in allocations
-// aligned to 256 bytes (cudaMalloc, PyTorch's allocator): every stride is a
-// multiple of d, so the class is the largest of 8, 4, 2, 1 dividing d.
-int packed_vec(std::int64_t d) {
-  for (int vec : {8, 4, 2}) if (d % vec == 0) return vec;
-  return 1;
-}
 
 // The kernels each --kinds item launches.
 std::vector<KernelKind> kinds_of(const std::vector<std::string>& names) {
@@ -82,7 +75,7 @@ int precompile_command(const std::vector<std::string>& words) {
       p.dtype = dtype;
       p.causal = is_causal;
       for (KernelKind kind : kinds) {
-        KernelSpec spec{kind, dtype, int(d), int(d), is_causal, packed_vec(d), arch};
+        KernelSpec spec{kind, dtype, int(d), int(d), is_causal, packed_vec(d, d), arch};
         work.push_back(generate(spec, cuda::tuning_for(spec, p, shared_limit_of_arch(arch))));
       }
     }

@@ -1,0 +1,121 @@
+// `flashgen source` run as a user runs it: the built binary (FLASHGEN_CLI,
+// set by tests/CMakeLists.txt), its output, messages and exit codes.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <string>
+
+namespace {
+
+#ifdef FLASHGEN_CLI
+constexpr const char* kCli = FLASHGEN_CLI;
+#else
+constexpr const char* kCli = nullptr;  // FLASHGEN_BUILD_TOOLS=OFF
+#endif
+
+struct Outcome {
+  int exit_code = -1;
+  std::string output;  // stdout and stderr together
+};
+
+// `arguments` is shell text: quote what needs it.
+Outcome run_cli(const std::string& arguments) {
+  Outcome outcome;
+  const std::string command = std::string("'") + kCli + "' " + arguments + " 2>&1";
+  std::FILE* pipe = popen(command.c_str(), "r");
+  if (pipe == nullptr) return outcome;
+  char buffer[4096];
+  for (std::size_t n; (n = std::fread(buffer, 1, sizeof(buffer), pipe)) > 0;)
+    outcome.output.append(buffer, n);
+  const int status = pclose(pipe);
+  outcome.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return outcome;
+}
+
+class SourceCommand : public testing::Test {
+ protected:
+  void SetUp() override {
+    if (kCli == nullptr) GTEST_SKIP() << "the flashgen tool is not built";
+  }
+};
+
+bool contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
+TEST_F(SourceCommand, PrintsTheSpecAndTheEntryPoint) {
+  const Outcome o = run_cli("source --kind forward --dqk 127");
+  EXPECT_EQ(o.exit_code, 0) << o.output;
+  EXPECT_EQ(o.output.rfind("// forward bf16 dqk=127 dv=127 causal=0 vec=1 sm_90a | rows=", 0), 0u)
+      << o.output;
+  EXPECT_TRUE(contains(o.output, "extern \"C\" __global__")) << o.output;
+  EXPECT_TRUE(contains(o.output, "#include \"forward.cuh\"")) << o.output;
+}
+
+TEST_F(SourceCommand, EveryKindWithItsOptions) {
+  for (const char* kind : {"forward", "backward_query", "backward_key_value", "backward_atomic",
+                           "backward_prepare", "convert_grad_q"}) {
+    const Outcome o = run_cli(std::string("source --kind ") + kind +
+                              " --dqk 96 --dv 80 --dtype f16 --causal --vec 4 --arch sm_80");
+      EXPECT_EQ(o.exit_code, 0) << kind << ": " << o.output;
+    EXPECT_TRUE(contains(o.output, std::string(kind) + " f16 dqk=96 dv=80 causal=1 vec=4 sm_80"))
+        << o.output;
+    EXPECT_TRUE(contains(o.output, "extern \"C\"")) << o.output;
+  }
+}
+
+TEST_F(SourceCommand, GivenTuning) {
+  const Outcome o = run_cli("source --kind backward_query --dqk 64 "
+                            "--tuning 'rows=128 cols=32 head=0 warps=4 cache=none'");
+  EXPECT_EQ(o.exit_code, 0) << o.output;
+  EXPECT_TRUE(contains(o.output, "| rows=128 cols=32 head=0 warps=4 cache=none |")) << o.output;
+}
+
+TEST_F(SourceCommand, HeadersAfterTheSource) {
+  const Outcome o = run_cli("source --kind forward --dqk 64 --vec 1 --headers");
+  EXPECT_EQ(o.exit_code, 0) << o.output;
+  const std::size_t entry = o.output.find("extern \"C\"");
+  const std::size_t forward = o.output.find("// ---- file: forward.cuh ----");
+  ASSERT_NE(forward, std::string::npos) << o.output;
+  EXPECT_LT(entry, o.output.find("// ---- file: common.cuh ----"));
+  EXPECT_LT(o.output.find("// ---- file: common.cuh ----"), forward);
+}
+
+TEST_F(SourceCommand, BadKindNamesTheOption) {
+  const Outcome o = run_cli("source --kind sideways --dqk 64");
+  EXPECT_EQ(o.exit_code, 2) << o.output;
+  EXPECT_TRUE(contains(o.output, "--kind must be one of forward, backward_query")) << o.output;
+}
+
+TEST_F(SourceCommand, MissingDimNamesTheOption) {
+  const Outcome o = run_cli("source --kind forward");
+  EXPECT_EQ(o.exit_code, 2) << o.output;
+  EXPECT_TRUE(contains(o.output, "--dqk is required")) << o.output;
+}
+
+TEST_F(SourceCommand, UnparsableTuningNamesTheOption) {
+  const Outcome o = run_cli("source --kind forward --dqk 64 --tuning 'rows=many'");
+  EXPECT_EQ(o.exit_code, 2) << o.output;
+  EXPECT_TRUE(contains(o.output, "--tuning 'rows=many'")) << o.output;
+  EXPECT_TRUE(contains(o.output, "bad value in 'rows=many'")) << o.output;
+}
+
+TEST_F(SourceCommand, TuningThatDoesNotFitNamesTheOptionAndTheRule) {
+  const Outcome o = run_cli("source --kind forward --dqk 64 --tuning 'rows=100 warps=4'");
+  EXPECT_EQ(o.exit_code, 3) << o.output;
+  EXPECT_TRUE(contains(o.output, "--tuning")) << o.output;
+  EXPECT_TRUE(contains(o.output, "rows must be a positive multiple of 16 * warps")) << o.output;
+  EXPECT_FALSE(contains(o.output, "extern \"C\"")) << o.output;
+}
+
+TEST_F(SourceCommand, HelpAndTheCommandList) {
+  const Outcome help = run_cli("source --help");
+  EXPECT_EQ(help.exit_code, 0);
+  EXPECT_TRUE(contains(help.output, "usage: flashgen source --kind K --dqk D")) << help.output;
+  EXPECT_TRUE(contains(help.output, "--headers")) << help.output;
+  const Outcome list = run_cli("--help");
+  EXPECT_TRUE(contains(list.output, "\n  source ")) << list.output;
+}
+
+}  // namespace
