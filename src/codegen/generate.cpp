@@ -29,6 +29,9 @@ KindInfo info_of(KernelKind kind, const TuningParams& t) {
     case KernelKind::backward_query:
       return {"backward_query.cuh", "BackwardQuery", "flashgen_backward_query"};
     case KernelKind::backward_key_value:
+      if (t.wgmma)
+        return {"backward_key_value_wgmma.cuh", "BackwardKeyValueWgmma",
+                "flashgen_backward_key_value"};
       return {"backward_key_value.cuh", "BackwardKeyValue", "flashgen_backward_key_value"};
     case KernelKind::backward_atomic:
       return {"backward_key_value.cuh", "BackwardAtomic", "flashgen_backward_atomic"};
@@ -58,14 +61,18 @@ void check_tuning(const KernelSpec& spec, const TuningParams& t) {
   if (t.head_block < 0 || t.head_block % 16 != 0) fail("head must be 0 or a multiple of 16");
   if (spec.dim_qk < 1 || spec.dim_v < 1) fail("dims must be >= 1");
   if (t.wgmma) {
-    if (spec.kind != KernelKind::forward) fail("mma=wgmma is a forward kernel");
+    const bool key_value = spec.kind == KernelKind::backward_key_value;
+    if (spec.kind != KernelKind::forward && !key_value)
+      fail("mma=wgmma is a forward or backward_key_value kernel");
+    if (key_value && round_up(spec.dim_qk, 16) + round_up(spec.dim_v, 16) > 256)
+      fail("mma=wgmma for backward_key_value needs Dqk + Dv <= 256 (dK and dV in registers)");
     if (spec.arch != "sm_90a") fail("mma=wgmma needs sm_90a");
     if (spec.vec < 2) fail("mma=wgmma needs rows aligned to 4 bytes or more (alignment class 2, 4 or 8)");
     if (t.warps % 4 != 0) fail("mma=wgmma needs whole warpgroups (warps a multiple of 4)");
     if (t.block_rows != 16 * t.warps) fail("mma=wgmma needs rows = 16 * warps");
     if (t.block_cols > 256) fail("mma=wgmma needs cols <= 256");
     if (round_up(spec.dim_v, 16) > 256) fail("mma=wgmma needs Dv <= 256");
-    if (head_chunks_of(spec, t) != 1) fail("mma=wgmma does not split Dv (head must be 0)");
+    if (head_chunks_of(spec, t) != 1) fail("mma=wgmma does not split the output dims (head must be 0)");
   }
 }
 
@@ -119,6 +126,12 @@ std::size_t shared_bytes(const KernelSpec& spec, const TuningParams& t) {
              sizeof(float) * 2 * rows;
     }
     case KernelKind::backward_key_value:
+      // wgmma: k [rows][dqk], v [rows][dv]; three stages of q [cols][dqk],
+      // dO [cols][dv], lse and dterm [cols]; no padding
+      if (t.wgmma)
+        return kElementBytes * (rows * (dqk16 + dv16) + 3 * cols * (dqk16 + dv16)) +
+               sizeof(float) * 3 * 2 * cols;
+      [[fallthrough]];
     case KernelKind::backward_atomic: {
       // k [rows][dqk], v [rows][dv], q [cols][dqk], dO [cols][dv]; lse, dterm [cols];
       // staged: q, dO; the atomic kernel adds dSᵀ [rows][cols] for its dQ GEMM.

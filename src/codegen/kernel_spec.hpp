@@ -49,8 +49,9 @@ struct TuningParams {
   int head_block = 0;   // value-dim columns per CTA (multiple of 16); 0 = all of Dv
   int warps = 4;
   unsigned cached = 0;  // CachedOperand bits
-  // Forward only, sm_90a, rows aligned to 4 bytes or more: Hopper's warpgroup MMA
-  // (forward_wgmma.cuh) instead of mma.sync; one 16-row tile per warp.
+  // sm_90a, rows aligned to 4 bytes or more: Hopper's warpgroup MMA
+  // (forward_wgmma.cuh, backward_key_value_wgmma.cuh) instead of mma.sync;
+  // one 16-row tile per warp, whole warpgroups.
   bool wgmma = false;
 
   int row_tiles() const { return block_rows / (16 * warps); }  // 16-row tiles per warp

@@ -97,5 +97,35 @@ INSTANTIATE_TEST_SUITE_P(Spread, CompileSpread, ::testing::ValuesIn(spread()),
                            return name_of(info.param);
                          });
 
+// The wgmma key/value backward is not a default yet (tuning rows or
+// FLASHGEN_TUNING choose it): its candidate shapes must still compile
+// without spills at the dims it serves.
+TEST(CompileWgmmaKeyValue, CandidatesCompileWithoutSpills) {
+  struct Shape { int dim; int cols; bool causal; DType dtype; int vec; };
+  for (const Shape& c : {Shape{40, 64, true, DType::bf16, 8}, Shape{64, 64, false, DType::f16, 8},
+                         Shape{68, 32, true, DType::bf16, 4}, Shape{128, 32, false, DType::bf16, 8},
+                         Shape{128, 64, true, DType::f16, 2}}) {
+    KernelSpec spec;
+    spec.kind = KernelKind::backward_key_value;
+    spec.dtype = c.dtype;
+    spec.dim_qk = spec.dim_v = c.dim;
+    spec.causal = c.causal;
+    spec.vec = c.vec;
+    TuningParams tuning{128, c.cols, 0, 8, 0};
+    tuning.wgmma = true;
+    const GeneratedKernel g = generate(spec, tuning);
+    EXPECT_LE(g.shared_bytes, shared_limit_of_arch(spec.arch)) << g.name;
+    cuda::CompiledKernel compiled;
+    try {
+      compiled = cuda::compile_only({g.name, g.source, g.entry, spec.arch, {}});
+    } catch (const Error& e) {
+      if (e.code() == ErrorCode::unsupported) GTEST_SKIP() << "NVRTC not available: " << e.what();
+      FAIL() << g.name << ":\n" << e.what();
+    }
+    EXPECT_EQ(compiled.resources.spill_store_bytes, 0) << g.name << "\n" << compiled.log;
+    EXPECT_EQ(compiled.resources.stack_frame_bytes, 0) << g.name << "\n" << compiled.log;
+  }
+}
+
 }  // namespace
 }  // namespace flashgen

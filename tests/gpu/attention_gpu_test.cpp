@@ -13,6 +13,7 @@
 #include "attention_check.hpp"
 #include "device_storage.hpp"
 #include "test_tensor.hpp"
+#include "tune/tuning_table.hpp"
 
 namespace flashgen::testing {
 namespace {
@@ -55,29 +56,41 @@ std::vector<Case> random_cases(int count) {
   return cases;
 }
 
+Case make_case(int b, int sq, int skv, int hq, int hkv, int dqk, int dv, bool causal, DType t,
+               Layout layout) {
+  Case c;
+  c.batch = b;
+  c.seq_q = sq;
+  c.seq_kv = skv;
+  c.heads_q = hq;
+  c.heads_kv = hkv;
+  c.dim_qk = dqk;
+  c.dim_v = dv;
+  c.causal = causal;
+  c.dtype = t;
+  c.layout = layout;
+  return c;
+}
+
 // Rows aligned to 8 or 4 bytes only (packed D = 4 or 2 mod 8): the wgmma
 // forward copies them with 8- or 4-byte cp.async; odd D and gathers stay on
 // the mma.sync path, which the lists above cover.
 std::vector<Case> partly_aligned_cases() {
-  auto make = [](int b, int sq, int skv, int hq, int hkv, int dqk, int dv, bool causal, DType t,
-                 Layout layout) {
-    Case c;
-    c.batch = b;
-    c.seq_q = sq;
-    c.seq_kv = skv;
-    c.heads_q = hq;
-    c.heads_kv = hkv;
-    c.dim_qk = dqk;
-    c.dim_v = dv;
-    c.causal = causal;
-    c.dtype = t;
-    c.layout = layout;
-    return c;
-  };
-  return {make(1, 200, 333, 4, 2, 68, 68, false, DType::bf16, Layout::bshd),
-          make(2, 130, 130, 3, 3, 66, 66, true, DType::f16, Layout::bshd),
-          make(1, 77, 300, 2, 1, 36, 100, true, DType::bf16, Layout::bhsd),
-          make(1, 257, 129, 2, 2, 250, 250, false, DType::f16, Layout::bshd)};
+  return {make_case(1, 200, 333, 4, 2, 68, 68, false, DType::bf16, Layout::bshd),
+          make_case(2, 130, 130, 3, 3, 66, 66, true, DType::f16, Layout::bshd),
+          make_case(1, 77, 300, 2, 1, 36, 100, true, DType::bf16, Layout::bhsd),
+          make_case(1, 257, 129, 2, 2, 250, 250, false, DType::f16, Layout::bshd)};
+}
+
+// The wgmma key/value backward, forced (not a default yet): aligned rows
+// (classes 8 and 4), Dqk + Dv <= 256, GQA, causal, sequence edges.
+std::vector<Case> wgmma_key_value_cases() {
+  std::vector<Case> cases;
+  for (const Case& c : partly_aligned_cases())
+    if (c.dim_qk + c.dim_v <= 256 && c.dim_qk % 4 == 0 && c.dim_v % 4 == 0) cases.push_back(c);
+  cases.push_back(make_case(2, 300, 333, 4, 2, 64, 64, true, DType::bf16, Layout::bshd));
+  cases.push_back(make_case(1, 130, 77, 3, 1, 128, 128, false, DType::f16, Layout::bshd));
+  return cases;
 }
 
 class GpuForward : public ::testing::TestWithParam<Case> {};
@@ -88,6 +101,16 @@ class GpuBackwardAtomic : public ::testing::TestWithParam<Case> {
   void SetUp() override { setenv("FLASHGEN_BACKWARD", "atomic", 1); }
   void TearDown() override { unsetenv("FLASHGEN_BACKWARD"); }
 };
+
+class GpuBackwardWgmmaKeyValue : public ::testing::TestWithParam<Case> {};
+
+TEST_P(GpuBackwardWgmmaKeyValue, MatchesReference) {
+  FLASHGEN_SKIP_WITHOUT_GPU();
+  TuningParams tuning{128, 32, 0, 8, 0};
+  tuning.wgmma = true;
+  const ScopedTuningOverride force(KernelKind::backward_key_value, tuning);
+  EXPECT_TRUE(check_backward(GetParam(), gpu_options(true)));
+}
 
 TEST_P(GpuForward, MatchesReference) {
   FLASHGEN_SKIP_WITHOUT_GPU();
@@ -109,6 +132,8 @@ INSTANTIATE_TEST_SUITE_P(Standard, GpuForward,
 INSTANTIATE_TEST_SUITE_P(Random, GpuForward, ::testing::ValuesIn(random_cases(24)), CaseName());
 INSTANTIATE_TEST_SUITE_P(PartlyAligned, GpuForward, ::testing::ValuesIn(partly_aligned_cases()),
                          CaseName());
+INSTANTIATE_TEST_SUITE_P(Forced, GpuBackwardWgmmaKeyValue,
+                         ::testing::ValuesIn(wgmma_key_value_cases()), CaseName());
 INSTANTIATE_TEST_SUITE_P(Standard, GpuBackward,
                          ::testing::ValuesIn(half_precision(standard_backward_cases())),
                          CaseName());

@@ -234,41 +234,6 @@ struct BackwardKeyValue {
         }
     }
   }
-
-  // Pᵀ = exp2(sᵀ − L2[query]) in place; a thread's columns are 8·nt + 2t + {0, 1}.
-  static __device__ __forceinline__ void exp2_columns(float (&st)[kRowTiles][kQueryTiles][4],
-                                                      const float* l2, int lane) {
-    const int t = lane & 3;
-#pragma unroll
-    for (int nt = 0; nt < kQueryTiles; ++nt) {
-      const float l0 = l2[nt * 8 + 2 * t], l1 = l2[nt * 8 + 2 * t + 1];
-#pragma unroll
-      for (int rt = 0; rt < kRowTiles; ++rt) {
-        st[rt][nt][0] = fast_exp2(st[rt][nt][0] - l0);
-        st[rt][nt][1] = fast_exp2(st[rt][nt][1] - l1);
-        st[rt][nt][2] = fast_exp2(st[rt][nt][2] - l0);
-        st[rt][nt][3] = fast_exp2(st[rt][nt][3] - l1);
-      }
-    }
-  }
-
-  // dpt = pt ∘ (dpt − dterm[query]) in place.
-  static __device__ __forceinline__ void subtract_columns_times(
-      float (&dpt)[kRowTiles][kQueryTiles][4], const float (&pt)[kRowTiles][kQueryTiles][4],
-      const float* dterm, int lane) {
-    const int t = lane & 3;
-#pragma unroll
-    for (int nt = 0; nt < kQueryTiles; ++nt) {
-      const float d0 = dterm[nt * 8 + 2 * t], d1 = dterm[nt * 8 + 2 * t + 1];
-#pragma unroll
-      for (int rt = 0; rt < kRowTiles; ++rt) {
-        dpt[rt][nt][0] = pt[rt][nt][0] * (dpt[rt][nt][0] - d0);
-        dpt[rt][nt][1] = pt[rt][nt][1] * (dpt[rt][nt][1] - d1);
-        dpt[rt][nt][2] = pt[rt][nt][2] * (dpt[rt][nt][2] - d0);
-        dpt[rt][nt][3] = pt[rt][nt][3] * (dpt[rt][nt][3] - d1);
-      }
-    }
-  }
 };
 
 template <class C>

@@ -1,0 +1,270 @@
+// Key/value backward on Hopper's warpgroup MMA (sm_90a), for rows aligned to
+// 4 bytes or more and Dqk + Dv <= 256 (dK and dV both stay in registers).
+// Same algorithm as backward_key_value.cuh (deterministic, GQA summed inside
+// the CTA); each warpgroup owns 64 key rows:
+//
+//   Sᵀ  = K·Qᵀ     wgmma, K and Q from shared memory (both K-major)
+//   dPᵀ = V·dOᵀ    wgmma, V and dO from shared memory (both K-major)
+//   Pᵀ, dSᵀ        registers (exp2_columns, subtract_columns_times)
+//   dV += Pᵀ·dO    wgmma, Pᵀ from registers, dO read MN-major
+//   dK += dSᵀ·Q    wgmma, dSᵀ from registers, Q read MN-major
+//
+// The traversed blocks (query blocks of every query head of the group, one
+// sequence) have three stages: block j+1 streams in while Sᵀ(j), dPᵀ(j) and
+// the dV/dK products of block j−1 run, and the softmax side of block j
+// overlaps the dV/dK products on the tensor cores.
+#pragma once
+
+#include "common.cuh"
+#include "copy.cuh"
+#include "mask.cuh"
+#include "row_stats.cuh"
+#include "softmax.cuh"
+#include "warp_gemm.cuh"
+#include "wgmma.cuh"
+
+namespace flashgen_device {
+
+// C (generated): kElement, kDimQK, kDimV, kWarps (a multiple of 4), kBlockN,
+// kVec (8, 4 or 2), kCausal.
+template <class C>
+struct BackwardKeyValueWgmma {
+  static constexpr int E = C::kElement;
+  static constexpr int kThreads = C::kWarps * 32;
+  static constexpr int kBlockM = C::kWarps * 16;  // key rows per CTA
+  static constexpr int kBlockN = C::kBlockN;      // query rows per traversed block
+  static constexpr int kDimQK = round_up(C::kDimQK, 16);
+  static constexpr int kDimV = round_up(C::kDimV, 16);
+  static constexpr int kStages = 3;
+  static constexpr int kQueryTiles = kBlockN / 8;
+  static_assert(C::kWarps % 4 == 0, "whole warpgroups");
+  static_assert(kBlockN % 16 == 0 && kBlockN <= 256 && kDimQK + kDimV <= 256,
+                "wgmma n is 16..256; dK and dV live in registers");
+
+  struct SharedStorage {
+    u16 k[kBlockM * kDimQK];                 // core-matrix layout (wgmma.cuh)
+    u16 v[kBlockM * kDimV];
+    u16 q[kStages][kBlockN * kDimQK];
+    u16 grad_o[kStages][kBlockN * kDimV];
+    float lse_log2[kStages][kBlockN];
+    float dterm[kStages][kBlockN];
+  };
+
+  // Which query block of which head the j-th traversed block is.
+  struct Traversal {
+    int first_block, blocks_per_head, total;
+    __device__ __forceinline__ int head_of(int j, int kv_head, int group_size) const {
+      return kv_head * group_size + j / blocks_per_head;
+    }
+    __device__ __forceinline__ int query0_of(int j) const {
+      return (first_block + j % blocks_per_head) * kBlockN;
+    }
+  };
+
+  static __device__ void run(const AttentionParams& p, unsigned char* shared_bytes) {
+    SharedStorage& smem = *reinterpret_cast<SharedStorage*>(shared_bytes);
+    const int thread = threadIdx.x, lane = thread & 31, warp = thread >> 5;
+    const int group = warp / 4;
+    const int kv_head = blockIdx.y;
+    const int batch = blockIdx.z;
+    const int key0 = blockIdx.x * kBlockM;
+    const int warp_key0 = key0 + warp * 16;
+
+    const u16* k = static_cast<const u16*>(p.k.data) + batch * p.k.stride_batch +
+                   kv_head * p.k.stride_heads + key0 * p.k.stride_seq;
+    const u16* v = static_cast<const u16*>(p.v.data) + batch * p.v.stride_batch +
+                   kv_head * p.v.stride_heads + key0 * p.v.stride_seq;
+    copy_core_matrix_tile<kBlockM, kDimQK, C::kVec, kThreads>(smem.k, k, p.k.stride_seq,
+                                                              p.seq_kv - key0, C::kDimQK, thread);
+    copy_core_matrix_tile<kBlockM, kDimV, C::kVec, kThreads>(smem.v, v, p.v.stride_seq,
+                                                             p.seq_kv - key0, C::kDimV, thread);
+
+    // Causal: query i sees key j when j <= i + offset, so the CTA's first key
+    // is seen from query key0 - offset on.
+    Traversal walk;
+    const int first_query = C::kCausal ? max_of(0, key0 - p.causal_offset) : 0;
+    walk.first_block = first_query / kBlockN;
+    walk.blocks_per_head = max_of(0, ceil_div(p.seq_q, kBlockN) - walk.first_block);
+    walk.total = walk.blocks_per_head * p.group_size;
+    if (walk.total > 0) load_block(smem, 0, p, walk, batch, kv_head, thread);
+    cp_async_commit();
+
+    float dk[1][kDimQK / 8][4], dv[1][kDimV / 8][4];
+    zero(dk);
+    zero(dv);
+    u32 pt_frag[kBlockN / 16][1][4], dst_frag[kBlockN / 16][1][4];  // block j-1, A fragments
+
+    // K-major K and V for this warpgroup's 64 keys (the A operands of Sᵀ, dPᵀ).
+    const u64 k_desc = matrix_descriptor(smem.k + group * 64 * kDimQK, 128, kDimQK * 16);
+    const u64 v_desc = matrix_descriptor(smem.v + group * 64 * kDimV, 128, kDimV * 16);
+
+    // Block j: Sᵀ(j), dPᵀ(j) and the products of block j-1 go to the tensor
+    // cores together. Blocks 0 (no products yet) and `total` (products only)
+    // are peeled off the loop, so no wgmma sits in a branch.
+    if (walk.total > 0) {
+      wait_and_load(smem, p, walk, 0, batch, kv_head, thread);
+      float st[1][kQueryTiles][4], dpt[1][kQueryTiles][4];
+      wgmma_fence();
+      scores(st, dpt, k_desc, v_desc, smem, 0);
+      wgmma_commit();
+      wgmma_wait<0>();
+      fence_registers(flat(st));
+      fence_registers(flat(dpt));
+      softmax_side(st, dpt, smem, p, walk, 0, warp_key0, lane);
+      pack(pt_frag, dst_frag, st, dpt);
+    }
+    for (int j = 1; j < walk.total; ++j) {
+      wait_and_load(smem, p, walk, j, batch, kv_head, thread);
+      float st[1][kQueryTiles][4], dpt[1][kQueryTiles][4];
+      fence_registers(flat(dk));
+      fence_registers(flat(dv));
+      wgmma_fence();
+      scores(st, dpt, k_desc, v_desc, smem, j % kStages);
+      wgmma_commit();
+      products(dk, dv, pt_frag, dst_frag, smem, (j - 1) % kStages);
+      wgmma_commit();
+      wgmma_wait<1>();  // Sᵀ(j) and dPᵀ(j) are done; the products of j-1 may still run
+      fence_registers(flat(st));
+      fence_registers(flat(dpt));
+      softmax_side(st, dpt, smem, p, walk, j, warp_key0, lane);
+      wgmma_wait<0>();  // the A fragments of block j-1 are free
+      fence_registers(flat(dk));
+      fence_registers(flat(dv));
+      pack(pt_frag, dst_frag, st, dpt);
+    }
+    if (walk.total > 0) {
+      fence_registers(flat(dk));
+      fence_registers(flat(dv));
+      wgmma_fence();
+      products(dk, dv, pt_frag, dst_frag, smem, (walk.total - 1) % kStages);
+      wgmma_commit();
+      wgmma_wait<0>();
+      fence_registers(flat(dk));
+      fence_registers(flat(dv));
+    }
+    cp_async_wait<0>();
+
+    const int valid_keys = p.seq_kv - warp_key0;
+    const float ones[1][2] = {{1.0f, 1.0f}}, scale[1][2] = {{p.scale, p.scale}};
+    store_acc_tile<E, C::kVec>(static_cast<u16*>(p.grad_v.data) + batch * p.grad_v.stride_batch +
+                                   kv_head * p.grad_v.stride_heads + warp_key0 * p.grad_v.stride_seq,
+                               p.grad_v.stride_seq, p.grad_v.stride_dim, dv, ones, valid_keys,
+                               C::kDimV, lane);
+    store_acc_tile<E, C::kVec>(static_cast<u16*>(p.grad_k.data) + batch * p.grad_k.stride_batch +
+                                   kv_head * p.grad_k.stride_heads + warp_key0 * p.grad_k.stride_seq,
+                               p.grad_k.stride_seq, p.grad_k.stride_dim, dk, scale, valid_keys,
+                               C::kDimQK, lane);
+  }
+
+  template <int kCount>
+  static __device__ __forceinline__ float (&flat(float (&a)[1][kCount][4]))[kCount * 4] {
+    return *reinterpret_cast<float(*)[kCount * 4]>(&a[0][0][0]);
+  }
+
+  // Waits for block j (issued one iteration earlier), then issues block j+1
+  // into the stage that block j-2 used (read last by the products of
+  // iteration j-1, which every thread has finished at the barrier).
+  static __device__ __forceinline__ void wait_and_load(SharedStorage& smem,
+                                                       const AttentionParams& p,
+                                                       const Traversal& walk, int j, int batch,
+                                                       int kv_head, int thread) {
+    cp_async_wait<0>();
+    fence_async_shared();
+    __syncthreads();
+    if (j + 1 < walk.total) load_block(smem, j + 1, p, walk, batch, kv_head, thread);
+    cp_async_commit();
+  }
+
+  // Issues the copies of traversed block j (Q, dO) into stage j % kStages and
+  // stores its rows' L2 and Dterm there.
+  static __device__ __forceinline__ void load_block(SharedStorage& smem, int j,
+                                                    const AttentionParams& p,
+                                                    const Traversal& walk, int batch,
+                                                    int kv_head, int thread) {
+    const int stage = j % kStages;
+    const int head = walk.head_of(j, kv_head, p.group_size);
+    const int query0 = walk.query0_of(j);
+    const u16* q = static_cast<const u16*>(p.q.data) + batch * p.q.stride_batch +
+                   head * p.q.stride_heads + query0 * p.q.stride_seq;
+    const u16* grad_o = static_cast<const u16*>(p.grad_o.data) + batch * p.grad_o.stride_batch +
+                        head * p.grad_o.stride_heads + query0 * p.grad_o.stride_seq;
+    copy_core_matrix_tile<kBlockN, kDimQK, C::kVec, kThreads>(
+        smem.q[stage], q, p.q.stride_seq, p.seq_q - query0, C::kDimQK, thread);
+    copy_core_matrix_tile<kBlockN, kDimV, C::kVec, kThreads>(
+        smem.grad_o[stage], grad_o, p.grad_o.stride_seq, p.seq_q - query0, C::kDimV, thread);
+    for (int i = thread; i < kBlockN; i += kThreads) {
+      const int row = query0 + i;
+      smem.lse_log2[stage][i] = lse_log2(p.lse, batch, head, row, p.seq_q);
+      smem.dterm[stage][i] = row < p.seq_q ? p.dterm.data[batch * p.dterm.stride_batch +
+                                                          head * p.dterm.stride_heads +
+                                                          row * p.dterm.stride_seq]
+                                           : 0.0f;
+    }
+  }
+
+  // Issues Sᵀ = K·Qᵀ and dPᵀ = V·dOᵀ for block `stage` (overwriting st, dpt).
+  static __device__ __forceinline__ void scores(float (&st)[1][kQueryTiles][4],
+                                                float (&dpt)[1][kQueryTiles][4], u64 k_desc,
+                                                u64 v_desc, SharedStorage& smem, int stage) {
+    const u64 q_desc = matrix_descriptor(smem.q[stage], 128, kDimQK * 16);
+    const u64 grad_o_desc = matrix_descriptor(smem.grad_o[stage], 128, kDimV * 16);
+#pragma unroll
+    for (int ks = 0; ks < kDimQK / 16; ++ks)  // a k step: 2 core matrices (256 bytes) along K
+      Wgmma<kBlockN>::template shared_shared<E>(flat(st), k_desc + ks * 16, q_desc + ks * 16,
+                                                ks > 0);
+#pragma unroll
+    for (int ks = 0; ks < kDimV / 16; ++ks)
+      Wgmma<kBlockN>::template shared_shared<E>(flat(dpt), v_desc + ks * 16,
+                                                grad_o_desc + ks * 16, ks > 0);
+  }
+
+  // Issues dV += Pᵀ·dO and dK += dSᵀ·Q for the block in `stage`.
+  static __device__ __forceinline__ void products(float (&dk)[1][kDimQK / 8][4],
+                                                  float (&dv)[1][kDimV / 8][4],
+                                                  const u32 (&pt_frag)[kBlockN / 16][1][4],
+                                                  const u32 (&dst_frag)[kBlockN / 16][1][4],
+                                                  SharedStorage& smem, int stage) {
+    // MN-major: 16 queries (a k step) are 2 core-matrix rows of the tile.
+    const u64 grad_o_desc = matrix_descriptor(smem.grad_o[stage], kDimV * 16, 128);
+    const u64 q_desc = matrix_descriptor(smem.q[stage], kDimQK * 16, 128);
+#pragma unroll
+    for (int ks = 0; ks < kBlockN / 16; ++ks)
+      Wgmma<kDimV>::template registers_shared<E>(flat(dv), pt_frag[ks][0],
+                                                 grad_o_desc + ks * 2 * kDimV, 1);
+#pragma unroll
+    for (int ks = 0; ks < kBlockN / 16; ++ks)
+      Wgmma<kDimQK>::template registers_shared<E>(flat(dk), dst_frag[ks][0],
+                                                  q_desc + ks * 2 * kDimQK, 1);
+  }
+
+  // Pᵀ = exp2(Sᵀ·scale·log2e − L2[query]) (masked) in st, dSᵀ in dpt.
+  static __device__ __forceinline__ void softmax_side(float (&st)[1][kQueryTiles][4],
+                                                      float (&dpt)[1][kQueryTiles][4],
+                                                      const SharedStorage& smem,
+                                                      const AttentionParams& p,
+                                                      const Traversal& walk, int j, int warp_key0,
+                                                      int lane) {
+    const int stage = j % kStages;
+    const int query0 = walk.query0_of(j);
+    scale_scores(st, p.scale_log2);
+    if (query0 + kBlockN > p.seq_q || warp_key0 + 16 > p.seq_kv ||
+        (C::kCausal && warp_key0 + 15 > query0 + p.causal_offset))
+      mask_scores_transposed<1, kQueryTiles, C::kCausal>(st, warp_key0, query0, p.seq_q,
+                                                         p.seq_kv, p.causal_offset, lane);
+    exp2_columns(st, smem.lse_log2[stage], lane);
+    subtract_columns_times(dpt, st, smem.dterm[stage], lane);
+  }
+
+  static __device__ __forceinline__ void pack(u32 (&pt_frag)[kBlockN / 16][1][4],
+                                              u32 (&dst_frag)[kBlockN / 16][1][4],
+                                              const float (&st)[1][kQueryTiles][4],
+                                              const float (&dpt)[1][kQueryTiles][4]) {
+#pragma unroll
+    for (int ks = 0; ks < kBlockN / 16; ++ks) {
+      pack_a_from_acc<E>(pt_frag[ks], st, ks);
+      pack_a_from_acc<E>(dst_frag[ks], dpt, ks);
+    }
+  }
+};
+
+}  // namespace flashgen_device
