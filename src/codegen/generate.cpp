@@ -27,6 +27,7 @@ KindInfo info_of(KernelKind kind, const TuningParams& t) {
       if (t.wgmma) return {"forward_wgmma.cuh", "ForwardWgmma", "flashgen_forward"};
       return {"forward.cuh", "Forward", "flashgen_forward"};
     case KernelKind::backward_query:
+      if (t.wgmma) return {"backward_query_wgmma.cuh", "BackwardQueryWgmma", "flashgen_backward_query"};
       return {"backward_query.cuh", "BackwardQuery", "flashgen_backward_query"};
     case KernelKind::backward_key_value:
       if (t.wgmma)
@@ -61,17 +62,26 @@ void check_tuning(const KernelSpec& spec, const TuningParams& t) {
   if (t.head_block < 0 || t.head_block % 16 != 0) fail("head must be 0 or a multiple of 16");
   if (spec.dim_qk < 1 || spec.dim_v < 1) fail("dims must be >= 1");
   if (t.wgmma) {
-    const bool key_value = spec.kind == KernelKind::backward_key_value;
-    if (spec.kind != KernelKind::forward && !key_value)
-      fail("mma=wgmma is a forward or backward_key_value kernel");
-    if (key_value && round_up(spec.dim_qk, 16) + round_up(spec.dim_v, 16) > 256)
-      fail("mma=wgmma for backward_key_value needs Dqk + Dv <= 256 (dK and dV in registers)");
+    // The accumulators a wgmma kernel keeps in registers bound its dims.
+    const int dqk16 = round_up(spec.dim_qk, 16), dv16 = round_up(spec.dim_v, 16);
+    switch (spec.kind) {
+      case KernelKind::forward:
+        if (dv16 > 256) fail("mma=wgmma for the forward needs Dv <= 256 (O in registers)");
+        break;
+      case KernelKind::backward_query:
+        if (dqk16 > 256) fail("mma=wgmma for backward_query needs Dqk <= 256 (dQ in registers)");
+        break;
+      case KernelKind::backward_key_value:
+        if (dqk16 + dv16 > 256)
+          fail("mma=wgmma for backward_key_value needs Dqk + Dv <= 256 (dK and dV in registers)");
+        break;
+      default: fail("mma=wgmma is a forward, backward_query or backward_key_value kernel");
+    }
     if (spec.arch != "sm_90a") fail("mma=wgmma needs sm_90a");
     if (spec.vec < 2) fail("mma=wgmma needs rows aligned to 4 bytes or more (alignment class 2, 4 or 8)");
     if (t.warps % 4 != 0) fail("mma=wgmma needs whole warpgroups (warps a multiple of 4)");
     if (t.block_rows != 16 * t.warps) fail("mma=wgmma needs rows = 16 * warps");
     if (t.block_cols > 256) fail("mma=wgmma needs cols <= 256");
-    if (round_up(spec.dim_v, 16) > 256) fail("mma=wgmma needs Dv <= 256");
     if (head_chunks_of(spec, t) != 1) fail("mma=wgmma does not split the output dims (head must be 0)");
   }
 }
@@ -118,6 +128,11 @@ std::size_t shared_bytes(const KernelSpec& spec, const TuningParams& t) {
                               stage_elements(spec, cols, dv));
     }
     case KernelKind::backward_query: {
+      // wgmma: q [rows][dqk], dO [rows][dv], lse and dterm [rows]; three stages
+      // of k [cols][dqk], two of v [cols][dv]; no padding
+      if (t.wgmma)
+        return kElementBytes * (rows * (dqk16 + dv16) + 3 * cols * dqk16 + 2 * cols * dv16) +
+               sizeof(float) * 2 * rows;
       // q [rows][dqk], dO [rows][dv], k [cols][dqk], v [cols][dv]; lse, dterm [rows];
       // staged: k, v
       const std::size_t dqk = n * chunk_width(spec.dim_qk, n), dv = dv16;

@@ -97,21 +97,27 @@ INSTANTIATE_TEST_SUITE_P(Spread, CompileSpread, ::testing::ValuesIn(spread()),
                            return name_of(info.param);
                          });
 
-// The wgmma key/value backward is not a default yet (tuning rows or
-// FLASHGEN_TUNING choose it): its candidate shapes must still compile
-// without spills at the dims it serves.
-TEST(CompileWgmmaKeyValue, CandidatesCompileWithoutSpills) {
-  struct Shape { int dim; int cols; bool causal; DType dtype; int vec; };
-  for (const Shape& c : {Shape{40, 64, true, DType::bf16, 8}, Shape{64, 64, false, DType::f16, 8},
-                         Shape{68, 32, true, DType::bf16, 4}, Shape{128, 32, false, DType::bf16, 8},
-                         Shape{128, 64, true, DType::f16, 2}}) {
+// The wgmma backward kernels are not defaults yet (tuning rows or
+// FLASHGEN_TUNING choose them): their candidate shapes must still compile
+// without spills at the dims they serve.
+TEST(CompileWgmmaBackward, CandidatesCompileWithoutSpills) {
+  struct Shape { KernelKind kind; int dim; int rows; int cols; bool causal; DType dtype; int vec; };
+  const KernelKind query = KernelKind::backward_query, key_value = KernelKind::backward_key_value;
+  for (const Shape& c : {Shape{query, 64, 192, 64, true, DType::bf16, 8},
+                         Shape{query, 128, 128, 64, false, DType::f16, 8},
+                         Shape{query, 250, 128, 32, true, DType::bf16, 2},
+                         Shape{key_value, 40, 128, 64, true, DType::bf16, 8},
+                         Shape{key_value, 64, 128, 64, false, DType::f16, 8},
+                         Shape{key_value, 68, 128, 32, true, DType::bf16, 4},
+                         Shape{key_value, 128, 128, 32, false, DType::bf16, 8},
+                         Shape{key_value, 128, 128, 64, true, DType::f16, 2}}) {
     KernelSpec spec;
-    spec.kind = KernelKind::backward_key_value;
+    spec.kind = c.kind;
     spec.dtype = c.dtype;
     spec.dim_qk = spec.dim_v = c.dim;
     spec.causal = c.causal;
     spec.vec = c.vec;
-    TuningParams tuning{128, c.cols, 0, 8, 0};
+    TuningParams tuning{c.rows, c.cols, 0, c.rows / 16, 0};
     tuning.wgmma = true;
     const GeneratedKernel g = generate(spec, tuning);
     EXPECT_LE(g.shared_bytes, shared_limit_of_arch(spec.arch)) << g.name;

@@ -66,12 +66,14 @@ TEST(Generate, WgmmaNeedsAlignedRowsHopperAndWholeWarpgroups) {
   KernelSpec ampere = s;
   ampere.arch = "sm_80";
   refused(ampere, t, "sm_90a");
-  refused(spec_of(KernelKind::backward_query, 128, 128), t, "forward or backward_key_value kernel");
+  refused(spec_of(KernelKind::backward_atomic, 128, 128), t, "forward, backward_query or backward_key_value kernel");
+  refused(spec_of(KernelKind::backward_query, 384, 64), t, "Dqk <= 256");
   refused(spec_of(KernelKind::backward_key_value, 128, 136), t, "Dqk + Dv <= 256");
   EXPECT_NE(generate(spec_of(KernelKind::backward_key_value, 128, 128), t).source.find(
                 "backward_key_value_wgmma.cuh"),
             std::string::npos);
   refused(spec_of(KernelKind::forward, 128, 384), t, "Dv <= 256");
+  EXPECT_NE(generate(spec_of(KernelKind::backward_query, 128, 128), t).source.find("backward_query_wgmma.cuh"), std::string::npos);
   TuningParams six_warps{96, 64, 0, 6, 0};
   six_warps.wgmma = true;
   refused(s, six_warps, "warpgroups");

@@ -156,11 +156,6 @@ struct BackwardKeyValueWgmma {
                                C::kDimQK, lane);
   }
 
-  template <int kCount>
-  static __device__ __forceinline__ float (&flat(float (&a)[1][kCount][4]))[kCount * 4] {
-    return *reinterpret_cast<float(*)[kCount * 4]>(&a[0][0][0]);
-  }
-
   // Waits for block j (issued one iteration earlier), then issues block j+1
   // into the stage that block j-2 used (read last by the products of
   // iteration j-1, which every thread has finished at the barrier).

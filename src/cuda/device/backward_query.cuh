@@ -98,21 +98,9 @@ struct BackwardQuery {
     if (n_blocks > 0) load_key_value(p, smem, k, v, 0, thread);
     cp_async_commit();
 
-    // Dterm and L2 of the CTA's rows (while the tiles stream in): one warp a row.
-    for (int r = warp; r < kBlockM; r += C::kWarps) {
-      const int row = row0 + r;
-      float dterm = 0.0f;
-      if (row < p.seq_q)
-        dterm = row_dterm<E, C::kDimV>(grad_o + r * p.grad_o.stride_seq, p.grad_o.stride_dim,
-                                       o + r * p.o.stride_seq, p.o.stride_dim, lane);
-      if (lane == 0) {
-        smem.dterm[r] = dterm;
-        smem.lse_log2[r] = lse_log2(p.lse, batch, head, row, p.seq_q);
-        if (chunk == 0 && row < p.seq_q)
-          p.dterm.data[batch * p.dterm.stride_batch + head * p.dterm.stride_heads +
-                       row * p.dterm.stride_seq] = dterm;
-      }
-    }
+    // Dterm and L2 of the CTA's rows (while the tiles stream in).
+    stage_query_rows<E, C::kDimV, kBlockM, C::kWarps>(p, batch, head, row0, grad_o, o, smem.dterm,
+                                                      smem.lse_log2, chunk == 0, warp, lane);
     __syncthreads();
     float l2_of_row[kRowTiles][2], dterm_of_row[kRowTiles][2];  // of the thread's two rows per tile
 #pragma unroll
@@ -159,13 +147,7 @@ struct BackwardQuery {
       gemm_smem_nk<E, kRowTiles, kKeyTiles, kDimV / 16>(dp, grad_o_warp, kVStride, smem.v,
                                                         kVStride, lane);
       // dS = P ∘ (dP − Dterm), kept in dp.
-#pragma unroll
-      for (int rt = 0; rt < kRowTiles; ++rt)
-#pragma unroll
-        for (int nt = 0; nt < kKeyTiles; ++nt)
-#pragma unroll
-          for (int i = 0; i < 4; ++i)
-            dp[rt][nt][i] = s[rt][nt][i] * (dp[rt][nt][i] - dterm_of_row[rt][i >> 1]);
+      subtract_rows_times(dp, s, dterm_of_row);
 
       // dQ += dS·K (this chunk's columns of K)
       gemm_acc_kn<E, kRowTiles, kDqChunk / 8, kBlockN / 16>(dq, dp, smem.k + dq0, kQKStride,
@@ -193,17 +175,6 @@ struct BackwardQuery {
                  p.k.stride_dim, p.seq_kv - key0, C::kDimQK, thread);
     VCopy::issue(smem.v, v_stage(smem), v + key0 * p.v.stride_seq, p.v.stride_seq,
                  p.v.stride_dim, p.seq_kv - key0, C::kDimV, thread);
-  }
-
-  // P = exp2(s − L2) per row, in place.
-  static __device__ __forceinline__ void exp2_rows(float (&s)[kRowTiles][kKeyTiles][4],
-                                                   const float (&l2)[kRowTiles][2]) {
-#pragma unroll
-    for (int rt = 0; rt < kRowTiles; ++rt)
-#pragma unroll
-      for (int nt = 0; nt < kKeyTiles; ++nt)
-#pragma unroll
-        for (int i = 0; i < 4; ++i) s[rt][nt][i] = fast_exp2(s[rt][nt][i] - l2[rt][i >> 1]);
   }
 };
 

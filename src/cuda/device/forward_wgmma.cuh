@@ -78,7 +78,7 @@ struct ForwardWgmma {
 
     float o[1][kOutTiles][4];
     zero(o);
-    float(&o_flat)[kDimV / 2] = *reinterpret_cast<float(*)[kDimV / 2]>(&o[0][0][0]);
+    float(&o_flat)[kDimV / 2] = flat(o);
     OnlineSoftmax<1> softmax;
     softmax.init();
     u32 p_frag[kBlockN / 16][1][4];  // P of the previous block as A fragments
@@ -150,11 +150,6 @@ struct ForwardWgmma {
                      row * p.lse.stride_seq] = lse[0][h];
       }
     }
-  }
-
-  template <int kCount>
-  static __device__ __forceinline__ float (&flat(float (&a)[1][kCount][4]))[kCount * 4] {
-    return *reinterpret_cast<float(*)[kCount * 4]>(&a[0][0][0]);
   }
 
   // Waits for copy group G(j-1) (K[j], V[j-1]), then issues G(j) = {K[j+1], V[j]}

@@ -34,4 +34,28 @@ __device__ __forceinline__ float row_dterm(const u16* grad_o, index_t grad_o_str
   return warp_sum(sum);
 }
 
+// Dterm and L2 of query rows [row0, row0 + kRows) of one head into shared
+// arrays, one warp a row; Dterm also to global for the key/value kernel when
+// `write_global` (one CTA per row writes it). grad_o and o point at row0.
+template <int E, int kDimV, int kRows, int kWarps>
+__device__ __forceinline__ void stage_query_rows(const AttentionParams& p, int batch, int head,
+                                                 int row0, const u16* grad_o, const u16* o,
+                                                 float* dterm_shared, float* l2_shared,
+                                                 bool write_global, int warp, int lane) {
+  for (int r = warp; r < kRows; r += kWarps) {
+    const int row = row0 + r;
+    float dterm = 0.0f;
+    if (row < p.seq_q)
+      dterm = row_dterm<E, kDimV>(grad_o + r * p.grad_o.stride_seq, p.grad_o.stride_dim,
+                                  o + r * p.o.stride_seq, p.o.stride_dim, lane);
+    if (lane == 0) {
+      dterm_shared[r] = dterm;
+      l2_shared[r] = lse_log2(p.lse, batch, head, row, p.seq_q);
+      if (write_global && row < p.seq_q)
+        p.dterm.data[batch * p.dterm.stride_batch + head * p.dterm.stride_heads +
+                     row * p.dterm.stride_seq] = dterm;
+    }
+  }
+}
+
 }  // namespace flashgen_device

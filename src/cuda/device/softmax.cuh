@@ -137,4 +137,30 @@ __device__ __forceinline__ void subtract_columns_times(float (&dpt)[kRowTiles][k
   }
 }
 
+// The query backward's orientation (rows are queries; a thread holds rows g
+// and g + 8 of each 16-row tile). P = exp2(s − L2[row]) in place.
+template <int kRowTiles, int kKeyTiles>
+__device__ __forceinline__ void exp2_rows(float (&s)[kRowTiles][kKeyTiles][4],
+                                          const float (&l2)[kRowTiles][2]) {
+#pragma unroll
+  for (int rt = 0; rt < kRowTiles; ++rt)
+#pragma unroll
+    for (int nt = 0; nt < kKeyTiles; ++nt)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) s[rt][nt][i] = fast_exp2(s[rt][nt][i] - l2[rt][i >> 1]);
+}
+
+// dS = P ∘ (dP − Dterm[row]), in place in dp.
+template <int kRowTiles, int kKeyTiles>
+__device__ __forceinline__ void subtract_rows_times(float (&dp)[kRowTiles][kKeyTiles][4],
+                                                    const float (&pr)[kRowTiles][kKeyTiles][4],
+                                                    const float (&dterm)[kRowTiles][2]) {
+#pragma unroll
+  for (int rt = 0; rt < kRowTiles; ++rt)
+#pragma unroll
+    for (int nt = 0; nt < kKeyTiles; ++nt)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) dp[rt][nt][i] = pr[rt][nt][i] * (dp[rt][nt][i] - dterm[rt][i >> 1]);
+}
+
 }  // namespace flashgen_device

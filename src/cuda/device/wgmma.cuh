@@ -52,6 +52,13 @@ __device__ __forceinline__ void fence_async_shared() {
   asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
 }
 
+// A warp's accumulators [1][n-tiles][4] (the m16n8k16 C layout per 8 columns,
+// which is also wgmma's) as the flat register list a wgmma instruction names.
+template <int kTiles>
+__device__ __forceinline__ float (&flat(float (&a)[1][kTiles][4]))[kTiles * 4] {
+  return *reinterpret_cast<float(*)[kTiles * 4]>(&a[0][0][0]);
+}
+
 // Keeps the compiler from moving reads or writes of an accumulator register
 // across the point where it is placed (wgmma writes them asynchronously).
 template <int kCount>

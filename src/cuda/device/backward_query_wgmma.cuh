@@ -1,0 +1,225 @@
+// Query backward on Hopper's warpgroup MMA (sm_90a), for rows aligned to 4
+// bytes or more and Dqk <= 256 (dQ stays in registers). Same algorithm as
+// backward_query.cuh (Dterm first, no atomics); each warpgroup owns 64 query
+// rows:
+//
+//   S  = Q·Kᵀ      wgmma, Q and K from shared memory (both K-major)
+//   dP = dO·Vᵀ     wgmma, dO and V from shared memory (both K-major)
+//   P, dS          registers (exp2_rows, subtract_rows_times)
+//   dQ += dS·K     wgmma, dS from registers, K read MN-major
+//
+// K has three stages (block j+1 loads while S(j) reads K[j] and the dQ product
+// of block j-1 reads K[j-1]), V two. The dS side of block j overlaps the dQ
+// product of block j-1 on the tensor cores.
+#pragma once
+
+#include "common.cuh"
+#include "copy.cuh"
+#include "mask.cuh"
+#include "row_stats.cuh"
+#include "softmax.cuh"
+#include "warp_gemm.cuh"
+#include "wgmma.cuh"
+
+namespace flashgen_device {
+
+// C (generated): kElement, kDimQK, kDimV, kWarps (a multiple of 4), kBlockN,
+// kVec (8, 4 or 2), kCausal.
+template <class C>
+struct BackwardQueryWgmma {
+  static constexpr int E = C::kElement;
+  static constexpr int kThreads = C::kWarps * 32;
+  static constexpr int kBlockM = C::kWarps * 16;  // query rows per CTA
+  static constexpr int kBlockN = C::kBlockN;      // key rows per traversed block
+  static constexpr int kDimQK = round_up(C::kDimQK, 16);
+  static constexpr int kDimV = round_up(C::kDimV, 16);
+  static constexpr int kKeyStages = 3, kValueStages = 2;
+  static constexpr int kKeyTiles = kBlockN / 8;
+  static_assert(C::kWarps % 4 == 0, "whole warpgroups");
+  static_assert(kBlockN % 16 == 0 && kBlockN <= 256 && kDimQK <= 256,
+                "wgmma n is 16..256; dQ lives in registers");
+
+  struct SharedStorage {
+    u16 q[kBlockM * kDimQK];  // core-matrix layout (wgmma.cuh)
+    u16 grad_o[kBlockM * kDimV];
+    u16 k[kKeyStages][kBlockN * kDimQK];
+    u16 v[kValueStages][kBlockN * kDimV];
+    float lse_log2[kBlockM];
+    float dterm[kBlockM];
+  };
+
+  static __device__ void run(const AttentionParams& p, unsigned char* shared_bytes) {
+    SharedStorage& smem = *reinterpret_cast<SharedStorage*>(shared_bytes);
+    const int thread = threadIdx.x, lane = thread & 31, warp = thread >> 5;
+    const int group = warp / 4;
+    const int head = blockIdx.y;
+    const int batch = blockIdx.z;
+    const int kv_head = head / p.group_size;
+    const int row0 = blockIdx.x * kBlockM;
+    const int warp_row0 = row0 + warp * 16;
+
+    const u16* q = static_cast<const u16*>(p.q.data) + batch * p.q.stride_batch +
+                   head * p.q.stride_heads + row0 * p.q.stride_seq;
+    const u16* grad_o = static_cast<const u16*>(p.grad_o.data) + batch * p.grad_o.stride_batch +
+                        head * p.grad_o.stride_heads + row0 * p.grad_o.stride_seq;
+    const u16* o = static_cast<const u16*>(p.o.data) + batch * p.o.stride_batch +
+                   head * p.o.stride_heads + row0 * p.o.stride_seq;
+    const u16* k = static_cast<const u16*>(p.k.data) + batch * p.k.stride_batch +
+                   kv_head * p.k.stride_heads;
+    const u16* v = static_cast<const u16*>(p.v.data) + batch * p.v.stride_batch +
+                   kv_head * p.v.stride_heads;
+
+    int n_blocks = ceil_div(p.seq_kv, kBlockN);
+    if (C::kCausal) {
+      const int last_key = min_of(row0 + kBlockM - 1, p.seq_q - 1) + p.causal_offset;
+      n_blocks = min_of(n_blocks, last_key < 0 ? 0 : ceil_div(last_key + 1, kBlockN));
+    }
+
+    copy_core_matrix_tile<kBlockM, kDimQK, C::kVec, kThreads>(smem.q, q, p.q.stride_seq,
+                                                              p.seq_q - row0, C::kDimQK, thread);
+    copy_core_matrix_tile<kBlockM, kDimV, C::kVec, kThreads>(
+        smem.grad_o, grad_o, p.grad_o.stride_seq, p.seq_q - row0, C::kDimV, thread);
+    if (n_blocks > 0) load_block(smem, 0, k, v, p, thread);
+    cp_async_commit();
+    // Dterm and L2 of the CTA's rows while the tiles stream in.
+    stage_query_rows<E, C::kDimV, kBlockM, C::kWarps>(p, batch, head, row0, grad_o, o, smem.dterm,
+                                                      smem.lse_log2, true, warp, lane);
+
+    float dq[1][kDimQK / 8][4];
+    zero(dq);
+    u32 ds_frag[kBlockN / 16][1][4];  // dS of block j-1 as A fragments
+    float l2_of_row[1][2], dterm_of_row[1][2];
+
+    // K-major Q and dO for this warpgroup's 64 rows (the A operands of S, dP).
+    const u64 q_desc = matrix_descriptor(smem.q + group * 64 * kDimQK, 128, kDimQK * 16);
+    const u64 grad_o_desc = matrix_descriptor(smem.grad_o + group * 64 * kDimV, 128, kDimV * 16);
+
+    // Block j: S(j), dP(j) and dQ += dS(j-1)·K[j-1] go to the tensor cores
+    // together. Blocks 0 and n are peeled off, so no wgmma sits in a branch.
+    if (n_blocks > 0) {
+      wait_and_load(smem, k, v, p, 0, n_blocks, thread);  // also orders the row stats
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int r = warp * 16 + (lane >> 2) + 8 * h;
+        l2_of_row[0][h] = smem.lse_log2[r];
+        dterm_of_row[0][h] = smem.dterm[r];
+      }
+      float s[1][kKeyTiles][4], dp[1][kKeyTiles][4];
+      wgmma_fence();
+      scores(s, dp, q_desc, grad_o_desc, smem, 0);
+      wgmma_commit();
+      wgmma_wait<0>();
+      fence_registers(flat(s));
+      fence_registers(flat(dp));
+      query_side(s, dp, l2_of_row, dterm_of_row, p, 0, warp_row0, lane);
+      pack(ds_frag, dp);
+    }
+    for (int n_block = 1; n_block < n_blocks; ++n_block) {
+      wait_and_load(smem, k, v, p, n_block, n_blocks, thread);
+      float s[1][kKeyTiles][4], dp[1][kKeyTiles][4];
+      fence_registers(flat(dq));
+      wgmma_fence();
+      scores(s, dp, q_desc, grad_o_desc, smem, n_block);
+      wgmma_commit();
+      grad_q_product(dq, ds_frag, smem.k[(n_block - 1) % kKeyStages]);
+      wgmma_commit();
+      wgmma_wait<1>();  // S(j) and dP(j) are done; dQ += dS(j-1)·K[j-1] may still run
+      fence_registers(flat(s));
+      fence_registers(flat(dp));
+      query_side(s, dp, l2_of_row, dterm_of_row, p, n_block * kBlockN, warp_row0, lane);
+      wgmma_wait<0>();  // the dS fragments of block j-1 are free
+      fence_registers(flat(dq));
+      pack(ds_frag, dp);
+    }
+    if (n_blocks > 0) {
+      fence_registers(flat(dq));
+      wgmma_fence();
+      grad_q_product(dq, ds_frag, smem.k[(n_blocks - 1) % kKeyStages]);
+      wgmma_commit();
+      wgmma_wait<0>();
+      fence_registers(flat(dq));
+    }
+    cp_async_wait<0>();
+
+    const float scale[1][2] = {{p.scale, p.scale}};
+    store_acc_tile<E, C::kVec>(static_cast<u16*>(p.grad_q.data) + batch * p.grad_q.stride_batch +
+                                   head * p.grad_q.stride_heads + warp_row0 * p.grad_q.stride_seq,
+                               p.grad_q.stride_seq, p.grad_q.stride_dim, dq, scale,
+                               p.seq_q - warp_row0, C::kDimQK, lane);
+  }
+
+  // Waits for block j (issued one iteration earlier), then issues block j+1
+  // into the stages that iteration j-1 finished reading (K[j-2], V[j-1]).
+  static __device__ __forceinline__ void wait_and_load(SharedStorage& smem, const u16* k,
+                                                       const u16* v, const AttentionParams& p,
+                                                       int n_block, int n_blocks, int thread) {
+    cp_async_wait<0>();
+    fence_async_shared();
+    __syncthreads();
+    if (n_block + 1 < n_blocks) load_block(smem, n_block + 1, k, v, p, thread);
+    cp_async_commit();
+  }
+
+  // Issues the copies of K and V rows of key block j into their stages.
+  static __device__ __forceinline__ void load_block(SharedStorage& smem, int j, const u16* k,
+                                                    const u16* v, const AttentionParams& p,
+                                                    int thread) {
+    const int key0 = j * kBlockN;
+    copy_core_matrix_tile<kBlockN, kDimQK, C::kVec, kThreads>(
+        smem.k[j % kKeyStages], k + key0 * p.k.stride_seq, p.k.stride_seq, p.seq_kv - key0,
+        C::kDimQK, thread);
+    copy_core_matrix_tile<kBlockN, kDimV, C::kVec, kThreads>(
+        smem.v[j % kValueStages], v + key0 * p.v.stride_seq, p.v.stride_seq, p.seq_kv - key0,
+        C::kDimV, thread);
+  }
+
+  // Issues S = Q·K[j]ᵀ and dP = dO·V[j]ᵀ (overwriting s, dp).
+  static __device__ __forceinline__ void scores(float (&s)[1][kKeyTiles][4],
+                                                float (&dp)[1][kKeyTiles][4], u64 q_desc,
+                                                u64 grad_o_desc, SharedStorage& smem, int j) {
+    const u64 k_desc = matrix_descriptor(smem.k[j % kKeyStages], 128, kDimQK * 16);
+    const u64 v_desc = matrix_descriptor(smem.v[j % kValueStages], 128, kDimV * 16);
+#pragma unroll
+    for (int ks = 0; ks < kDimQK / 16; ++ks)  // a k step: 2 core matrices (256 bytes) along K
+      Wgmma<kBlockN>::template shared_shared<E>(flat(s), q_desc + ks * 16, k_desc + ks * 16,
+                                                ks > 0);
+#pragma unroll
+    for (int ks = 0; ks < kDimV / 16; ++ks)
+      Wgmma<kBlockN>::template shared_shared<E>(flat(dp), grad_o_desc + ks * 16,
+                                                v_desc + ks * 16, ks > 0);
+  }
+
+  // Issues dQ += dS·K for the K tile of the previous block (read MN-major).
+  static __device__ __forceinline__ void grad_q_product(float (&dq)[1][kDimQK / 8][4],
+                                                        const u32 (&ds_frag)[kBlockN / 16][1][4],
+                                                        const u16* k_tile) {
+    const u64 k_desc = matrix_descriptor(k_tile, kDimQK * 16, 128);
+#pragma unroll
+    for (int ks = 0; ks < kBlockN / 16; ++ks)  // 16 keys: 2 core matrices along K
+      Wgmma<kDimQK>::template registers_shared<E>(flat(dq), ds_frag[ks][0],
+                                                  k_desc + ks * 2 * kDimQK, 1);
+  }
+
+  // P = exp2(S·scale·log2e − L2) (masked) in s, dS = P ∘ (dP − Dterm) in dp.
+  static __device__ __forceinline__ void query_side(float (&s)[1][kKeyTiles][4],
+                                                    float (&dp)[1][kKeyTiles][4],
+                                                    const float (&l2_of_row)[1][2],
+                                                    const float (&dterm_of_row)[1][2],
+                                                    const AttentionParams& p, int key0,
+                                                    int warp_row0, int lane) {
+    scale_scores(s, p.scale_log2);
+    if (key0 + kBlockN > p.seq_kv ||
+        (C::kCausal && key0 + kBlockN - 1 > warp_row0 + p.causal_offset))
+      mask_scores<1, kKeyTiles, C::kCausal>(s, warp_row0, key0, p.seq_kv, p.causal_offset, lane);
+    exp2_rows(s, l2_of_row);
+    subtract_rows_times(dp, s, dterm_of_row);
+  }
+
+  static __device__ __forceinline__ void pack(u32 (&ds_frag)[kBlockN / 16][1][4],
+                                              const float (&ds)[1][kKeyTiles][4]) {
+#pragma unroll
+    for (int ks = 0; ks < kBlockN / 16; ++ks) pack_a_from_acc<E>(ds_frag[ks], ds, ks);
+  }
+};
+
+}  // namespace flashgen_device
