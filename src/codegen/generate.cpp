@@ -66,7 +66,9 @@ void check_tuning(const KernelSpec& spec, const TuningParams& t) {
     const int dqk16 = round_up(spec.dim_qk, 16), dv16 = round_up(spec.dim_v, 16);
     switch (spec.kind) {
       case KernelKind::forward:
-        if (dv16 > 256) fail("mma=wgmma for the forward needs Dv <= 256 (O in registers)");
+        if (chunk_width(spec.dim_v, head_chunks_of(spec, t)) > 256)
+          fail("mma=wgmma for the forward needs at most 256 value columns per CTA (O in "
+               "registers): head <= 256");
         break;
       case KernelKind::backward_query:
         if (dqk16 > 256) fail("mma=wgmma for backward_query needs Dqk <= 256 (dQ in registers)");
@@ -82,7 +84,8 @@ void check_tuning(const KernelSpec& spec, const TuningParams& t) {
     if (t.warps % 4 != 0) fail("mma=wgmma needs whole warpgroups (warps a multiple of 4)");
     if (t.block_rows != 16 * t.warps) fail("mma=wgmma needs rows = 16 * warps");
     if (t.block_cols > 256) fail("mma=wgmma needs cols <= 256");
-    if (head_chunks_of(spec, t) != 1) fail("mma=wgmma does not split the output dims (head must be 0)");
+    if (spec.kind != KernelKind::forward && head_chunks_of(spec, t) != 1)
+      fail("mma=wgmma splits no output dims in the backward (head must be 0)");
   }
 }
 
@@ -119,8 +122,10 @@ std::size_t shared_bytes(const KernelSpec& spec, const TuningParams& t) {
   const std::size_t dqk16 = round_up(spec.dim_qk, 16), dv16 = round_up(spec.dim_v, 16);
   switch (spec.kind) {
     case KernelKind::forward: {
-      // wgmma: q [rows][dqk], two stages of k [cols][dqk] and v [cols][dv], no padding
-      if (t.wgmma) return kElementBytes * (rows * dqk16 + 2 * cols * (dqk16 + dv16));
+      // wgmma: q [rows][dqk], two stages of k [cols][dqk] and v [cols][dv chunk], no padding
+      if (t.wgmma)
+        return kElementBytes *
+               (rows * dqk16 + 2 * cols * (dqk16 + chunk_width(spec.dim_v, int(n))));
       // q [rows][dqk], k [cols][dqk], v [cols][dv chunk]; staged: k, v
       const std::size_t dqk = dqk16, dv = chunk_width(spec.dim_v, n);
       return kElementBytes * (rows * (dqk + kRowPad) + cols * (dqk + kRowPad) +

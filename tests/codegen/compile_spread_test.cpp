@@ -97,10 +97,10 @@ INSTANTIATE_TEST_SUITE_P(Spread, CompileSpread, ::testing::ValuesIn(spread()),
                            return name_of(info.param);
                          });
 
-// The wgmma backward kernels are not defaults yet (tuning rows or
+// The wgmma backward kernels and the split-Dv wgmma forward are not defaults yet (tuning rows or
 // FLASHGEN_TUNING choose them): their candidate shapes must still compile
 // without spills at the dims they serve.
-TEST(CompileWgmmaBackward, CandidatesCompileWithoutSpills) {
+TEST(CompileWgmmaOptIn, CandidatesCompileWithoutSpills) {
   struct Shape { KernelKind kind; int dim; int rows; int cols; bool causal; DType dtype; int vec; };
   const KernelKind query = KernelKind::backward_query, key_value = KernelKind::backward_key_value;
   for (const Shape& c : {Shape{query, 64, 192, 64, true, DType::bf16, 8},
@@ -110,14 +110,17 @@ TEST(CompileWgmmaBackward, CandidatesCompileWithoutSpills) {
                          Shape{key_value, 64, 128, 64, false, DType::f16, 8},
                          Shape{key_value, 68, 128, 32, true, DType::bf16, 4},
                          Shape{key_value, 128, 128, 32, false, DType::bf16, 8},
-                         Shape{key_value, 128, 128, 64, true, DType::f16, 2}}) {
+                         Shape{key_value, 128, 128, 64, true, DType::f16, 2},
+                         Shape{KernelKind::forward, 384, 128, 32, true, DType::bf16, 8},
+                         Shape{KernelKind::forward, 512, 128, 32, false, DType::f16, 8}}) {
     KernelSpec spec;
     spec.kind = c.kind;
     spec.dtype = c.dtype;
     spec.dim_qk = spec.dim_v = c.dim;
     spec.causal = c.causal;
     spec.vec = c.vec;
-    TuningParams tuning{c.rows, c.cols, 0, c.rows / 16, 0};
+    // Value dims past 256 are split across CTAs of 256 columns.
+    TuningParams tuning{c.rows, c.cols, c.dim > 256 ? 256 : 0, c.rows / 16, 0};
     tuning.wgmma = true;
     const GeneratedKernel g = generate(spec, tuning);
     EXPECT_LE(g.shared_bytes, shared_limit_of_arch(spec.arch)) << g.name;

@@ -72,7 +72,14 @@ TEST(Generate, WgmmaNeedsAlignedRowsHopperAndWholeWarpgroups) {
   EXPECT_NE(generate(spec_of(KernelKind::backward_key_value, 128, 128), t).source.find(
                 "backward_key_value_wgmma.cuh"),
             std::string::npos);
-  refused(spec_of(KernelKind::forward, 128, 384), t, "Dv <= 256");
+  refused(spec_of(KernelKind::forward, 128, 384), t, "at most 256 value columns per CTA");
+  TuningParams chunked{128, 32, 256, 8, 0};
+  chunked.wgmma = true;
+  const KernelSpec large = spec_of(KernelKind::forward, 512, 512);
+  EXPECT_EQ(head_chunks_of(large, chunked), 2);
+  EXPECT_EQ(shared_bytes(large, chunked), 2u * (128 * 512 + 2 * 32 * (512 + 256)));
+  refused(spec_of(KernelKind::backward_query, 128, 128), TuningParams{128, 32, 64, 8, 0, true},
+          "head must be 0");
   EXPECT_NE(generate(spec_of(KernelKind::backward_query, 128, 128), t).source.find("backward_query_wgmma.cuh"), std::string::npos);
   TuningParams six_warps{96, 64, 0, 6, 0};
   six_warps.wgmma = true;

@@ -97,6 +97,24 @@ TuningParams wgmma_tuning() {
   return t;
 }
 
+// Value dims past 256 on the wgmma forward: Dv split across CTAs of at most
+// 256 columns (head=256), forced through a tuning (not a default yet).
+std::vector<Case> wgmma_chunked_forward_cases() {
+  return {make_case(1, 200, 333, 2, 1, 384, 384, true, DType::bf16, Layout::bshd),
+          make_case(2, 77, 130, 2, 2, 320, 512, false, DType::f16, Layout::bhsd),
+          make_case(1, 129, 65, 2, 2, 300, 300, false, DType::bf16, Layout::bshd)};
+}
+
+class GpuForwardWgmmaChunked : public ::testing::TestWithParam<Case> {};
+
+TEST_P(GpuForwardWgmmaChunked, MatchesReference) {
+  FLASHGEN_SKIP_WITHOUT_GPU();
+  TuningParams tuning = wgmma_tuning();
+  tuning.head_block = 256;
+  const ScopedTuningOverride force(KernelKind::forward, tuning);
+  EXPECT_TRUE(check_forward(GetParam(), gpu_options()));
+}
+
 class GpuForward : public ::testing::TestWithParam<Case> {};
 class GpuBackward : public ::testing::TestWithParam<Case> {};
 // The atomic kernels at every D, not only where the planner prefers them.
@@ -144,6 +162,8 @@ INSTANTIATE_TEST_SUITE_P(PartlyAligned, GpuForward, ::testing::ValuesIn(partly_a
                          CaseName());
 INSTANTIATE_TEST_SUITE_P(Forced, GpuBackwardWgmma, ::testing::ValuesIn(wgmma_backward_cases()),
                          CaseName());
+INSTANTIATE_TEST_SUITE_P(Forced, GpuForwardWgmmaChunked,
+                         ::testing::ValuesIn(wgmma_chunked_forward_cases()), CaseName());
 INSTANTIATE_TEST_SUITE_P(Standard, GpuBackward,
                          ::testing::ValuesIn(half_precision(standard_backward_cases())),
                          CaseName());

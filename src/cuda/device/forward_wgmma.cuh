@@ -23,6 +23,7 @@
 namespace flashgen_device {
 
 // C (generated) provides: kElement, kDimQK, kDimV, kWarps (a multiple of 4),
+// kHeadChunks (CTAs splitting the value columns, each recomputing S),
 // kBlockN, kCausal, kVec (8, 4 or 2).
 template <class C>
 struct ForwardWgmma {
@@ -31,7 +32,7 @@ struct ForwardWgmma {
   static constexpr int kBlockM = C::kWarps * 16;
   static constexpr int kBlockN = C::kBlockN;
   static constexpr int kDimQK = round_up(C::kDimQK, 16);  // the k of S = Q·Kᵀ, zero-filled
-  static constexpr int kDimV = round_up(C::kDimV, 16);    // the n of O = P·V
+  static constexpr int kDimV = chunk_width(C::kDimV, C::kHeadChunks);  // value columns per CTA: the n of O = P·V
   static constexpr int kStages = 2;
   static constexpr int kScoreTiles = kBlockN / 8;
   static constexpr int kOutTiles = kDimV / 8;
@@ -50,7 +51,9 @@ struct ForwardWgmma {
     const int group = warp / 4;  // warpgroup
     const int m_block = blockIdx.x;
     const int head = blockIdx.y;
-    const int batch = blockIdx.z;
+    const int batch = blockIdx.z / C::kHeadChunks;
+    const int chunk = blockIdx.z % C::kHeadChunks;
+    const int dv0 = chunk * kDimV;
     const int kv_head = head / p.group_size;
     const int row0 = m_block * kBlockM;
     const int warp_row0 = row0 + warp * 16;  // warpgroup rows 64·group, warp rows 16·(warp % 4)
@@ -60,7 +63,8 @@ struct ForwardWgmma {
     const u16* k = static_cast<const u16*>(p.k.data) + batch * p.k.stride_batch +
                    kv_head * p.k.stride_heads;
     const u16* v = static_cast<const u16*>(p.v.data) + batch * p.v.stride_batch +
-                   kv_head * p.v.stride_heads;
+                   kv_head * p.v.stride_heads + dv0 * p.v.stride_dim;
+    const int value_cols = C::kDimV - dv0;  // of this CTA's chunk that exist
 
     int n_blocks = ceil_div(p.seq_kv, kBlockN);
     if (C::kCausal) {
@@ -92,7 +96,7 @@ struct ForwardWgmma {
     // Blocks 0 (no P·V yet) and n (only P·V) are peeled off the loop, so no
     // wgmma sits in a branch.
     if (n_blocks > 0) {
-      wait_and_load(smem, k, v, p, 0, n_blocks, thread);
+      wait_and_load(smem, k, v, p, 0, n_blocks, value_cols, thread);
       float s[1][kScoreTiles][4];
       wgmma_fence();
       scores(s, q_desc, smem.k[0]);
@@ -105,7 +109,7 @@ struct ForwardWgmma {
       for (int ks = 0; ks < kBlockN / 16; ++ks) pack_a_from_acc<E>(p_frag[ks], s, ks);
     }
     for (int n_block = 1; n_block < n_blocks; ++n_block) {
-      wait_and_load(smem, k, v, p, n_block, n_blocks, thread);
+      wait_and_load(smem, k, v, p, n_block, n_blocks, value_cols, thread);
       float s[1][kScoreTiles][4];
       fence_registers(o_flat);
       wgmma_fence();
@@ -138,10 +142,11 @@ struct ForwardWgmma {
     float inverse_sum[1][2], lse[1][2];
     softmax.finish(inverse_sum, lse);
     store_acc_tile<E, C::kVec>(static_cast<u16*>(p.o.data) + batch * p.o.stride_batch +
-                             head * p.o.stride_heads + warp_row0 * p.o.stride_seq,
-                         p.o.stride_seq, p.o.stride_dim, o, inverse_sum, p.seq_q - warp_row0,
-                         C::kDimV, lane);
-    if (p.lse.data != nullptr && (lane & 3) == 0) {
+                                   head * p.o.stride_heads + warp_row0 * p.o.stride_seq +
+                                   dv0 * p.o.stride_dim,
+                               p.o.stride_seq, p.o.stride_dim, o, inverse_sum, p.seq_q - warp_row0,
+                               value_cols, lane);
+    if (chunk == 0 && p.lse.data != nullptr && (lane & 3) == 0) {
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         const int row = warp_row0 + (lane >> 2) + 8 * h;
@@ -156,13 +161,14 @@ struct ForwardWgmma {
   // into the stages that block j-1 finished reading.
   static __device__ __forceinline__ void wait_and_load(SharedStorage& smem, const u16* k,
                                                        const u16* v, const AttentionParams& p,
-                                                       int n_block, int n_blocks, int thread) {
+                                                       int n_block, int n_blocks, int value_cols,
+                                                       int thread) {
     cp_async_wait<0>();
     fence_async_shared();
     __syncthreads();
     const int key0 = n_block * kBlockN;
     if (n_block + 1 < n_blocks) load_keys(smem, (n_block + 1) & 1, k, p, key0 + kBlockN, thread);
-    load_values(smem, n_block & 1, v, p, key0, thread);
+    load_values(smem, n_block & 1, v, p, key0, value_cols, thread);
     cp_async_commit();
   }
 
@@ -211,9 +217,9 @@ struct ForwardWgmma {
   }
   static __device__ __forceinline__ void load_values(SharedStorage& smem, int stage, const u16* v,
                                                      const AttentionParams& p, int key0,
-                                                     int thread) {
+                                                     int value_cols, int thread) {
     copy_core_matrix_tile<kBlockN, kDimV, C::kVec, kThreads>(smem.v[stage], v + key0 * p.v.stride_seq,
-                                                    p.v.stride_seq, p.seq_kv - key0, C::kDimV,
+                                                    p.v.stride_seq, p.seq_kv - key0, value_cols,
                                                     thread);
   }
 };
