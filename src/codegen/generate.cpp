@@ -80,7 +80,12 @@ void check_tuning(const KernelSpec& spec, const TuningParams& t) {
       default: fail("mma=wgmma is a forward, backward_query or backward_key_value kernel");
     }
     if (spec.arch != "sm_90a") fail("mma=wgmma needs sm_90a");
-    if (spec.vec < 2) fail("mma=wgmma needs rows aligned to 4 bytes or more (alignment class 2, 4 or 8)");
+    // The forward also stages rows that are only 2-byte aligned; the backward
+    // kernels copy with cp.async straight into their tiles.
+    if (spec.vec < (spec.kind == KernelKind::forward ? 1 : 2))
+      fail(spec.kind == KernelKind::forward
+               ? "mma=wgmma needs contiguous rows (alignment class 1, 2, 4 or 8)"
+               : "mma=wgmma needs rows aligned to 4 bytes or more (alignment class 2, 4 or 8)");
     if (t.warps % 4 != 0) fail("mma=wgmma needs whole warpgroups (warps a multiple of 4)");
     if (t.block_rows != 16 * t.warps) fail("mma=wgmma needs rows = 16 * warps");
     if (t.block_cols > 256) fail("mma=wgmma needs cols <= 256");
@@ -123,9 +128,14 @@ std::size_t shared_bytes(const KernelSpec& spec, const TuningParams& t) {
   switch (spec.kind) {
     case KernelKind::forward: {
       // wgmma: q [rows][dqk], two stages of k [cols][dqk] and v [cols][dv chunk], no padding
-      if (t.wgmma)
-        return kElementBytes *
-               (rows * dqk16 + 2 * cols * (dqk16 + chunk_width(spec.dim_v, int(n))));
+      // (alignment class 1: plus the staging of k and v, as for mma.sync)
+      if (t.wgmma) {
+        const std::size_t dv_chunk = chunk_width(spec.dim_v, int(n));
+        const std::size_t staging =
+            spec.vec == 1 ? stage_elements(spec, cols, dqk16) + stage_elements(spec, cols, dv_chunk)
+                          : 0;
+        return kElementBytes * (rows * dqk16 + 2 * cols * (dqk16 + dv_chunk) + staging);
+      }
       // q [rows][dqk], k [cols][dqk], v [cols][dv chunk]; staged: k, v
       const std::size_t dqk = dqk16, dv = chunk_width(spec.dim_v, n);
       return kElementBytes * (rows * (dqk + kRowPad) + cols * (dqk + kRowPad) +

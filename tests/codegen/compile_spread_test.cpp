@@ -97,7 +97,8 @@ INSTANTIATE_TEST_SUITE_P(Spread, CompileSpread, ::testing::ValuesIn(spread()),
                            return name_of(info.param);
                          });
 
-// The wgmma backward kernels and the split-Dv wgmma forward are not defaults yet (tuning rows or
+// The wgmma backward kernels and the wgmma forward past Dv = 256 or on rows
+// only 2-byte aligned are not defaults yet (tuning rows or
 // FLASHGEN_TUNING choose them): their candidate shapes must still compile
 // without spills at the dims they serve.
 TEST(CompileWgmmaOptIn, CandidatesCompileWithoutSpills) {
@@ -112,7 +113,9 @@ TEST(CompileWgmmaOptIn, CandidatesCompileWithoutSpills) {
                          Shape{key_value, 128, 128, 32, false, DType::bf16, 8},
                          Shape{key_value, 128, 128, 64, true, DType::f16, 2},
                          Shape{KernelKind::forward, 384, 128, 32, true, DType::bf16, 8},
-                         Shape{KernelKind::forward, 512, 128, 32, false, DType::f16, 8}}) {
+                         Shape{KernelKind::forward, 512, 128, 32, false, DType::f16, 8},
+                         Shape{KernelKind::forward, 127, 192, 64, true, DType::bf16, 1},
+                         Shape{KernelKind::forward, 385, 128, 32, false, DType::bf16, 1}}) {
     KernelSpec spec;
     spec.kind = c.kind;
     spec.dtype = c.dtype;

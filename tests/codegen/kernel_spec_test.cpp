@@ -60,7 +60,10 @@ TEST(Generate, WgmmaNeedsAlignedRowsHopperAndWholeWarpgroups) {
       EXPECT_NE(std::string(e.what()).find(rule), std::string::npos) << e.what();
     }
   };
-  refused(spec_of(KernelKind::forward, 127, 127, 1), t, "alignment class 2, 4 or 8");
+  refused(spec_of(KernelKind::forward, 127, 127, 0), t, "contiguous rows");
+  refused(spec_of(KernelKind::backward_query, 127, 127, 1), t, "alignment class 2, 4 or 8");
+  const KernelSpec odd = spec_of(KernelKind::forward, 127, 127, 1);  // staged K and V
+  EXPECT_EQ(shared_bytes(odd, t), 2u * (128 * 128 + 2 * 64 * 256 + 2 * 64 * 17 * 8));
   EXPECT_NO_THROW(generate(spec_of(KernelKind::forward, 68, 68, 4), t));
   EXPECT_NO_THROW(generate(spec_of(KernelKind::forward, 66, 66, 2), t));
   KernelSpec ampere = s;

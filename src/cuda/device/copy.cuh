@@ -139,6 +139,15 @@ __device__ __forceinline__ void load_tile(u16* shared, const u16* global, index_
   }
 }
 
+// Offset in elements of element (row, col) of a [rows][kCols] tile in the
+// core-matrix layout the warpgroup MMA reads (8 x 8 blocks of 128 bytes, one
+// after another along the row's 16-byte chunks, then by groups of 8 rows;
+// wgmma.cuh).
+template <int kCols>
+__device__ __forceinline__ int core_matrix_offset(int row, int col) {
+  return ((row >> 3) * (kCols / 8) + (col >> 3)) * 64 + (row & 7) * 8 + (col & 7);
+}
+
 // A tile copy that may take two steps. Rows that are contiguous but not
 // 16-byte aligned (kVec 1, 2, 4) are copied asynchronously as the aligned
 // 16-byte chunks around them into a staging area (issue), and shifted into
@@ -147,7 +156,9 @@ __device__ __forceinline__ void load_tile(u16* shared, const u16* global, index_
 // done after issue (cp.async for kVec 8, element gathers for kVec 0).
 //
 // Use: issue → cp_async_wait + __syncthreads → finish → __syncthreads → read.
-template <int kRows, int kCols, int kSharedStride, int kVec, int kThreads>
+// kCoreMatrix: finish writes the core-matrix layout (kSharedStride unused).
+template <int kRows, int kCols, int kSharedStride, int kVec, int kThreads,
+          bool kCoreMatrix = false>
 struct TileCopy {
   static constexpr bool kStaged = kVec >= 1 && kVec < 8;
   static constexpr int kStageChunks = kCols / 8 + 1;  // the row's span in aligned chunks
@@ -190,7 +201,9 @@ struct TileCopy {
         const uint4* stage = reinterpret_cast<const uint4*>(staging + row * kStageStride) + c;
         value = shift_and_mask(stage[0], stage[1], offset, valid_cols - c * 8);
       }
-      *reinterpret_cast<uint4*>(shared + row * kSharedStride + c * 8) = value;
+      u16* destination = kCoreMatrix ? shared + core_matrix_offset<kCols>(row, c * 8)
+                                     : shared + row * kSharedStride + c * 8;
+      *reinterpret_cast<uint4*>(destination) = value;
     }
   }
 };

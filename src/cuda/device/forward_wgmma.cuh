@@ -24,7 +24,8 @@ namespace flashgen_device {
 
 // C (generated) provides: kElement, kDimQK, kDimV, kWarps (a multiple of 4),
 // kHeadChunks (CTAs splitting the value columns, each recomputing S),
-// kBlockN, kCausal, kVec (8, 4 or 2).
+// kBlockN, kCausal, kVec (8, 4, 2: cp.async straight into the tiles; 1: the
+// aligned chunks around each row are staged and shifted into the tiles).
 template <class C>
 struct ForwardWgmma {
   static constexpr int E = C::kElement;
@@ -39,11 +40,21 @@ struct ForwardWgmma {
   static_assert(C::kWarps % 4 == 0, "whole warpgroups");
   static_assert(kBlockN % 16 == 0 && kBlockN <= 256 && kDimV <= 256, "wgmma n is 16..256");
 
-  struct SharedStorage {
+  // Alignment class 1 (rows only 2-byte aligned): K and V go through staging.
+  static constexpr bool kStaged = C::kVec == 1;
+  typedef TileCopy<kBlockN, kDimQK, 0, 1, kThreads, true> KCopy;
+  typedef TileCopy<kBlockN, kDimV, 0, 1, kThreads, true> VCopy;
+
+  struct Tiles {
     u16 q[kBlockM * kDimQK];           // [kBlockM][kDimQK], core-matrix layout (wgmma.cuh)
     u16 k[kStages][kBlockN * kDimQK];  // [kBlockN][kDimQK]
     u16 v[kStages][kBlockN * kDimV];   // [kBlockN][kDimV]
   };
+  struct StagedTiles : Tiles {         // the aligned chunks around K and V rows
+    u16 k_stage[KCopy::kStageElements];
+    u16 v_stage[VCopy::kStageElements];
+  };
+  typedef typename select_type<kStaged, StagedTiles, Tiles>::type SharedStorage;
 
   static __device__ void run(const AttentionParams& p, unsigned char* shared_bytes) {
     SharedStorage& smem = *reinterpret_cast<SharedStorage*>(shared_bytes);
@@ -75,8 +86,12 @@ struct ForwardWgmma {
     // Copy groups: G(-1) = {Q, K[0]}; G(j) = {K[j+1], V[j]}, issued at the top of
     // iteration j into the stages iteration j-1 finished reading, and waited
     // for at the top of iteration j+1.
-    copy_core_matrix_tile<kBlockM, kDimQK, C::kVec, kThreads>(smem.q, q, p.q.stride_seq, p.seq_q - row0,
-                                                     C::kDimQK, thread);
+    if constexpr (kStaged)  // once per CTA: shifted in registers
+      load_core_matrix_tile_shifted<kBlockM, kDimQK, kThreads>(smem.q, q, p.q.stride_seq,
+                                                               p.seq_q - row0, C::kDimQK, thread);
+    else
+      copy_core_matrix_tile<kBlockM, kDimQK, C::kVec, kThreads>(smem.q, q, p.q.stride_seq,
+                                                                p.seq_q - row0, C::kDimQK, thread);
     if (n_blocks > 0) load_keys(smem, 0, k, p, 0, thread);
     cp_async_commit();
 
@@ -129,6 +144,10 @@ struct ForwardWgmma {
     }
     if (n_blocks > 0) {
       cp_async_wait<0>();
+      if constexpr (kStaged) {
+        __syncthreads();
+        land_staged(smem, k, v, p, n_blocks, n_blocks, value_cols, thread);
+      }
       fence_async_shared();
       __syncthreads();  // V[n-1] has landed for all
       fence_registers(o_flat);
@@ -158,12 +177,17 @@ struct ForwardWgmma {
   }
 
   // Waits for copy group G(j-1) (K[j], V[j-1]), then issues G(j) = {K[j+1], V[j]}
-  // into the stages that block j-1 finished reading.
+  // into the stages that block j-1 finished reading (staged: into the staging
+  // areas, shifted into those stages at the top of iteration j+1).
   static __device__ __forceinline__ void wait_and_load(SharedStorage& smem, const u16* k,
                                                        const u16* v, const AttentionParams& p,
                                                        int n_block, int n_blocks, int value_cols,
                                                        int thread) {
     cp_async_wait<0>();
+    if constexpr (kStaged) {
+      __syncthreads();  // the staged chunks are visible to every thread
+      land_staged(smem, k, v, p, n_block, n_blocks, value_cols, thread);
+    }
     fence_async_shared();
     __syncthreads();
     const int key0 = n_block * kBlockN;
@@ -207,20 +231,46 @@ struct ForwardWgmma {
     softmax.update(s, correction);
   }
 
-  // Issue the cp.async copies of K (or V) rows [key0, key0 + kBlockN) into `stage`.
+  // Shifts the staged K[j] and V[j-1] (copy group G(j-1)) into their stages.
+  static __device__ __forceinline__ void land_staged(SharedStorage& smem, const u16* k,
+                                                     const u16* v, const AttentionParams& p,
+                                                     int n_block, int n_blocks, int value_cols,
+                                                     int thread) {
+    if constexpr (kStaged) {
+      const int key0 = n_block * kBlockN;
+      if (n_block < n_blocks)
+        KCopy::finish(smem.k[n_block & 1], smem.k_stage, k + key0 * p.k.stride_seq,
+                      p.k.stride_seq, p.seq_kv - key0, C::kDimQK, thread);
+      if (n_block > 0)
+        VCopy::finish(smem.v[(n_block - 1) & 1], smem.v_stage,
+                      v + (key0 - kBlockN) * p.v.stride_seq, p.v.stride_seq,
+                      p.seq_kv - (key0 - kBlockN), value_cols, thread);
+    }
+  }
+
+  // Issue the cp.async copies of K (or V) rows [key0, key0 + kBlockN) into
+  // `stage` (staged: into the staging area).
   static __device__ __forceinline__ void load_keys(SharedStorage& smem, int stage, const u16* k,
                                                    const AttentionParams& p, int key0,
                                                    int thread) {
-    copy_core_matrix_tile<kBlockN, kDimQK, C::kVec, kThreads>(smem.k[stage], k + key0 * p.k.stride_seq,
-                                                     p.k.stride_seq, p.seq_kv - key0, C::kDimQK,
-                                                     thread);
+    if constexpr (kStaged)
+      KCopy::issue(smem.k[stage], smem.k_stage, k + key0 * p.k.stride_seq, p.k.stride_seq,
+                   p.k.stride_dim, p.seq_kv - key0, C::kDimQK, thread);
+    else
+      copy_core_matrix_tile<kBlockN, kDimQK, C::kVec, kThreads>(
+          smem.k[stage], k + key0 * p.k.stride_seq, p.k.stride_seq, p.seq_kv - key0, C::kDimQK,
+          thread);
   }
   static __device__ __forceinline__ void load_values(SharedStorage& smem, int stage, const u16* v,
                                                      const AttentionParams& p, int key0,
                                                      int value_cols, int thread) {
-    copy_core_matrix_tile<kBlockN, kDimV, C::kVec, kThreads>(smem.v[stage], v + key0 * p.v.stride_seq,
-                                                    p.v.stride_seq, p.seq_kv - key0, value_cols,
-                                                    thread);
+    if constexpr (kStaged)
+      VCopy::issue(smem.v[stage], smem.v_stage, v + key0 * p.v.stride_seq, p.v.stride_seq,
+                   p.v.stride_dim, p.seq_kv - key0, value_cols, thread);
+    else
+      copy_core_matrix_tile<kBlockN, kDimV, C::kVec, kThreads>(
+          smem.v[stage], v + key0 * p.v.stride_seq, p.v.stride_seq, p.seq_kv - key0, value_cols,
+          thread);
   }
 };
 

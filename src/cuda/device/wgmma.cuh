@@ -21,12 +21,6 @@
 
 namespace flashgen_device {
 
-// Offset in elements of element (row, col) of a [rows][kCols] core-matrix tile.
-template <int kCols>
-__device__ __forceinline__ int core_matrix_offset(int row, int col) {
-  return ((row >> 3) * (kCols / 8) + (col >> 3)) * 64 + (row & 7) * 8 + (col & 7);
-}
-
 // Descriptor of a no-swizzle operand at `tile`: `k_stride` and `mn_stride`
 // are the byte distances between adjacent core matrices along K and M/N.
 __device__ __forceinline__ u64 matrix_descriptor(const u16* tile, u32 k_stride, u32 mn_stride) {
@@ -95,6 +89,25 @@ __device__ __forceinline__ void copy_core_matrix_tile(u16* tile, const u16* glob
       const u16* source = bytes > 0 ? global + row * row_stride + first : global;
       cp_async_zfill<2 * kVec>(tile + i * 8 + part * kVec, source, bytes);
     }
+  }
+}
+
+// Rows only 2-byte aligned (alignment class 1): each 16-byte chunk of the
+// tile from the aligned 16-byte loads around it, shifted in registers and
+// stored at its core-matrix place. Synchronous; used once per CTA (Q).
+template <int kRows, int kCols, int kThreads>
+__device__ __forceinline__ void load_core_matrix_tile_shifted(u16* tile, const u16* global,
+                                                              index_t row_stride, int valid_rows,
+                                                              int valid_cols, int thread) {
+  constexpr int kChunks = kRows * (kCols / 8);
+#pragma unroll 1
+  for (int i = thread; i < kChunks; i += kThreads) {
+    const int row = (i / kCols) * 8 + (i & 7);
+    const int col = ((i >> 3) % (kCols / 8)) * 8;
+    uint4 value = make_uint4(0, 0, 0, 0);
+    if (row < valid_rows && col < valid_cols)
+      value = load8_shifted(global + row * row_stride, col, valid_cols);
+    *reinterpret_cast<uint4*>(tile + i * 8) = value;
   }
 }
 
