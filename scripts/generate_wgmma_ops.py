@@ -5,8 +5,10 @@ An m64nNk16 wgmma names its N/2 accumulator registers one by one in the
 instruction, so each N needs its own operand list; this script writes them
 for N = 16, 32, ..., 256 instead of by hand. Run it after changing it:
 
-    python3 scripts/generate_wgmma_ops.py
+    python3 scripts/generate_wgmma_ops.py           # writes the header
+    python3 scripts/generate_wgmma_ops.py --check   # exit 1 if it is stale (a CTest)
 """
+import sys
 from pathlib import Path
 
 OUT = Path(__file__).resolve().parent.parent / "src/cuda/device/wgmma_ops.cuh"
@@ -76,7 +78,13 @@ def main():
     ]
     text += [specialization(n) for n in WIDTHS]
     text.append("}  // namespace flashgen_device\n")
-    OUT.write_text("".join(text))
+    header = "".join(text)
+    if "--check" in sys.argv[1:]:
+        if OUT.read_text() != header:
+            print(f"{OUT} is stale: run python3 scripts/generate_wgmma_ops.py", file=sys.stderr)
+            sys.exit(1)
+        return
+    OUT.write_text(header)
 
 
 if __name__ == "__main__":
