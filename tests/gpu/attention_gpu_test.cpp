@@ -56,38 +56,23 @@ std::vector<Case> random_cases(int count) {
   return cases;
 }
 
-Case make_case(int b, int sq, int skv, int hq, int hkv, int dqk, int dv, bool causal, DType t,
-               Layout layout) {
-  Case c;
-  c.batch = b;
-  c.seq_q = sq;
-  c.seq_kv = skv;
-  c.heads_q = hq;
-  c.heads_kv = hkv;
-  c.dim_qk = dqk;
-  c.dim_v = dv;
-  c.causal = causal;
-  c.dtype = t;
-  c.layout = layout;
-  return c;
-}
-
 // Rows aligned to 8 or 4 bytes only (packed D = 4 or 2 mod 8): the wgmma
 // forward copies them with 8- or 4-byte cp.async; odd D and gathers stay on
 // the mma.sync path, which the lists above cover.
 std::vector<Case> partly_aligned_cases() {
-  return {make_case(1, 200, 333, 4, 2, 68, 68, false, DType::bf16, Layout::bshd),
-          make_case(2, 130, 130, 3, 3, 66, 66, true, DType::f16, Layout::bshd),
-          make_case(1, 77, 300, 2, 1, 36, 100, true, DType::bf16, Layout::bhsd),
-          make_case(1, 257, 129, 2, 2, 250, 250, false, DType::f16, Layout::bshd)};
+  // batch, seq_q, seq_kv, heads_q, heads_kv, dim_qk, dim_v, causal, dtype, layout
+  return {Case{1, 200, 333, 4, 2, 68, 68, false, DType::bf16, Layout::bshd},
+          Case{2, 130, 130, 3, 3, 66, 66, true, DType::f16, Layout::bshd},
+          Case{1, 77, 300, 2, 1, 36, 100, true, DType::bf16, Layout::bhsd},
+          Case{1, 257, 129, 2, 2, 250, 250, false, DType::f16, Layout::bshd}};
 }
 
 // The wgmma backward kernels, forced through a tuning (not defaults yet):
 // rows aligned to 16, 8 or 4 bytes, GQA, causal, sequence edges.
 std::vector<Case> wgmma_backward_cases() {
   std::vector<Case> cases = partly_aligned_cases();
-  cases.push_back(make_case(2, 300, 333, 4, 2, 64, 64, true, DType::bf16, Layout::bshd));
-  cases.push_back(make_case(1, 130, 77, 3, 1, 128, 128, false, DType::f16, Layout::bshd));
+  cases.push_back(Case{2, 300, 333, 4, 2, 64, 64, true, DType::bf16, Layout::bshd});
+  cases.push_back(Case{1, 130, 77, 3, 1, 128, 128, false, DType::f16, Layout::bshd});
   return cases;
 }
 
@@ -101,13 +86,14 @@ TuningParams wgmma_tuning() {
 // split across CTAs of at most 256 columns (head=256), and rows that are only
 // 2-byte aligned (odd D), staged and shifted into the tiles.
 std::vector<Case> wgmma_opt_in_forward_cases() {
-  return {make_case(1, 200, 333, 2, 1, 384, 384, true, DType::bf16, Layout::bshd),
-          make_case(2, 77, 130, 2, 2, 320, 512, false, DType::f16, Layout::bhsd),
-          make_case(1, 129, 65, 2, 2, 300, 300, false, DType::bf16, Layout::bshd),
-          make_case(1, 200, 333, 2, 1, 127, 127, true, DType::bf16, Layout::bshd),
-          make_case(2, 77, 130, 3, 3, 199, 63, false, DType::f16, Layout::bshd),
-          make_case(1, 129, 65, 2, 2, 385, 385, true, DType::bf16, Layout::bshd),
-          make_case(1, 64, 64, 4, 1, 3, 3, true, DType::bf16, Layout::padded)};
+  // batch, seq_q, seq_kv, heads_q, heads_kv, dim_qk, dim_v, causal, dtype, layout
+  return {Case{1, 200, 333, 2, 1, 384, 384, true, DType::bf16, Layout::bshd},
+          Case{2, 77, 130, 2, 2, 320, 512, false, DType::f16, Layout::bhsd},
+          Case{1, 129, 65, 2, 2, 300, 300, false, DType::bf16, Layout::bshd},
+          Case{1, 200, 333, 2, 1, 127, 127, true, DType::bf16, Layout::bshd},
+          Case{2, 77, 130, 3, 3, 199, 63, false, DType::f16, Layout::bshd},
+          Case{1, 129, 65, 2, 2, 385, 385, true, DType::bf16, Layout::bshd},
+          Case{1, 64, 64, 4, 1, 3, 3, true, DType::bf16, Layout::padded}};
 }
 
 class GpuForwardWgmmaOptIn : public ::testing::TestWithParam<Case> {};
