@@ -55,22 +55,11 @@ struct BackwardKeyValue {
     float lse_log2[kBlockN];
     float dterm[kBlockN];
   };
-  struct StagedTiles : Tiles {        // Q and dO as the aligned chunks around their rows
-    u16 q_stage[QCopy::kStageElements];
-    u16 grad_o_stage[GradOCopy::kStageElements];
-  };
-  typedef typename select_type<kStaged, StagedTiles, Tiles>::type TileStorage;
+  typedef WithStaging<Tiles, QCopy, GradOCopy> TileStorage;  // staging: Q, then dO
   struct AtomicStorage : TileStorage {
     u16 ds[kBlockM * kDsStride];  // dSᵀ [kBlockM][kBlockN], read back as dS
   };
   typedef typename select_type<kAtomicGradQ, AtomicStorage, TileStorage>::type SharedStorage;
-
-  static __device__ __forceinline__ u16* q_stage(SharedStorage& smem) {
-    if constexpr (kStaged) return smem.q_stage; else return nullptr;
-  }
-  static __device__ __forceinline__ u16* grad_o_stage(SharedStorage& smem) {
-    if constexpr (kStaged) return smem.grad_o_stage; else return nullptr;
-  }
 
   static __device__ void run(const AttentionParams& p, unsigned char* shared_bytes) {
     SharedStorage& smem = *reinterpret_cast<SharedStorage*>(shared_bytes);
@@ -114,11 +103,11 @@ struct BackwardKeyValue {
       for (int m_block = first_block; m_block < m_blocks; ++m_block) {
         const int query0 = m_block * kBlockN;
         __syncthreads();  // every warp is done with the previous Q and dO tiles
-        QCopy::issue(smem.q, q_stage(smem), q + query0 * p.q.stride_seq, p.q.stride_seq,
+        QCopy::issue(smem.q, smem.first_staging(), q + query0 * p.q.stride_seq, p.q.stride_seq,
                      p.q.stride_dim, p.seq_q - query0, C::kDimQK, thread);
-        GradOCopy::issue(smem.grad_o, grad_o_stage(smem), grad_o + query0 * p.grad_o.stride_seq,
-                         p.grad_o.stride_seq, p.grad_o.stride_dim, p.seq_q - query0, C::kDimV,
-                         thread);
+        GradOCopy::issue(smem.grad_o, smem.second_staging(),
+                         grad_o + query0 * p.grad_o.stride_seq, p.grad_o.stride_seq,
+                         p.grad_o.stride_dim, p.seq_q - query0, C::kDimV, thread);
         cp_async_commit();
         for (int i = thread; i < kBlockN; i += kThreads) {
           const int row = query0 + i;
@@ -131,9 +120,9 @@ struct BackwardKeyValue {
         cp_async_wait<0>();
         __syncthreads();
         if (kStaged) {
-          QCopy::finish(smem.q, q_stage(smem), q + query0 * p.q.stride_seq, p.q.stride_seq,
+          QCopy::finish(smem.q, smem.first_staging(), q + query0 * p.q.stride_seq, p.q.stride_seq,
                         p.seq_q - query0, C::kDimQK, thread);
-          GradOCopy::finish(smem.grad_o, grad_o_stage(smem),
+          GradOCopy::finish(smem.grad_o, smem.second_staging(),
                             grad_o + query0 * p.grad_o.stride_seq, p.grad_o.stride_seq,
                             p.seq_q - query0, C::kDimV, thread);
           __syncthreads();

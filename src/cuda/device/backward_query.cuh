@@ -46,18 +46,7 @@ struct BackwardQuery {
     float lse_log2[kBlockM];
     float dterm[kBlockM];
   };
-  struct StagedTiles : Tiles {        // K and V as the aligned chunks around their rows
-    u16 k_stage[KCopy::kStageElements];
-    u16 v_stage[VCopy::kStageElements];
-  };
-  typedef typename select_type<kStaged, StagedTiles, Tiles>::type SharedStorage;
-
-  static __device__ __forceinline__ u16* k_stage(SharedStorage& smem) {
-    if constexpr (kStaged) return smem.k_stage; else return nullptr;
-  }
-  static __device__ __forceinline__ u16* v_stage(SharedStorage& smem) {
-    if constexpr (kStaged) return smem.v_stage; else return nullptr;
-  }
+  typedef WithStaging<Tiles, KCopy, VCopy> SharedStorage;  // staging: K, then V
 
   static __device__ void run(const AttentionParams& p, unsigned char* shared_bytes) {
     SharedStorage& smem = *reinterpret_cast<SharedStorage*>(shared_bytes);
@@ -122,9 +111,9 @@ struct BackwardQuery {
       cp_async_wait<0>();
       __syncthreads();
       if (kStaged) {
-        KCopy::finish(smem.k, k_stage(smem), k + key0 * p.k.stride_seq, p.k.stride_seq,
+        KCopy::finish(smem.k, smem.first_staging(), k + key0 * p.k.stride_seq, p.k.stride_seq,
                       p.seq_kv - key0, C::kDimQK, thread);
-        VCopy::finish(smem.v, v_stage(smem), v + key0 * p.v.stride_seq, p.v.stride_seq,
+        VCopy::finish(smem.v, smem.second_staging(), v + key0 * p.v.stride_seq, p.v.stride_seq,
                       p.seq_kv - key0, C::kDimV, thread);
         __syncthreads();
       }
@@ -171,9 +160,9 @@ struct BackwardQuery {
   static __device__ __forceinline__ void load_key_value(const AttentionParams& p,
                                                         SharedStorage& smem, const u16* k,
                                                         const u16* v, int key0, int thread) {
-    KCopy::issue(smem.k, k_stage(smem), k + key0 * p.k.stride_seq, p.k.stride_seq,
+    KCopy::issue(smem.k, smem.first_staging(), k + key0 * p.k.stride_seq, p.k.stride_seq,
                  p.k.stride_dim, p.seq_kv - key0, C::kDimQK, thread);
-    VCopy::issue(smem.v, v_stage(smem), v + key0 * p.v.stride_seq, p.v.stride_seq,
+    VCopy::issue(smem.v, smem.second_staging(), v + key0 * p.v.stride_seq, p.v.stride_seq,
                  p.v.stride_dim, p.seq_kv - key0, C::kDimV, thread);
   }
 };

@@ -208,6 +208,22 @@ struct TileCopy {
   }
 };
 
+// Shared storage of a kernel whose traversed tiles arrive through two
+// TileCopy copies: its Tiles, then both copies' staging areas when they stage
+// (alignment classes 1, 2, 4), nothing otherwise.
+template <class Tiles, class FirstCopy, class SecondCopy, bool kStaged = FirstCopy::kStaged>
+struct WithStaging : Tiles {
+  u16 first_stage[FirstCopy::kStageElements];
+  u16 second_stage[SecondCopy::kStageElements];
+  __device__ __forceinline__ u16* first_staging() { return first_stage; }
+  __device__ __forceinline__ u16* second_staging() { return second_stage; }
+};
+template <class Tiles, class FirstCopy, class SecondCopy>
+struct WithStaging<Tiles, FirstCopy, SecondCopy, false> : Tiles {
+  __device__ __forceinline__ u16* first_staging() { return nullptr; }
+  __device__ __forceinline__ u16* second_staging() { return nullptr; }
+};
+
 }  // namespace flashgen_device
 
 namespace flashgen_device {

@@ -49,18 +49,7 @@ struct Forward {
     u16 k[kBlockN * kQKStride];  // [kBlockN][kDimQK]
     u16 v[kBlockN * kVStride];   // [kBlockN][kDvChunk]
   };
-  struct StagedTiles : Tiles {   // K and V as the aligned chunks around their rows
-    u16 k_stage[KCopy::kStageElements];
-    u16 v_stage[VCopy::kStageElements];
-  };
-  typedef typename select_type<kStaged, StagedTiles, Tiles>::type SharedStorage;
-
-  static __device__ __forceinline__ u16* k_stage(SharedStorage& smem) {
-    if constexpr (kStaged) return smem.k_stage; else return nullptr;
-  }
-  static __device__ __forceinline__ u16* v_stage(SharedStorage& smem) {
-    if constexpr (kStaged) return smem.v_stage; else return nullptr;
-  }
+  typedef WithStaging<Tiles, KCopy, VCopy> SharedStorage;  // staging: K, then V
 
   static __device__ void run(const AttentionParams& p, unsigned char* shared_bytes) {
     SharedStorage& smem = *reinterpret_cast<SharedStorage*>(shared_bytes);
@@ -92,7 +81,7 @@ struct Forward {
     load_tile<kBlockM, kDimQK, kQKStride, C::kVec, kThreads>(
         smem.q, q, p.q.stride_seq, p.q.stride_dim, p.seq_q - row0, C::kDimQK, thread);
     if (n_blocks > 0)
-      KCopy::issue(smem.k, k_stage(smem), k, p.k.stride_seq, p.k.stride_dim, p.seq_kv,
+      KCopy::issue(smem.k, smem.first_staging(), k, p.k.stride_seq, p.k.stride_dim, p.seq_kv,
                    C::kDimQK, thread);
     cp_async_commit();
 
@@ -108,13 +97,13 @@ struct Forward {
     for (int n_block = 0; n_block < n_blocks; ++n_block) {
       const int key0 = n_block * kBlockN;
       // V[j] streams in while S = Q·K[j]ᵀ is computed.
-      VCopy::issue(smem.v, v_stage(smem), v + key0 * p.v.stride_seq, p.v.stride_seq,
+      VCopy::issue(smem.v, smem.second_staging(), v + key0 * p.v.stride_seq, p.v.stride_seq,
                    p.v.stride_dim, p.seq_kv - key0, C::kDimV - dv0, thread);
       cp_async_commit();
       cp_async_wait<1>();
       __syncthreads();
       if (kStaged) {
-        KCopy::finish(smem.k, k_stage(smem), k + key0 * p.k.stride_seq, p.k.stride_seq,
+        KCopy::finish(smem.k, smem.first_staging(), k + key0 * p.k.stride_seq, p.k.stride_seq,
                       p.seq_kv - key0, C::kDimQK, thread);
         __syncthreads();
       }
@@ -151,13 +140,13 @@ struct Forward {
       cp_async_wait<0>();
       __syncthreads();  // V[j] is in, and every warp is done reading K[j]
       if (kStaged) {
-        VCopy::finish(smem.v, v_stage(smem), v + key0 * p.v.stride_seq, p.v.stride_seq,
+        VCopy::finish(smem.v, smem.second_staging(), v + key0 * p.v.stride_seq, p.v.stride_seq,
                       p.seq_kv - key0, C::kDimV - dv0, thread);
         __syncthreads();
       }
       if (n_block + 1 < n_blocks) {
         const int next = key0 + kBlockN;
-        KCopy::issue(smem.k, k_stage(smem), k + next * p.k.stride_seq, p.k.stride_seq,
+        KCopy::issue(smem.k, smem.first_staging(), k + next * p.k.stride_seq, p.k.stride_seq,
                      p.k.stride_dim, p.seq_kv - next, C::kDimQK, thread);
       }
       cp_async_commit();

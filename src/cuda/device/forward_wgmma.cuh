@@ -33,7 +33,8 @@ struct ForwardWgmma {
   static constexpr int kBlockM = C::kWarps * 16;
   static constexpr int kBlockN = C::kBlockN;
   static constexpr int kDimQK = round_up(C::kDimQK, 16);  // the k of S = Q·Kᵀ, zero-filled
-  static constexpr int kDimV = chunk_width(C::kDimV, C::kHeadChunks);  // value columns per CTA: the n of O = P·V
+  // Value columns per CTA (the n of O = P·V): all of Dv, or one chunk of it.
+  static constexpr int kDimV = chunk_width(C::kDimV, C::kHeadChunks);
   static constexpr int kStages = 2;
   static constexpr int kScoreTiles = kBlockN / 8;
   static constexpr int kOutTiles = kDimV / 8;
@@ -50,11 +51,7 @@ struct ForwardWgmma {
     u16 k[kStages][kBlockN * kDimQK];  // [kBlockN][kDimQK]
     u16 v[kStages][kBlockN * kDimV];   // [kBlockN][kDimV]
   };
-  struct StagedTiles : Tiles {         // the aligned chunks around K and V rows
-    u16 k_stage[KCopy::kStageElements];
-    u16 v_stage[VCopy::kStageElements];
-  };
-  typedef typename select_type<kStaged, StagedTiles, Tiles>::type SharedStorage;
+  typedef WithStaging<Tiles, KCopy, VCopy, kStaged> SharedStorage;  // staging (class 1): K, V
 
   static __device__ void run(const AttentionParams& p, unsigned char* shared_bytes) {
     SharedStorage& smem = *reinterpret_cast<SharedStorage*>(shared_bytes);
@@ -239,10 +236,10 @@ struct ForwardWgmma {
     if constexpr (kStaged) {
       const int key0 = n_block * kBlockN;
       if (n_block < n_blocks)
-        KCopy::finish(smem.k[n_block & 1], smem.k_stage, k + key0 * p.k.stride_seq,
+        KCopy::finish(smem.k[n_block & 1], smem.first_staging(), k + key0 * p.k.stride_seq,
                       p.k.stride_seq, p.seq_kv - key0, C::kDimQK, thread);
       if (n_block > 0)
-        VCopy::finish(smem.v[(n_block - 1) & 1], smem.v_stage,
+        VCopy::finish(smem.v[(n_block - 1) & 1], smem.second_staging(),
                       v + (key0 - kBlockN) * p.v.stride_seq, p.v.stride_seq,
                       p.seq_kv - (key0 - kBlockN), value_cols, thread);
     }
@@ -254,7 +251,7 @@ struct ForwardWgmma {
                                                    const AttentionParams& p, int key0,
                                                    int thread) {
     if constexpr (kStaged)
-      KCopy::issue(smem.k[stage], smem.k_stage, k + key0 * p.k.stride_seq, p.k.stride_seq,
+      KCopy::issue(smem.k[stage], smem.first_staging(), k + key0 * p.k.stride_seq, p.k.stride_seq,
                    p.k.stride_dim, p.seq_kv - key0, C::kDimQK, thread);
     else
       copy_core_matrix_tile<kBlockN, kDimQK, C::kVec, kThreads>(
@@ -265,7 +262,7 @@ struct ForwardWgmma {
                                                      const AttentionParams& p, int key0,
                                                      int value_cols, int thread) {
     if constexpr (kStaged)
-      VCopy::issue(smem.v[stage], smem.v_stage, v + key0 * p.v.stride_seq, p.v.stride_seq,
+      VCopy::issue(smem.v[stage], smem.second_staging(), v + key0 * p.v.stride_seq, p.v.stride_seq,
                    p.v.stride_dim, p.seq_kv - key0, value_cols, thread);
     else
       copy_core_matrix_tile<kBlockN, kDimV, C::kVec, kThreads>(
