@@ -80,10 +80,28 @@ __device__ __forceinline__ uint4 load8_shifted(const u16* row, int col, int vali
   return shift_and_mask(lo, hi, static_cast<int>(address - aligned), valid_cols - col);
 }
 
+// Offset in elements of element (row, col) of a [rows][kCols] tile in the
+// core-matrix layout the warpgroup MMA reads (8 x 8 blocks of 128 bytes, one
+// after another along the row's 16-byte chunks, then by groups of 8 rows;
+// wgmma.cuh).
+template <int kCols>
+__device__ __forceinline__ int core_matrix_offset(int row, int col) {
+  return ((row >> 3) * (kCols / 8) + (col >> 3)) * 64 + (row & 7) * 8 + (col & 7);
+}
+
+// Offset in elements of element (row, col) of a shared [rows][kCols] tile:
+// row-major with rows kSharedStride apart, or the core-matrix layout.
+template <int kCols, int kSharedStride, bool kCoreMatrix>
+__device__ __forceinline__ int tile_offset(int row, int col) {
+  return kCoreMatrix ? core_matrix_offset<kCols>(row, col) : row * kSharedStride + col;
+}
+
 // Copies a [kRows][kCols] tile starting at `global` (row stride and column
-// stride in elements) into shared memory laid out [kRows][kSharedStride].
+// stride in elements) into shared memory laid out [kRows][kSharedStride]
+// (kCoreMatrix: in the core-matrix layout instead).
 // Elements at rows >= valid_rows or columns >= valid_cols become zero.
-template <int kRows, int kCols, int kSharedStride, int kVec, int kThreads>
+template <int kRows, int kCols, int kSharedStride, int kVec, int kThreads,
+          bool kCoreMatrix = false>
 __device__ __forceinline__ void load_tile(u16* shared, const u16* global, index_t row_stride,
                                           index_t col_stride, int valid_rows, int valid_cols,
                                           int thread) {
@@ -100,7 +118,8 @@ __device__ __forceinline__ void load_tile(u16* shared, const u16* global, index_
       // A chunk with nothing to read still issues a copy of 0 bytes (zero fill)
       // from a harmless address.
       const u16* src = valid > 0 ? global + row * row_stride + col : global;
-      cp_async_zfill<16>(shared + row * kSharedStride + col, src, valid * 2);
+      cp_async_zfill<16>(shared + tile_offset<kCols, kSharedStride, kCoreMatrix>(row, col), src,
+                         valid * 2);
     }
   } else if (kVec >= 1) {
     // Loads in batches of kBatch chunks, then their stores: the loads of a
@@ -123,8 +142,9 @@ __device__ __forceinline__ void load_tile(u16* shared, const u16* global, index_
       for (int i = 0; i < kBatch; ++i) {
         const int chunk = thread + (first + i) * kThreads;
         if (first + i < kPerThread && chunk < kChunks)
-          *reinterpret_cast<uint4*>(shared + (chunk / kChunksPerRow) * kSharedStride +
-                                    (chunk % kChunksPerRow) * 8) = staged[i];
+          *reinterpret_cast<uint4*>(shared + tile_offset<kCols, kSharedStride, kCoreMatrix>(
+                                                 chunk / kChunksPerRow,
+                                                 (chunk % kChunksPerRow) * 8)) = staged[i];
       }
     }
   } else {
@@ -134,18 +154,9 @@ __device__ __forceinline__ void load_tile(u16* shared, const u16* global, index_
       const int col = e % kCols;
       u16 value = 0;
       if (row < valid_rows && col < valid_cols) value = global[row * row_stride + col * col_stride];
-      shared[row * kSharedStride + col] = value;
+      shared[tile_offset<kCols, kSharedStride, kCoreMatrix>(row, col)] = value;
     }
   }
-}
-
-// Offset in elements of element (row, col) of a [rows][kCols] tile in the
-// core-matrix layout the warpgroup MMA reads (8 x 8 blocks of 128 bytes, one
-// after another along the row's 16-byte chunks, then by groups of 8 rows;
-// wgmma.cuh).
-template <int kCols>
-__device__ __forceinline__ int core_matrix_offset(int row, int col) {
-  return ((row >> 3) * (kCols / 8) + (col >> 3)) * 64 + (row & 7) * 8 + (col & 7);
 }
 
 // A tile copy that may take two steps. Rows that are contiguous but not
@@ -201,9 +212,8 @@ struct TileCopy {
         const uint4* stage = reinterpret_cast<const uint4*>(staging + row * kStageStride) + c;
         value = shift_and_mask(stage[0], stage[1], offset, valid_cols - c * 8);
       }
-      u16* destination = kCoreMatrix ? shared + core_matrix_offset<kCols>(row, c * 8)
-                                     : shared + row * kSharedStride + c * 8;
-      *reinterpret_cast<uint4*>(destination) = value;
+      *reinterpret_cast<uint4*>(shared + tile_offset<kCols, kSharedStride, kCoreMatrix>(
+                                             row, c * 8)) = value;
     }
   }
 };

@@ -83,9 +83,9 @@ struct ForwardWgmma {
     // Copy groups: G(-1) = {Q, K[0]}; G(j) = {K[j+1], V[j]}, issued at the top of
     // iteration j into the stages iteration j-1 finished reading, and waited
     // for at the top of iteration j+1.
-    if constexpr (kStaged)  // once per CTA: shifted in registers
-      load_core_matrix_tile_shifted<kBlockM, kDimQK, kThreads>(smem.q, q, p.q.stride_seq,
-                                                               p.seq_q - row0, C::kDimQK, thread);
+    if constexpr (kStaged)  // once per CTA: aligned loads shifted in registers
+      load_tile<kBlockM, kDimQK, 0, 1, kThreads, true>(smem.q, q, p.q.stride_seq, p.q.stride_dim,
+                                                       p.seq_q - row0, C::kDimQK, thread);
     else
       copy_core_matrix_tile<kBlockM, kDimQK, C::kVec, kThreads>(smem.q, q, p.q.stride_seq,
                                                                 p.seq_q - row0, C::kDimQK, thread);

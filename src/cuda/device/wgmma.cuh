@@ -92,23 +92,4 @@ __device__ __forceinline__ void copy_core_matrix_tile(u16* tile, const u16* glob
   }
 }
 
-// Rows only 2-byte aligned (alignment class 1): each 16-byte chunk of the
-// tile from the aligned 16-byte loads around it, shifted in registers and
-// stored at its core-matrix place. Synchronous; used once per CTA (Q).
-template <int kRows, int kCols, int kThreads>
-__device__ __forceinline__ void load_core_matrix_tile_shifted(u16* tile, const u16* global,
-                                                              index_t row_stride, int valid_rows,
-                                                              int valid_cols, int thread) {
-  constexpr int kChunks = kRows * (kCols / 8);
-#pragma unroll 1
-  for (int i = thread; i < kChunks; i += kThreads) {
-    const int row = (i / kCols) * 8 + (i & 7);
-    const int col = ((i >> 3) % (kCols / 8)) * 8;
-    uint4 value = make_uint4(0, 0, 0, 0);
-    if (row < valid_rows && col < valid_cols)
-      value = load8_shifted(global + row * row_stride, col, valid_cols);
-    *reinterpret_cast<uint4*>(tile + i * 8) = value;
-  }
-}
-
 }  // namespace flashgen_device
