@@ -64,22 +64,27 @@ TuningParams backward_atomic_tuning(const KernelSpec& spec) {
   return t;
 }
 
-// Forward on Hopper's warpgroup MMA (sm_90a, rows aligned to 4 bytes or more,
-// Dv <= 256).
+// Forward on Hopper's warpgroup MMA (sm_90a, any contiguous rows: rows only
+// 2-byte aligned are staged as the aligned 16-byte chunks around them).
 // Each warpgroup owns 64 query rows and holds O (Dv / 2 registers per
-// thread), S (cols / 2) and P (cols / 4). Three warpgroups (one CTA of 12
-// warps per SM) keep the tensor cores busier than two while the registers
-// allow it (up to Dv = 128 with 64-key blocks); past 128 two warpgroups.
+// thread, at most 256 columns: past that Dv is split across CTAs of 256
+// columns that each recompute S), S (cols / 2) and P (cols / 4). Three
+// warpgroups (one CTA of 12 warps per SM) keep the tensor cores busier than
+// two while the registers allow it (up to Dv = 128 with 64-key blocks, and
+// with 32-key blocks per 256-column chunk past 256); default_tuning() drops
+// to two when the shared memory does not fit.
 // Measured on the H200 (bench/NOTES.md): 274 / 331 / 278 TFLOP/s at D = 64 /
-// 128 / 256 against 238 / 283 / 238 for the mma.sync forward.
+// 128 / 256 against 238 / 283 / 238 for the mma.sync forward; 210 / 172 at
+// D = 384 / 512 against 136 / 140; 200 / 161 / 108 at D = 127 / 199 / 257
+// (staged rows) against 186 / 99 / 78.
 // At D <= 16 with 16-byte aligned rows the mma.sync forward was ~5% faster
 // (54 / 105 against 59 / 113 at D = 8 / 16); rows aligned to 8 or 4 bytes gain
 // from wgmma's direct copies at every D (28 against 22 at D = 4).
 bool wgmma_forward_fits(const KernelSpec& spec) {
   const int dqk = round_up(spec.dim_qk, 16), dv = round_up(spec.dim_v, 16);
   const bool tiny_and_aligned = spec.vec == 8 && dqk <= 16 && dv <= 16;
-  return spec.kind == KernelKind::forward && spec.arch == "sm_90a" && spec.vec >= 2 &&
-         dqk <= 256 && dv <= 256 && !tiny_and_aligned;
+  return spec.kind == KernelKind::forward && spec.arch == "sm_90a" && spec.vec >= 1 &&
+         !tiny_and_aligned;
 }
 
 TuningParams wgmma_forward_tuning(const KernelSpec& spec) {
@@ -90,17 +95,38 @@ TuningParams wgmma_forward_tuning(const KernelSpec& spec) {
     t = {192, 128, 0, 12, 0};
   } else if (widest <= 128) {
     t = {192, 64, 0, 12, 0};
-  } else {
+  } else if (dv <= 256) {
     t = {128, 64, 0, 8, 0};
+  } else {
+    t = {192, 32, 256, 12, 0};
   }
   t.wgmma = true;
   return t;
 }
 
-TuningParams shape_for(const KernelSpec& spec) {
+// Query backward on wgmma (sm_90a, rows aligned to 4 bytes or more): each
+// warpgroup owns 64 query rows and holds dQ (Dqk / 2 registers per thread),
+// S and dP. Measured on the H200: 351 / 333 / 348 TFLOP/s of its own GEMMs
+// at D = 64 / 96 / 128 against 287 / 272 / 318 for the mma.sync kernel.
+// Wider heads are left to the tuning tables until measured.
+bool wgmma_backward_query_fits(const KernelSpec& spec) {
+  const int dqk = round_up(spec.dim_qk, 16), dv = round_up(spec.dim_v, 16);
+  return spec.kind == KernelKind::backward_query && spec.arch == "sm_90a" && spec.vec >= 2 &&
+         dqk <= 128 && dv <= 128;
+}
+
+TuningParams wgmma_backward_query_tuning(const KernelSpec& spec) {
+  TuningParams t = round_up(spec.dim_qk, 16) <= 64 && round_up(spec.dim_v, 16) <= 64
+                       ? TuningParams{192, 64, 0, 12, 0}
+                       : TuningParams{128, 64, 0, 8, 0};
+  t.wgmma = true;
+  return t;
+}
+
+// The mma.sync kernels' shape (every arch).
+TuningParams mma_sync_shape_for(const KernelSpec& spec) {
   switch (spec.kind) {
-    case KernelKind::forward:
-      return wgmma_forward_fits(spec) ? wgmma_forward_tuning(spec) : forward_tuning(spec);
+    case KernelKind::forward: return forward_tuning(spec);
     case KernelKind::backward_query: return backward_query_tuning(spec);
     case KernelKind::backward_key_value: return backward_key_value_tuning(spec);
     case KernelKind::backward_atomic: return backward_atomic_tuning(spec);
@@ -108,6 +134,12 @@ TuningParams shape_for(const KernelSpec& spec) {
     case KernelKind::convert_grad_q: return {};
   }
   return {};
+}
+
+TuningParams shape_for(const KernelSpec& spec) {
+  if (wgmma_forward_fits(spec)) return wgmma_forward_tuning(spec);
+  if (wgmma_backward_query_fits(spec)) return wgmma_backward_query_tuning(spec);
+  return mma_sync_shape_for(spec);
 }
 
 }  // namespace
@@ -126,10 +158,17 @@ TuningParams default_tuning(const KernelSpec& spec, std::size_t shared_limit) {
   // traversed block (not below 32) until two fit in half the limit.
   while (t.warps <= 4 && shared_bytes(spec, t) > shared_limit / 2 && t.block_cols > 32)
     t.block_cols = narrower(t.block_cols);
-  // Too large for the device: traverse narrower blocks first, then own fewer rows.
+  // Too large for the device: two warpgroups instead of three, then narrower
+  // traversed blocks, then fewer rows.
   while (shared_bytes(spec, t) > shared_limit) {
+    if (t.wgmma && t.warps == 12) {
+      // Two warpgroups measured better than three on narrower blocks.
+      t.warps = 8;
+      t.block_rows = 128;
+      continue;
+    }
     if (t.wgmma && t.block_cols <= 16 && t.warps <= 4) {
-      t = forward_tuning(spec);  // not even one warpgroup fits: the mma.sync forward
+      t = mma_sync_shape_for(spec);  // not even one warpgroup fits: the mma.sync kernel
       continue;
     }
     if (t.block_cols > 16) {

@@ -87,6 +87,38 @@ void compile_range(const KernelSpec& spec, const std::vector<Candidate>& jobs, s
   for (std::thread& t : pool) t.join();
 }
 
+// The wgmma kernels (sm_90a): whole warpgroups of 64 rows. The forward keeps
+// at most 256 value columns per CTA (past that, chunks of 256), takes any
+// contiguous rows; the backward kernels split no dims and need rows aligned
+// to 4 bytes (generate.cpp states the same rules; candidates it refuses are
+// listed as rejected).
+std::vector<TuningParams> wgmma_space(const KernelSpec& spec) {
+  std::vector<TuningParams> space;
+  if (spec.arch != "sm_90a" || spec.vec < 1) return space;
+  const int dqk = round_up(spec.dim_qk, 16), dv = round_up(spec.dim_v, 16);
+  int head = 0;
+  switch (spec.kind) {
+    case KernelKind::forward:
+      head = dv > 256 ? 256 : 0;
+      break;
+    case KernelKind::backward_query:
+      if (spec.vec < 2 || dqk > 256) return space;
+      break;
+    case KernelKind::backward_key_value:
+      if (spec.vec < 2 || dqk + dv > 256) return space;
+      break;
+    default:
+      return space;
+  }
+  for (int warps : kWgmmaWarps)
+    for (int cols : kWgmmaBlockCols) {
+      TuningParams t{16 * warps, cols, head, warps, 0};
+      t.wgmma = true;
+      space.push_back(t);
+    }
+  return space;
+}
+
 }  // namespace
 
 std::vector<TuningParams> search_space(const KernelSpec& spec) {
@@ -105,15 +137,7 @@ std::vector<TuningParams> search_space(const KernelSpec& spec) {
         for (int head : heads)
           for (unsigned cached : caches) space.push_back({rows, cols, head, warps, cached});
     }
-  // The wgmma forward: whole warpgroups of 64 rows, the whole of Dv per CTA.
-  if (spec.kind == KernelKind::forward && spec.arch == "sm_90a" && spec.vec >= 2 &&
-      round_up(spec.dim_v, 16) <= 256)
-    for (int warps : kWgmmaWarps)
-      for (int cols : kWgmmaBlockCols) {
-        TuningParams t{16 * warps, cols, 0, warps, 0};
-        t.wgmma = true;
-        space.push_back(t);
-      }
+  for (const TuningParams& t : wgmma_space(spec)) space.push_back(t);
   return space;
 }
 

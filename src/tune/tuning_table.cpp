@@ -235,8 +235,15 @@ std::optional<RowMatch> find_row(const TuningTableSet& tables, const KernelSpec&
     if (b.rank < a.rank) return false;
     return a.order > b.order;
   });
-  for (const Candidate& c : candidates)
+  // Exact rows in order; then only the nearest other row: a tuning measured
+  // at other dims stands in for these only when it is valid as it is (one
+  // from further away, e.g. a mma.sync row tuned at D = 288 for D = 127 whose
+  // own neighbours are wgmma tunings its alignment rules out, is a guess no
+  // better than the heuristic).
+  for (const Candidate& c : candidates) {
     if (valid_for(c.row->tuning, spec, shared_limit)) return RowMatch{*c.row, c.user, c.exact};
+    if (!c.exact) break;
+  }
   return std::nullopt;
 }
 

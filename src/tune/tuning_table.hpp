@@ -9,11 +9,12 @@
 //      of the user table (<cache_dir>/tuning/<sm90>.json) come before the
 //      shipped table's (data/tuning/<sm90>.json, embedded in the library), a
 //      narrower row before a wider one;
-//   4. the nearest row of the same kind, dtype and causal whose tuning is
+//   4. the nearest row of the same kind, dtype and causal, if its tuning is
 //      valid for the spec (generate() accepts it, its shared memory fits):
 //      rows whose dims are all >= the problem's first (a tuning that fits
 //      larger dims fits registers at smaller ones), then the smallest distance
-//      in log2 of the dims, then of the sequence length;
+//      in log2 of the dims, then of the sequence length; farther rows are not
+//      tried;
 //   5. nothing: the caller uses default_tuning() (codegen/heuristics.hpp).
 // Overrides (1, 2) are used as given; a row (3, 4) is skipped when its
 // tuning is not valid for the spec. FLASHGEN_TUNING_TABLES=user ignores the

@@ -94,11 +94,27 @@ TEST(DefaultTuning, WgmmaForwardWhereItApplies) {
   EXPECT_FALSE(default_tuning(spec_of(KernelKind::forward, 16, 16), kHopperSharedLimit).wgmma);
   EXPECT_TRUE(default_tuning(spec_of(KernelKind::forward, 4, 4, 4), kHopperSharedLimit).wgmma);
   EXPECT_TRUE(default_tuning(spec_of(KernelKind::forward, 256, 256), kHopperSharedLimit).wgmma);
-  EXPECT_FALSE(default_tuning(spec_of(KernelKind::forward, 127, 127, 1), kHopperSharedLimit).wgmma);
-  EXPECT_FALSE(default_tuning(spec_of(KernelKind::forward, 512, 512), kHopperSharedLimit).wgmma);
+  EXPECT_TRUE(default_tuning(spec_of(KernelKind::forward, 127, 127, 1), kHopperSharedLimit).wgmma);
+  // Past 256 value columns: chunks of 256, three warpgroups where they fit.
+  const TuningParams d384 = default_tuning(spec_of(KernelKind::forward, 384, 384), kHopperSharedLimit);
+  EXPECT_TRUE(d384.wgmma);
+  EXPECT_EQ(d384.head_block, 256);
+  EXPECT_EQ(d384.warps, 12);
+  const TuningParams d512 = default_tuning(spec_of(KernelKind::forward, 512, 512), kHopperSharedLimit);
+  EXPECT_TRUE(d512.wgmma);
+  EXPECT_EQ(d512.warps, 8) << "three warpgroups of 512 columns do not fit";
   KernelSpec ampere = spec_of(KernelKind::forward, 64, 64);
   ampere.arch = "sm_80";
   EXPECT_FALSE(default_tuning(ampere, 166912).wgmma);
+}
+
+TEST(DefaultTuning, WgmmaQueryBackwardUpToOneHundredTwentyEightColumns) {
+  EXPECT_EQ(default_tuning(spec_of(KernelKind::backward_query, 64, 64), kHopperSharedLimit).warps, 12);
+  EXPECT_TRUE(default_tuning(spec_of(KernelKind::backward_query, 128, 128), kHopperSharedLimit).wgmma);
+  EXPECT_FALSE(default_tuning(spec_of(KernelKind::backward_query, 192, 192), kHopperSharedLimit).wgmma);
+  EXPECT_FALSE(default_tuning(spec_of(KernelKind::backward_query, 127, 127, 1), kHopperSharedLimit).wgmma)
+      << "rows only 2-byte aligned";
+  EXPECT_FALSE(default_tuning(spec_of(KernelKind::backward_key_value, 64, 64), kHopperSharedLimit).wgmma);
 }
 
 TEST(TuningParams, ParseRejectsWhatItDoesNotKnow) {
@@ -168,8 +184,10 @@ TEST(DefaultTuning, FitsEveryKindAndDimension) {
 }
 
 TEST(DefaultTuning, PrefersTwoResidentCtasOfFourWarps) {
-  const KernelSpec s = spec_of(KernelKind::forward, 199, 199, 1);
+  KernelSpec s = spec_of(KernelKind::forward, 199, 199, 1);
+  s.arch = "sm_80";  // the mma.sync forward (sm_90a takes the wgmma one)
   const TuningParams t = default_tuning(s, kHopperSharedLimit);
+  EXPECT_EQ(t.warps, 4);
   EXPECT_LE(shared_bytes(s, t), kHopperSharedLimit / 2) << t.to_string();
 }
 

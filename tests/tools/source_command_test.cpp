@@ -50,7 +50,7 @@ TEST_F(SourceCommand, PrintsTheSpecAndTheEntryPoint) {
   EXPECT_EQ(o.output.rfind("// forward bf16 dqk=127 dv=127 causal=0 vec=1 sm_90a | rows=", 0), 0u)
       << o.output;
   EXPECT_TRUE(contains(o.output, "extern \"C\" __global__")) << o.output;
-  EXPECT_TRUE(contains(o.output, "#include \"forward.cuh\"")) << o.output;
+  EXPECT_TRUE(contains(o.output, "#include \"forward_wgmma.cuh\"")) << o.output;
 }
 
 TEST_F(SourceCommand, EveryKindWithItsOptions) {
@@ -73,7 +73,7 @@ TEST_F(SourceCommand, GivenTuning) {
 }
 
 TEST_F(SourceCommand, HeadersAfterTheSource) {
-  const Outcome o = run_cli("source --kind forward --dqk 64 --vec 1 --headers");
+  const Outcome o = run_cli("source --kind forward --dqk 64 --vec 1 --arch sm_80 --headers");
   EXPECT_EQ(o.exit_code, 0) << o.output;
   const std::size_t entry = o.output.find("extern \"C\"");
   const std::size_t forward = o.output.find("// ---- file: forward.cuh ----");

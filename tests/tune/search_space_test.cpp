@@ -85,6 +85,30 @@ TEST(SearchSpace, HeadBlocksFollowTheSplitDim) {
   EXPECT_EQ(heads(spec(KernelKind::backward_key_value, 200, 64)), (std::set<int>{0, 64, 128}));
 }
 
+TEST(SearchSpace, WgmmaKernelsWhereTheyApply) {
+  auto wgmma_heads = [](const KernelSpec& s) {
+    std::set<int> h;
+    for (const TuningParams& t : search_space(s))
+      if (t.wgmma) h.insert(t.head_block);
+    return h;
+  };
+  EXPECT_EQ(wgmma_heads(spec(KernelKind::forward, 128)), (std::set<int>{0}));
+  EXPECT_EQ(wgmma_heads(spec(KernelKind::forward, 512)), (std::set<int>{256}));
+  EXPECT_EQ(wgmma_heads(spec(KernelKind::backward_query, 256)), (std::set<int>{0}));
+  EXPECT_EQ(wgmma_heads(spec(KernelKind::backward_query, 257)), (std::set<int>{}));
+  EXPECT_EQ(wgmma_heads(spec(KernelKind::backward_key_value, 128)), (std::set<int>{0}));
+  EXPECT_EQ(wgmma_heads(spec(KernelKind::backward_key_value, 144)), (std::set<int>{}));
+  EXPECT_EQ(wgmma_heads(spec(KernelKind::backward_atomic, 64)), (std::set<int>{}));
+  KernelSpec odd = spec(KernelKind::backward_query, 127);
+  odd.vec = 1;
+  EXPECT_EQ(wgmma_heads(odd), (std::set<int>{})) << "the backward copies need 4-byte rows";
+  odd.kind = KernelKind::forward;
+  EXPECT_EQ(wgmma_heads(odd), (std::set<int>{0})) << "the forward stages 2-byte rows";
+  KernelSpec ampere = spec(KernelKind::forward, 64);
+  ampere.arch = "sm_80";
+  EXPECT_EQ(wgmma_heads(ampere), (std::set<int>{}));
+}
+
 // A compile function for tests: resources from a rule, calls counted.
 struct FakeCompiler {
   std::function<cuda::KernelResources(const TuningParams&)> rule;

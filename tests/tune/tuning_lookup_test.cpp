@@ -143,6 +143,22 @@ TEST(FindRow, InvalidTuningIsSkipped) {
       find_row(make_table_set({big}, {}), spec(KernelKind::forward, 512), 8192, kHopperShared));
 }
 
+TEST(FindRow, OnlyTheNearestRowStandsIn) {
+  // D = 255 with 2-byte rows: the nearest row (256) holds a wgmma tuning,
+  // which needs 4-byte rows: no row, though the farther 64 row would be valid.
+  TuningParams wgmma{128, 64, 0, 8, 0};
+  wgmma.wgmma = true;
+  KernelSpec odd = spec(KernelKind::backward_query, 255);
+  odd.vec = 1;
+  const TuningTableSet set = make_table_set(
+      {row(KernelKind::backward_query, 256, 256, wgmma), row(KernelKind::backward_query, 64, 64, kD)},
+      {});
+  EXPECT_FALSE(find_row(set, odd, 8192, kHopperShared));
+  odd.vec = 8;
+  odd.dim_qk = odd.dim_v = 248;
+  EXPECT_EQ(find_row(set, odd, 8192, kHopperShared)->row.tuning, wgmma);
+}
+
 TEST(FindRow, UserRowReplacesShippedRowOfTheSameKey) {
   const TuningTableSet set =
       make_table_set({row(KernelKind::forward, 64, 64, kA), row(KernelKind::forward, 128, 128, kB)},
