@@ -92,6 +92,13 @@ void check_tuning(const KernelSpec& spec, const TuningParams& t) {
     if (spec.kind != KernelKind::forward && head_chunks_of(spec, t) != 1)
       fail("mma=wgmma splits no output dims in the backward (head must be 0)");
   }
+  if (t.stages != 0) {
+    if (!(t.wgmma && spec.kind == KernelKind::forward))
+      fail("stages applies to the wgmma forward only (leave it out elsewhere)");
+    if (t.stages < 2 || t.stages > 4) fail("stages must be 2, 3 or 4");
+    // Rows only 2-byte aligned go through one staging area: two stages.
+    if (spec.vec == 1 && t.stages != 2) fail("stages must be 2 on rows only 2-byte aligned");
+  }
 }
 
 }  // namespace
@@ -112,6 +119,8 @@ int head_chunks_of(const KernelSpec& spec, const TuningParams& t) {
   return (width + t.head_block - 1) / t.head_block;
 }
 
+int wgmma_forward_stages(const TuningParams& t) { return t.stages != 0 ? t.stages : 2; }
+
 int chunk_width(int dim, int chunks) { return round_up((round_up(dim, 16) + chunks - 1) / chunks, 16); }
 
 // Elements of the staging area of a [rows][cols] tile copied as the aligned
@@ -127,14 +136,15 @@ std::size_t shared_bytes(const KernelSpec& spec, const TuningParams& t) {
   const std::size_t dqk16 = round_up(spec.dim_qk, 16), dv16 = round_up(spec.dim_v, 16);
   switch (spec.kind) {
     case KernelKind::forward: {
-      // wgmma: q [rows][dqk], two stages of k [cols][dqk] and v [cols][dv chunk], no padding
+      // wgmma: q [rows][dqk], `stages` stages of k [cols][dqk] and v [cols][dv chunk], no padding
       // (alignment class 1: plus the staging of k and v, as for mma.sync)
       if (t.wgmma) {
         const std::size_t dv_chunk = chunk_width(spec.dim_v, int(n));
         const std::size_t staging =
             spec.vec == 1 ? stage_elements(spec, cols, dqk16) + stage_elements(spec, cols, dv_chunk)
                           : 0;
-        return kElementBytes * (rows * dqk16 + 2 * cols * (dqk16 + dv_chunk) + staging);
+        const std::size_t stages = wgmma_forward_stages(t);
+        return kElementBytes * (rows * dqk16 + stages * cols * (dqk16 + dv_chunk) + staging);
       }
       // q [rows][dqk], k [cols][dqk], v [cols][dv chunk]; staged: k, v
       const std::size_t dqk = dqk16, dv = chunk_width(spec.dim_v, n);
@@ -209,6 +219,8 @@ GeneratedKernel generate(const KernelSpec& spec, const TuningParams& t) {
       << "  static constexpr bool kCacheV = " << ((t.cached & kCacheV) ? "true" : "false") << ";\n"
       << "  static constexpr bool kCacheGradO = " << ((t.cached & kCacheGradO) ? "true" : "false")
       << ";\n";
+    if (t.wgmma && spec.kind == KernelKind::forward)
+      s << "  static constexpr int kStages = " << wgmma_forward_stages(t) << ";\n";
   }
   s << "};\n\n"
     << "using Kernel = fg::" << kind.kernel << "<Config>;\n";

@@ -32,5 +32,7 @@ int head_chunks_of(const KernelSpec& spec, const TuningParams& tuning);
 // Columns of one chunk when a dim is split in `chunks` (multiple of 16); the
 // device headers compute the same (chunk_width in common.cuh).
 int chunk_width(int dim, int chunks);
+// K/V pipeline stages of the wgmma forward under this tuning (its `stages`, or 2).
+int wgmma_forward_stages(const TuningParams& tuning);
 
 }  // namespace flashgen

@@ -56,6 +56,7 @@ std::string TuningParams::to_string() const {
   s << "rows=" << block_rows << " cols=" << block_cols << " head=" << head_block
     << " warps=" << warps << " cache=" << cached_names(cached);
   if (wgmma) s << " mma=wgmma";  // omitted for mma.sync, the default
+  if (stages != 0) s << " stages=" << stages;  // omitted for the kernel's default
   return s.str();
 }
 
@@ -74,6 +75,7 @@ TuningParams parse_tuning(const std::string& text) {
       else if (key == "head") t.head_block = std::stoi(value);
       else if (key == "warps") t.warps = std::stoi(value);
       else if (key == "cache") t.cached = parse_cached(value);
+      else if (key == "stages") t.stages = std::stoi(value);
       else if (key == "mma" && (value == "wgmma" || value == "sync")) t.wgmma = value == "wgmma";
       else if (key == "mma") throw Error(ErrorCode::invalid_argument, "tuning: mma must be sync or wgmma, got '" + value + "'");
       else throw Error(ErrorCode::invalid_argument, "tuning: unknown key '" + key + "'");

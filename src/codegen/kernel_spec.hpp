@@ -53,9 +53,12 @@ struct TuningParams {
   // (forward_wgmma.cuh, backward_key_value_wgmma.cuh) instead of mma.sync;
   // one 16-row tile per warp, whole warpgroups.
   bool wgmma = false;
+  // Pipeline stages of the traversed K and V tiles in the wgmma forward
+  // (copies run this many blocks minus one ahead); 0: the kernel's default, 2.
+  int stages = 0;
 
   int row_tiles() const { return block_rows / (16 * warps); }  // 16-row tiles per warp
-  std::string to_string() const;  // "rows=128 cols=64 head=128 warps=4 cache=Q" [" mma=wgmma"]
+  std::string to_string() const;  // "rows=128 cols=64 head=128 warps=4 cache=Q" [" mma=wgmma"] [" stages=3"]
   bool operator==(const TuningParams&) const = default;
 };
 

@@ -97,12 +97,18 @@ INSTANTIATE_TEST_SUITE_P(Spread, CompileSpread, ::testing::ValuesIn(spread()),
                            return name_of(info.param);
                          });
 
-// The wgmma backward kernels and the wgmma forward past Dv = 256 or on rows
-// only 2-byte aligned are not defaults yet (tuning rows or
-// FLASHGEN_TUNING choose them): their candidate shapes must still compile
-// without spills at the dims they serve.
+// Shapes of the wgmma kernels that only tuning rows or FLASHGEN_TUNING
+// choose (the key/value backward, deeper forward pipelines, ...) must still
+// compile without spills at the dims they serve.
 TEST(CompileWgmmaOptIn, CandidatesCompileWithoutSpills) {
-  struct Shape { KernelKind kind; int dim; int rows; int cols; bool causal; DType dtype; int vec; };
+  struct Shape {
+    KernelKind kind;
+    int dim, rows, cols;
+    bool causal;
+    DType dtype;
+    int vec;
+    int stages = 0;
+  };
   const KernelKind query = KernelKind::backward_query, key_value = KernelKind::backward_key_value;
   for (const Shape& c : {Shape{query, 64, 192, 64, true, DType::bf16, 8},
                          Shape{query, 128, 128, 64, false, DType::f16, 8},
@@ -115,7 +121,11 @@ TEST(CompileWgmmaOptIn, CandidatesCompileWithoutSpills) {
                          Shape{KernelKind::forward, 384, 128, 32, true, DType::bf16, 8},
                          Shape{KernelKind::forward, 512, 128, 32, false, DType::f16, 8},
                          Shape{KernelKind::forward, 127, 192, 64, true, DType::bf16, 1},
-                         Shape{KernelKind::forward, 385, 128, 32, false, DType::bf16, 1}}) {
+                         Shape{KernelKind::forward, 385, 128, 32, false, DType::bf16, 1},
+                         Shape{KernelKind::forward, 64, 192, 128, false, DType::bf16, 8, 3},
+                         Shape{KernelKind::forward, 128, 192, 64, true, DType::f16, 8, 3},
+                         Shape{KernelKind::forward, 128, 192, 64, false, DType::bf16, 4, 4},
+                         Shape{KernelKind::forward, 384, 128, 32, false, DType::bf16, 8, 3}}) {
     KernelSpec spec;
     spec.kind = c.kind;
     spec.dtype = c.dtype;
@@ -125,6 +135,7 @@ TEST(CompileWgmmaOptIn, CandidatesCompileWithoutSpills) {
     // Value dims past 256 are split across CTAs of 256 columns.
     TuningParams tuning{c.rows, c.cols, c.dim > 256 ? 256 : 0, c.rows / 16, 0};
     tuning.wgmma = true;
+    tuning.stages = c.stages;
     const GeneratedKernel g = generate(spec, tuning);
     EXPECT_LE(g.shared_bytes, shared_limit_of_arch(spec.arch)) << g.name;
     cuda::CompiledKernel compiled;

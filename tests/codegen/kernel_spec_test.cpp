@@ -46,20 +46,44 @@ TEST(TuningParams, WgmmaIsNamedOnlyWhenChosen) {
   EXPECT_FALSE(parse_tuning("rows=64 cols=64 head=0 warps=4 cache=none mma=sync").wgmma);
 }
 
+// generate() refuses the pair with a message containing `rule`.
+void refused(const KernelSpec& spec, const TuningParams& tuning, const char* rule) {
+  try {
+    generate(spec, tuning);
+    ADD_FAILURE() << "accepted " << spec.to_string() << " | " << tuning.to_string();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(rule), std::string::npos) << e.what();
+  }
+}
+
+TEST(TuningParams, StagesAreNamedOnlyWhenSet) {
+  TuningParams t{192, 64, 0, 12, 0, true};
+  t.stages = 3;
+  EXPECT_EQ(t.to_string(), "rows=192 cols=64 head=0 warps=12 cache=none mma=wgmma stages=3");
+  EXPECT_EQ(parse_tuning(t.to_string()), t);
+}
+
+TEST(Generate, StagesOnlyForTheWgmmaForward) {
+  TuningParams t{192, 64, 0, 12, 0, true};
+  const KernelSpec s = spec_of(KernelKind::forward, 128, 128);
+  const std::size_t two = shared_bytes(s, t);
+  t.stages = 3;
+  EXPECT_EQ(shared_bytes(s, t), two + 2u * 64 * (128 + 128));  // one more K and V tile
+  EXPECT_NE(generate(s, t).source.find("kStages = 3;"), std::string::npos);
+  t.stages = 5;
+  refused(s, t, "stages must be 2, 3 or 4");
+  t.stages = 3;
+  refused(spec_of(KernelKind::forward, 127, 127, 1), t, "stages must be 2 on rows only 2-byte");
+  refused(spec_of(KernelKind::backward_query, 128, 128), t, "wgmma forward only");
+  refused(s, TuningParams{64, 64, 0, 4, 0, false, 3}, "wgmma forward only");
+}
+
 TEST(Generate, WgmmaNeedsAlignedRowsHopperAndWholeWarpgroups) {
   TuningParams t{128, 64, 0, 8, 0};
   t.wgmma = true;
   KernelSpec s = spec_of(KernelKind::forward, 128, 128);
   EXPECT_NE(generate(s, t).source.find("forward_wgmma.cuh"), std::string::npos);
   EXPECT_EQ(shared_bytes(s, t), 2u * (128 * 128 + 2 * 64 * (128 + 128)));
-  auto refused = [&](KernelSpec spec, TuningParams tuning, const char* rule) {
-    try {
-      generate(spec, tuning);
-      ADD_FAILURE() << "accepted " << spec.to_string() << " | " << tuning.to_string();
-    } catch (const Error& e) {
-      EXPECT_NE(std::string(e.what()).find(rule), std::string::npos) << e.what();
-    }
-  };
   refused(spec_of(KernelKind::forward, 127, 127, 0), t, "contiguous rows");
   refused(spec_of(KernelKind::backward_query, 127, 127, 1), t, "alignment class 2, 4 or 8");
   const KernelSpec odd = spec_of(KernelKind::forward, 127, 127, 1);  // staged K and V

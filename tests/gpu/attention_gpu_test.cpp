@@ -109,6 +109,33 @@ TEST_P(GpuForwardWgmmaOptIn, MatchesReference) {
   EXPECT_TRUE(check_forward(GetParam(), gpu_options()));
 }
 
+// Deeper K/V pipelines of the wgmma forward (tuning stages=3 or 4): sequence
+// edges shorter than the pipeline, causal CTAs with no keys, GQA, rows
+// aligned to 16, 8 or 4 bytes.
+std::vector<Case> wgmma_stages_cases() {
+  // batch, seq_q, seq_kv, heads_q, heads_kv, dim_qk, dim_v, causal, dtype, layout
+  return {Case{2, 300, 333, 4, 2, 64, 64, true, DType::bf16, Layout::bshd},
+          Case{1, 130, 77, 3, 1, 128, 128, false, DType::f16, Layout::bhsd},
+          Case{1, 200, 7, 2, 2, 128, 128, true, DType::bf16, Layout::bshd},
+          Case{1, 1, 500, 2, 2, 64, 64, false, DType::bf16, Layout::padded},
+          Case{1, 200, 333, 4, 2, 68, 68, false, DType::bf16, Layout::bshd},
+          Case{2, 130, 130, 3, 3, 66, 66, true, DType::f16, Layout::bshd},
+          Case{1, 77, 300, 2, 1, 36, 100, true, DType::bf16, Layout::bhsd}};
+}
+
+class GpuForwardWgmmaStages : public ::testing::TestWithParam<Case> {};
+
+TEST_P(GpuForwardWgmmaStages, MatchesReference) {
+  FLASHGEN_SKIP_WITHOUT_GPU();
+  for (int stages : {3, 4}) {
+    TuningParams tuning = wgmma_tuning();
+    tuning.block_cols = 64;
+    tuning.stages = stages;
+    const ScopedTuningOverride force(KernelKind::forward, tuning);
+    EXPECT_TRUE(check_forward(GetParam(), gpu_options())) << "stages=" << stages;
+  }
+}
+
 class GpuForward : public ::testing::TestWithParam<Case> {};
 class GpuBackward : public ::testing::TestWithParam<Case> {};
 // The atomic kernels at every D, not only where the planner prefers them.
@@ -157,6 +184,8 @@ INSTANTIATE_TEST_SUITE_P(Forced, GpuBackwardWgmmaQuery,
                          ::testing::ValuesIn(wgmma_backward_cases(false)), CaseName());
 INSTANTIATE_TEST_SUITE_P(Forced, GpuBackwardWgmmaKeyValue,
                          ::testing::ValuesIn(wgmma_backward_cases(true)), CaseName());
+INSTANTIATE_TEST_SUITE_P(Forced, GpuForwardWgmmaStages, ::testing::ValuesIn(wgmma_stages_cases()),
+                         CaseName());
 INSTANTIATE_TEST_SUITE_P(Forced, GpuForwardWgmmaOptIn,
                          ::testing::ValuesIn(wgmma_opt_in_forward_cases()), CaseName());
 INSTANTIATE_TEST_SUITE_P(Standard, GpuBackward,

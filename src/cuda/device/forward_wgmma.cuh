@@ -8,9 +8,10 @@
 //
 // Each warpgroup (4 warps) owns 64 query rows; its accumulators have the
 // m16n8k16 C layout per warp, so masking, softmax and the stores are shared
-// with the mma.sync forward. K and V have two stages each: K[j+1] and V[j]
-// stream in while S(j) = Q·K[j]ᵀ and P(j-1)·V[j-1] run, and the softmax of
-// S(j) overlaps P(j-1)·V[j-1] on the tensor cores.
+// with the mma.sync forward. K and V have kStages stages each (two by
+// default): K[j+kStages-1] and V[j+kStages-2] stream in while S(j) = Q·K[j]ᵀ
+// and P(j-1)·V[j-1] run, and the softmax of S(j) overlaps P(j-1)·V[j-1] on
+// the tensor cores.
 #pragma once
 
 #include "common.cuh"
@@ -25,7 +26,8 @@ namespace flashgen_device {
 // C (generated) provides: kElement, kDimQK, kDimV, kWarps (a multiple of 4),
 // kHeadChunks (CTAs splitting the value columns, each recomputing S),
 // kBlockN, kCausal, kVec (8, 4, 2: cp.async straight into the tiles; 1: the
-// aligned chunks around each row are staged and shifted into the tiles).
+// aligned chunks around each row are staged and shifted into the tiles),
+// kStages (2, 3 or 4; 2 when staged: one staging area).
 template <class C>
 struct ForwardWgmma {
   static constexpr int E = C::kElement;
@@ -35,14 +37,16 @@ struct ForwardWgmma {
   static constexpr int kDimQK = round_up(C::kDimQK, 16);  // the k of S = Q·Kᵀ, zero-filled
   // Value columns per CTA (the n of O = P·V): all of Dv, or one chunk of it.
   static constexpr int kDimV = chunk_width(C::kDimV, C::kHeadChunks);
-  static constexpr int kStages = 2;
+  static constexpr int kStages = C::kStages;
   static constexpr int kScoreTiles = kBlockN / 8;
   static constexpr int kOutTiles = kDimV / 8;
   static_assert(C::kWarps % 4 == 0, "whole warpgroups");
   static_assert(kBlockN % 16 == 0 && kBlockN <= 256 && kDimV <= 256, "wgmma n is 16..256");
+  static_assert(kStages >= 2 && kStages <= 4, "2 to 4 stages");
 
   // Alignment class 1 (rows only 2-byte aligned): K and V go through staging.
   static constexpr bool kStaged = C::kVec == 1;
+  static_assert(!kStaged || kStages == 2, "one staging area: two stages");
   typedef TileCopy<kBlockN, kDimQK, 0, 1, kThreads, true> KCopy;
   typedef TileCopy<kBlockN, kDimV, 0, 1, kThreads, true> VCopy;
 
@@ -80,17 +84,19 @@ struct ForwardWgmma {
       n_blocks = min_of(n_blocks, last_key < 0 ? 0 : ceil_div(last_key + 1, kBlockN));
     }
 
-    // Copy groups: G(-1) = {Q, K[0]}; G(j) = {K[j+1], V[j]}, issued at the top of
-    // iteration j into the stages iteration j-1 finished reading, and waited
-    // for at the top of iteration j+1.
+    // Copy groups: G(j) = {K[j+kStages-1], V[j+kStages-2]}, issued at the top
+    // of iteration j into the stages iterations j-1 and j-2 finished reading,
+    // and waited for at the top of iteration j+kStages-1; the prologue issues
+    // G(1-kStages) .. G(-1), the first with Q.
     if constexpr (kStaged)  // once per CTA: aligned loads shifted in registers
       load_tile<kBlockM, kDimQK, 0, 1, kThreads, true>(smem.q, q, p.q.stride_seq, p.q.stride_dim,
                                                        p.seq_q - row0, C::kDimQK, thread);
     else
       copy_core_matrix_tile<kBlockM, kDimQK, C::kVec, kThreads>(smem.q, q, p.q.stride_seq,
                                                                 p.seq_q - row0, C::kDimQK, thread);
-    if (n_blocks > 0) load_keys(smem, 0, k, p, 0, thread);
-    cp_async_commit();
+#pragma unroll
+    for (int ahead = 0; ahead < kStages - 1; ++ahead)
+      load_ahead(smem, k, v, p, ahead, n_blocks, value_cols, thread);
 
     float o[1][kOutTiles][4];
     zero(o);
@@ -125,9 +131,9 @@ struct ForwardWgmma {
       float s[1][kScoreTiles][4];
       fence_registers(o_flat);
       wgmma_fence();
-      scores(s, q_desc, smem.k[n_block & 1]);
+      scores(s, q_desc, smem.k[n_block % kStages]);
       wgmma_commit();
-      accumulate_output(o_flat, p_frag, smem.v[(n_block - 1) & 1]);
+      accumulate_output(o_flat, p_frag, smem.v[(n_block - 1) % kStages]);
       wgmma_commit();
       wgmma_wait<1>();  // S(j) is done; P(j-1)·V[j-1] may still run
       fence_registers(flat(s));
@@ -149,7 +155,7 @@ struct ForwardWgmma {
       __syncthreads();  // V[n-1] has landed for all
       fence_registers(o_flat);
       wgmma_fence();
-      accumulate_output(o_flat, p_frag, smem.v[(n_blocks - 1) & 1]);
+      accumulate_output(o_flat, p_frag, smem.v[(n_blocks - 1) % kStages]);
       wgmma_commit();
       wgmma_wait<0>();
       fence_registers(o_flat);
@@ -173,23 +179,33 @@ struct ForwardWgmma {
     }
   }
 
-  // Waits for copy group G(j-1) (K[j], V[j-1]), then issues G(j) = {K[j+1], V[j]}
-  // into the stages that block j-1 finished reading (staged: into the staging
-  // areas, shifted into those stages at the top of iteration j+1).
+  // Waits for copy group G(j+1-kStages) (K[j], V[j-1]), then issues G(j)
+  // (staged: into the staging areas, shifted into their stages at the top of
+  // iteration j+1).
   static __device__ __forceinline__ void wait_and_load(SharedStorage& smem, const u16* k,
                                                        const u16* v, const AttentionParams& p,
                                                        int n_block, int n_blocks, int value_cols,
                                                        int thread) {
-    cp_async_wait<0>();
+    cp_async_wait<kStages - 2>();
     if constexpr (kStaged) {
       __syncthreads();  // the staged chunks are visible to every thread
       land_staged(smem, k, v, p, n_block, n_blocks, value_cols, thread);
     }
     fence_async_shared();
     __syncthreads();
-    const int key0 = n_block * kBlockN;
-    if (n_block + 1 < n_blocks) load_keys(smem, (n_block + 1) & 1, k, p, key0 + kBlockN, thread);
-    load_values(smem, n_block & 1, v, p, key0, value_cols, thread);
+    load_ahead(smem, k, v, p, n_block + kStages - 1, n_blocks, value_cols, thread);
+  }
+
+  // Issues and commits copy group G(ahead + 1 - kStages) = {K[ahead], V[ahead-1]}:
+  // K[ahead] into stage ahead % kStages, which block ahead - kStages was read
+  // from, and V[ahead-1] likewise (blocks past the last are not copied).
+  static __device__ __forceinline__ void load_ahead(SharedStorage& smem, const u16* k,
+                                                    const u16* v, const AttentionParams& p,
+                                                    int ahead, int n_blocks, int value_cols,
+                                                    int thread) {
+    if (ahead < n_blocks) load_keys(smem, ahead % kStages, k, p, ahead * kBlockN, thread);
+    if (ahead >= 1 && ahead - 1 < n_blocks)
+      load_values(smem, (ahead - 1) % kStages, v, p, (ahead - 1) * kBlockN, value_cols, thread);
     cp_async_commit();
   }
 
@@ -236,10 +252,10 @@ struct ForwardWgmma {
     if constexpr (kStaged) {
       const int key0 = n_block * kBlockN;
       if (n_block < n_blocks)
-        KCopy::finish(smem.k[n_block & 1], smem.first_staging(), k + key0 * p.k.stride_seq,
+        KCopy::finish(smem.k[n_block % kStages], smem.first_staging(), k + key0 * p.k.stride_seq,
                       p.k.stride_seq, p.seq_kv - key0, C::kDimQK, thread);
       if (n_block > 0)
-        VCopy::finish(smem.v[(n_block - 1) & 1], smem.second_staging(),
+        VCopy::finish(smem.v[(n_block - 1) % kStages], smem.second_staging(),
                       v + (key0 - kBlockN) * p.v.stride_seq, p.v.stride_seq,
                       p.seq_kv - (key0 - kBlockN), value_cols, thread);
     }
