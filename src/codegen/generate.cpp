@@ -1,5 +1,6 @@
 #include "codegen/generate.hpp"
 
+#include <cstdint>
 #include <sstream>
 
 namespace flashgen {
@@ -24,6 +25,8 @@ struct KindInfo {
 KindInfo info_of(KernelKind kind, const TuningParams& t) {
   switch (kind) {
     case KernelKind::forward:
+      if (t.producer)
+        return {"forward_wgmma_producer.cuh", "ForwardWgmmaProducer", "flashgen_forward"};
       if (t.wgmma) return {"forward_wgmma.cuh", "ForwardWgmma", "flashgen_forward"};
       return {"forward.cuh", "Forward", "flashgen_forward"};
     case KernelKind::backward_query:
@@ -99,6 +102,13 @@ void check_tuning(const KernelSpec& spec, const TuningParams& t) {
     // Rows only 2-byte aligned go through one staging area: two stages.
     if (spec.vec == 1 && t.stages != 2) fail("stages must be 2 on rows only 2-byte aligned");
   }
+  if (t.producer) {
+    if (!(t.wgmma && spec.kind == KernelKind::forward))
+      fail("producer=warp applies to the wgmma forward only");
+    if (spec.vec < 2)
+      fail("producer=warp needs rows aligned to 4 bytes or more (alignment class 2, 4 or 8)");
+    if (wgmma_forward_stages(t) < 3) fail("producer=warp needs stages >= 3");
+  }
 }
 
 }  // namespace
@@ -119,7 +129,10 @@ int head_chunks_of(const KernelSpec& spec, const TuningParams& t) {
   return (width + t.head_block - 1) / t.head_block;
 }
 
-int wgmma_forward_stages(const TuningParams& t) { return t.stages != 0 ? t.stages : 2; }
+int wgmma_forward_stages(const TuningParams& t) {
+  if (t.stages != 0) return t.stages;
+  return t.producer ? 3 : 2;
+}
 
 int chunk_width(int dim, int chunks) { return round_up((round_up(dim, 16) + chunks - 1) / chunks, 16); }
 
@@ -136,7 +149,8 @@ std::size_t shared_bytes(const KernelSpec& spec, const TuningParams& t) {
   const std::size_t dqk16 = round_up(spec.dim_qk, 16), dv16 = round_up(spec.dim_v, 16);
   switch (spec.kind) {
     case KernelKind::forward: {
-      // wgmma: q [rows][dqk], `stages` stages of k [cols][dqk] and v [cols][dv chunk], no padding
+      // wgmma: q [rows][dqk], `stages` stages of k [cols][dqk] and v [cols][dv chunk], no padding;
+      // with a producer warp, a full and an empty barrier per stage
       // (alignment class 1: plus the staging of k and v, as for mma.sync)
       if (t.wgmma) {
         const std::size_t dv_chunk = chunk_width(spec.dim_v, int(n));
@@ -144,7 +158,9 @@ std::size_t shared_bytes(const KernelSpec& spec, const TuningParams& t) {
             spec.vec == 1 ? stage_elements(spec, cols, dqk16) + stage_elements(spec, cols, dv_chunk)
                           : 0;
         const std::size_t stages = wgmma_forward_stages(t);
-        return kElementBytes * (rows * dqk16 + stages * cols * (dqk16 + dv_chunk) + staging);
+        const std::size_t barriers = t.producer ? 2 * stages * sizeof(std::uint64_t) : 0;
+        return kElementBytes * (rows * dqk16 + stages * cols * (dqk16 + dv_chunk) + staging) +
+               barriers;
       }
       // q [rows][dqk], k [cols][dqk], v [cols][dv chunk]; staged: k, v
       const std::size_t dqk = dqk16, dv = chunk_width(spec.dim_v, n);
@@ -195,7 +211,8 @@ GeneratedKernel generate(const KernelSpec& spec, const TuningParams& t) {
   GeneratedKernel g;
   g.name = spec.to_string() + " | " + t.to_string();
   g.entry = kind.entry;
-  g.threads = is_row_kernel(spec.kind) ? kRowKernelThreads : t.warps * 32;
+  // A producer warp comes as a whole warpgroup (setmaxnreg is per warpgroup).
+  g.threads = is_row_kernel(spec.kind) ? kRowKernelThreads : (t.warps + (t.producer ? 4 : 0)) * 32;
   g.shared_bytes = shared_bytes(spec, t);
 
   std::ostringstream s;

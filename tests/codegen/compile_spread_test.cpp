@@ -108,6 +108,7 @@ TEST(CompileWgmmaOptIn, CandidatesCompileWithoutSpills) {
     DType dtype;
     int vec;
     int stages = 0;
+    bool producer = false;
   };
   const KernelKind query = KernelKind::backward_query, key_value = KernelKind::backward_key_value;
   for (const Shape& c : {Shape{query, 64, 192, 64, true, DType::bf16, 8},
@@ -125,7 +126,11 @@ TEST(CompileWgmmaOptIn, CandidatesCompileWithoutSpills) {
                          Shape{KernelKind::forward, 64, 192, 128, false, DType::bf16, 8, 3},
                          Shape{KernelKind::forward, 128, 192, 64, true, DType::f16, 8, 3},
                          Shape{KernelKind::forward, 128, 192, 64, false, DType::bf16, 4, 4},
-                         Shape{KernelKind::forward, 384, 128, 32, false, DType::bf16, 8, 3}}) {
+                         Shape{KernelKind::forward, 384, 128, 32, false, DType::bf16, 8, 3},
+                         Shape{KernelKind::forward, 64, 192, 128, true, DType::bf16, 8, 0, true},
+                         Shape{KernelKind::forward, 128, 192, 64, false, DType::f16, 8, 4, true},
+                         Shape{KernelKind::forward, 68, 128, 64, true, DType::bf16, 4, 3, true},
+                         Shape{KernelKind::forward, 256, 128, 32, false, DType::bf16, 8, 0, true}}) {
     KernelSpec spec;
     spec.kind = c.kind;
     spec.dtype = c.dtype;
@@ -136,6 +141,7 @@ TEST(CompileWgmmaOptIn, CandidatesCompileWithoutSpills) {
     TuningParams tuning{c.rows, c.cols, c.dim > 256 ? 256 : 0, c.rows / 16, 0};
     tuning.wgmma = true;
     tuning.stages = c.stages;
+    tuning.producer = c.producer;
     const GeneratedKernel g = generate(spec, tuning);
     EXPECT_LE(g.shared_bytes, shared_limit_of_arch(spec.arch)) << g.name;
     cuda::CompiledKernel compiled;

@@ -78,6 +78,31 @@ TEST(Generate, StagesOnlyForTheWgmmaForward) {
   refused(s, TuningParams{64, 64, 0, 4, 0, false, 3}, "wgmma forward only");
 }
 
+TEST(TuningParams, ProducerIsNamedOnlyWhenSet) {
+  TuningParams t{192, 64, 0, 12, 0, true};
+  t.producer = true;
+  EXPECT_EQ(t.to_string(), "rows=192 cols=64 head=0 warps=12 cache=none mma=wgmma producer=warp");
+  EXPECT_EQ(parse_tuning(t.to_string()), t);
+  EXPECT_FALSE(parse_tuning("rows=64 producer=none").producer);
+}
+
+TEST(Generate, ProducerWarpgroupOnTheWgmmaForward) {
+  TuningParams t{192, 64, 0, 12, 0, true};
+  t.producer = true;
+  const KernelSpec s = spec_of(KernelKind::forward, 128, 128);
+  const GeneratedKernel g = generate(s, t);
+  EXPECT_NE(g.source.find("forward_wgmma_producer.cuh"), std::string::npos);
+  EXPECT_NE(g.source.find("kStages = 3;"), std::string::npos) << "three stages by default";
+  EXPECT_EQ(g.threads, (12 + 4) * 32);
+  // Three stages of K and V, and a full and an empty barrier per stage.
+  EXPECT_EQ(g.shared_bytes, 2u * (192 * 128 + 3 * 64 * (128 + 128)) + 2 * 3 * 8);
+  t.stages = 2;
+  refused(s, t, "stages >= 3");
+  t.stages = 0;
+  refused(spec_of(KernelKind::forward, 127, 127, 1), t, "alignment class 2, 4 or 8");
+  refused(spec_of(KernelKind::backward_query, 128, 128), t, "wgmma forward only");
+}
+
 TEST(Generate, WgmmaNeedsAlignedRowsHopperAndWholeWarpgroups) {
   TuningParams t{128, 64, 0, 8, 0};
   t.wgmma = true;

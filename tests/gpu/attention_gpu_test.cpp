@@ -136,6 +136,23 @@ TEST_P(GpuForwardWgmmaStages, MatchesReference) {
   }
 }
 
+// The wgmma forward with a producer warpgroup (tuning producer=warp), two
+// and three computing warpgroups, on the same cases.
+class GpuForwardWgmmaProducer : public ::testing::TestWithParam<Case> {};
+
+TEST_P(GpuForwardWgmmaProducer, MatchesReference) {
+  FLASHGEN_SKIP_WITHOUT_GPU();
+  for (int warps : {8, 12}) {
+    TuningParams tuning = wgmma_tuning();
+    tuning.warps = warps;
+    tuning.block_rows = 16 * warps;
+    tuning.block_cols = 64;
+    tuning.producer = true;
+    const ScopedTuningOverride force(KernelKind::forward, tuning);
+    EXPECT_TRUE(check_forward(GetParam(), gpu_options())) << tuning.to_string();
+  }
+}
+
 class GpuForward : public ::testing::TestWithParam<Case> {};
 class GpuBackward : public ::testing::TestWithParam<Case> {};
 // The atomic kernels at every D, not only where the planner prefers them.
@@ -186,6 +203,8 @@ INSTANTIATE_TEST_SUITE_P(Forced, GpuBackwardWgmmaKeyValue,
                          ::testing::ValuesIn(wgmma_backward_cases(true)), CaseName());
 INSTANTIATE_TEST_SUITE_P(Forced, GpuForwardWgmmaStages, ::testing::ValuesIn(wgmma_stages_cases()),
                          CaseName());
+INSTANTIATE_TEST_SUITE_P(Forced, GpuForwardWgmmaProducer,
+                         ::testing::ValuesIn(wgmma_stages_cases()), CaseName());
 INSTANTIATE_TEST_SUITE_P(Forced, GpuForwardWgmmaOptIn,
                          ::testing::ValuesIn(wgmma_opt_in_forward_cases()), CaseName());
 INSTANTIATE_TEST_SUITE_P(Standard, GpuBackward,

@@ -57,32 +57,48 @@ struct ForwardWgmma {
   };
   typedef WithStaging<Tiles, KCopy, VCopy, kStaged> SharedStorage;  // staging (class 1): K, V
 
+  // What one CTA works on: a block of query rows of one head, the key/value
+  // head they attend to, and one chunk of the value columns.
+  struct Work {
+    int batch, head, chunk, dv0, row0;
+    int n_blocks;    // key blocks to traverse (fewer under the causal mask)
+    int value_cols;  // columns of this CTA's chunk that exist
+    const u16* q;    // first row of the block
+    const u16* k;    // key row 0
+    const u16* v;    // key row 0, first column of the chunk
+  };
+
+  static __device__ __forceinline__ Work work_of(const AttentionParams& p) {
+    Work w;
+    w.head = blockIdx.y;
+    w.batch = blockIdx.z / C::kHeadChunks;
+    w.chunk = blockIdx.z % C::kHeadChunks;
+    w.dv0 = w.chunk * kDimV;
+    w.row0 = blockIdx.x * kBlockM;
+    const int kv_head = w.head / p.group_size;
+    w.q = static_cast<const u16*>(p.q.data) + w.batch * p.q.stride_batch +
+          w.head * p.q.stride_heads + w.row0 * p.q.stride_seq;
+    w.k = static_cast<const u16*>(p.k.data) + w.batch * p.k.stride_batch +
+          kv_head * p.k.stride_heads;
+    w.v = static_cast<const u16*>(p.v.data) + w.batch * p.v.stride_batch +
+          kv_head * p.v.stride_heads + w.dv0 * p.v.stride_dim;
+    w.value_cols = C::kDimV - w.dv0;
+    w.n_blocks = ceil_div(p.seq_kv, kBlockN);
+    if (C::kCausal) {
+      const int last_key = min_of(w.row0 + kBlockM - 1, p.seq_q - 1) + p.causal_offset;
+      w.n_blocks = min_of(w.n_blocks, last_key < 0 ? 0 : ceil_div(last_key + 1, kBlockN));
+    }
+    return w;
+  }
+
   static __device__ void run(const AttentionParams& p, unsigned char* shared_bytes) {
     SharedStorage& smem = *reinterpret_cast<SharedStorage*>(shared_bytes);
     const int thread = threadIdx.x, lane = thread & 31, warp = thread >> 5;
     const int group = warp / 4;  // warpgroup
-    const int m_block = blockIdx.x;
-    const int head = blockIdx.y;
-    const int batch = blockIdx.z / C::kHeadChunks;
-    const int chunk = blockIdx.z % C::kHeadChunks;
-    const int dv0 = chunk * kDimV;
-    const int kv_head = head / p.group_size;
-    const int row0 = m_block * kBlockM;
-    const int warp_row0 = row0 + warp * 16;  // warpgroup rows 64·group, warp rows 16·(warp % 4)
-
-    const u16* q = static_cast<const u16*>(p.q.data) + batch * p.q.stride_batch +
-                   head * p.q.stride_heads + row0 * p.q.stride_seq;
-    const u16* k = static_cast<const u16*>(p.k.data) + batch * p.k.stride_batch +
-                   kv_head * p.k.stride_heads;
-    const u16* v = static_cast<const u16*>(p.v.data) + batch * p.v.stride_batch +
-                   kv_head * p.v.stride_heads + dv0 * p.v.stride_dim;
-    const int value_cols = C::kDimV - dv0;  // of this CTA's chunk that exist
-
-    int n_blocks = ceil_div(p.seq_kv, kBlockN);
-    if (C::kCausal) {
-      const int last_key = min_of(row0 + kBlockM - 1, p.seq_q - 1) + p.causal_offset;
-      n_blocks = min_of(n_blocks, last_key < 0 ? 0 : ceil_div(last_key + 1, kBlockN));
-    }
+    const Work w = work_of(p);
+    const int warp_row0 = w.row0 + warp * 16;  // warpgroup rows 64·group, warp rows 16·(warp % 4)
+    const u16 *q = w.q, *k = w.k, *v = w.v;
+    const int row0 = w.row0, value_cols = w.value_cols, n_blocks = w.n_blocks;
 
     // Copy groups: G(j) = {K[j+kStages-1], V[j+kStages-2]}, issued at the top
     // of iteration j into the stages iterations j-1 and j-2 finished reading,
@@ -99,25 +115,53 @@ struct ForwardWgmma {
       load_ahead(smem, k, v, p, ahead, n_blocks, value_cols, thread);
 
     float o[1][kOutTiles][4];
-    zero(o);
-    float(&o_flat)[kDimV / 2] = flat(o);
     OnlineSoftmax<1> softmax;
-    softmax.init();
-    u32 p_frag[kBlockN / 16][1][4];  // P of the previous block as A fragments
 
     // Descriptors: K-major Q and K (core matrices 128 bytes apart along K,
     // kDimQK·16 along M/N); MN-major V (kDimV·16 along K, 128 along N).
     const u64 q_desc = matrix_descriptor(smem.q + group * 64 * kDimQK, 128, kDimQK * 16);
+
+    attend(
+        p, n_blocks, q_desc, smem.k, smem.v, o, softmax, warp_row0, lane,
+        [&](int n_block) { wait_and_load(smem, k, v, p, n_block, n_blocks, value_cols, thread); },
+        [](int) {},
+        [&] {
+          cp_async_wait<0>();
+          if constexpr (kStaged) {
+            __syncthreads();
+            land_staged(smem, k, v, p, n_blocks, n_blocks, value_cols, thread);
+          }
+          fence_async_shared();
+          __syncthreads();  // V[n-1] has landed for all
+        });
+    store_outputs(p, w, o, softmax, warp_row0, lane);
+  }
+
+  // The key-block loop of one warpgroup, for any way of filling the stages:
+  // acquire(j) returns once K[j] and V[j-1] are in their stages (it may issue
+  // further copies), release(j) once this warp no longer reads block j's
+  // stage, acquire_last() once V[n-1] is in its stage.
+  template <class Acquire, class Release, class AcquireLast>
+  static __device__ __forceinline__ void attend(
+      const AttentionParams& p, int n_blocks, u64 q_desc,
+      const u16 (&k_tiles)[kStages][kBlockN * kDimQK],
+      const u16 (&v_tiles)[kStages][kBlockN * kDimV], float (&o)[1][kOutTiles][4],
+      OnlineSoftmax<1>& softmax, int warp_row0, int lane, Acquire acquire, Release release,
+      AcquireLast acquire_last) {
+    zero(o);
+    float(&o_flat)[kDimV / 2] = flat(o);
+    softmax.init();
+    u32 p_frag[kBlockN / 16][1][4];  // P of the previous block as A fragments
 
     // Block j: S(j) = Q·K[j]ᵀ and O += P(j-1)·V[j-1] go to the tensor cores
     // together, and the softmax of S(j) runs while the second one does.
     // Blocks 0 (no P·V yet) and n (only P·V) are peeled off the loop, so no
     // wgmma sits in a branch.
     if (n_blocks > 0) {
-      wait_and_load(smem, k, v, p, 0, n_blocks, value_cols, thread);
+      acquire(0);
       float s[1][kScoreTiles][4];
       wgmma_fence();
-      scores(s, q_desc, smem.k[0]);
+      scores(s, q_desc, k_tiles[0]);
       wgmma_commit();
       wgmma_wait<0>();
       fence_registers(flat(s));
@@ -127,13 +171,13 @@ struct ForwardWgmma {
       for (int ks = 0; ks < kBlockN / 16; ++ks) pack_a_from_acc<E>(p_frag[ks], s, ks);
     }
     for (int n_block = 1; n_block < n_blocks; ++n_block) {
-      wait_and_load(smem, k, v, p, n_block, n_blocks, value_cols, thread);
+      acquire(n_block);
       float s[1][kScoreTiles][4];
       fence_registers(o_flat);
       wgmma_fence();
-      scores(s, q_desc, smem.k[n_block % kStages]);
+      scores(s, q_desc, k_tiles[n_block % kStages]);
       wgmma_commit();
-      accumulate_output(o_flat, p_frag, smem.v[(n_block - 1) % kStages]);
+      accumulate_output(o_flat, p_frag, v_tiles[(n_block - 1) % kStages]);
       wgmma_commit();
       wgmma_wait<1>();  // S(j) is done; P(j-1)·V[j-1] may still run
       fence_registers(flat(s));
@@ -141,39 +185,42 @@ struct ForwardWgmma {
       block_softmax(s, correction, softmax, p, n_block * kBlockN, warp_row0, lane);
       wgmma_wait<0>();  // O holds blocks < j, and the P fragments are free
       fence_registers(o_flat);
+      release(n_block - 1);
       scale_rows(o, correction);
 #pragma unroll
       for (int ks = 0; ks < kBlockN / 16; ++ks) pack_a_from_acc<E>(p_frag[ks], s, ks);
     }
     if (n_blocks > 0) {
-      cp_async_wait<0>();
-      if constexpr (kStaged) {
-        __syncthreads();
-        land_staged(smem, k, v, p, n_blocks, n_blocks, value_cols, thread);
-      }
-      fence_async_shared();
-      __syncthreads();  // V[n-1] has landed for all
+      acquire_last();
       fence_registers(o_flat);
       wgmma_fence();
-      accumulate_output(o_flat, p_frag, smem.v[(n_blocks - 1) % kStages]);
+      accumulate_output(o_flat, p_frag, v_tiles[(n_blocks - 1) % kStages]);
       wgmma_commit();
       wgmma_wait<0>();
       fence_registers(o_flat);
     }
 
+  }
+
+  // Normalises O and writes this warp's 16 rows of it, and of LSE (first
+  // value chunk only).
+  static __device__ __forceinline__ void store_outputs(const AttentionParams& p, const Work& w,
+                                                       const float (&o)[1][kOutTiles][4],
+                                                       OnlineSoftmax<1>& softmax, int warp_row0,
+                                                       int lane) {
     float inverse_sum[1][2], lse[1][2];
     softmax.finish(inverse_sum, lse);
-    store_acc_tile<E, C::kVec>(static_cast<u16*>(p.o.data) + batch * p.o.stride_batch +
-                                   head * p.o.stride_heads + warp_row0 * p.o.stride_seq +
-                                   dv0 * p.o.stride_dim,
+    store_acc_tile<E, C::kVec>(static_cast<u16*>(p.o.data) + w.batch * p.o.stride_batch +
+                                   w.head * p.o.stride_heads + warp_row0 * p.o.stride_seq +
+                                   w.dv0 * p.o.stride_dim,
                                p.o.stride_seq, p.o.stride_dim, o, inverse_sum, p.seq_q - warp_row0,
-                               value_cols, lane);
-    if (chunk == 0 && p.lse.data != nullptr && (lane & 3) == 0) {
+                               w.value_cols, lane);
+    if (w.chunk == 0 && p.lse.data != nullptr && (lane & 3) == 0) {
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         const int row = warp_row0 + (lane >> 2) + 8 * h;
         if (row < p.seq_q)
-          p.lse.data[batch * p.lse.stride_batch + head * p.lse.stride_heads +
+          p.lse.data[w.batch * p.lse.stride_batch + w.head * p.lse.stride_heads +
                      row * p.lse.stride_seq] = lse[0][h];
       }
     }
