@@ -67,7 +67,8 @@ std::vector<Case> partly_aligned_cases() {
           Case{1, 257, 129, 2, 2, 250, 250, false, DType::f16, Layout::bshd}};
 }
 
-// The wgmma backward kernels, forced through a tuning (not defaults yet):
+// The wgmma backward kernels forced through a tuning (the query kernel is the
+// default up to 128 columns, the key/value kernel where a table row says so):
 // rows aligned to 16, 8 or 4 bytes, GQA, causal, sequence edges. The
 // key/value kernel holds dK and dV in registers: only Dqk + Dv <= 256.
 std::vector<Case> wgmma_backward_cases(bool key_value) {
@@ -85,9 +86,10 @@ TuningParams wgmma_tuning() {
   return t;
 }
 
-// What only a tuning selects on the wgmma forward so far: value dims past 256
-// split across CTAs of at most 256 columns (head=256), and rows that are only
-// 2-byte aligned (odd D), staged and shifted into the tiles.
+// The wgmma forward forced at one shape (rows=128 cols=32 head=256), whatever
+// the tuning table picks: value dims past 256 split across CTAs of at most
+// 256 columns, and rows that are only 2-byte aligned (odd D), staged and
+// shifted into the tiles.
 std::vector<Case> wgmma_opt_in_forward_cases() {
   // batch, seq_q, seq_kv, heads_q, heads_kv, dim_qk, dim_v, causal, dtype, layout
   return {Case{1, 200, 333, 2, 1, 384, 384, true, DType::bf16, Layout::bshd},
