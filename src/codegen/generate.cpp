@@ -52,6 +52,9 @@ bool is_row_kernel(KernelKind kind) {
   return kind == KernelKind::backward_prepare || kind == KernelKind::convert_grad_q;
 }
 
+
+}  // namespace
+
 void check_tuning(const KernelSpec& spec, const TuningParams& t) {
   auto fail = [&](const std::string& rule) {
     throw Error(ErrorCode::invalid_argument,
@@ -110,8 +113,6 @@ void check_tuning(const KernelSpec& spec, const TuningParams& t) {
     if (wgmma_forward_stages(t) < 3) fail("producer=warp needs stages >= 3");
   }
 }
-
-}  // namespace
 
 // The output columns a kernel kind splits across CTAs: Dv for the forward,
 // Dqk for the query backward, both for the key/value backward.

@@ -22,6 +22,10 @@ struct GeneratedKernel {
 // block rows not a multiple of 16 · warps).
 GeneratedKernel generate(const KernelSpec& spec, const TuningParams& tuning);
 
+// generate()'s rules alone, without building the source (cheap: for lookups
+// that try several tunings). Throws as generate() does.
+void check_tuning(const KernelSpec& spec, const TuningParams& tuning);
+
 // Shared memory a (spec, tuning) pair needs, without generating it; the
 // generated source static_asserts that the device's layout has this size.
 std::size_t shared_bytes(const KernelSpec& spec, const TuningParams& tuning);

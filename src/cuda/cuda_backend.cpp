@@ -5,7 +5,9 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <mutex>
 #include <string>
+#include <unordered_map>
 
 #include "codegen/generate.hpp"
 #include "codegen/heuristics.hpp"
@@ -20,8 +22,25 @@ namespace {
 struct KernelChoice {
   KernelSpec spec;
   TuningParams tuning;
-  GeneratedKernel generated;
+  const GeneratedKernel* generated = nullptr;  // owned by generated_kernel()'s memo
 };
+
+// generate() once per (spec, tuning) in the process: the source does not
+// change between calls, and building it costs microseconds per kernel on
+// every call otherwise. Entries live as long as the process (kernels are few).
+const GeneratedKernel& generated_kernel(const KernelSpec& spec, const TuningParams& tuning) {
+  static std::mutex mutex;
+  static auto* kernels = new std::unordered_map<std::string, GeneratedKernel>();  // leaked: calls may run at exit
+  std::string key = spec.to_string() + " | " + tuning.to_string();
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    auto it = kernels->find(key);
+    if (it != kernels->end()) return it->second;
+  }
+  GeneratedKernel g = generate(spec, tuning);
+  std::lock_guard<std::mutex> lock(mutex);
+  return kernels->emplace(std::move(key), std::move(g)).first->second;  // node-based: stable
+}
 
 void require_half_precision(const Problem& p) {
   if (p.dtype == DType::f32)
@@ -41,17 +60,17 @@ KernelChoice choose(KernelKind kind, const Problem& p, int vec, int ordinal) {
   const DeviceInfo& device = device_info(ordinal);
   c.spec.arch = device.arch();
   c.tuning = tuning_for(c.spec, p, device.shared_per_block_optin);
-  c.generated = generate(c.spec, c.tuning);
+  c.generated = &generated_kernel(c.spec, c.tuning);
   return c;
 }
 
 const CompiledKernel& compiled(const KernelChoice& c, int ordinal) {
   CompileRequest request;
-  request.name = c.generated.name;
-  request.source = c.generated.source;
-  request.entry = c.generated.entry;
+  request.name = c.generated->name;
+  request.source = c.generated->source;
+  request.entry = c.generated->entry;
   request.arch = c.spec.arch;
-  return get_kernel(request, ordinal, c.generated.shared_bytes);
+  return get_kernel(request, ordinal, c.generated->shared_bytes);
 }
 
 int forward_vec(const ForwardArgs& a) { return alignment_class({&a.q, &a.k, &a.v, &a.o}); }
@@ -98,13 +117,13 @@ LaunchShape block_grid(const KernelChoice& c, std::int64_t rows, std::int64_t he
   LaunchShape shape;
   const bool row_kernel = c.spec.kind == KernelKind::backward_prepare ||
                           c.spec.kind == KernelKind::convert_grad_q;
-  const std::int64_t block_rows = row_kernel ? c.generated.threads / 32 : c.tuning.block_rows;
+  const std::int64_t block_rows = row_kernel ? c.generated->threads / 32 : c.tuning.block_rows;
   const std::int64_t chunks = row_kernel ? 1 : head_chunks_of(c.spec, c.tuning);
   shape.grid[0] = to_unsigned((rows + block_rows - 1) / block_rows);
   shape.grid[1] = to_unsigned(heads);
   shape.grid[2] = to_unsigned(batch * chunks);
-  shape.block[0] = static_cast<unsigned>(c.generated.threads);
-  shape.dynamic_shared_bytes = c.generated.shared_bytes;
+  shape.block[0] = static_cast<unsigned>(c.generated->threads);
+  shape.dynamic_shared_bytes = c.generated->shared_bytes;
   return shape;
 }
 
@@ -183,7 +202,7 @@ Availability availability() {
 
 std::vector<std::string> forward_kernel_names(const Problem& p, const ForwardArgs& args) {
   require_half_precision(p);
-  return {choose(KernelKind::forward, p, forward_vec(args), args.q.device).generated.name};
+  return {choose(KernelKind::forward, p, forward_vec(args), args.q.device).generated->name};
 }
 
 std::vector<std::string> backward_kernel_names(const Problem& p, const BackwardArgs& args,
@@ -191,7 +210,7 @@ std::vector<std::string> backward_kernel_names(const Problem& p, const BackwardA
   require_half_precision(p);
   std::vector<std::string> names;
   for (KernelKind kind : backward_kinds(use_atomic(p, deterministic)))
-    names.push_back(choose(kind, p, backward_vec(args), args.q.device).generated.name);
+    names.push_back(choose(kind, p, backward_vec(args), args.q.device).generated->name);
   return names;
 }
 

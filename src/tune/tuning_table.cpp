@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <map>
 #include <mutex>
+#include <unordered_map>
 #include <sstream>
 #include <string>
 #include <tuple>
@@ -76,7 +77,7 @@ double octaves_outside(double x, double lo, double hi) {
 bool valid_for(const TuningParams& tuning, const KernelSpec& spec, std::size_t shared_limit) {
   try {
     if (shared_bytes(spec, tuning) > shared_limit) return false;
-    generate(spec, tuning);  // throws when the tuning breaks a rule for these dims
+    check_tuning(spec, tuning);  // throws when the tuning breaks a rule for these dims
     return true;
   } catch (const Error&) {
     return false;
@@ -125,7 +126,15 @@ struct LoadedSet {
 struct TableCache {
   std::mutex mutex;
   std::map<std::string, LoadedSet> by_name;  // by table name, "sm90"
+  // What find_row() answered, by spec, sequence length and shared-memory
+  // limit: a training loop asks the same few questions every step, and a
+  // lookup (ranking ~200 rows) costs several microseconds per kernel.
+  std::unordered_map<std::string, std::optional<TuningParams>> answers;
 };
+
+// Answers kept before the memo starts over (distinct shapes are few in
+// practice; this bounds a process that sweeps many).
+constexpr std::size_t kMaxRememberedAnswers = 4096;
 
 TableCache& table_cache() {
   static TableCache* c = new TableCache();  // leaked on purpose: lookups may run at exit
@@ -285,6 +294,7 @@ void reload_tuning_tables() {
   TableCache& cache = table_cache();
   std::lock_guard<std::mutex> lock(cache.mutex);
   cache.by_name.clear();
+  cache.answers.clear();
 }
 
 std::optional<TuningParams> lookup_tuning(const KernelSpec& spec, const Problem& p,
@@ -293,10 +303,27 @@ std::optional<TuningParams> lookup_tuning(const KernelSpec& spec, const Problem&
   if (std::optional<TuningParams> t = environment_override(spec.kind)) return t;
   const std::shared_ptr<const TuningTableSet> tables = tuning_tables(spec.arch);
   if (tables->user.empty() && tables->shipped.empty()) return std::nullopt;
-  const std::optional<RowMatch> match =
-      find_row(*tables, spec, std::max(p.seq_q, p.seq_kv), shared_limit);
-  if (!match) return std::nullopt;
-  return match->row.tuning;
+  const std::int64_t seq = std::max(p.seq_q, p.seq_kv);
+  const std::string key =
+      spec.to_string() + " seq=" + std::to_string(seq) + " shared=" + std::to_string(shared_limit);
+  TableCache& cache = table_cache();
+  {
+    std::lock_guard<std::mutex> lock(cache.mutex);
+    auto it = cache.answers.find(key);
+    if (it != cache.answers.end()) return it->second;
+  }
+  const std::optional<RowMatch> match = find_row(*tables, spec, seq, shared_limit);
+  std::optional<TuningParams> answer;
+  if (match) answer = match->row.tuning;
+  std::lock_guard<std::mutex> lock(cache.mutex);
+  // A reload between the lookup and here dropped `tables`: keep the answer
+  // only while they are still the ones in force.
+  auto loaded = cache.by_name.find(table_name_of_arch(spec.arch));
+  if (loaded != cache.by_name.end() && loaded->second.tables == tables) {
+    if (cache.answers.size() >= kMaxRememberedAnswers) cache.answers.clear();
+    cache.answers.emplace(key, answer);
+  }
+  return answer;
 }
 
 std::optional<TuningParams> lookup_tuning(const KernelSpec& spec, const Problem& p) {

@@ -216,6 +216,26 @@ TEST_F(LookupTest, UserTableRowIsUsed) {
   EXPECT_FALSE(lookup_tuning(spec(KernelKind::backward_query, 64), problem(8192, 64)));
 }
 
+// Answers are remembered per shape, but a reload (a new user table) and the
+// overrides still take effect at once.
+TEST_F(LookupTest, RememberedAnswersFollowReloadsAndOverrides) {
+  write_user_rows({row(KernelKind::forward, 64, 64, kB)});
+  EXPECT_EQ(lookup_tuning(spec(KernelKind::forward, 64), problem(8192, 64)), kB);
+  EXPECT_EQ(lookup_tuning(spec(KernelKind::forward, 64), problem(8192, 64)), kB);
+  {
+    const ScopedTuningOverride force(KernelKind::forward, kC);
+    EXPECT_EQ(lookup_tuning(spec(KernelKind::forward, 64), problem(8192, 64)), kC);
+  }
+  EXPECT_EQ(lookup_tuning(spec(KernelKind::forward, 64), problem(8192, 64)), kB);
+  write_user_rows({row(KernelKind::forward, 64, 64, kD)});
+  EXPECT_EQ(lookup_tuning(spec(KernelKind::forward, 64), problem(8192, 64)), kD);
+  // Another length is another question.
+  write_user_rows({row(KernelKind::forward, 64, 64, kA, 1, 1024),
+                   row(KernelKind::forward, 64, 64, kB, 4097, 8192)});
+  EXPECT_EQ(lookup_tuning(spec(KernelKind::forward, 64), problem(512, 64)), kA);
+  EXPECT_EQ(lookup_tuning(spec(KernelKind::forward, 64), problem(8192, 64)), kB);
+}
+
 TEST_F(LookupTest, TablesCanBeSwitchedOff) {
   write_user_rows({row(KernelKind::forward, 64, 64, kB)});
   {
