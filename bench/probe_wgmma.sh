@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# On an sm_90a GPU: checks the wgmma kernels that only a tuning selects so far
-# (forced GPU tests), then times each against today's default on the shapes
-# it is meant for. Run after `FLASHGEN_BUILD_ALL=1 bash scripts/gpu_check.sh`
+# On an sm_90a GPU: checks the wgmma kernels at fixed shapes (forced GPU
+# tests), then times each against the mma.sync kernels on the shapes it is
+# meant for (the run that made them defaults on 2026-12-03; with the table in
+# force, "default" rows now show the table's choice). Run after `FLASHGEN_BUILD_ALL=1 bash scripts/gpu_check.sh`
 # (it uses build-gpu/). Prints fixed-column bench rows; bench/NOTES.md keeps
 # what they showed.
 #

@@ -1,6 +1,7 @@
-// Forward kernel on Hopper's warpgroup MMA (sm_90a), for rows that are at
-// least 4-byte aligned (alignment classes 8, 4, 2) and Dv up to 256. Same algorithm as
-// forward.cuh; what differs is who multiplies:
+// Forward kernel on Hopper's warpgroup MMA (sm_90a), for any contiguous rows
+// (alignment classes 8, 4, 2 copied straight into the tiles, 1 staged) and
+// up to 256 value columns per CTA (a larger Dv is split across CTAs). Same
+// algorithm as forward.cuh; what differs is who multiplies:
 //
 //   S = Q·Kᵀ   wgmma, Q and K read by the tensor cores from shared memory
 //   P = exp2(S·scale·log2e − m)  in registers (online softmax, softmax.cuh)
