@@ -54,20 +54,25 @@ TuningParams backward_query_tuning(const KernelSpec& spec) {
 TuningParams backward_key_value_tuning(const KernelSpec& spec) {
   const int dqk = round_up(spec.dim_qk, 16), dv = round_up(spec.dim_v, 16);
   const int widest = dqk > dv ? dqk : dv;
-  if (widest <= 64) return {64, 64, 0, 4, 0};
-  // dK + dV take 128 registers at 128 columns; 64-row blocks still beat 48
+  // dK + dV take 128 registers at 128 columns; 64-key blocks still beat 48
   // there (205 against 191 TFLOP/s at D = 128, 196 against 188 at D = 127).
   if (widest <= 128) return {64, 64, 0, 4, 0};
-  if (widest <= 256) return {64, 64, 128, 4, 0};
+  // Past 128 columns, 128 keys over 8 warps: the tuner's choice on the H200
+  // at D = 192 and 224 (and 256 causal). 4-warp CTAs need over half the
+  // shared memory there, so an SM held one CTA of 4 warps waiting on its
+  // copies (D = 199: 52 TFLOP/s of its GEMMs against 180 at D = 192).
+  if (widest <= 256) return {128, 64, 128, 8, 0};
   return {64, 32, 128, 4, 0};
 }
 
 // Atomic backward: the key/value kernel plus a dQ GEMM whose accumulators
 // live at the same time as dK and dV, so it traverses narrower query blocks.
 TuningParams backward_atomic_tuning(const KernelSpec& spec) {
-  TuningParams t = backward_key_value_tuning(spec);
-  if (round_up(spec.dim_qk, 16) > 64 || round_up(spec.dim_v, 16) > 64) t.block_cols = 32;
-  return t;
+  const int dqk = round_up(spec.dim_qk, 16), dv = round_up(spec.dim_v, 16);
+  const int widest = dqk > dv ? dqk : dv;
+  if (widest <= 64) return {64, 64, 0, 4, 0};
+  if (widest <= 128) return {64, 32, 0, 4, 0};
+  return {64, 32, 128, 4, 0};
 }
 
 // Forward on Hopper's warpgroup MMA (sm_90a, any contiguous rows: rows only
