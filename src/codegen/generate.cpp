@@ -86,10 +86,11 @@ void check_tuning(const KernelSpec& spec, const TuningParams& t) {
       default: fail("mma=wgmma is a forward, backward_query or backward_key_value kernel");
     }
     if (spec.arch != "sm_90a") fail("mma=wgmma needs sm_90a");
-    // The forward also stages rows that are only 2-byte aligned; the backward
-    // kernels copy with cp.async straight into their tiles.
-    if (spec.vec < (spec.kind == KernelKind::forward ? 1 : 2))
-      fail(spec.kind == KernelKind::forward
+    // The forward and the query backward also stage rows that are only 2-byte
+    // aligned; the key/value backward copies with cp.async straight into its tiles.
+    const bool stages_rows = spec.kind != KernelKind::backward_key_value;
+    if (spec.vec < (stages_rows ? 1 : 2))
+      fail(stages_rows
                ? "mma=wgmma needs contiguous rows (alignment class 1, 2, 4 or 8)"
                : "mma=wgmma needs rows aligned to 4 bytes or more (alignment class 2, 4 or 8)");
     if (t.warps % 4 != 0) fail("mma=wgmma needs whole warpgroups (warps a multiple of 4)");
@@ -128,6 +129,13 @@ int head_chunks_of(const KernelSpec& spec, const TuningParams& t) {
   const int width = round_up(split_dim(spec), 16);
   if (t.head_block <= 0 || t.head_block >= width) return 1;
   return (width + t.head_block - 1) / t.head_block;
+}
+
+std::string unverified_path(const KernelSpec& spec, const TuningParams& t) {
+  if (t.producer) return "the wgmma forward with a producer warpgroup";
+  if (t.wgmma && spec.kind == KernelKind::backward_query && spec.vec == 1)
+    return "the wgmma query backward on rows only 2-byte aligned";
+  return "";
 }
 
 int wgmma_forward_stages(const TuningParams& t) {
@@ -171,10 +179,15 @@ std::size_t shared_bytes(const KernelSpec& spec, const TuningParams& t) {
     }
     case KernelKind::backward_query: {
       // wgmma: q [rows][dqk], dO [rows][dv], lse and dterm [rows]; three stages
-      // of k [cols][dqk], two of v [cols][dv]; no padding
-      if (t.wgmma)
-        return kElementBytes * (rows * (dqk16 + dv16) + 3 * cols * dqk16 + 2 * cols * dv16) +
+      // of k [cols][dqk], two of v [cols][dv]; no padding (alignment class 1:
+      // plus the staging of k and v)
+      if (t.wgmma) {
+        const std::size_t staging =
+            spec.vec == 1 ? stage_elements(spec, cols, dqk16) + stage_elements(spec, cols, dv16) : 0;
+        return kElementBytes * (rows * (dqk16 + dv16) + 3 * cols * dqk16 + 2 * cols * dv16 +
+                                staging) +
                sizeof(float) * 2 * rows;
+      }
       // q [rows][dqk], dO [rows][dv], k [cols][dqk], v [cols][dv]; lse, dterm [rows];
       // staged: k, v
       const std::size_t dqk = n * chunk_width(spec.dim_qk, n), dv = dv16;

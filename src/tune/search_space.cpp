@@ -88,10 +88,11 @@ void compile_range(const KernelSpec& spec, const std::vector<Candidate>& jobs, s
 }
 
 // The wgmma kernels (sm_90a): whole warpgroups of 64 rows. The forward keeps
-// at most 256 value columns per CTA (past that, chunks of 256), takes any
-// contiguous rows; the backward kernels split no dims and need rows aligned
-// to 4 bytes (generate.cpp states the same rules; candidates it refuses are
-// listed as rejected).
+// at most 256 value columns per CTA (past that, chunks of 256); the backward
+// kernels split no dims; the forward and the query backward take any
+// contiguous rows, the key/value backward rows aligned to 4 bytes
+// (generate.cpp states the same rules; candidates it refuses are listed as
+// rejected).
 std::vector<TuningParams> wgmma_space(const KernelSpec& spec) {
   std::vector<TuningParams> space;
   if (spec.arch != "sm_90a" || spec.vec < 1) return space;
@@ -102,7 +103,7 @@ std::vector<TuningParams> wgmma_space(const KernelSpec& spec) {
       head = dv > 256 ? 256 : 0;
       break;
     case KernelKind::backward_query:
-      if (spec.vec < 2 || dqk > 256) return space;
+      if (dqk > 256) return space;
       break;
     case KernelKind::backward_key_value:
       if (spec.vec < 2 || dqk + dv > 256) return space;
@@ -137,7 +138,8 @@ std::vector<TuningParams> search_space(const KernelSpec& spec) {
         for (int head : heads)
           for (unsigned cached : caches) space.push_back({rows, cols, head, warps, cached});
     }
-  for (const TuningParams& t : wgmma_space(spec)) space.push_back(t);
+  for (const TuningParams& t : wgmma_space(spec))
+    if (unverified_path(spec, t).empty()) space.push_back(t);
   return space;
 }
 

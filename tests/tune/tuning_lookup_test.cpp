@@ -159,6 +159,24 @@ TEST(FindRow, OnlyTheNearestRowStandsIn) {
   EXPECT_EQ(find_row(set, odd, 8192, kHopperShared)->row.tuning, wgmma);
 }
 
+TEST(FindRow, UnverifiedPathsRunOnlyWhenForced) {
+  // A row naming a kernel path not yet run on a GPU is skipped like an
+  // invalid one: the heuristic applies.
+  TuningParams staged{128, 64, 0, 8, 0, true};
+  KernelSpec odd = spec(KernelKind::backward_query, 127);
+  odd.vec = 1;
+  ASSERT_NE(unverified_path(odd, staged), "");
+  EXPECT_FALSE(find_row(make_table_set({row(KernelKind::backward_query, 128, 128, staged)}, {}),
+                        odd, 8192, kHopperShared));
+  TuningParams producer{192, 64, 0, 12, 0, true};
+  producer.producer = true;
+  EXPECT_FALSE(find_row(make_table_set({row(KernelKind::forward, 128, 128, producer)}, {}),
+                        spec(KernelKind::forward, 128), 8192, kHopperShared));
+  // An override still runs them.
+  const ScopedTuningOverride force(KernelKind::backward_query, staged);
+  EXPECT_EQ(lookup_tuning(odd, problem(8192, 127)), staged);
+}
+
 TEST(FindRow, UserRowReplacesShippedRowOfTheSameKey) {
   const TuningTableSet set =
       make_table_set({row(KernelKind::forward, 64, 64, kA), row(KernelKind::forward, 128, 128, kB)},

@@ -1,5 +1,7 @@
-// Query backward on Hopper's warpgroup MMA (sm_90a), for rows aligned to 4
-// bytes or more and Dqk <= 256 (dQ stays in registers). Same algorithm as
+// Query backward on Hopper's warpgroup MMA (sm_90a), for contiguous rows
+// (aligned to 4 bytes or more: copied straight into the tiles; 2-byte aligned:
+// K and V staged and shifted into them, Q and dO shifted in registers) and
+// Dqk <= 256 (dQ stays in registers). Same algorithm as
 // backward_query.cuh (Dterm first, no atomics); each warpgroup owns 64 query
 // rows:
 //
@@ -24,7 +26,7 @@
 namespace flashgen_device {
 
 // C (generated): kElement, kDimQK, kDimV, kWarps (a multiple of 4), kBlockN,
-// kVec (8, 4 or 2), kCausal.
+// kVec (8, 4, 2 or 1), kCausal.
 template <class C>
 struct BackwardQueryWgmma {
   static constexpr int E = C::kElement;
@@ -39,7 +41,12 @@ struct BackwardQueryWgmma {
   static_assert(kBlockN % 16 == 0 && kBlockN <= 256 && kDimQK <= 256,
                 "wgmma n is 16..256; dQ lives in registers");
 
-  struct SharedStorage {
+  // Alignment class 1 (rows only 2-byte aligned): K and V go through staging.
+  static constexpr bool kStaged = C::kVec == 1;
+  typedef TileCopy<kBlockN, kDimQK, 0, 1, kThreads, true> KCopy;
+  typedef TileCopy<kBlockN, kDimV, 0, 1, kThreads, true> VCopy;
+
+  struct Tiles {
     u16 q[kBlockM * kDimQK];  // core-matrix layout (wgmma.cuh)
     u16 grad_o[kBlockM * kDimV];
     u16 k[kKeyStages][kBlockN * kDimQK];
@@ -47,6 +54,7 @@ struct BackwardQueryWgmma {
     float lse_log2[kBlockM];
     float dterm[kBlockM];
   };
+  typedef WithStaging<Tiles, KCopy, VCopy, kStaged> SharedStorage;  // staging (class 1): K, V
 
   static __device__ void run(const AttentionParams& p, unsigned char* shared_bytes) {
     SharedStorage& smem = *reinterpret_cast<SharedStorage*>(shared_bytes);
@@ -75,10 +83,18 @@ struct BackwardQueryWgmma {
       n_blocks = min_of(n_blocks, last_key < 0 ? 0 : ceil_div(last_key + 1, kBlockN));
     }
 
-    copy_core_matrix_tile<kBlockM, kDimQK, C::kVec, kThreads>(smem.q, q, p.q.stride_seq,
-                                                              p.seq_q - row0, C::kDimQK, thread);
-    copy_core_matrix_tile<kBlockM, kDimV, C::kVec, kThreads>(
-        smem.grad_o, grad_o, p.grad_o.stride_seq, p.seq_q - row0, C::kDimV, thread);
+    if constexpr (kStaged) {  // once per CTA: aligned loads shifted in registers
+      load_tile<kBlockM, kDimQK, 0, 1, kThreads, true>(smem.q, q, p.q.stride_seq, p.q.stride_dim,
+                                                       p.seq_q - row0, C::kDimQK, thread);
+      load_tile<kBlockM, kDimV, 0, 1, kThreads, true>(smem.grad_o, grad_o, p.grad_o.stride_seq,
+                                                      p.grad_o.stride_dim, p.seq_q - row0,
+                                                      C::kDimV, thread);
+    } else {
+      copy_core_matrix_tile<kBlockM, kDimQK, C::kVec, kThreads>(smem.q, q, p.q.stride_seq,
+                                                                p.seq_q - row0, C::kDimQK, thread);
+      copy_core_matrix_tile<kBlockM, kDimV, C::kVec, kThreads>(
+          smem.grad_o, grad_o, p.grad_o.stride_seq, p.seq_q - row0, C::kDimV, thread);
+    }
     if (n_blocks > 0) load_block(smem, 0, k, v, p, thread);
     cp_async_commit();
     // Dterm and L2 of the CTA's rows while the tiles stream in.
@@ -149,28 +165,46 @@ struct BackwardQueryWgmma {
   }
 
   // Waits for block j (issued one iteration earlier), then issues block j+1
-  // into the stages that iteration j-1 finished reading (K[j-2], V[j-1]).
+  // into the stages that iteration j-1 finished reading (K[j-2], V[j-1]);
+  // staged: block j is shifted from the staging areas into its stages first,
+  // and block j+1 goes to the staging areas.
   static __device__ __forceinline__ void wait_and_load(SharedStorage& smem, const u16* k,
                                                        const u16* v, const AttentionParams& p,
                                                        int n_block, int n_blocks, int thread) {
     cp_async_wait<0>();
+    if constexpr (kStaged) {
+      __syncthreads();  // the staged chunks are visible to every thread
+      const int key0 = n_block * kBlockN;
+      KCopy::finish(smem.k[n_block % kKeyStages], smem.first_staging(),
+                    k + key0 * p.k.stride_seq, p.k.stride_seq, p.seq_kv - key0, C::kDimQK, thread);
+      VCopy::finish(smem.v[n_block % kValueStages], smem.second_staging(),
+                    v + key0 * p.v.stride_seq, p.v.stride_seq, p.seq_kv - key0, C::kDimV, thread);
+    }
     fence_async_shared();
     __syncthreads();
     if (n_block + 1 < n_blocks) load_block(smem, n_block + 1, k, v, p, thread);
     cp_async_commit();
   }
 
-  // Issues the copies of K and V rows of key block j into their stages.
+  // Issues the copies of K and V rows of key block j into their stages
+  // (staged: into the staging areas).
   static __device__ __forceinline__ void load_block(SharedStorage& smem, int j, const u16* k,
                                                     const u16* v, const AttentionParams& p,
                                                     int thread) {
     const int key0 = j * kBlockN;
-    copy_core_matrix_tile<kBlockN, kDimQK, C::kVec, kThreads>(
-        smem.k[j % kKeyStages], k + key0 * p.k.stride_seq, p.k.stride_seq, p.seq_kv - key0,
-        C::kDimQK, thread);
-    copy_core_matrix_tile<kBlockN, kDimV, C::kVec, kThreads>(
-        smem.v[j % kValueStages], v + key0 * p.v.stride_seq, p.v.stride_seq, p.seq_kv - key0,
-        C::kDimV, thread);
+    if constexpr (kStaged) {
+      KCopy::issue(smem.k[j % kKeyStages], smem.first_staging(), k + key0 * p.k.stride_seq,
+                   p.k.stride_seq, p.k.stride_dim, p.seq_kv - key0, C::kDimQK, thread);
+      VCopy::issue(smem.v[j % kValueStages], smem.second_staging(), v + key0 * p.v.stride_seq,
+                   p.v.stride_seq, p.v.stride_dim, p.seq_kv - key0, C::kDimV, thread);
+    } else {
+      copy_core_matrix_tile<kBlockN, kDimQK, C::kVec, kThreads>(
+          smem.k[j % kKeyStages], k + key0 * p.k.stride_seq, p.k.stride_seq, p.seq_kv - key0,
+          C::kDimQK, thread);
+      copy_core_matrix_tile<kBlockN, kDimV, C::kVec, kThreads>(
+          smem.v[j % kValueStages], v + key0 * p.v.stride_seq, p.v.stride_seq, p.seq_kv - key0,
+          C::kDimV, thread);
+    }
   }
 
   // Issues S = Q·K[j]ᵀ and dP = dO·V[j]ᵀ (overwriting s, dp).
