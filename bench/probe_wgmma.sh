@@ -30,12 +30,16 @@ run 64,96,128 backward "wgmma key/value kernel" "backward_key_value: rows=128 co
 run 64 backward "wgmma key/value kernel, cols 64" "backward_key_value: rows=128 cols=64 warps=8 $W"
 run 64,96,128 backward "both" \
   "backward_query: rows=128 cols=64 warps=8 $W; backward_key_value: rows=128 cols=32 warps=8 $W"
-# The query kernel on rows only 2-byte aligned (staged K and V).
+# The backward kernels on rows only 2-byte aligned (staged K and V, or Q and dO).
 run 127,199 backward "default backward (odd D)"
 run 127 backward "wgmma query kernel, staged rows" "backward_query: rows=128 cols=64 warps=8 $W"
 run 127 backward "wgmma query kernel, staged rows, 3 warpgroups" \
   "backward_query: rows=192 cols=48 warps=12 $W"
 run 199 backward "wgmma query kernel, staged rows" "backward_query: rows=128 cols=32 warps=8 $W"
+run 127 backward "wgmma key/value kernel, staged rows" \
+  "backward_key_value: rows=128 cols=64 warps=8 $W"
+run 127 backward "both, staged rows" \
+  "backward_query: rows=128 cols=64 warps=8 $W; backward_key_value: rows=128 cols=64 warps=8 $W"
 # Forward past Dv = 256 (value columns split across CTAs) and on odd D (staged rows).
 run 127,199,257,288,384,385,448,512 forward "default forward"
 run 288,384,448,512 forward "wgmma, head=256" \

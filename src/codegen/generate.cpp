@@ -86,13 +86,8 @@ void check_tuning(const KernelSpec& spec, const TuningParams& t) {
       default: fail("mma=wgmma is a forward, backward_query or backward_key_value kernel");
     }
     if (spec.arch != "sm_90a") fail("mma=wgmma needs sm_90a");
-    // The forward and the query backward also stage rows that are only 2-byte
-    // aligned; the key/value backward copies with cp.async straight into its tiles.
-    const bool stages_rows = spec.kind != KernelKind::backward_key_value;
-    if (spec.vec < (stages_rows ? 1 : 2))
-      fail(stages_rows
-               ? "mma=wgmma needs contiguous rows (alignment class 1, 2, 4 or 8)"
-               : "mma=wgmma needs rows aligned to 4 bytes or more (alignment class 2, 4 or 8)");
+    // Rows that are only 2-byte aligned are staged and shifted into the tiles.
+    if (spec.vec < 1) fail("mma=wgmma needs contiguous rows (alignment class 1, 2, 4 or 8)");
     if (t.warps % 4 != 0) fail("mma=wgmma needs whole warpgroups (warps a multiple of 4)");
     if (t.block_rows != 16 * t.warps) fail("mma=wgmma needs rows = 16 * warps");
     if (t.block_cols > 256) fail("mma=wgmma needs cols <= 256");
@@ -135,6 +130,8 @@ std::string unverified_path(const KernelSpec& spec, const TuningParams& t) {
   if (t.producer) return "the wgmma forward with a producer warpgroup";
   if (t.wgmma && spec.kind == KernelKind::backward_query && spec.vec == 1)
     return "the wgmma query backward on rows only 2-byte aligned";
+  if (t.wgmma && spec.kind == KernelKind::backward_key_value && spec.vec == 1)
+    return "the wgmma key/value backward on rows only 2-byte aligned";
   return "";
 }
 
@@ -197,10 +194,14 @@ std::size_t shared_bytes(const KernelSpec& spec, const TuningParams& t) {
     }
     case KernelKind::backward_key_value:
       // wgmma: k [rows][dqk], v [rows][dv]; three stages of q [cols][dqk],
-      // dO [cols][dv], lse and dterm [cols]; no padding
-      if (t.wgmma)
-        return kElementBytes * (rows * (dqk16 + dv16) + 3 * cols * (dqk16 + dv16)) +
+      // dO [cols][dv], lse and dterm [cols]; no padding (alignment class 1:
+      // plus the staging of q and dO)
+      if (t.wgmma) {
+        const std::size_t staging =
+            spec.vec == 1 ? stage_elements(spec, cols, dqk16) + stage_elements(spec, cols, dv16) : 0;
+        return kElementBytes * (rows * (dqk16 + dv16) + 3 * cols * (dqk16 + dv16) + staging) +
                sizeof(float) * 3 * 2 * cols;
+      }
       [[fallthrough]];
     case KernelKind::backward_atomic: {
       // k [rows][dqk], v [rows][dv], q [cols][dqk], dO [cols][dv]; lse, dterm [cols];

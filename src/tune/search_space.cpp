@@ -89,10 +89,9 @@ void compile_range(const KernelSpec& spec, const std::vector<Candidate>& jobs, s
 
 // The wgmma kernels (sm_90a): whole warpgroups of 64 rows. The forward keeps
 // at most 256 value columns per CTA (past that, chunks of 256); the backward
-// kernels split no dims; the forward and the query backward take any
-// contiguous rows, the key/value backward rows aligned to 4 bytes
-// (generate.cpp states the same rules; candidates it refuses are listed as
-// rejected).
+// kernels split no dims; all take any contiguous rows (generate.cpp states
+// the same rules; candidates it refuses are listed as rejected; paths not yet
+// run on a GPU are left out by the caller).
 std::vector<TuningParams> wgmma_space(const KernelSpec& spec) {
   std::vector<TuningParams> space;
   if (spec.arch != "sm_90a" || spec.vec < 1) return space;
@@ -106,7 +105,7 @@ std::vector<TuningParams> wgmma_space(const KernelSpec& spec) {
       if (dqk > 256) return space;
       break;
     case KernelKind::backward_key_value:
-      if (spec.vec < 2 || dqk + dv > 256) return space;
+      if (dqk + dv > 256) return space;
       break;
     default:
       return space;

@@ -126,6 +126,8 @@ TEST(CompileWgmmaOptIn, CandidatesCompileWithoutSpills) {
                          Shape{query, 127, 128, 64, true, DType::bf16, 1},
                          Shape{query, 63, 192, 64, false, DType::f16, 1},
                          Shape{query, 199, 128, 32, false, DType::bf16, 1},
+                         Shape{key_value, 127, 128, 64, true, DType::bf16, 1},
+                         Shape{key_value, 63, 128, 64, false, DType::f16, 1},
                          Shape{KernelKind::forward, 64, 192, 128, false, DType::bf16, 8, 3},
                          Shape{KernelKind::forward, 128, 192, 64, true, DType::f16, 8, 3},
                          Shape{KernelKind::forward, 128, 192, 64, false, DType::bf16, 4, 4},

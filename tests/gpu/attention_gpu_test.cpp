@@ -69,8 +69,7 @@ std::vector<Case> partly_aligned_cases() {
 
 // The wgmma backward kernels forced through a tuning (the query kernel is the
 // default up to 128 columns, the key/value kernel where a table row says so):
-// rows aligned to 16, 8 or 4 bytes (and 2 for the query kernel), GQA,
-// causal, sequence edges. The key/value kernel holds dK and dV in registers:
+// rows aligned to 16, 8, 4 or 2 bytes, GQA, causal, sequence edges. The key/value kernel holds dK and dV in registers:
 // only Dqk + Dv <= 256.
 std::vector<Case> wgmma_backward_cases(bool key_value) {
   std::vector<Case> cases;
@@ -78,11 +77,11 @@ std::vector<Case> wgmma_backward_cases(bool key_value) {
     if (!key_value || c.dim_qk + c.dim_v <= 256) cases.push_back(c);
   cases.push_back(Case{2, 300, 333, 4, 2, 64, 64, true, DType::bf16, Layout::bshd});
   cases.push_back(Case{1, 130, 77, 3, 1, 128, 128, false, DType::f16, Layout::bshd});
-  if (!key_value) {  // rows only 2-byte aligned: the query kernel stages K and V
-    cases.push_back(Case{1, 200, 333, 2, 1, 127, 127, true, DType::bf16, Layout::bshd});
-    cases.push_back(Case{2, 77, 130, 3, 3, 63, 63, false, DType::f16, Layout::bshd});
-    cases.push_back(Case{1, 129, 65, 2, 2, 199, 120, false, DType::bf16, Layout::bhsd});
-  }
+  // Rows only 2-byte aligned: the query kernel stages K and V, the key/value
+  // kernel Q and dO.
+  cases.push_back(Case{1, 200, 333, 2, 1, 127, 127, true, DType::bf16, Layout::bshd});
+  cases.push_back(Case{2, 77, 130, 3, 3, 63, 63, false, DType::f16, Layout::bshd});
+  if (!key_value) cases.push_back(Case{1, 129, 65, 2, 2, 199, 120, false, DType::bf16, Layout::bhsd});
   return cases;
 }
 

@@ -101,7 +101,8 @@ TEST(SearchSpace, WgmmaKernelsWhereTheyApply) {
   EXPECT_EQ(wgmma_heads(spec(KernelKind::backward_atomic, 64)), (std::set<int>{}));
   KernelSpec odd = spec(KernelKind::backward_key_value, 63);
   odd.vec = 1;
-  EXPECT_EQ(wgmma_heads(odd), (std::set<int>{})) << "the key/value copies need 4-byte rows";
+  EXPECT_EQ(wgmma_heads(odd), (std::set<int>{}))
+      << "the key/value backward's staged rows are not yet verified on a GPU";
   odd.kind = KernelKind::backward_query;
   EXPECT_EQ(wgmma_heads(odd), (std::set<int>{}))
       << "the query backward's staged rows are not yet verified on a GPU";

@@ -1,5 +1,7 @@
-// Key/value backward on Hopper's warpgroup MMA (sm_90a), for rows aligned to
-// 4 bytes or more and Dqk + Dv <= 256 (dK and dV both stay in registers).
+// Key/value backward on Hopper's warpgroup MMA (sm_90a), for contiguous rows
+// (aligned to 4 bytes or more: copied straight into the tiles; 2-byte aligned:
+// the traversed Q and dO staged and shifted into them, K and V shifted in
+// registers) and Dqk + Dv <= 256 (dK and dV both stay in registers).
 // Same algorithm as backward_key_value.cuh (deterministic, GQA summed inside
 // the CTA); each warpgroup owns 64 key rows:
 //
@@ -26,7 +28,7 @@
 namespace flashgen_device {
 
 // C (generated): kElement, kDimQK, kDimV, kWarps (a multiple of 4), kBlockN,
-// kVec (8, 4 or 2), kCausal.
+// kVec (8, 4, 2 or 1), kCausal.
 template <class C>
 struct BackwardKeyValueWgmma {
   static constexpr int E = C::kElement;
@@ -41,7 +43,12 @@ struct BackwardKeyValueWgmma {
   static_assert(kBlockN % 16 == 0 && kBlockN <= 256 && kDimQK + kDimV <= 256,
                 "wgmma n is 16..256; dK and dV live in registers");
 
-  struct SharedStorage {
+  // Alignment class 1 (rows only 2-byte aligned): Q and dO go through staging.
+  static constexpr bool kStaged = C::kVec == 1;
+  typedef TileCopy<kBlockN, kDimQK, 0, 1, kThreads, true> QCopy;
+  typedef TileCopy<kBlockN, kDimV, 0, 1, kThreads, true> GradOCopy;
+
+  struct Tiles {
     u16 k[kBlockM * kDimQK];                 // core-matrix layout (wgmma.cuh)
     u16 v[kBlockM * kDimV];
     u16 q[kStages][kBlockN * kDimQK];
@@ -49,6 +56,7 @@ struct BackwardKeyValueWgmma {
     float lse_log2[kStages][kBlockN];
     float dterm[kStages][kBlockN];
   };
+  typedef WithStaging<Tiles, QCopy, GradOCopy, kStaged> SharedStorage;  // staging (class 1): Q, dO
 
   // Which query block of which head the j-th traversed block is.
   struct Traversal {
@@ -74,10 +82,17 @@ struct BackwardKeyValueWgmma {
                    kv_head * p.k.stride_heads + key0 * p.k.stride_seq;
     const u16* v = static_cast<const u16*>(p.v.data) + batch * p.v.stride_batch +
                    kv_head * p.v.stride_heads + key0 * p.v.stride_seq;
-    copy_core_matrix_tile<kBlockM, kDimQK, C::kVec, kThreads>(smem.k, k, p.k.stride_seq,
-                                                              p.seq_kv - key0, C::kDimQK, thread);
-    copy_core_matrix_tile<kBlockM, kDimV, C::kVec, kThreads>(smem.v, v, p.v.stride_seq,
-                                                             p.seq_kv - key0, C::kDimV, thread);
+    if constexpr (kStaged) {  // once per CTA: aligned loads shifted in registers
+      load_tile<kBlockM, kDimQK, 0, 1, kThreads, true>(smem.k, k, p.k.stride_seq, p.k.stride_dim,
+                                                       p.seq_kv - key0, C::kDimQK, thread);
+      load_tile<kBlockM, kDimV, 0, 1, kThreads, true>(smem.v, v, p.v.stride_seq, p.v.stride_dim,
+                                                      p.seq_kv - key0, C::kDimV, thread);
+    } else {
+      copy_core_matrix_tile<kBlockM, kDimQK, C::kVec, kThreads>(smem.k, k, p.k.stride_seq,
+                                                                p.seq_kv - key0, C::kDimQK, thread);
+      copy_core_matrix_tile<kBlockM, kDimV, C::kVec, kThreads>(smem.v, v, p.v.stride_seq,
+                                                               p.seq_kv - key0, C::kDimV, thread);
+    }
 
     // Causal: query i sees key j when j <= i + offset, so the CTA's first key
     // is seen from query key0 - offset on.
@@ -158,35 +173,69 @@ struct BackwardKeyValueWgmma {
 
   // Waits for block j (issued one iteration earlier), then issues block j+1
   // into the stage that block j-2 used (read last by the products of
-  // iteration j-1, which every thread has finished at the barrier).
+  // iteration j-1, which every thread has finished at the barrier). Staged:
+  // block j is shifted from the staging areas into its stage first, and
+  // block j+1 goes to the staging areas.
   static __device__ __forceinline__ void wait_and_load(SharedStorage& smem,
                                                        const AttentionParams& p,
                                                        const Traversal& walk, int j, int batch,
                                                        int kv_head, int thread) {
     cp_async_wait<0>();
+    if constexpr (kStaged) {
+      __syncthreads();  // the staged chunks are visible to every thread
+      const BlockRows rows = block_rows(p, walk, j, batch, kv_head);
+      QCopy::finish(smem.q[j % kStages], smem.first_staging(), rows.q, p.q.stride_seq,
+                    p.seq_q - rows.query0, C::kDimQK, thread);
+      GradOCopy::finish(smem.grad_o[j % kStages], smem.second_staging(), rows.grad_o,
+                        p.grad_o.stride_seq, p.seq_q - rows.query0, C::kDimV, thread);
+    }
     fence_async_shared();
     __syncthreads();
     if (j + 1 < walk.total) load_block(smem, j + 1, p, walk, batch, kv_head, thread);
     cp_async_commit();
   }
 
-  // Issues the copies of traversed block j (Q, dO) into stage j % kStages and
-  // stores its rows' L2 and Dterm there.
+  // The first Q and dO rows of traversed block j.
+  struct BlockRows {
+    int head, query0;
+    const u16* q;
+    const u16* grad_o;
+  };
+  static __device__ __forceinline__ BlockRows block_rows(const AttentionParams& p,
+                                                         const Traversal& walk, int j, int batch,
+                                                         int kv_head) {
+    BlockRows r;
+    r.head = walk.head_of(j, kv_head, p.group_size);
+    r.query0 = walk.query0_of(j);
+    r.q = static_cast<const u16*>(p.q.data) + batch * p.q.stride_batch +
+          r.head * p.q.stride_heads + r.query0 * p.q.stride_seq;
+    r.grad_o = static_cast<const u16*>(p.grad_o.data) + batch * p.grad_o.stride_batch +
+               r.head * p.grad_o.stride_heads + r.query0 * p.grad_o.stride_seq;
+    return r;
+  }
+
+  // Issues the copies of traversed block j (Q, dO) into stage j % kStages
+  // (staged: into the staging areas) and stores its rows' L2 and Dterm there.
   static __device__ __forceinline__ void load_block(SharedStorage& smem, int j,
                                                     const AttentionParams& p,
                                                     const Traversal& walk, int batch,
                                                     int kv_head, int thread) {
     const int stage = j % kStages;
-    const int head = walk.head_of(j, kv_head, p.group_size);
-    const int query0 = walk.query0_of(j);
-    const u16* q = static_cast<const u16*>(p.q.data) + batch * p.q.stride_batch +
-                   head * p.q.stride_heads + query0 * p.q.stride_seq;
-    const u16* grad_o = static_cast<const u16*>(p.grad_o.data) + batch * p.grad_o.stride_batch +
-                        head * p.grad_o.stride_heads + query0 * p.grad_o.stride_seq;
-    copy_core_matrix_tile<kBlockN, kDimQK, C::kVec, kThreads>(
-        smem.q[stage], q, p.q.stride_seq, p.seq_q - query0, C::kDimQK, thread);
-    copy_core_matrix_tile<kBlockN, kDimV, C::kVec, kThreads>(
-        smem.grad_o[stage], grad_o, p.grad_o.stride_seq, p.seq_q - query0, C::kDimV, thread);
+    const BlockRows rows = block_rows(p, walk, j, batch, kv_head);
+    const int head = rows.head, query0 = rows.query0;
+    if constexpr (kStaged) {
+      QCopy::issue(smem.q[stage], smem.first_staging(), rows.q, p.q.stride_seq, p.q.stride_dim,
+                   p.seq_q - query0, C::kDimQK, thread);
+      GradOCopy::issue(smem.grad_o[stage], smem.second_staging(), rows.grad_o,
+                       p.grad_o.stride_seq, p.grad_o.stride_dim, p.seq_q - query0, C::kDimV,
+                       thread);
+    } else {
+      copy_core_matrix_tile<kBlockN, kDimQK, C::kVec, kThreads>(
+          smem.q[stage], rows.q, p.q.stride_seq, p.seq_q - query0, C::kDimQK, thread);
+      copy_core_matrix_tile<kBlockN, kDimV, C::kVec, kThreads>(
+          smem.grad_o[stage], rows.grad_o, p.grad_o.stride_seq, p.seq_q - query0, C::kDimV,
+          thread);
+    }
     for (int i = thread; i < kBlockN; i += kThreads) {
       const int row = query0 + i;
       smem.lse_log2[stage][i] = lse_log2(p.lse, batch, head, row, p.seq_q);
