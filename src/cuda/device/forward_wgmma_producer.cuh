@@ -33,11 +33,17 @@ struct ForwardWgmmaProducer {
   static constexpr int kDimQK = Base::kDimQK, kDimV = Base::kDimV;
   static constexpr int kConsumerWarps = C::kWarps;
   static constexpr int kConsumerThreads = C::kWarps * 32;
-  // Registers per thread after the hand-over: the producer keeps 32, the
-  // computing warps share the rest (a multiple of 8, at most 240).
+  // Registers per thread after the hand-over: the producer warpgroup keeps
+  // 32 each, the computing warps share the rest of the SM's register file
+  // (setmaxnreg takes multiples of 8; 240 leaves ptxas its own headroom).
+  static constexpr int kRegisterFile = 65536;  // 32-bit registers per SM (sm_90)
+  static constexpr int kProducerThreads = 128;  // one warpgroup
   static constexpr int kProducerRegisters = 32;
-  static constexpr int kShareOfRest = (65536 - 128 * kProducerRegisters) / kConsumerThreads / 8 * 8;
-  static constexpr int kConsumerRegisters = kShareOfRest < 240 ? kShareOfRest : 240;
+  static constexpr int kMostConsumerRegisters = 240;
+  static constexpr int kShareOfRest =
+      (kRegisterFile - kProducerThreads * kProducerRegisters) / kConsumerThreads / 8 * 8;
+  static constexpr int kConsumerRegisters =
+      kShareOfRest < kMostConsumerRegisters ? kShareOfRest : kMostConsumerRegisters;
   static_assert(C::kVec >= 2, "the producer copies straight into the tiles");
   static_assert(kStages >= 3, "block j-1 is signalled after block j is issued");
 
