@@ -50,6 +50,33 @@ TEST_F(CompileTest, Sm90aArchSpecificTargetCompiles) {
   EXPECT_NE(k.log.find("sm_90a"), std::string::npos) << k.log;
 }
 
+// FLASHGEN_VERBOSE=1: a line per kernel compiled or read from the disk cache.
+TEST_F(CompileTest, VerboseSaysWhatWasCompiledAndWhatWasLoaded) {
+  test::TempDir dir;
+  test::ScopedEnv cache("FLASHGEN_CACHE_DIR", dir.path().c_str());
+  const CompileRequest request = request_for(test::kWriteIdsSource, "write_ids", "sm_80");
+  {
+    test::ScopedEnv quiet("FLASHGEN_VERBOSE", nullptr);
+    ::testing::internal::CaptureStderr();
+    EXPECT_FALSE(precompile(request));
+    EXPECT_EQ(::testing::internal::GetCapturedStderr(), "");
+  }
+  test::ScopedEnv verbose("FLASHGEN_VERBOSE", "1");
+  ::testing::internal::CaptureStderr();
+  EXPECT_TRUE(precompile(request));  // the cubin is on disk now
+  const std::string loaded = ::testing::internal::GetCapturedStderr();
+  EXPECT_NE(loaded.find("flashgen: loaded test_write_ids_sm_80 for sm_80 in "), std::string::npos)
+      << loaded;
+  EXPECT_NE(loaded.find("cache " + dir.path()), std::string::npos) << loaded;
+  std::filesystem::remove_all(dir.path());
+  ::testing::internal::CaptureStderr();
+  EXPECT_FALSE(precompile(request));
+  const std::string compiled = ::testing::internal::GetCapturedStderr();
+  EXPECT_NE(compiled.find("flashgen: compiled test_write_ids_sm_80 for sm_80 in "),
+            std::string::npos)
+      << compiled;
+}
+
 TEST_F(CompileTest, CubinIsAnElfImage) {
   CubinArtifact a = compile_to_cubin(request_for(test::kWriteIdsSource, "write_ids", "sm_80"));
   ASSERT_GE(a.cubin.size(), 4u);

@@ -84,23 +84,7 @@ TEST(FileSafeName, ReplacesUnsafeCharactersAndClips) {
   EXPECT_LE(file_safe_name(std::string(1000, 'x')).size(), 200u);
 }
 
-// Sets an environment variable for one scope, restoring the old value.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = old;
-    if (value) ::setenv(name, value, 1);
-    else ::unsetenv(name);
-  }
-  ~ScopedEnv() {
-    if (old_) ::setenv(name_, old_->c_str(), 1);
-    else ::unsetenv(name_);
-  }
-
- private:
-  const char* name_;
-  std::optional<std::string> old_;
-};
+using test::ScopedEnv;
 
 TEST(CacheDir, EnvironmentOverrides) {
   ScopedEnv env("FLASHGEN_CACHE_DIR", "/tmp/flashgen-cache-test");

@@ -1,5 +1,7 @@
 // get_kernel: the in-process cache (key -> loaded function per device) in
 // front of the on-disk cubin cache in front of NVRTC.
+#include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <memory>
 #include <mutex>
@@ -123,11 +125,34 @@ std::string cache_dir(const std::string& arch) {
   return base + "/flashgen/" + FLASHGEN_VERSION + "/" + arch;
 }
 
+namespace {
+
+// The disk cache in front of NVRTC. With FLASHGEN_VERBOSE=1 each kernel
+// built or read says so on stderr, with the time it took: a process's first
+// calls pause for NVRTC (about a second per kernel), and this tells why and
+// where the cubins went.
+CubinArtifact load_or_build(const CompileRequest& request, bool* from_disk) {
+  const std::string dir = cache_dir(request.arch);
+  const auto start = std::chrono::steady_clock::now();
+  CubinArtifact artifact = CubinCache(dir).load_or_build(
+      make_kernel_key(request, nvrtc_version()), [&] { return compile_to_cubin(request); },
+      from_disk);
+  const char* verbose = std::getenv("FLASHGEN_VERBOSE");
+  if (verbose && std::string(verbose) == "1") {
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    std::fprintf(stderr, "flashgen: %s %s for %s in %.2f s (%s)\n",
+                 *from_disk ? "loaded" : "compiled", request.name.c_str(), request.arch.c_str(),
+                 seconds, dir.empty() ? "no kernel cache directory" : ("cache " + dir).c_str());
+  }
+  return artifact;
+}
+
+}  // namespace
+
 bool precompile(const CompileRequest& request) {
-  KernelKey key = make_kernel_key(request, nvrtc_version());
-  CubinCache disk(cache_dir(request.arch));
   bool from_disk = false;
-  disk.load_or_build(key, [&] { return compile_to_cubin(request); }, &from_disk);
+  load_or_build(request, &from_disk);
   return from_disk;
 }
 
@@ -142,11 +167,8 @@ const CompiledKernel& get_kernel(const CompileRequest& request, int ordinal,
   Entry& entry = loaded_kernels().entry(request, ordinal);
   std::lock_guard<std::mutex> lock(entry.mutex);
   if (!entry.loaded) {
-    KernelKey key = make_kernel_key(request, nvrtc_version());
-    CubinCache disk(cache_dir(request.arch));
     bool from_disk = false;
-    CubinArtifact artifact =
-        disk.load_or_build(key, [&] { return compile_to_cubin(request); }, &from_disk);
+    CubinArtifact artifact = load_or_build(request, &from_disk);
     // A disk hit skipped the compiler; still honour the dump request.
     if (from_disk) dump_if_requested(request, artifact.log);
     load_into_device(request, artifact, ordinal, &entry);
