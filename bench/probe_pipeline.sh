@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# On an sm_90a GPU: checks the wgmma forward's pipeline variants that only a
-# tuning selects (deeper K/V pipelines, stages=3 and 4; a producer warpgroup
-# that copies while the others compute, producer=warp) with their forced GPU
-# tests, then times each against the table's shape at a few head dimensions.
+# On an sm_90a GPU: checks the wgmma kernels' pipeline variants that only a
+# tuning selects (the forward's deeper K/V pipelines, stages=3 and 4; a
+# producer warpgroup that copies while the others compute, producer=warp, in
+# the forward and the key/value backward) with their forced GPU tests, then
+# times each against the table's shape at a few head dimensions.
 # Uses build-gpu/ (scripts/gpu_check.sh builds it); bench/NOTES.md keeps
 # what the rows showed.
 #
@@ -13,7 +14,7 @@ bin=build-gpu/flashgen
 [ -x "$bin" ] || { echo "probe_pipeline.sh: build-gpu/flashgen is missing (scripts/gpu_check.sh builds it)" >&2; exit 2; }
 
 echo "== forced GPU tests"
-(cd build-gpu && ctest -L gpu -R "WgmmaStages|WgmmaProducer" --timeout 300 2>&1 | tail -n 4)
+(cd build-gpu && ctest -L gpu -R "WgmmaStages|Producer" --timeout 300 2>&1 | tail -n 4)
 
 run() {  # run DIMS TUNING VARIANT...
   local dims=$1 tuning=$2
@@ -33,3 +34,20 @@ run 128 "rows=128 cols=128 head=0 warps=8" "" "$producer"
 run 192 "rows=192 cols=48 head=0 warps=12" "" "$producer"
 run 256 "rows=128 cols=32 head=0 warps=8" "" "$producer"
 run 384 "rows=128 cols=32 head=256 warps=8" "" "$producer"
+
+run_key_value() {  # run_key_value DIMS TUNING VARIANT...
+  local dims=$1 tuning=$2
+  shift 2
+  for variant in "$@"; do
+    echo "== D=$dims key/value $tuning $variant"
+    FLASHGEN_TUNING="backward_key_value: $tuning cache=none mma=wgmma $variant" "$bin" bench \
+      --backend cuda --dims "$dims" --kinds backward --repeats 10 --warmup 3 2>&1 |
+      grep -E "^ +[0-9]+ |refused|rror"
+  done
+}
+run_key_value 64 "rows=128 cols=96 head=0 warps=8" "" "$producer"
+run_key_value 64 "rows=128 cols=64 head=0 warps=8" "" "$producer"
+run_key_value 96 "rows=128 cols=64 head=0 warps=8" "" "$producer"
+run_key_value 128 "rows=128 cols=64 head=0 warps=8" ""
+run_key_value 128 "rows=128 cols=48 head=0 warps=8" "" "$producer"
+run_key_value 128 "rows=128 cols=32 head=0 warps=8" "" "$producer"

@@ -33,6 +33,9 @@ KindInfo info_of(KernelKind kind, const TuningParams& t) {
       if (t.wgmma) return {"backward_query_wgmma.cuh", "BackwardQueryWgmma", "flashgen_backward_query"};
       return {"backward_query.cuh", "BackwardQuery", "flashgen_backward_query"};
     case KernelKind::backward_key_value:
+      if (t.producer)
+        return {"backward_key_value_wgmma_producer.cuh", "BackwardKeyValueWgmmaProducer",
+                "flashgen_backward_key_value"};
       if (t.wgmma)
         return {"backward_key_value_wgmma.cuh", "BackwardKeyValueWgmma",
                 "flashgen_backward_key_value"};
@@ -102,11 +105,14 @@ void check_tuning(const KernelSpec& spec, const TuningParams& t) {
     if (spec.vec == 1 && t.stages != 2) fail("stages must be 2 on rows only 2-byte aligned");
   }
   if (t.producer) {
-    if (!(t.wgmma && spec.kind == KernelKind::forward))
-      fail("producer=warp applies to the wgmma forward only");
+    const bool has_producer = spec.kind == KernelKind::forward ||
+                              spec.kind == KernelKind::backward_key_value;
+    if (!(t.wgmma && has_producer))
+      fail("producer=warp applies to the wgmma forward and key/value backward only");
     if (spec.vec < 2)
       fail("producer=warp needs rows aligned to 4 bytes or more (alignment class 2, 4 or 8)");
-    if (wgmma_forward_stages(t) < 3) fail("producer=warp needs stages >= 3");
+    if (spec.kind == KernelKind::forward && wgmma_forward_stages(t) < 3)
+      fail("producer=warp needs stages >= 3");
   }
 }
 
@@ -127,7 +133,7 @@ int head_chunks_of(const KernelSpec& spec, const TuningParams& t) {
 }
 
 std::string unverified_path(const KernelSpec& spec, const TuningParams& t) {
-  if (t.producer) return "the wgmma forward with a producer warpgroup";
+  if (t.producer) return "the wgmma kernels with a producer warpgroup";
   if (t.wgmma && spec.kind == KernelKind::backward_query && spec.vec == 1)
     return "the wgmma query backward on rows only 2-byte aligned";
   if (t.wgmma && spec.kind == KernelKind::backward_key_value && spec.vec == 1)
@@ -195,12 +201,14 @@ std::size_t shared_bytes(const KernelSpec& spec, const TuningParams& t) {
     case KernelKind::backward_key_value:
       // wgmma: k [rows][dqk], v [rows][dv]; three stages of q [cols][dqk],
       // dO [cols][dv], lse and dterm [cols]; no padding (alignment class 1:
-      // plus the staging of q and dO)
+      // plus the staging of q and dO; with a producer warp, a full and an
+      // empty barrier per stage)
       if (t.wgmma) {
         const std::size_t staging =
             spec.vec == 1 ? stage_elements(spec, cols, dqk16) + stage_elements(spec, cols, dv16) : 0;
+        const std::size_t barriers = t.producer ? 2 * 3 * sizeof(std::uint64_t) : 0;
         return kElementBytes * (rows * (dqk16 + dv16) + 3 * cols * (dqk16 + dv16) + staging) +
-               sizeof(float) * 3 * 2 * cols;
+               sizeof(float) * 3 * 2 * cols + barriers;
       }
       [[fallthrough]];
     case KernelKind::backward_atomic: {

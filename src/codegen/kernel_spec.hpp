@@ -56,10 +56,10 @@ struct TuningParams {
   // Pipeline stages of the traversed K and V tiles in the wgmma forward
   // (copies run this many blocks minus one ahead); 0: the kernel's default, 2.
   int stages = 0;
-  // The wgmma forward with one more warp that only copies K and V
-  // (forward_wgmma_producer.cuh): warpgroups synchronise with it per stage
-  // instead of with each other per key block. Needs 3 stages or more
-  // (the default when set).
+  // The wgmma forward or key/value backward with one more warpgroup whose
+  // first warp only copies the traversed tiles (*_wgmma_producer.cuh):
+  // warpgroups synchronise with it per stage instead of with each other per
+  // block. The forward needs 3 stages or more (the default when set).
   bool producer = false;
 
   int row_tiles() const { return block_rows / (16 * warps); }  // 16-row tiles per warp

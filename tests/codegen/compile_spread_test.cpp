@@ -135,7 +135,10 @@ TEST(CompileWgmmaOptIn, CandidatesCompileWithoutSpills) {
                          Shape{KernelKind::forward, 64, 192, 128, true, DType::bf16, 8, 0, true},
                          Shape{KernelKind::forward, 128, 192, 64, false, DType::f16, 8, 4, true},
                          Shape{KernelKind::forward, 68, 128, 64, true, DType::bf16, 4, 3, true},
-                         Shape{KernelKind::forward, 256, 128, 32, false, DType::bf16, 8, 0, true}}) {
+                         Shape{KernelKind::forward, 256, 128, 32, false, DType::bf16, 8, 0, true},
+                         Shape{key_value, 64, 128, 64, true, DType::bf16, 8, 0, true},
+                         Shape{key_value, 128, 128, 32, false, DType::f16, 8, 0, true},
+                         Shape{key_value, 68, 128, 32, false, DType::bf16, 4, 0, true}}) {
     KernelSpec spec;
     spec.kind = c.kind;
     spec.dtype = c.dtype;

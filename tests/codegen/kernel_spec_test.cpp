@@ -100,7 +100,15 @@ TEST(Generate, ProducerWarpgroupOnTheWgmmaForward) {
   refused(s, t, "stages >= 3");
   t.stages = 0;
   refused(spec_of(KernelKind::forward, 127, 127, 1), t, "alignment class 2, 4 or 8");
-  refused(spec_of(KernelKind::backward_query, 128, 128), t, "wgmma forward only");
+  refused(spec_of(KernelKind::backward_query, 128, 128), t, "key/value backward only");
+  // The key/value backward's producer: three stages (its own), two barriers each.
+  TuningParams kv{128, 32, 0, 8, 0, true};
+  kv.producer = true;
+  const GeneratedKernel g_kv = generate(spec_of(KernelKind::backward_key_value, 64, 64), kv);
+  EXPECT_NE(g_kv.source.find("backward_key_value_wgmma_producer.cuh"), std::string::npos);
+  EXPECT_EQ(g_kv.threads, (8 + 4) * 32);
+  EXPECT_EQ(g_kv.shared_bytes, 2u * (128 * (64 + 64) + 3 * 32 * (64 + 64)) + 4u * 3 * 2 * 32 +
+                                   2 * 3 * 8);
 }
 
 TEST(Generate, WgmmaNeedsAlignedRowsHopperAndWholeWarpgroups) {

@@ -184,6 +184,25 @@ TEST_P(GpuBackwardWgmmaKeyValue, MatchesReference) {
   EXPECT_TRUE(check_backward(GetParam(), gpu_options(true)));
 }
 
+// The key/value kernel with a producer warpgroup (tuning producer=warp), on
+// the rows it copies straight into the tiles (aligned to 4 bytes or more).
+class GpuBackwardWgmmaKeyValueProducer : public ::testing::TestWithParam<Case> {};
+
+TEST_P(GpuBackwardWgmmaKeyValueProducer, MatchesReference) {
+  FLASHGEN_SKIP_WITHOUT_GPU();
+  TuningParams tuning = wgmma_tuning();
+  tuning.producer = true;
+  const ScopedTuningOverride force(KernelKind::backward_key_value, tuning);
+  EXPECT_TRUE(check_backward(GetParam(), gpu_options(true)));
+}
+
+std::vector<Case> with_rows_aligned_to_four_bytes(const std::vector<Case>& cases) {
+  std::vector<Case> kept;
+  for (const Case& c : cases)
+    if (c.dim_qk % 2 == 0 && c.dim_v % 2 == 0) kept.push_back(c);
+  return kept;
+}
+
 TEST_P(GpuForward, MatchesReference) {
   FLASHGEN_SKIP_WITHOUT_GPU();
   EXPECT_TRUE(check_forward(GetParam(), gpu_options()));
@@ -209,6 +228,10 @@ INSTANTIATE_TEST_SUITE_P(Forced, GpuBackwardWgmmaQuery,
 INSTANTIATE_TEST_SUITE_P(Forced, GpuBackwardWgmmaKeyValue,
                          ::testing::ValuesIn(wgmma_backward_cases(true)), CaseName());
 INSTANTIATE_TEST_SUITE_P(Forced, GpuForwardWgmmaStages, ::testing::ValuesIn(wgmma_stages_cases()),
+                         CaseName());
+INSTANTIATE_TEST_SUITE_P(Forced, GpuBackwardWgmmaKeyValueProducer,
+                         ::testing::ValuesIn(with_rows_aligned_to_four_bytes(
+                             wgmma_backward_cases(true))),
                          CaseName());
 INSTANTIATE_TEST_SUITE_P(Forced, GpuForwardWgmmaProducer,
                          ::testing::ValuesIn(wgmma_stages_cases()), CaseName());

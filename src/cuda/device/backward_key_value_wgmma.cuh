@@ -94,30 +94,70 @@ struct BackwardKeyValueWgmma {
                                                                p.seq_kv - key0, C::kDimV, thread);
     }
 
-    // Causal: query i sees key j when j <= i + offset, so the CTA's first key
-    // is seen from query key0 - offset on.
+    const Traversal walk = traversal_of(p, key0);
+    if (walk.total > 0) load_block(smem, 0, p, walk, batch, kv_head, thread);
+    cp_async_commit();
+
+    float dk[1][kDimQK / 8][4], dv[1][kDimV / 8][4];
+    // K-major K and V for this warpgroup's 64 keys (the A operands of Sᵀ, dPᵀ).
+    const u64 k_desc = matrix_descriptor(smem.k + group * 64 * kDimQK, 128, kDimQK * 16);
+    const u64 v_desc = matrix_descriptor(smem.v + group * 64 * kDimV, 128, kDimV * 16);
+    traverse(smem, p, walk, k_desc, v_desc, dk, dv, warp_key0, lane,
+             [&](int j) { wait_and_load(smem, p, walk, j, batch, kv_head, thread); },
+             [](int) {});
+    cp_async_wait<0>();
+    store_gradients(p, batch, kv_head, warp_key0, dk, dv, lane);
+  }
+
+  // The traversed blocks of the CTA whose keys start at key0. Causal: query i
+  // sees key j when j <= i + offset, so the first key is seen from query
+  // key0 - offset on.
+  static __device__ __forceinline__ Traversal traversal_of(const AttentionParams& p, int key0) {
     Traversal walk;
     const int first_query = C::kCausal ? max_of(0, key0 - p.causal_offset) : 0;
     walk.first_block = first_query / kBlockN;
     walk.blocks_per_head = max_of(0, ceil_div(p.seq_q, kBlockN) - walk.first_block);
     walk.total = walk.blocks_per_head * p.group_size;
-    if (walk.total > 0) load_block(smem, 0, p, walk, batch, kv_head, thread);
-    cp_async_commit();
+    return walk;
+  }
 
-    float dk[1][kDimQK / 8][4], dv[1][kDimV / 8][4];
+  // Writes this warp's 16 rows of dV and dK (times the softmax scale).
+  static __device__ __forceinline__ void store_gradients(const AttentionParams& p, int batch,
+                                                         int kv_head, int warp_key0,
+                                                         const float (&dk)[1][kDimQK / 8][4],
+                                                         const float (&dv)[1][kDimV / 8][4],
+                                                         int lane) {
+    const int valid_keys = p.seq_kv - warp_key0;
+    const float ones[1][2] = {{1.0f, 1.0f}}, scale[1][2] = {{p.scale, p.scale}};
+    store_acc_tile<E, C::kVec>(static_cast<u16*>(p.grad_v.data) + batch * p.grad_v.stride_batch +
+                                   kv_head * p.grad_v.stride_heads + warp_key0 * p.grad_v.stride_seq,
+                               p.grad_v.stride_seq, p.grad_v.stride_dim, dv, ones, valid_keys,
+                               C::kDimV, lane);
+    store_acc_tile<E, C::kVec>(static_cast<u16*>(p.grad_k.data) + batch * p.grad_k.stride_batch +
+                                   kv_head * p.grad_k.stride_heads + warp_key0 * p.grad_k.stride_seq,
+                               p.grad_k.stride_seq, p.grad_k.stride_dim, dk, scale, valid_keys,
+                               C::kDimQK, lane);
+  }
+
+  // The traversed-block loop of one warpgroup, for any way of filling the
+  // stages: acquire(j) returns once block j is in its stage (it may issue
+  // further copies), release(j) once this warp no longer reads block j's
+  // stage.
+  template <class Storage, class Acquire, class Release>
+  static __device__ __forceinline__ void traverse(Storage& smem, const AttentionParams& p,
+                                                  const Traversal& walk, u64 k_desc, u64 v_desc,
+                                                  float (&dk)[1][kDimQK / 8][4],
+                                                  float (&dv)[1][kDimV / 8][4], int warp_key0,
+                                                  int lane, Acquire acquire, Release release) {
     zero(dk);
     zero(dv);
     u32 pt_frag[kBlockN / 16][1][4], dst_frag[kBlockN / 16][1][4];  // block j-1, A fragments
-
-    // K-major K and V for this warpgroup's 64 keys (the A operands of Sᵀ, dPᵀ).
-    const u64 k_desc = matrix_descriptor(smem.k + group * 64 * kDimQK, 128, kDimQK * 16);
-    const u64 v_desc = matrix_descriptor(smem.v + group * 64 * kDimV, 128, kDimV * 16);
 
     // Block j: Sᵀ(j), dPᵀ(j) and the products of block j-1 go to the tensor
     // cores together. Blocks 0 (no products yet) and `total` (products only)
     // are peeled off the loop, so no wgmma sits in a branch.
     if (walk.total > 0) {
-      wait_and_load(smem, p, walk, 0, batch, kv_head, thread);
+      acquire(0);
       float st[1][kQueryTiles][4], dpt[1][kQueryTiles][4];
       wgmma_fence();
       scores(st, dpt, k_desc, v_desc, smem, 0);
@@ -129,7 +169,7 @@ struct BackwardKeyValueWgmma {
       pack(pt_frag, dst_frag, st, dpt);
     }
     for (int j = 1; j < walk.total; ++j) {
-      wait_and_load(smem, p, walk, j, batch, kv_head, thread);
+      acquire(j);
       float st[1][kQueryTiles][4], dpt[1][kQueryTiles][4];
       fence_registers(flat(dk));
       fence_registers(flat(dv));
@@ -145,6 +185,7 @@ struct BackwardKeyValueWgmma {
       wgmma_wait<0>();  // the A fragments of block j-1 are free
       fence_registers(flat(dk));
       fence_registers(flat(dv));
+      release(j - 1);
       pack(pt_frag, dst_frag, st, dpt);
     }
     if (walk.total > 0) {
@@ -157,18 +198,6 @@ struct BackwardKeyValueWgmma {
       fence_registers(flat(dk));
       fence_registers(flat(dv));
     }
-    cp_async_wait<0>();
-
-    const int valid_keys = p.seq_kv - warp_key0;
-    const float ones[1][2] = {{1.0f, 1.0f}}, scale[1][2] = {{p.scale, p.scale}};
-    store_acc_tile<E, C::kVec>(static_cast<u16*>(p.grad_v.data) + batch * p.grad_v.stride_batch +
-                                   kv_head * p.grad_v.stride_heads + warp_key0 * p.grad_v.stride_seq,
-                               p.grad_v.stride_seq, p.grad_v.stride_dim, dv, ones, valid_keys,
-                               C::kDimV, lane);
-    store_acc_tile<E, C::kVec>(static_cast<u16*>(p.grad_k.data) + batch * p.grad_k.stride_batch +
-                                   kv_head * p.grad_k.stride_heads + warp_key0 * p.grad_k.stride_seq,
-                               p.grad_k.stride_seq, p.grad_k.stride_dim, dk, scale, valid_keys,
-                               C::kDimQK, lane);
   }
 
   // Waits for block j (issued one iteration earlier), then issues block j+1
@@ -236,7 +265,17 @@ struct BackwardKeyValueWgmma {
           smem.grad_o[stage], rows.grad_o, p.grad_o.stride_seq, p.seq_q - query0, C::kDimV,
           thread);
     }
-    for (int i = thread; i < kBlockN; i += kThreads) {
+    stage_row_stats(smem, stage, p, batch, head, query0, thread, kThreads);
+  }
+
+  // L2 and Dterm of the block's query rows into `stage` (`threads` threads
+  // from `thread` on share the rows).
+  template <class Storage>
+  static __device__ __forceinline__ void stage_row_stats(Storage& smem, int stage,
+                                                         const AttentionParams& p, int batch,
+                                                         int head, int query0, int thread,
+                                                         int threads) {
+    for (int i = thread; i < kBlockN; i += threads) {
       const int row = query0 + i;
       smem.lse_log2[stage][i] = lse_log2(p.lse, batch, head, row, p.seq_q);
       smem.dterm[stage][i] = row < p.seq_q ? p.dterm.data[batch * p.dterm.stride_batch +
@@ -247,9 +286,10 @@ struct BackwardKeyValueWgmma {
   }
 
   // Issues Sᵀ = K·Qᵀ and dPᵀ = V·dOᵀ for block `stage` (overwriting st, dpt).
+  template <class Storage>
   static __device__ __forceinline__ void scores(float (&st)[1][kQueryTiles][4],
                                                 float (&dpt)[1][kQueryTiles][4], u64 k_desc,
-                                                u64 v_desc, SharedStorage& smem, int stage) {
+                                                u64 v_desc, Storage& smem, int stage) {
     const u64 q_desc = matrix_descriptor(smem.q[stage], 128, kDimQK * 16);
     const u64 grad_o_desc = matrix_descriptor(smem.grad_o[stage], 128, kDimV * 16);
 #pragma unroll
@@ -263,11 +303,12 @@ struct BackwardKeyValueWgmma {
   }
 
   // Issues dV += Pᵀ·dO and dK += dSᵀ·Q for the block in `stage`.
+  template <class Storage>
   static __device__ __forceinline__ void products(float (&dk)[1][kDimQK / 8][4],
                                                   float (&dv)[1][kDimV / 8][4],
                                                   const u32 (&pt_frag)[kBlockN / 16][1][4],
                                                   const u32 (&dst_frag)[kBlockN / 16][1][4],
-                                                  SharedStorage& smem, int stage) {
+                                                  Storage& smem, int stage) {
     // MN-major: 16 queries (a k step) are 2 core-matrix rows of the tile.
     const u64 grad_o_desc = matrix_descriptor(smem.grad_o[stage], kDimV * 16, 128);
     const u64 q_desc = matrix_descriptor(smem.q[stage], kDimQK * 16, 128);
@@ -282,9 +323,10 @@ struct BackwardKeyValueWgmma {
   }
 
   // Pᵀ = exp2(Sᵀ·scale·log2e − L2[query]) (masked) in st, dSᵀ in dpt.
+  template <class Storage>
   static __device__ __forceinline__ void softmax_side(float (&st)[1][kQueryTiles][4],
                                                       float (&dpt)[1][kQueryTiles][4],
-                                                      const SharedStorage& smem,
+                                                      const Storage& smem,
                                                       const AttentionParams& p,
                                                       const Traversal& walk, int j, int warp_key0,
                                                       int lane) {

@@ -6,6 +6,8 @@
 #pragma once
 
 #include "common.cuh"
+#include "copy.cuh"
+#include "wgmma.cuh"
 
 namespace flashgen_device {
 
@@ -52,5 +54,84 @@ template <int kRegisters>
 __device__ __forceinline__ void set_max_registers_inc() {
   asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(kRegisters));
 }
+
+// The register file split between one producer warpgroup, which keeps few
+// registers, and kConsumerWarps computing warps, which share the rest
+// (setmaxnreg, per warpgroup). Four warps share each quarter of the register
+// file, so without the split three computing warpgroups and a producer
+// would all be held to 128 registers per thread.
+template <int kConsumerWarps>
+struct RegisterSplit {
+  static constexpr int kRegisterFile = 65536;  // 32-bit registers per SM (sm_90)
+  static constexpr int kProducerThreads = 128;  // one warpgroup
+  static constexpr int kProducer = 32;
+  static constexpr int kMostConsumer = 240;  // leaves ptxas headroom below 255
+  // setmaxnreg takes multiples of 8.
+  static constexpr int kShareOfRest =
+      (kRegisterFile - kProducerThreads * kProducer) / (kConsumerWarps * 32) / 8 * 8;
+  static constexpr int kConsumer = kShareOfRest < kMostConsumer ? kShareOfRest : kMostConsumer;
+
+  static __device__ __forceinline__ void enter_producer() { set_max_registers_dec<kProducer>(); }
+  static __device__ __forceinline__ void enter_consumer() { set_max_registers_inc<kConsumer>(); }
+};
+
+// A pipeline of kStages shared-memory stages between one producer warp and
+// kConsumerWarps computing warps. Block j lives in stage j % kStages. The
+// producer keeps two blocks' copies in flight: it issues block j, then waits
+// for its own copies of block j-1 (cp.async groups), makes them visible to
+// the tensor cores' async proxy and arrives on block j-1's "full" barrier;
+// before reusing a stage it waits until every consumer warp arrived on the
+// stage's "empty" barrier for the block that was there. kStages >= 3: block
+// j-1 is signalled while the consumers may still read block j-2.
+template <int kStages>
+struct StagePipeline {
+  static_assert(kStages >= 3, "block j-1 is signalled after block j is issued");
+  u64 full[kStages];
+  u64 empty[kStages];
+
+  // One thread; a __syncthreads() must follow before any use.
+  __device__ __forceinline__ void init(int consumer_warps) {
+    for (int s = 0; s < kStages; ++s) {
+      mbarrier_init(&full[s], 1);
+      mbarrier_init(&empty[s], consumer_warps);
+    }
+  }
+
+  // Consumers: block j has landed in its stage.
+  __device__ __forceinline__ void wait_full(int j) {
+    mbarrier_wait(&full[j % kStages], (j / kStages) & 1);
+  }
+  // Consumers: this warp no longer reads block j's stage.
+  __device__ __forceinline__ void release(int j, int lane) {
+    __syncwarp();
+    if (lane == 0) mbarrier_arrive(&empty[j % kStages]);
+  }
+
+  // The producer warp's loop: issue(j, stage) issues the cp.async copies (and
+  // any plain shared-memory stores) of block j into `stage`.
+  template <class Issue>
+  __device__ __forceinline__ void produce(int n_blocks, int lane, Issue issue) {
+    for (int j = 0; j < n_blocks; ++j) {
+      // The stage held block j - kStages: wait for its release.
+      if (j >= kStages) mbarrier_wait(&empty[j % kStages], (j / kStages + 1) & 1);
+      issue(j, j % kStages);
+      cp_async_commit();
+      if (j > 0) {
+        cp_async_wait<1>();  // block j-1's copies have landed
+        signal_full(j - 1, lane);
+      }
+    }
+    if (n_blocks > 0) {
+      cp_async_wait<0>();
+      signal_full(n_blocks - 1, lane);
+    }
+  }
+
+  __device__ __forceinline__ void signal_full(int j, int lane) {
+    fence_async_shared();  // this lane's writes, to the async proxy
+    __syncwarp();
+    if (lane == 0) mbarrier_arrive(&full[j % kStages]);
+  }
+};
 
 }  // namespace flashgen_device
