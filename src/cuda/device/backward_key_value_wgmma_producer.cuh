@@ -26,15 +26,8 @@ struct BackwardKeyValueWgmmaProducer {
   static constexpr int kConsumerThreads = C::kWarps * 32;
   static_assert(C::kVec >= 2, "the producer copies straight into the tiles");
 
-  // Base::Tiles' members and shapes (the loop reads them by name), then the
-  // pipeline's barriers.
-  struct SharedStorage {
-    u16 k[kBlockM * kDimQK];  // core-matrix layout (wgmma.cuh)
-    u16 v[kBlockM * kDimV];
-    u16 q[kStages][kBlockN * kDimQK];
-    u16 grad_o[kStages][kBlockN * kDimV];
-    float lse_log2[kStages][kBlockN];
-    float dterm[kStages][kBlockN];
+  // Base's tiles, then a full and an empty barrier per stage.
+  struct SharedStorage : Base::Tiles {
     StagePipeline<kStages> pipeline;
   };
 

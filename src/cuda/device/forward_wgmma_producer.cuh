@@ -29,11 +29,9 @@ struct ForwardWgmmaProducer {
   static constexpr int kConsumerThreads = C::kWarps * 32;
   typedef RegisterSplit<C::kWarps> Registers;
 
-  struct SharedStorage {
-    u16 q[kBlockM * kDimQK];
-    u16 k[kStages][kBlockN * kDimQK];
-    u16 v[kStages][kBlockN * kDimV];
-    StagePipeline<kStages> pipeline;  // a full and an empty barrier per stage
+  // Base's tiles, then a full and an empty barrier per stage.
+  struct SharedStorage : Base::Tiles {
+    StagePipeline<kStages> pipeline;
   };
 
   static __device__ void run(const AttentionParams& p, unsigned char* shared_bytes) {
