@@ -2,7 +2,7 @@
 // which one warp copies the traversed Q and dO tiles (and their rows' L2 and
 // Dterm) into kStages stages while the other warpgroups only compute, and
 // which hands most of its registers to them (RegisterSplit). The stages and
-// their full/empty barriers are a StagePipeline (mbarrier.cuh): warpgroups
+// their full/empty barriers are a StagePipeline (producer_pipeline.cuh): warpgroups
 // wait for their data, not for each other, instead of the lockstep of a
 // __syncthreads per traversed block in backward_key_value_wgmma.cuh.
 //
@@ -11,7 +11,7 @@
 #pragma once
 
 #include "backward_key_value_wgmma.cuh"
-#include "mbarrier.cuh"
+#include "producer_pipeline.cuh"
 
 namespace flashgen_device {
 

@@ -7,7 +7,7 @@
 // softmax can run while another's GEMMs do, instead of the lockstep of a
 // __syncthreads per key block in forward_wgmma.cuh.
 //
-// The stages and their barriers are a StagePipeline (mbarrier.cuh).
+// The stages and their barriers are a StagePipeline (producer_pipeline.cuh).
 //
 // Rows aligned to 4 bytes or more (the copies go straight into the
 // core-matrix tiles); everything else (shapes, masking, softmax, stores) is
@@ -15,7 +15,7 @@
 #pragma once
 
 #include "forward_wgmma.cuh"
-#include "mbarrier.cuh"
+#include "producer_pipeline.cuh"
 
 namespace flashgen_device {
 

@@ -1,8 +1,8 @@
-// Shared-memory barriers (mbarrier, sm_90) and register hand-over
-// (setmaxnreg, sm_90a) for pipelines whose producer and consumers are
-// different warps: a consumer waits for the phase of a stage's
-// "full" barrier, the producer for the phase of its "empty" barrier, and no
-// warp waits for the whole CTA.
+// Pipelines whose producer and consumers are different warps: shared-memory
+// barriers (mbarrier, sm_90), the stage pipeline built on them (a consumer
+// waits for the phase of a stage's "full" barrier, the producer for the phase
+// of its "empty" barrier, and no warp waits for the whole CTA), and the
+// register hand-over between the roles (setmaxnreg, sm_90a).
 #pragma once
 
 #include "common.cuh"
