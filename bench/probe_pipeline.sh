@@ -2,7 +2,7 @@
 # On an sm_90a GPU: checks the wgmma kernels' pipeline variants that only a
 # tuning selects (the forward's deeper K/V pipelines, stages=3 and 4; a
 # producer warpgroup that copies while the others compute, producer=warp, in
-# the forward and the key/value backward) with their forced GPU tests, then
+# the forward and both backward kernels) with their forced GPU tests, then
 # times each against the table's shape at a few head dimensions.
 # Uses build-gpu/ (scripts/gpu_check.sh builds it); bench/NOTES.md keeps
 # what the rows showed.
@@ -35,19 +35,23 @@ run 192 "rows=192 cols=48 head=0 warps=12" "" "$producer"
 run 256 "rows=128 cols=32 head=0 warps=8" "" "$producer"
 run 384 "rows=128 cols=32 head=256 warps=8" "" "$producer"
 
-run_key_value() {  # run_key_value DIMS TUNING VARIANT...
-  local dims=$1 tuning=$2
-  shift 2
+run_backward() {  # run_backward KIND DIMS TUNING VARIANT...
+  local kind=$1 dims=$2 tuning=$3
+  shift 3
   for variant in "$@"; do
-    echo "== D=$dims key/value $tuning $variant"
-    FLASHGEN_TUNING="backward_key_value: $tuning cache=none mma=wgmma $variant" "$bin" bench \
+    echo "== D=$dims $kind $tuning $variant"
+    FLASHGEN_TUNING="$kind: $tuning cache=none mma=wgmma $variant" "$bin" bench \
       --backend cuda --dims "$dims" --kinds backward --repeats 10 --warmup 3 2>&1 |
       grep -E "^ +[0-9]+ |refused|rror"
   done
 }
-run_key_value 64 "rows=128 cols=96 head=0 warps=8" "" "$producer"
-run_key_value 64 "rows=128 cols=64 head=0 warps=8" "" "$producer"
-run_key_value 96 "rows=128 cols=64 head=0 warps=8" "" "$producer"
-run_key_value 128 "rows=128 cols=64 head=0 warps=8" ""
-run_key_value 128 "rows=128 cols=48 head=0 warps=8" "" "$producer"
-run_key_value 128 "rows=128 cols=32 head=0 warps=8" "" "$producer"
+run_backward backward_query 64 "rows=192 cols=80 head=0 warps=12" "" "$producer"
+run_backward backward_query 96 "rows=192 cols=64 head=0 warps=12" "" "$producer"
+run_backward backward_query 128 "rows=192 cols=48 head=0 warps=12" "" "$producer"
+run_backward backward_query 128 "rows=128 cols=64 head=0 warps=8" "" "$producer"
+run_backward backward_key_value 64 "rows=128 cols=96 head=0 warps=8" "" "$producer"
+run_backward backward_key_value 64 "rows=128 cols=64 head=0 warps=8" "" "$producer"
+run_backward backward_key_value 96 "rows=128 cols=64 head=0 warps=8" "" "$producer"
+run_backward backward_key_value 128 "rows=128 cols=64 head=0 warps=8" ""
+run_backward backward_key_value 128 "rows=128 cols=48 head=0 warps=8" "" "$producer"
+run_backward backward_key_value 128 "rows=128 cols=32 head=0 warps=8" "" "$producer"

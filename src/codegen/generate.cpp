@@ -30,6 +30,9 @@ KindInfo info_of(KernelKind kind, const TuningParams& t) {
       if (t.wgmma) return {"forward_wgmma.cuh", "ForwardWgmma", "flashgen_forward"};
       return {"forward.cuh", "Forward", "flashgen_forward"};
     case KernelKind::backward_query:
+      if (t.producer)
+        return {"backward_query_wgmma_producer.cuh", "BackwardQueryWgmmaProducer",
+                "flashgen_backward_query"};
       if (t.wgmma) return {"backward_query_wgmma.cuh", "BackwardQueryWgmma", "flashgen_backward_query"};
       return {"backward_query.cuh", "BackwardQuery", "flashgen_backward_query"};
     case KernelKind::backward_key_value:
@@ -106,9 +109,11 @@ void check_tuning(const KernelSpec& spec, const TuningParams& t) {
   }
   if (t.producer) {
     const bool has_producer = spec.kind == KernelKind::forward ||
+                              spec.kind == KernelKind::backward_query ||
                               spec.kind == KernelKind::backward_key_value;
     if (!(t.wgmma && has_producer))
-      fail("producer=warp applies to the wgmma forward and key/value backward only");
+      fail("producer=warp applies to the wgmma kernels only (forward, backward_query, "
+           "backward_key_value)");
     if (spec.vec < 2)
       fail("producer=warp needs rows aligned to 4 bytes or more (alignment class 2, 4 or 8)");
     if (spec.kind == KernelKind::forward && wgmma_forward_stages(t) < 3)
@@ -187,9 +192,12 @@ std::size_t shared_bytes(const KernelSpec& spec, const TuningParams& t) {
       if (t.wgmma) {
         const std::size_t staging =
             spec.vec == 1 ? stage_elements(spec, cols, dqk16) + stage_elements(spec, cols, dv16) : 0;
-        return kElementBytes * (rows * (dqk16 + dv16) + 3 * cols * dqk16 + 2 * cols * dv16 +
-                                staging) +
-               sizeof(float) * 2 * rows;
+        // A producer warp keeps V three stages deep too, with two barriers a stage.
+        const std::size_t value_stages = t.producer ? 3 : 2;
+        const std::size_t barriers = t.producer ? 2 * 3 * sizeof(std::uint64_t) : 0;
+        return kElementBytes * (rows * (dqk16 + dv16) + 3 * cols * dqk16 +
+                                value_stages * cols * dv16 + staging) +
+               sizeof(float) * 2 * rows + barriers;
       }
       // q [rows][dqk], dO [rows][dv], k [cols][dqk], v [cols][dv]; lse, dterm [rows];
       // staged: k, v

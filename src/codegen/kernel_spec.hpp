@@ -56,8 +56,8 @@ struct TuningParams {
   // Pipeline stages of the traversed K and V tiles in the wgmma forward
   // (copies run this many blocks minus one ahead); 0: the kernel's default, 2.
   int stages = 0;
-  // The wgmma forward or key/value backward with one more warpgroup whose
-  // first warp only copies the traversed tiles (*_wgmma_producer.cuh):
+  // A wgmma kernel with one more warpgroup whose first warp only copies the
+  // traversed tiles (*_wgmma_producer.cuh):
   // warpgroups synchronise with it per stage instead of with each other per
   // block. The forward needs 3 stages or more (the default when set).
   bool producer = false;

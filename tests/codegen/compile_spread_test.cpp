@@ -138,7 +138,10 @@ TEST(CompileWgmmaOptIn, CandidatesCompileWithoutSpills) {
                          Shape{KernelKind::forward, 256, 128, 32, false, DType::bf16, 8, 0, true},
                          Shape{key_value, 64, 128, 64, true, DType::bf16, 8, 0, true},
                          Shape{key_value, 128, 128, 32, false, DType::f16, 8, 0, true},
-                         Shape{key_value, 68, 128, 32, false, DType::bf16, 4, 0, true}}) {
+                         Shape{key_value, 68, 128, 32, false, DType::bf16, 4, 0, true},
+                         Shape{query, 64, 192, 64, true, DType::bf16, 8, 0, true},
+                         Shape{query, 128, 192, 48, false, DType::f16, 8, 0, true},
+                         Shape{query, 250, 128, 32, true, DType::bf16, 2, 0, true}}) {
     KernelSpec spec;
     spec.kind = c.kind;
     spec.dtype = c.dtype;

@@ -100,7 +100,17 @@ TEST(Generate, ProducerWarpgroupOnTheWgmmaForward) {
   refused(s, t, "stages >= 3");
   t.stages = 0;
   refused(spec_of(KernelKind::forward, 127, 127, 1), t, "alignment class 2, 4 or 8");
-  refused(spec_of(KernelKind::backward_query, 128, 128), t, "key/value backward only");
+  TuningParams mma_sync{64, 64, 0, 4, 0};
+  mma_sync.producer = true;
+  refused(spec_of(KernelKind::backward_query, 128, 128), mma_sync, "wgmma kernels only");
+  // The query backward's producer keeps V three stages deep too.
+  TuningParams query{128, 64, 0, 8, 0, true};
+  query.producer = true;
+  const GeneratedKernel g_q = generate(spec_of(KernelKind::backward_query, 64, 64), query);
+  EXPECT_NE(g_q.source.find("backward_query_wgmma_producer.cuh"), std::string::npos);
+  EXPECT_EQ(g_q.threads, (8 + 4) * 32);
+  EXPECT_EQ(g_q.shared_bytes, 2u * (128 * (64 + 64) + 3 * 64 * 64 + 3 * 64 * 64) + 4u * 2 * 128 +
+                                  2 * 3 * 8);
   // The key/value backward's producer: three stages (its own), two barriers each.
   TuningParams kv{128, 32, 0, 8, 0, true};
   kv.producer = true;

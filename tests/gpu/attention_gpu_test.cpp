@@ -184,9 +184,18 @@ TEST_P(GpuBackwardWgmmaKeyValue, MatchesReference) {
   EXPECT_TRUE(check_backward(GetParam(), gpu_options(true)));
 }
 
-// The key/value kernel with a producer warpgroup (tuning producer=warp), on
-// the rows it copies straight into the tiles (aligned to 4 bytes or more).
+// The backward kernels with a producer warpgroup (tuning producer=warp), on
+// the rows they copy straight into the tiles (aligned to 4 bytes or more).
+class GpuBackwardWgmmaQueryProducer : public ::testing::TestWithParam<Case> {};
 class GpuBackwardWgmmaKeyValueProducer : public ::testing::TestWithParam<Case> {};
+
+TEST_P(GpuBackwardWgmmaQueryProducer, MatchesReference) {
+  FLASHGEN_SKIP_WITHOUT_GPU();
+  TuningParams tuning = wgmma_tuning();
+  tuning.producer = true;
+  const ScopedTuningOverride force(KernelKind::backward_query, tuning);
+  EXPECT_TRUE(check_backward(GetParam(), gpu_options(true)));
+}
 
 TEST_P(GpuBackwardWgmmaKeyValueProducer, MatchesReference) {
   FLASHGEN_SKIP_WITHOUT_GPU();
@@ -228,6 +237,10 @@ INSTANTIATE_TEST_SUITE_P(Forced, GpuBackwardWgmmaQuery,
 INSTANTIATE_TEST_SUITE_P(Forced, GpuBackwardWgmmaKeyValue,
                          ::testing::ValuesIn(wgmma_backward_cases(true)), CaseName());
 INSTANTIATE_TEST_SUITE_P(Forced, GpuForwardWgmmaStages, ::testing::ValuesIn(wgmma_stages_cases()),
+                         CaseName());
+INSTANTIATE_TEST_SUITE_P(Forced, GpuBackwardWgmmaQueryProducer,
+                         ::testing::ValuesIn(with_rows_aligned_to_four_bytes(
+                             wgmma_backward_cases(false))),
                          CaseName());
 INSTANTIATE_TEST_SUITE_P(Forced, GpuBackwardWgmmaKeyValueProducer,
                          ::testing::ValuesIn(with_rows_aligned_to_four_bytes(

@@ -77,11 +77,7 @@ struct BackwardQueryWgmma {
     const u16* v = static_cast<const u16*>(p.v.data) + batch * p.v.stride_batch +
                    kv_head * p.v.stride_heads;
 
-    int n_blocks = ceil_div(p.seq_kv, kBlockN);
-    if (C::kCausal) {
-      const int last_key = min_of(row0 + kBlockM - 1, p.seq_q - 1) + p.causal_offset;
-      n_blocks = min_of(n_blocks, last_key < 0 ? 0 : ceil_div(last_key + 1, kBlockN));
-    }
+    const int n_blocks = key_blocks(p, row0);
 
     if constexpr (kStaged) {  // once per CTA: aligned loads shifted in registers
       load_tile<kBlockM, kDimQK, 0, 1, kThreads, true>(smem.q, q, p.q.stride_seq, p.q.stride_dim,
@@ -102,27 +98,46 @@ struct BackwardQueryWgmma {
                                                       smem.lse_log2, true, warp, lane);
 
     float dq[1][kDimQK / 8][4];
+    // K-major Q and dO for this warpgroup's 64 rows (the A operands of S, dP).
+    const u64 q_desc = matrix_descriptor(smem.q + group * 64 * kDimQK, 128, kDimQK * 16);
+    const u64 grad_o_desc = matrix_descriptor(smem.grad_o + group * 64 * kDimV, 128, kDimV * 16);
+    traverse(
+        p, n_blocks, q_desc, grad_o_desc, smem.lse_log2, smem.dterm, dq, warp, warp_row0, lane,
+        [&](int j) { wait_and_load(smem, k, v, p, j, n_blocks, thread); },  // also orders the row stats
+        [](int) {}, [&](int j) -> const u16* { return smem.k[j % kKeyStages]; },
+        [&](int j) -> const u16* { return smem.v[j % kValueStages]; });
+    cp_async_wait<0>();
+    store_grad_q(p, batch, head, warp_row0, dq, lane);
+  }
+
+  // The key-block loop of one warpgroup, for any way of filling the stages:
+  // acquire(j) returns once K[j] and V[j] are in their stages (it may issue
+  // further copies) and the rows' L2 and Dterm are in place, release(j) once
+  // this warp no longer reads block j's stages; key_tile(j) and value_tile(j)
+  // are those stages.
+  template <class Acquire, class Release, class KeyTile, class ValueTile>
+  static __device__ __forceinline__ void traverse(
+      const AttentionParams& p, int n_blocks, u64 q_desc, u64 grad_o_desc,
+      const float* lse_log2_rows, const float* dterm_rows, float (&dq)[1][kDimQK / 8][4],
+      int warp, int warp_row0, int lane, Acquire acquire, Release release, KeyTile key_tile,
+      ValueTile value_tile) {
     zero(dq);
     u32 ds_frag[kBlockN / 16][1][4];  // dS of block j-1 as A fragments
     float l2_of_row[1][2], dterm_of_row[1][2];
 
-    // K-major Q and dO for this warpgroup's 64 rows (the A operands of S, dP).
-    const u64 q_desc = matrix_descriptor(smem.q + group * 64 * kDimQK, 128, kDimQK * 16);
-    const u64 grad_o_desc = matrix_descriptor(smem.grad_o + group * 64 * kDimV, 128, kDimV * 16);
-
     // Block j: S(j), dP(j) and dQ += dS(j-1)·K[j-1] go to the tensor cores
     // together. Blocks 0 and n are peeled off, so no wgmma sits in a branch.
     if (n_blocks > 0) {
-      wait_and_load(smem, k, v, p, 0, n_blocks, thread);  // also orders the row stats
+      acquire(0);
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         const int r = warp * 16 + (lane >> 2) + 8 * h;
-        l2_of_row[0][h] = smem.lse_log2[r];
-        dterm_of_row[0][h] = smem.dterm[r];
+        l2_of_row[0][h] = lse_log2_rows[r];
+        dterm_of_row[0][h] = dterm_rows[r];
       }
       float s[1][kKeyTiles][4], dp[1][kKeyTiles][4];
       wgmma_fence();
-      scores(s, dp, q_desc, grad_o_desc, smem, 0);
+      scores(s, dp, q_desc, grad_o_desc, key_tile(0), value_tile(0));
       wgmma_commit();
       wgmma_wait<0>();
       fence_registers(flat(s));
@@ -131,13 +146,13 @@ struct BackwardQueryWgmma {
       pack(ds_frag, dp);
     }
     for (int n_block = 1; n_block < n_blocks; ++n_block) {
-      wait_and_load(smem, k, v, p, n_block, n_blocks, thread);
+      acquire(n_block);
       float s[1][kKeyTiles][4], dp[1][kKeyTiles][4];
       fence_registers(flat(dq));
       wgmma_fence();
-      scores(s, dp, q_desc, grad_o_desc, smem, n_block);
+      scores(s, dp, q_desc, grad_o_desc, key_tile(n_block), value_tile(n_block));
       wgmma_commit();
-      grad_q_product(dq, ds_frag, smem.k[(n_block - 1) % kKeyStages]);
+      grad_q_product(dq, ds_frag, key_tile(n_block - 1));
       wgmma_commit();
       wgmma_wait<1>();  // S(j) and dP(j) are done; dQ += dS(j-1)·K[j-1] may still run
       fence_registers(flat(s));
@@ -145,24 +160,42 @@ struct BackwardQueryWgmma {
       query_side(s, dp, l2_of_row, dterm_of_row, p, n_block * kBlockN, warp_row0, lane);
       wgmma_wait<0>();  // the dS fragments of block j-1 are free
       fence_registers(flat(dq));
+      release(n_block - 1);
       pack(ds_frag, dp);
     }
     if (n_blocks > 0) {
       fence_registers(flat(dq));
       wgmma_fence();
-      grad_q_product(dq, ds_frag, smem.k[(n_blocks - 1) % kKeyStages]);
+      grad_q_product(dq, ds_frag, key_tile(n_blocks - 1));
       wgmma_commit();
       wgmma_wait<0>();
       fence_registers(flat(dq));
     }
-    cp_async_wait<0>();
+  }
 
+  // Key blocks the CTA whose queries start at row0 traverses (fewer under the
+  // causal mask).
+  static __device__ __forceinline__ int key_blocks(const AttentionParams& p, int row0) {
+    int n_blocks = ceil_div(p.seq_kv, kBlockN);
+    if (C::kCausal) {
+      const int last_key = min_of(row0 + kBlockM - 1, p.seq_q - 1) + p.causal_offset;
+      n_blocks = min_of(n_blocks, last_key < 0 ? 0 : ceil_div(last_key + 1, kBlockN));
+    }
+    return n_blocks;
+  }
+
+  // Writes this warp's 16 rows of dQ (times the softmax scale).
+  static __device__ __forceinline__ void store_grad_q(const AttentionParams& p, int batch,
+                                                      int head, int warp_row0,
+                                                      const float (&dq)[1][kDimQK / 8][4],
+                                                      int lane) {
     const float scale[1][2] = {{p.scale, p.scale}};
     store_acc_tile<E, C::kVec>(static_cast<u16*>(p.grad_q.data) + batch * p.grad_q.stride_batch +
                                    head * p.grad_q.stride_heads + warp_row0 * p.grad_q.stride_seq,
                                p.grad_q.stride_seq, p.grad_q.stride_dim, dq, scale,
                                p.seq_q - warp_row0, C::kDimQK, lane);
   }
+
 
   // Waits for block j (issued one iteration earlier), then issues block j+1
   // into the stages that iteration j-1 finished reading (K[j-2], V[j-1]);
@@ -207,12 +240,13 @@ struct BackwardQueryWgmma {
     }
   }
 
-  // Issues S = Q·K[j]ᵀ and dP = dO·V[j]ᵀ (overwriting s, dp).
+  // Issues S = Q·Kᵀ and dP = dO·Vᵀ for the tiles of one key block (overwriting s, dp).
   static __device__ __forceinline__ void scores(float (&s)[1][kKeyTiles][4],
                                                 float (&dp)[1][kKeyTiles][4], u64 q_desc,
-                                                u64 grad_o_desc, SharedStorage& smem, int j) {
-    const u64 k_desc = matrix_descriptor(smem.k[j % kKeyStages], 128, kDimQK * 16);
-    const u64 v_desc = matrix_descriptor(smem.v[j % kValueStages], 128, kDimV * 16);
+                                                u64 grad_o_desc, const u16* k_tile,
+                                                const u16* v_tile) {
+    const u64 k_desc = matrix_descriptor(k_tile, 128, kDimQK * 16);
+    const u64 v_desc = matrix_descriptor(v_tile, 128, kDimV * 16);
 #pragma unroll
     for (int ks = 0; ks < kDimQK / 16; ++ks)  // a k step: 2 core matrices (256 bytes) along K
       Wgmma<kBlockN>::template shared_shared<E>(flat(s), q_desc + ks * 16, k_desc + ks * 16,

@@ -1,0 +1,111 @@
+// The wgmma query backward with a producer warp: one extra warpgroup, of
+// which one warp copies K and V (both kStages stages deep here) while the
+// other warpgroups only compute, and which hands most of its registers to
+// them (RegisterSplit). The stages and their full/empty barriers are a
+// StagePipeline (producer_pipeline.cuh): warpgroups wait for their data, not
+// for each other, instead of the lockstep of a __syncthreads per key block in
+// backward_query_wgmma.cuh.
+//
+// Rows aligned to 4 bytes or more (the copies go straight into the
+// core-matrix tiles); everything else is BackwardQueryWgmma's.
+#pragma once
+
+#include "backward_query_wgmma.cuh"
+#include "producer_pipeline.cuh"
+
+namespace flashgen_device {
+
+template <class C>
+struct BackwardQueryWgmmaProducer {
+  typedef BackwardQueryWgmma<C> Base;
+  typedef RegisterSplit<C::kWarps> Registers;
+  // K[j] is read until the dQ product of block j (iteration j+1), V[j] by
+  // dP(j): one stage holds both, released once both are done.
+  static constexpr int kStages = 3;
+  static constexpr int kBlockM = Base::kBlockM, kBlockN = Base::kBlockN;
+  static constexpr int kDimQK = Base::kDimQK, kDimV = Base::kDimV;
+  static constexpr int kConsumerWarps = C::kWarps;
+  static constexpr int kConsumerThreads = C::kWarps * 32;
+  static_assert(C::kVec >= 2, "the producer copies straight into the tiles");
+
+  struct SharedStorage {
+    u16 q[kBlockM * kDimQK];  // core-matrix layout (wgmma.cuh)
+    u16 grad_o[kBlockM * kDimV];
+    u16 k[kStages][kBlockN * kDimQK];
+    u16 v[kStages][kBlockN * kDimV];
+    float lse_log2[kBlockM];
+    float dterm[kBlockM];
+    StagePipeline<kStages> pipeline;  // a full and an empty barrier per stage
+  };
+
+  static __device__ void run(const AttentionParams& p, unsigned char* shared_bytes) {
+    SharedStorage& smem = *reinterpret_cast<SharedStorage*>(shared_bytes);
+    const int thread = threadIdx.x, lane = thread & 31, warp = thread >> 5;
+    const int head = blockIdx.y;
+    const int batch = blockIdx.z;
+    const int kv_head = head / p.group_size;
+    const int row0 = blockIdx.x * kBlockM;
+    const int n_blocks = Base::key_blocks(p, row0);
+
+    if (thread == 0) smem.pipeline.init(kConsumerWarps);
+    if (warp < kConsumerWarps) {
+      const u16* q = static_cast<const u16*>(p.q.data) + batch * p.q.stride_batch +
+                     head * p.q.stride_heads + row0 * p.q.stride_seq;
+      const u16* grad_o = static_cast<const u16*>(p.grad_o.data) +
+                          batch * p.grad_o.stride_batch + head * p.grad_o.stride_heads +
+                          row0 * p.grad_o.stride_seq;
+      const u16* o = static_cast<const u16*>(p.o.data) + batch * p.o.stride_batch +
+                     head * p.o.stride_heads + row0 * p.o.stride_seq;
+      copy_core_matrix_tile<kBlockM, kDimQK, C::kVec, kConsumerThreads>(
+          smem.q, q, p.q.stride_seq, p.seq_q - row0, C::kDimQK, thread);
+      copy_core_matrix_tile<kBlockM, kDimV, C::kVec, kConsumerThreads>(
+          smem.grad_o, grad_o, p.grad_o.stride_seq, p.seq_q - row0, C::kDimV, thread);
+      // Dterm and L2 of the CTA's rows while Q and dO stream in.
+      stage_query_rows<Base::E, C::kDimV, kBlockM, kConsumerWarps>(
+          p, batch, head, row0, grad_o, o, smem.dterm, smem.lse_log2, true, warp, lane);
+    }
+    cp_async_commit();
+    cp_async_wait<0>();
+    fence_async_shared();
+    __syncthreads();  // Q, dO, the row stats and the barriers are ready; no CTA-wide barrier after this
+
+    if (warp >= kConsumerWarps) {
+      Registers::enter_producer();
+      if (warp == kConsumerWarps) produce(smem, p, batch, kv_head, n_blocks, lane);
+      return;
+    }
+    Registers::enter_consumer();
+    const int group = warp / 4;
+    const int warp_row0 = row0 + warp * 16;
+    const u64 q_desc = matrix_descriptor(smem.q + group * 64 * kDimQK, 128, kDimQK * 16);
+    const u64 grad_o_desc = matrix_descriptor(smem.grad_o + group * 64 * kDimV, 128, kDimV * 16);
+    float dq[1][kDimQK / 8][4];
+    Base::traverse(
+        p, n_blocks, q_desc, grad_o_desc, smem.lse_log2, smem.dterm, dq, warp, warp_row0, lane,
+        [&](int j) { smem.pipeline.wait_full(j); },
+        [&](int j) { smem.pipeline.release(j, lane); },
+        [&](int j) -> const u16* { return smem.k[j % kStages]; },
+        [&](int j) -> const u16* { return smem.v[j % kStages]; });
+    Base::store_grad_q(p, batch, head, warp_row0, dq, lane);
+  }
+
+  // The producer warp: K[j] and V[j] into stage j % kStages.
+  static __device__ __forceinline__ void produce(SharedStorage& smem, const AttentionParams& p,
+                                                 int batch, int kv_head, int n_blocks, int lane) {
+    const u16* k = static_cast<const u16*>(p.k.data) + batch * p.k.stride_batch +
+                   kv_head * p.k.stride_heads;
+    const u16* v = static_cast<const u16*>(p.v.data) + batch * p.v.stride_batch +
+                   kv_head * p.v.stride_heads;
+    smem.pipeline.produce(n_blocks, lane, [&](int j, int stage) {
+      const int key0 = j * kBlockN;
+      copy_core_matrix_tile<kBlockN, kDimQK, C::kVec, 32>(smem.k[stage], k + key0 * p.k.stride_seq,
+                                                          p.k.stride_seq, p.seq_kv - key0,
+                                                          C::kDimQK, lane);
+      copy_core_matrix_tile<kBlockN, kDimV, C::kVec, 32>(smem.v[stage], v + key0 * p.v.stride_seq,
+                                                         p.v.stride_seq, p.seq_kv - key0,
+                                                         C::kDimV, lane);
+    });
+  }
+};
+
+}  // namespace flashgen_device
