@@ -55,12 +55,11 @@ struct BackwardKeyValueWgmmaProducer {
     fence_async_shared();
     __syncthreads();  // K, V and the barriers are ready; no CTA-wide barrier after this
 
-    if (warp >= kConsumerWarps) {
-      Registers::enter_producer();
+    if (Registers::is_producer(warp)) {
+      // Its first warp copies; the other three idle.
       if (warp == kConsumerWarps) produce(smem, p, walk, batch, kv_head, lane);
       return;
     }
-    Registers::enter_consumer();
     const int group = warp / 4;
     const int warp_key0 = key0 + warp * 16;
     const u64 k_desc = matrix_descriptor(smem.k + group * 64 * kDimQK, 128, kDimQK * 16);

@@ -101,9 +101,10 @@ struct BackwardQueryWgmma {
     // K-major Q and dO for this warpgroup's 64 rows (the A operands of S, dP).
     const u64 q_desc = matrix_descriptor(smem.q + group * 64 * kDimQK, 128, kDimQK * 16);
     const u64 grad_o_desc = matrix_descriptor(smem.grad_o + group * 64 * kDimV, 128, kDimV * 16);
+    // wait_and_load's barrier also orders the row stats before their first read.
     traverse(
         p, n_blocks, q_desc, grad_o_desc, smem.lse_log2, smem.dterm, dq, warp, warp_row0, lane,
-        [&](int j) { wait_and_load(smem, k, v, p, j, n_blocks, thread); },  // also orders the row stats
+        [&](int j) { wait_and_load(smem, k, v, p, j, n_blocks, thread); },
         [](int) {}, [&](int j) -> const u16* { return smem.k[j % kKeyStages]; },
         [&](int j) -> const u16* { return smem.v[j % kValueStages]; });
     cp_async_wait<0>();

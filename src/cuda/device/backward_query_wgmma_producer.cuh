@@ -67,14 +67,14 @@ struct BackwardQueryWgmmaProducer {
     cp_async_commit();
     cp_async_wait<0>();
     fence_async_shared();
-    __syncthreads();  // Q, dO, the row stats and the barriers are ready; no CTA-wide barrier after this
+    // Q, dO, the row stats and the barriers are ready; no CTA-wide barrier after this.
+    __syncthreads();
 
-    if (warp >= kConsumerWarps) {
-      Registers::enter_producer();
+    if (Registers::is_producer(warp)) {
+      // Its first warp copies; the other three idle.
       if (warp == kConsumerWarps) produce(smem, p, batch, kv_head, n_blocks, lane);
       return;
     }
-    Registers::enter_consumer();
     const int group = warp / 4;
     const int warp_row0 = row0 + warp * 16;
     const u64 q_desc = matrix_descriptor(smem.q + group * 64 * kDimQK, 128, kDimQK * 16);

@@ -48,12 +48,11 @@ struct ForwardWgmmaProducer {
     fence_async_shared();
     __syncthreads();  // Q and the barriers are ready; no CTA-wide barrier after this
 
-    if (warp >= kConsumerWarps) {
-      Registers::enter_producer();
+    if (Registers::is_producer(warp)) {
+      // Its first warp copies; the other three idle.
       if (warp == kConsumerWarps) produce(smem, p, w, lane);
       return;
     }
-    Registers::enter_consumer();
     const int group = warp / 4;
     const int warp_row0 = w.row0 + warp * 16;
     const u64 q_desc = matrix_descriptor(smem.q + group * 64 * kDimQK, 128, kDimQK * 16);

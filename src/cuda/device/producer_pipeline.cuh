@@ -71,8 +71,17 @@ struct RegisterSplit {
       (kRegisterFile - kProducerThreads * kProducer) / (kConsumerWarps * 32) / 8 * 8;
   static constexpr int kConsumer = kShareOfRest < kMostConsumer ? kShareOfRest : kMostConsumer;
 
-  static __device__ __forceinline__ void enter_producer() { set_max_registers_dec<kProducer>(); }
-  static __device__ __forceinline__ void enter_consumer() { set_max_registers_inc<kConsumer>(); }
+  // Every warp calls this after the CTA's last __syncthreads: the producer
+  // warpgroup (warps kConsumerWarps on) lowers its registers and gets true,
+  // the computing warps raise theirs and get false.
+  static __device__ __forceinline__ bool is_producer(int warp) {
+    if (warp >= kConsumerWarps) {
+      set_max_registers_dec<kProducer>();
+      return true;
+    }
+    set_max_registers_inc<kConsumer>();
+    return false;
+  }
 };
 
 // A pipeline of kStages shared-memory stages between one producer warp and
