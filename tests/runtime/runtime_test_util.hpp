@@ -4,11 +4,10 @@
 
 #include <stdlib.h>
 
-#include <cstdlib>
 #include <filesystem>
-#include <optional>
 #include <string>
 
+#include "scoped_env.hpp"
 #include "temp_dir.hpp"
 
 #include "cuda/runtime/cubin_cache.hpp"
@@ -19,25 +18,8 @@ namespace flashgen::cuda::test {
 
 using ::flashgen::testing::TempDir;
 
-// Sets an environment variable for one scope, restoring the old value.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = old;
-    if (value) ::setenv(name, value, 1);
-    else ::unsetenv(name);
-  }
-  ~ScopedEnv() {
-    if (old_) ::setenv(name_, old_->c_str(), 1);
-    else ::unsetenv(name_);
-  }
-  ScopedEnv(const ScopedEnv&) = delete;
-  ScopedEnv& operator=(const ScopedEnv&) = delete;
+using ::flashgen::testing::ScopedEnv;
 
- private:
-  const char* name_;
-  std::optional<std::string> old_;
-};
 
 // Whether NVRTC loads here; when not, the reason for GTEST_SKIP.
 inline bool nvrtc_ready(std::string* reason) {

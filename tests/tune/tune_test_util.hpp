@@ -10,6 +10,7 @@
 #include <optional>
 #include <string>
 
+#include "scoped_env.hpp"
 #include "temp_dir.hpp"
 
 namespace flashgen::tune_test {
@@ -29,29 +30,7 @@ inline std::string table_text(const nlohmann::json& rows, const std::string& arc
   return nlohmann::json{{"format", 1}, {"arch", arch}, {"rows", rows}}.dump(2);
 }
 
-// Sets (or, with nullopt, unsets) an environment variable until destroyed.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const std::optional<std::string>& value) : name_(name) {
-    if (const char* old = ::getenv(name)) old_ = old;
-    if (value)
-      ::setenv(name, value->c_str(), 1);
-    else
-      ::unsetenv(name);
-  }
-  ~ScopedEnv() {
-    if (old_)
-      ::setenv(name_, old_->c_str(), 1);
-    else
-      ::unsetenv(name_);
-  }
-  ScopedEnv(const ScopedEnv&) = delete;
-  ScopedEnv& operator=(const ScopedEnv&) = delete;
-
- private:
-  const char* name_;
-  std::optional<std::string> old_;
-};
+using ::flashgen::testing::ScopedEnv;
 
 using ::flashgen::testing::TempDir;
 
