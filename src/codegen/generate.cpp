@@ -58,7 +58,6 @@ bool is_row_kernel(KernelKind kind) {
   return kind == KernelKind::backward_prepare || kind == KernelKind::convert_grad_q;
 }
 
-
 }  // namespace
 
 void check_tuning(const KernelSpec& spec, const TuningParams& t) {
@@ -139,10 +138,8 @@ int head_chunks_of(const KernelSpec& spec, const TuningParams& t) {
 
 std::string unverified_path(const KernelSpec& spec, const TuningParams& t) {
   if (t.producer) return "the wgmma kernels with a producer warpgroup";
-  if (t.wgmma && spec.kind == KernelKind::backward_query && spec.vec == 1)
-    return "the wgmma query backward on rows only 2-byte aligned";
-  if (t.wgmma && spec.kind == KernelKind::backward_key_value && spec.vec == 1)
-    return "the wgmma key/value backward on rows only 2-byte aligned";
+  if (t.wgmma && spec.kind != KernelKind::forward && spec.vec == 1)
+    return "the wgmma backward kernels on rows only 2-byte aligned";
   return "";
 }
 
@@ -150,6 +147,15 @@ int wgmma_forward_stages(const TuningParams& t) {
   if (t.stages != 0) return t.stages;
   return t.producer ? 3 : 2;
 }
+
+// A producer warp's pipeline: a full and an empty barrier per stage.
+static std::size_t producer_barrier_bytes(const TuningParams& t, std::size_t stages) {
+  return t.producer ? 2 * stages * sizeof(std::uint64_t) : 0;
+}
+
+// The wgmma backward kernels traverse three stages (the query kernel's V two
+// without a producer warp).
+constexpr std::size_t kWgmmaBackwardStages = 3;
 
 int chunk_width(int dim, int chunks) { return round_up((round_up(dim, 16) + chunks - 1) / chunks, 16); }
 
@@ -175,9 +181,8 @@ std::size_t shared_bytes(const KernelSpec& spec, const TuningParams& t) {
             spec.vec == 1 ? stage_elements(spec, cols, dqk16) + stage_elements(spec, cols, dv_chunk)
                           : 0;
         const std::size_t stages = wgmma_forward_stages(t);
-        const std::size_t barriers = t.producer ? 2 * stages * sizeof(std::uint64_t) : 0;
         return kElementBytes * (rows * dqk16 + stages * cols * (dqk16 + dv_chunk) + staging) +
-               barriers;
+               producer_barrier_bytes(t, stages);
       }
       // q [rows][dqk], k [cols][dqk], v [cols][dv chunk]; staged: k, v
       const std::size_t dqk = dqk16, dv = chunk_width(spec.dim_v, n);
@@ -192,12 +197,11 @@ std::size_t shared_bytes(const KernelSpec& spec, const TuningParams& t) {
       if (t.wgmma) {
         const std::size_t staging =
             spec.vec == 1 ? stage_elements(spec, cols, dqk16) + stage_elements(spec, cols, dv16) : 0;
-        // A producer warp keeps V three stages deep too, with two barriers a stage.
-        const std::size_t value_stages = t.producer ? 3 : 2;
-        const std::size_t barriers = t.producer ? 2 * 3 * sizeof(std::uint64_t) : 0;
-        return kElementBytes * (rows * (dqk16 + dv16) + 3 * cols * dqk16 +
+        // A producer warp keeps V as many stages deep as K.
+        const std::size_t stages = kWgmmaBackwardStages, value_stages = t.producer ? stages : 2;
+        return kElementBytes * (rows * (dqk16 + dv16) + stages * cols * dqk16 +
                                 value_stages * cols * dv16 + staging) +
-               sizeof(float) * 2 * rows + barriers;
+               sizeof(float) * 2 * rows + producer_barrier_bytes(t, stages);
       }
       // q [rows][dqk], dO [rows][dv], k [cols][dqk], v [cols][dv]; lse, dterm [rows];
       // staged: k, v
@@ -214,9 +218,9 @@ std::size_t shared_bytes(const KernelSpec& spec, const TuningParams& t) {
       if (t.wgmma) {
         const std::size_t staging =
             spec.vec == 1 ? stage_elements(spec, cols, dqk16) + stage_elements(spec, cols, dv16) : 0;
-        const std::size_t barriers = t.producer ? 2 * 3 * sizeof(std::uint64_t) : 0;
-        return kElementBytes * (rows * (dqk16 + dv16) + 3 * cols * (dqk16 + dv16) + staging) +
-               sizeof(float) * 3 * 2 * cols + barriers;
+        const std::size_t stages = kWgmmaBackwardStages;
+        return kElementBytes * (rows * (dqk16 + dv16) + stages * cols * (dqk16 + dv16) + staging) +
+               sizeof(float) * stages * 2 * cols + producer_barrier_bytes(t, stages);
       }
       [[fallthrough]];
     case KernelKind::backward_atomic: {
