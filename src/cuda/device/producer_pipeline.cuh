@@ -57,19 +57,36 @@ __device__ __forceinline__ void set_max_registers_inc() {
 
 // The register file split between one producer warpgroup, which keeps few
 // registers, and kConsumerWarps computing warps, which share the rest
-// (setmaxnreg, per warpgroup). Four warps share each quarter of the register
-// file, so without the split three computing warpgroups and a producer
-// would all be held to 128 registers per thread.
+// (setmaxnreg, per warpgroup). The pool is what the CTA was launched with:
+// ptxas gives a kernel with setmaxnreg the most registers its launch bounds
+// allow (65536 / threads, in steps of 8: 168 for 384 threads), and a
+// setmaxnreg.inc asking for more than the others released waits forever.
+// Without the split three computing warpgroups and a producer would all be
+// held to 128 registers per thread.
 template <int kConsumerWarps>
 struct RegisterSplit {
   static constexpr int kRegisterFile = 65536;  // 32-bit registers per SM (sm_90)
   static constexpr int kProducerThreads = 128;  // one warpgroup
-  static constexpr int kProducer = 32;
+  static constexpr int kThreads = kConsumerWarps * 32 + kProducerThreads;
+  static constexpr int kMostPerThread = 248;  // 255 rounded down to setmaxnreg's steps of 8
+  static constexpr int kLaunch = kRegisterFile / kThreads / 8 * 8 < kMostPerThread
+                                     ? kRegisterFile / kThreads / 8 * 8
+                                     : kMostPerThread;
+  static constexpr int kPool = kLaunch * kThreads;
+  static constexpr int kLeastProducer = 24;   // setmaxnreg's least
   static constexpr int kMostConsumer = 240;  // leaves ptxas headroom below 255
-  // setmaxnreg takes multiples of 8.
   static constexpr int kShareOfRest =
-      (kRegisterFile - kProducerThreads * kProducer) / (kConsumerWarps * 32) / 8 * 8;
+      (kPool - kProducerThreads * kLeastProducer) / (kConsumerWarps * 32) / 8 * 8;
   static constexpr int kConsumer = kShareOfRest < kMostConsumer ? kShareOfRest : kMostConsumer;
+  // The producer keeps what the computing warps leave (its copies' address
+  // arithmetic spills below about 32).
+  static constexpr int kProducer =
+      (kPool - kConsumer * kConsumerWarps * 32) / kProducerThreads / 8 * 8 < 56
+          ? (kPool - kConsumer * kConsumerWarps * 32) / kProducerThreads / 8 * 8
+          : 56;
+  static_assert(kConsumer * kConsumerWarps * 32 + kProducer * kProducerThreads <= kPool,
+                "the computing warps would wait for registers no warp releases");
+  static_assert(kConsumer >= kLaunch, "the computing warps would lose registers");
 
   // Every warp calls this after the CTA's last __syncthreads: the producer
   // warpgroup (warps kConsumerWarps on) lowers its registers and gets true,
