@@ -26,11 +26,12 @@ GeneratedKernel generate(const KernelSpec& spec, const TuningParams& tuning);
 // that try several tunings). Throws as generate() does.
 void check_tuning(const KernelSpec& spec, const TuningParams& tuning);
 
-// Kernel paths written but not yet run on a GPU: only an explicit override
-// (FLASHGEN_TUNING, ScopedTuningOverride: tests, probes) runs them; tuning
-// tables, the heuristics and the tuner's search space leave them out.
-// Returns what is unverified, or "" for a verified path.
-std::string unverified_path(const KernelSpec& spec, const TuningParams& tuning);
+// Kernel paths only an explicit override runs (FLASHGEN_TUNING,
+// ScopedTuningOverride: tests, probes): tuning tables, the heuristics and the
+// tuner's search space leave them out (kept for measurement, e.g. the
+// producer warpgroup, slower on the H200 than the kernels without it).
+// Returns why, or "" for a path anything may pick.
+std::string forced_only_path(const KernelSpec& spec, const TuningParams& tuning);
 
 // Shared memory a (spec, tuning) pair needs, without generating it; the
 // generated source static_asserts that the device's layout has this size.

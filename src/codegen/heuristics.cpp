@@ -115,21 +115,45 @@ TuningParams wgmma_forward_tuning(const KernelSpec& spec) {
   return t;
 }
 
-// Query backward on wgmma (sm_90a, rows aligned to 4 bytes or more): each
-// warpgroup owns 64 query rows and holds dQ (Dqk / 2 registers per thread),
-// S and dP. Measured on the H200: 351 / 333 / 348 TFLOP/s of its own GEMMs
-// at D = 64 / 96 / 128 against 287 / 272 / 318 for the mma.sync kernel.
-// Wider heads are left to the tuning tables until measured.
+// Query backward on wgmma (sm_90a): each warpgroup owns 64 query rows and
+// holds dQ (Dqk / 2 registers per thread), S and dP. Measured on the H200:
+// 351 / 333 / 348 TFLOP/s of its own GEMMs at D = 64 / 96 / 128 against
+// 287 / 272 / 318 for the mma.sync kernel. Rows only 2-byte aligned (odd D)
+// stage the traversed tiles; three warpgroups over 48-key blocks did best
+// there (261 against 225 for mma.sync at D = 127; 209 with 128 x 64), and
+// only past 64 columns was it measured. Wider heads are left to the tuning
+// tables.
 bool wgmma_backward_query_fits(const KernelSpec& spec) {
   const int dqk = round_up(spec.dim_qk, 16), dv = round_up(spec.dim_v, 16);
-  return spec.kind == KernelKind::backward_query && spec.arch == "sm_90a" && spec.vec >= 2 &&
-         dqk <= 128 && dv <= 128;
+  const int widest = dqk > dv ? dqk : dv;
+  return spec.kind == KernelKind::backward_query && spec.arch == "sm_90a" && widest <= 128 &&
+         (spec.vec >= 2 || (spec.vec == 1 && widest > 64));
 }
 
 TuningParams wgmma_backward_query_tuning(const KernelSpec& spec) {
-  TuningParams t = round_up(spec.dim_qk, 16) <= 64 && round_up(spec.dim_v, 16) <= 64
-                       ? TuningParams{192, 64, 0, 12, 0}
-                       : TuningParams{128, 64, 0, 8, 0};
+  const int dqk = round_up(spec.dim_qk, 16), dv = round_up(spec.dim_v, 16);
+  TuningParams t = spec.vec == 1                ? TuningParams{192, 48, 0, 12, 0}
+                   : dqk <= 64 && dv <= 64 ? TuningParams{192, 64, 0, 12, 0}
+                                           : TuningParams{128, 64, 0, 8, 0};
+  t.wgmma = true;
+  return t;
+}
+
+// Key/value backward on wgmma (sm_90a) from 65 to 128 columns: two
+// warpgroups of 64 keys hold dK and dV and traverse 64-query blocks. Measured
+// on the H200: 374 TFLOP/s of its GEMMs at D = 128 against 205 for the
+// mma.sync kernel (the tuner's choice at D = 96 and 128), and 253 against
+// 201 at D = 127 (staged rows). At D = 64 the mma.sync kernel's tuned shape
+// was faster (314 against 268).
+bool wgmma_backward_key_value_fits(const KernelSpec& spec) {
+  const int dqk = round_up(spec.dim_qk, 16), dv = round_up(spec.dim_v, 16);
+  const int widest = dqk > dv ? dqk : dv;
+  return spec.kind == KernelKind::backward_key_value && spec.arch == "sm_90a" &&
+         spec.vec >= 1 && widest > 64 && widest <= 128;
+}
+
+TuningParams wgmma_backward_key_value_tuning() {
+  TuningParams t{128, 64, 0, 8, 0};
   t.wgmma = true;
   return t;
 }
@@ -150,6 +174,7 @@ TuningParams mma_sync_shape_for(const KernelSpec& spec) {
 TuningParams shape_for(const KernelSpec& spec) {
   if (wgmma_forward_fits(spec)) return wgmma_forward_tuning(spec);
   if (wgmma_backward_query_fits(spec)) return wgmma_backward_query_tuning(spec);
+  if (wgmma_backward_key_value_fits(spec)) return wgmma_backward_key_value_tuning();
   return mma_sync_shape_for(spec);
 }
 

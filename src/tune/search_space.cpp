@@ -138,7 +138,7 @@ std::vector<TuningParams> search_space(const KernelSpec& spec) {
           for (unsigned cached : caches) space.push_back({rows, cols, head, warps, cached});
     }
   for (const TuningParams& t : wgmma_space(spec))
-    if (unverified_path(spec, t).empty()) space.push_back(t);
+    if (forced_only_path(spec, t).empty()) space.push_back(t);
   return space;
 }
 

@@ -181,13 +181,22 @@ TEST(DefaultTuning, WgmmaForwardWhereItApplies) {
   EXPECT_FALSE(default_tuning(ampere, 166912).wgmma);
 }
 
-TEST(DefaultTuning, WgmmaQueryBackwardUpToOneHundredTwentyEightColumns) {
+TEST(DefaultTuning, WgmmaBackwardUpToOneHundredTwentyEightColumns) {
   EXPECT_EQ(default_tuning(spec_of(KernelKind::backward_query, 64, 64), kHopperSharedLimit).warps, 12);
   EXPECT_TRUE(default_tuning(spec_of(KernelKind::backward_query, 128, 128), kHopperSharedLimit).wgmma);
   EXPECT_FALSE(default_tuning(spec_of(KernelKind::backward_query, 192, 192), kHopperSharedLimit).wgmma);
-  EXPECT_FALSE(default_tuning(spec_of(KernelKind::backward_query, 127, 127, 1), kHopperSharedLimit).wgmma)
-      << "staged rows on wgmma are a tuning's choice until measured";
+  // Staged 2-byte rows: measured past 64 columns only.
+  const TuningParams odd_query =
+      default_tuning(spec_of(KernelKind::backward_query, 127, 127, 1), kHopperSharedLimit);
+  EXPECT_TRUE(odd_query.wgmma);
+  EXPECT_EQ(odd_query.block_cols, 48);
+  EXPECT_FALSE(default_tuning(spec_of(KernelKind::backward_query, 63, 63, 1), kHopperSharedLimit).wgmma);
+  // The key/value kernel from 65 to 128 columns, any contiguous rows.
   EXPECT_FALSE(default_tuning(spec_of(KernelKind::backward_key_value, 64, 64), kHopperSharedLimit).wgmma);
+  EXPECT_TRUE(default_tuning(spec_of(KernelKind::backward_key_value, 96, 96), kHopperSharedLimit).wgmma);
+  EXPECT_TRUE(
+      default_tuning(spec_of(KernelKind::backward_key_value, 127, 127, 1), kHopperSharedLimit).wgmma);
+  EXPECT_FALSE(default_tuning(spec_of(KernelKind::backward_key_value, 144, 144), kHopperSharedLimit).wgmma);
 }
 
 TEST(TuningParams, ParseRejectsWhatItDoesNotKnow) {

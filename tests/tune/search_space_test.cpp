@@ -101,11 +101,9 @@ TEST(SearchSpace, WgmmaKernelsWhereTheyApply) {
   EXPECT_EQ(wgmma_heads(spec(KernelKind::backward_atomic, 64)), (std::set<int>{}));
   KernelSpec odd = spec(KernelKind::backward_key_value, 63);
   odd.vec = 1;
-  EXPECT_EQ(wgmma_heads(odd), (std::set<int>{}))
-      << "the key/value backward's staged rows are not yet verified on a GPU";
+  EXPECT_EQ(wgmma_heads(odd), (std::set<int>{0})) << "the key/value backward stages 2-byte rows";
   odd.kind = KernelKind::backward_query;
-  EXPECT_EQ(wgmma_heads(odd), (std::set<int>{}))
-      << "the query backward's staged rows are not yet verified on a GPU";
+  EXPECT_EQ(wgmma_heads(odd), (std::set<int>{0})) << "the query backward stages 2-byte rows";
   odd.kind = KernelKind::forward;
   EXPECT_EQ(wgmma_heads(odd), (std::set<int>{0})) << "the forward stages 2-byte rows";
   KernelSpec ampere = spec(KernelKind::forward, 64);
@@ -285,6 +283,13 @@ TEST(CostModel, CountsWorkTheWayTheKernelsDo) {
   EXPECT_EQ(estimated_registers(s, {128, 128, 0, 4, 0}), 255);
   EXPECT_GT(estimated_cycles(s, {128, 128, 0, 4, 0}, full, device),
             2 * estimated_cycles(s, {128, 64, 0, 8, 0}, full, device));
+}
+
+TEST(SearchSpace, LeavesOutForcedOnlyPaths) {
+  for (KernelKind kind :
+       {KernelKind::forward, KernelKind::backward_query, KernelKind::backward_key_value})
+    for (const TuningParams& t : search_space(spec(kind, 128)))
+      EXPECT_FALSE(t.producer) << t.to_string() << " is only run when forced";
 }
 
 }  // namespace

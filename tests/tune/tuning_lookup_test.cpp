@@ -144,37 +144,51 @@ TEST(FindRow, InvalidTuningIsSkipped) {
 }
 
 TEST(FindRow, OnlyTheNearestRowStandsIn) {
-  // D = 255 with 2-byte rows: the nearest row (256) holds a wgmma tuning,
-  // which needs 4-byte rows: no row, though the farther 64 row would be valid.
+  // D = 255: the nearest row (256) holds a tuning that does not apply (a
+  // forced-only path): no row, though the farther 64 row would be valid.
   TuningParams wgmma{128, 64, 0, 8, 0};
   wgmma.wgmma = true;
-  KernelSpec odd = spec(KernelKind::backward_query, 255);
-  odd.vec = 1;
-  const TuningTableSet set = make_table_set(
+  TuningParams producer = wgmma;
+  producer.producer = true;
+  const KernelSpec d255 = spec(KernelKind::backward_query, 255);
+  const TuningTableSet set = make_table_set({row(KernelKind::backward_query, 256, 256, producer),
+                                             row(KernelKind::backward_query, 64, 64, kD)},
+                                            {});
+  EXPECT_FALSE(find_row(set, d255, 8192, kHopperShared));
+  // A nearest row that applies stands in.
+  const TuningTableSet usable = make_table_set(
       {row(KernelKind::backward_query, 256, 256, wgmma), row(KernelKind::backward_query, 64, 64, kD)},
       {});
-  EXPECT_FALSE(find_row(set, odd, 8192, kHopperShared));
-  odd.vec = 8;
-  odd.dim_qk = odd.dim_v = 248;
-  EXPECT_EQ(find_row(set, odd, 8192, kHopperShared)->row.tuning, wgmma);
+  EXPECT_EQ(find_row(usable, spec(KernelKind::backward_query, 248), 8192, kHopperShared)->row.tuning,
+            wgmma);
 }
 
-TEST(FindRow, UnverifiedPathsRunOnlyWhenForced) {
-  // A row naming a kernel path not yet run on a GPU is skipped like an
+TEST(FindRow, ForcedOnlyPathsRunOnlyWhenForced) {
+  // A row naming a kernel path kept for measurement only is skipped like an
   // invalid one: the heuristic applies.
+  TuningParams producer{192, 64, 0, 12, 0, true};
+  producer.producer = true;
+  const KernelSpec forward = spec(KernelKind::forward, 128);
+  ASSERT_NE(forced_only_path(forward, producer), "");
+  EXPECT_FALSE(find_row(make_table_set({row(KernelKind::forward, 128, 128, producer)}, {}),
+                        forward, 8192, kHopperShared));
+  // An override still runs them.
+  const ScopedTuningOverride force(KernelKind::forward, producer);
+  EXPECT_EQ(lookup_tuning(forward, problem(8192, 128)), producer);
+}
+
+TEST(FindRow, WgmmaBackwardRowsServeTwoByteRows) {
+  // The wgmma backward kernels stage rows only 2-byte aligned (odd D), so a
+  // row tuned at D = 128 serves D = 127.
   TuningParams staged{128, 64, 0, 8, 0, true};
   KernelSpec odd = spec(KernelKind::backward_query, 127);
   odd.vec = 1;
-  ASSERT_NE(unverified_path(odd, staged), "");
-  EXPECT_FALSE(find_row(make_table_set({row(KernelKind::backward_query, 128, 128, staged)}, {}),
-                        odd, 8192, kHopperShared));
-  TuningParams producer{192, 64, 0, 12, 0, true};
-  producer.producer = true;
-  EXPECT_FALSE(find_row(make_table_set({row(KernelKind::forward, 128, 128, producer)}, {}),
-                        spec(KernelKind::forward, 128), 8192, kHopperShared));
-  // An override still runs them.
-  const ScopedTuningOverride force(KernelKind::backward_query, staged);
-  EXPECT_EQ(lookup_tuning(odd, problem(8192, 127)), staged);
+  EXPECT_EQ(forced_only_path(odd, staged), "");
+  const auto m =
+      find_row(make_table_set({row(KernelKind::backward_query, 128, 128, staged)}, {}), odd,
+               8192, kHopperShared);
+  ASSERT_TRUE(m);
+  EXPECT_EQ(m->row.tuning, staged);
 }
 
 TEST(FindRow, UserRowReplacesShippedRowOfTheSameKey) {
