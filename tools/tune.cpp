@@ -297,6 +297,7 @@ int dry_run(const Settings& s) {
   const std::size_t limit = shared_limit_of_arch(s.arch);
   std::printf("flashgen tune --dry-run  arch: %s  shared limit: %zu bytes  top %d\n",
               s.arch.c_str(), limit, s.tuner.top);
+  const TuningTable starting = starting_table(s, table_name_of_arch(s.arch));
   double gpu_seconds = 0, compile_seconds = 0;
   for (const Configuration& c : configurations(s)) {
     const Problem p = problem_of(s, c);
@@ -317,6 +318,9 @@ int dry_run(const Settings& s) {
       ps.top = s.tuner.top;
       ps.threads = s.tuner.compile_threads;
       ps.problem = {p.batch, p.heads_q, p.heads_kv, p.seq_q, p.seq_kv};
+      if (const auto chosen =
+              table_choice(starting.rows, spec, std::max(p.seq_q, p.seq_kv), limit))
+        ps.keep.push_back(*chosen);
       const TuningParams fallback = default_tuning(spec, limit);
       const PruneResult r = prune(spec, fallback, ps);
       std::printf("  %-19s space %3d, pruned %3zu, compiled %3d, kept %2zu; best estimate %s\n",
@@ -325,7 +329,8 @@ int dry_run(const Settings& s) {
       for (const Candidate& k : r.kept)
         std::printf("      %-42s estimate %6.2f ms  %3d registers%s\n",
                     k.tuning.to_string().c_str(), k.estimated_cycles / kPlannedClockGhz * 1e-6,
-                    k.resources.registers, k.is_default ? "  (default)" : "");
+                    k.resources.registers,
+                    k.is_default ? "  (default)" : k.kept_anyway ? "  (the table's)" : "");
       for (const Rejected& x : r.rejected)
         if (x.reason.rfind("spills", 0) == 0 || x.reason.rfind("compile error", 0) == 0)
           std::printf("      %-42s pruned: %s\n", x.tuning.to_string().c_str(), x.reason.c_str());
@@ -364,6 +369,7 @@ int gpu_run(const Settings& s) {
     throw UsageError("flashgen tune: no cache directory for the user table; give --out PATH");
   set_device(settings.tuner, ordinal);
   TuningTable table = starting_table(settings, table_name);
+  settings.tuner.starting_rows = table.rows;
 
   std::printf("flashgen tune  device: %s (%s)  driver: %s  NVRTC: %s  date: %s\n",
               device.name.c_str(), device.arch().c_str(), device.driver_version.c_str(),

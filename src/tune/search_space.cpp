@@ -157,6 +157,12 @@ CompileFunction compile_and_load(int ordinal) {
   };
 }
 
+static bool is_kept(const PruneSettings& s, const TuningParams& t) {
+  for (const TuningParams& k : s.keep)
+    if (k == t) return true;
+  return false;
+}
+
 PruneResult prune(const KernelSpec& spec, const TuningParams& default_tuning,
                   const PruneSettings& s) {
   PruneResult result;
@@ -166,7 +172,7 @@ PruneResult prune(const KernelSpec& spec, const TuningParams& default_tuning,
   // 2. What generate() or the shared-memory limit refuses.
   std::vector<Candidate> ranked;
   for (const TuningParams& t : space) {
-    if (t == default_tuning) continue;  // kept below, whatever happens
+    if (t == default_tuning || is_kept(s, t)) continue;  // queued below, whatever happens
     try {
       generate(spec, t);
     } catch (const Error& e) {
@@ -188,8 +194,17 @@ PruneResult prune(const KernelSpec& spec, const TuningParams& default_tuning,
   std::stable_sort(ranked.begin(), ranked.end(), [](const Candidate& a, const Candidate& b) {
     return a.estimated_cycles < b.estimated_cycles;
   });
-  // The default goes first into the compile queue: it is always kept, even
-  // when it spills (it is the baseline either way).
+  // The default goes first into the compile queue, then the tunings to keep:
+  // they are kept even when they spill (the baselines either way).
+  for (auto t = s.keep.rbegin(); t != s.keep.rend(); ++t) {
+    if (*t == default_tuning) continue;
+    Candidate k;
+    k.tuning = *t;
+    k.kept_anyway = true;
+    k.shared_bytes = shared_bytes(spec, *t);
+    k.estimated_cycles = estimated_cycles(spec, *t, s.problem, s.device);
+    ranked.insert(ranked.begin(), k);
+  }
   Candidate d;
   d.tuning = default_tuning;
   d.is_default = true;
@@ -205,8 +220,12 @@ PruneResult prune(const KernelSpec& spec, const TuningParams& default_tuning,
   std::vector<Compiled> compiled(ranked.size());
   std::size_t next = 0;
   int survivors = 0;
+  std::size_t baselines = 0;  // the default and the tunings to keep, first in the queue
+  while (baselines < ranked.size() && (ranked[baselines].is_default || ranked[baselines].kept_anyway))
+    ++baselines;
   while (next < ranked.size() && (next == 0 || survivors < s.top)) {
-    const std::size_t wanted = std::size_t(std::max(s.top - survivors, 0)) + (next == 0 ? 1 : 0);
+    const std::size_t wanted =
+        std::size_t(std::max(s.top - survivors, 0)) + (next == 0 ? baselines : 0);
     // Compile at least what is missing, and fill the threads.
     const std::size_t batch = std::max<std::size_t>(wanted, std::size_t(threads));
     const std::size_t last = std::min(ranked.size(), next + batch);
@@ -216,8 +235,8 @@ PruneResult prune(const KernelSpec& spec, const TuningParams& default_tuning,
       const Compiled& c = compiled[i];
       Candidate& candidate = ranked[i];
       if (!c.failed) candidate.resources = c.resources;
-      if (candidate.is_default) {
-        result.kept.push_back(candidate);  // a failure shows when it runs
+      if (candidate.is_default || (candidate.kept_anyway && !c.failed)) {
+        result.kept.push_back(candidate);  // the default's failure shows when it runs
       } else if (c.failed) {
         result.rejected.push_back({candidate.tuning, "compile error: " + first_line(c.error)});
       } else if (spills(c.resources)) {

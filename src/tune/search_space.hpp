@@ -41,6 +41,9 @@ CompileFunction compile_and_load(int ordinal);
 struct PruneSettings {
   std::size_t shared_limit = 232448;  // the device's opt-in bytes per block
   int top = 12;                       // candidates to keep besides the default
+  // Kept and timed whatever their rank, as the default is (e.g. what the
+  // table being extended already chose for the spec).
+  std::vector<TuningParams> keep;
   int threads = 0;                    // compile threads; 0: hardware threads
   CostProblem problem;                // for the cost ranking
   CostDevice device;
@@ -50,6 +53,7 @@ struct PruneSettings {
 struct Candidate {
   TuningParams tuning;
   bool is_default = false;
+  bool kept_anyway = false;  // from PruneSettings::keep
   double estimated_cycles = 0;
   std::size_t shared_bytes = 0;
   cuda::KernelResources resources;  // from the compile (the default: when it compiled)

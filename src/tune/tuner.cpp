@@ -1,5 +1,6 @@
 #include "tune/tuner.hpp"
 
+#include <algorithm>
 #include <memory>
 #include <optional>
 
@@ -87,10 +88,15 @@ KindResult tune_kind(const Context& c, KernelKind kind) {
   r.best = r.default_tuning;
   r.flops = is_backward_kind(kind) ? backward_flops(c.problem) : forward_flops(c.problem);
 
+  PruneSettings prune_settings = c.prune;
+  if (const std::optional<TuningParams> chosen =
+          table_choice(c.settings.starting_rows, r.spec,
+                       std::max(c.problem.seq_q, c.problem.seq_kv), c.settings.shared_limit))
+    prune_settings.keep.push_back(*chosen);
   PruneResult pruned;
   if (c.progress.pruning_started) c.progress.pruning_started(kind);
   try {
-    pruned = prune(r.spec, r.default_tuning, c.prune);
+    pruned = prune(r.spec, r.default_tuning, prune_settings);
   } catch (const Error& e) {
     r.error = std::string("pruning failed: ") + e.what();
     return r;
@@ -131,6 +137,15 @@ KindResult tune_kind(const Context& c, KernelKind kind) {
 }
 
 }  // namespace
+
+std::optional<TuningParams> table_choice(const std::vector<TuningRow>& rows,
+                                         const KernelSpec& spec, std::int64_t seq,
+                                         std::size_t shared_limit) {
+  if (rows.empty()) return std::nullopt;
+  const std::optional<RowMatch> match = find_row(make_table_set(rows, {}), spec, seq, shared_limit);
+  if (!match) return std::nullopt;
+  return match->row.tuning;
+}
 
 std::vector<KernelKind> kinds_named(const std::vector<std::string>& names) {
   std::vector<KernelKind> kinds;

@@ -14,7 +14,9 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -23,6 +25,7 @@
 #include "tune/cost_model.hpp"
 #include "tune/measure.hpp"
 #include "tune/search_space.hpp"
+#include "tune/table_file.hpp"
 
 namespace flashgen {
 
@@ -39,7 +42,18 @@ struct TunerSettings {
   std::size_t shared_limit = 232448;  // opt-in bytes per block
   CostDevice cost_device;
   CompileFunction compile;  // empty: compile_without_device()
+  // The rows of the table being extended: the tuning they give each spec
+  // (its exact row, else the nearest row that applies, as lookup_tuning()
+  // finds it) is timed with the candidates, so a new row never records a
+  // tuning slower than the one the table already chose.
+  std::vector<TuningRow> starting_rows;
 };
+
+// The tuning `rows` give the spec (its exact row, else the nearest row that
+// applies: find_row()), if any; seq = max(seq_q, seq_kv).
+std::optional<TuningParams> table_choice(const std::vector<TuningRow>& rows,
+                                         const KernelSpec& spec, std::int64_t seq,
+                                         std::size_t shared_limit);
 
 // arch, shared_limit, cost_device and compile (compile_and_load) of a CUDA device.
 void set_device(TunerSettings& settings, int ordinal);

@@ -164,6 +164,37 @@ TEST_F(TunerTest, DefaultStaysUnlessBeatenByTheMinimumGain) {
   EXPECT_DOUBLE_EQ(r.best_ms, r.default_ms);
 }
 
+TEST_F(TunerTest, TheStartingTablesChoiceIsTimedWhateverItsRank) {
+  // With one candidate besides the default, a tuning the cost model ranks
+  // low is still timed when the table being extended chose it (here by its
+  // nearest row, D = 224 for D = 199), and wins when faster.
+  const Problem p = problem_of(199);
+  const TuningParams fallback = default_for(p, KernelKind::forward);
+  TuningParams chosen{192, 32, 0, 12, 0};
+  chosen.wgmma = true;
+  ASSERT_FALSE(chosen == fallback);
+  TuningRow nearest;
+  nearest.kind = KernelKind::forward;
+  nearest.dtype = DType::bf16;
+  nearest.dim_qk_min = nearest.dim_qk_max = nearest.dim_v_min = nearest.dim_v_max = 224;
+  nearest.seq_min = 4097;
+  nearest.seq_max = 8192;
+  nearest.tuning = chosen;
+  settings_.starting_rows = {nearest};
+  settings_.top = 1;
+  FakeRunner runner(p);
+  runner.ms = [&](KernelKind, const TuningParams& t) { return t == chosen ? 5.0 : 10.0; };
+  settings_.kinds = {KernelKind::forward};
+  const KindResult r = tune_configuration(p, 1, runner, settings_)[0];
+  ASSERT_TRUE(r.ok()) << r.error;
+  EXPECT_EQ(r.best, chosen);
+  EXPECT_EQ(r.outcomes.size(), 3u) << "the default, the table's choice and the top candidate";
+  EXPECT_EQ(table_choice(settings_.starting_rows, spec_of(p, KernelKind::forward), 8192,
+                         settings_.shared_limit),
+            chosen);
+  EXPECT_FALSE(table_choice({}, spec_of(p, KernelKind::forward), 8192, settings_.shared_limit));
+}
+
 TEST_F(TunerTest, BackwardKernelsAreTunedOneAfterTheOther) {
   const Problem p = problem_of(64);
   const TuningParams query_default = default_for(p, KernelKind::backward_query);
