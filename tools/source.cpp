@@ -30,7 +30,7 @@ bool looks_like_arch(const std::string& arch) {
 
 int source_command(const std::vector<std::string>& words) {
   Arguments a("source",
-              "--kind K --dqk D [--dv D] [--dtype bf16|f16] [--causal] [--vec 8|4|2|1|0]\n"
+              "--kind K --dqk D [--dv D] [--dtype bf16|f16|f32] [--causal] [--vec 8|4|2|1|0]\n"
               "                      [--arch sm_90a] [--tuning \"rows=128 cols=64 ...\"] [--headers]",
               "Prints the kernel source flashgen generates for one spec, as NVRTC compiles it,\n"
               "after a comment line with the spec, the tuning and the shared memory per CTA.\n"
@@ -42,7 +42,7 @@ int source_command(const std::vector<std::string>& words) {
                         "                          backward_prepare or convert_grad_q");
   a.option("dqk", "D", "head dimension of queries and keys");
   a.option("dv", "D", "head dimension of values (default: --dqk)");
-  a.option("dtype", "T", "bf16 (default) or f16");
+  a.option("dtype", "T", "bf16 (default), f16, or f32 (the fp32 CUDA-core kernels)");
   a.flag("causal", "causal mask, bottom-right aligned");
   a.option("vec", "V", "alignment class: 8 (16-byte rows), 4, 2, 1, or 0 (dim stride not 1);\n"
                        "                          default: that of packed tensors of these dims");
@@ -62,7 +62,7 @@ int source_command(const std::vector<std::string>& words) {
   spec.kind = kernel_kind_named(a.choice("kind", "", kernel_kind_names()));
   spec.dim_qk = int(a.integer("dqk", 0, 1, kMaxDim));
   spec.dim_v = int(a.integer("dv", spec.dim_qk, 1, kMaxDim));
-  spec.dtype = dtype_named(a.choice("dtype", "bf16", {"bf16", "f16"}));
+  spec.dtype = dtype_named(a.choice("dtype", "bf16", {"bf16", "f16", "f32"}));
   spec.causal = a.given("causal");
   spec.vec = std::stoi(a.choice("vec", std::to_string(packed_vec(spec.dim_qk, spec.dim_v)),
                                 {"8", "4", "2", "1", "0"}));

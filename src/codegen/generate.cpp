@@ -1,6 +1,7 @@
 #include "codegen/generate.hpp"
 
 #include <cstdint>
+#include <functional>
 #include <sstream>
 
 namespace flashgen {
@@ -15,6 +16,12 @@ constexpr std::size_t kElementBytes = 2;
 // Threads of the row kernels: 8 warps, one query row each (kRowKernelWarps
 // in row_kernels.cuh).
 constexpr int kRowKernelThreads = 256;
+// The fp32 kernels (simt_f32.cuh): 8 rows per warp, 32 traversed rows,
+// output columns in chunks of 32 per CTA.
+constexpr int kF32RowsPerWarp = 8;
+constexpr int kF32TraversedRows = 32;
+constexpr int kF32MostAccumulatedColumns = 256;
+int f32_chunk(int dim, int chunks) { return round_up((dim + chunks - 1) / chunks, 32); }
 
 struct KindInfo {
   const char* header;    // device header with the template
@@ -22,8 +29,26 @@ struct KindInfo {
   const char* entry;     // extern "C" name
 };
 
-KindInfo info_of(KernelKind kind, const TuningParams& t) {
+// fp32 tensors: the CUDA-core kernels of the deterministic backward and
+// the forward (simt_f32.cuh).
+KindInfo f32_info_of(KernelKind kind) {
   switch (kind) {
+    case KernelKind::forward: return {"forward_f32.cuh", "ForwardF32", "flashgen_forward"};
+    case KernelKind::backward_query:
+      return {"backward_query_f32.cuh", "BackwardQueryF32", "flashgen_backward_query"};
+    case KernelKind::backward_key_value:
+      return {"backward_key_value_f32.cuh", "BackwardKeyValueF32", "flashgen_backward_key_value"};
+    default: break;
+  }
+  throw Error(ErrorCode::invalid_argument,
+              std::string("dtype f32 runs the forward and the deterministic backward "
+                          "(backward_query, backward_key_value); no ") +
+                  to_string(kind) + " kernel");
+}
+
+KindInfo info_of(const KernelSpec& spec, const TuningParams& t) {
+  if (spec.dtype == DType::f32) return f32_info_of(spec.kind);
+  switch (spec.kind) {
     case KernelKind::forward:
       if (t.producer)
         return {"forward_wgmma_producer.cuh", "ForwardWgmmaProducer", "flashgen_forward"};
@@ -53,6 +78,15 @@ KindInfo info_of(KernelKind kind, const TuningParams& t) {
   throw Error(ErrorCode::invalid_argument, "unknown kernel kind");
 }
 
+const char* element_constant(DType dtype) {
+  switch (dtype) {
+    case DType::f16: return "fg::kF16";
+    case DType::bf16: return "fg::kBF16";
+    case DType::f32: return "fg::kF32";
+  }
+  return "fg::kBF16";
+}
+
 // Row-parallel helper kernels take no tuning (one warp per query row).
 bool is_row_kernel(KernelKind kind) {
   return kind == KernelKind::backward_prepare || kind == KernelKind::convert_grad_q;
@@ -60,18 +94,40 @@ bool is_row_kernel(KernelKind kind) {
 
 }  // namespace
 
+// The fp32 kernels' rules: 8 rows per warp, 32 traversed rows (a lane
+// each), output chunks of 32 columns whose accumulators stay in registers.
+static void check_f32_tuning(const KernelSpec& spec, const TuningParams& t,
+                             const std::function<void(const std::string&)>& fail) {
+  f32_info_of(spec.kind);  // throws for the kinds fp32 does not run
+  if (t.warps < 1 || t.warps > 16) fail("warps must be 1..16");
+  if (t.block_rows != kF32RowsPerWarp * t.warps) fail("dtype f32 needs rows = 8 * warps");
+  if (t.block_cols != kF32TraversedRows) fail("dtype f32 needs cols = 32");
+  if (t.head_block < 0 || t.head_block % 32 != 0) fail("dtype f32 needs head 0 or a multiple of 32");
+  if (t.cached != 0 || t.wgmma || t.stages != 0 || t.producer)
+    fail("dtype f32 takes no cache, mma, stages or producer fields");
+  const int chunks = head_chunks_of(spec, t);
+  const int widest = spec.kind == KernelKind::forward ? f32_chunk(spec.dim_v, chunks)
+                     : spec.kind == KernelKind::backward_query
+                         ? f32_chunk(spec.dim_qk, chunks)
+                         : f32_chunk(spec.dim_qk, chunks) + f32_chunk(spec.dim_v, chunks);
+  if (widest > kF32MostAccumulatedColumns)
+    fail("dtype f32 accumulates at most 256 output columns per CTA (dK and dV together): "
+         "set head");
+}
+
 void check_tuning(const KernelSpec& spec, const TuningParams& t) {
   auto fail = [&](const std::string& rule) {
     throw Error(ErrorCode::invalid_argument,
                 "tuning '" + t.to_string() + "' for '" + spec.to_string() + "': " + rule);
   };
   if (is_row_kernel(spec.kind)) return;
+  if (spec.dim_qk < 1 || spec.dim_v < 1) fail("dims must be >= 1");
+  if (spec.dtype == DType::f32) return check_f32_tuning(spec, t, fail);
   if (t.warps < 1 || t.warps > 16) fail("warps must be 1..16");
   if (t.block_rows < 16 * t.warps || t.block_rows % (16 * t.warps) != 0)
     fail("rows must be a positive multiple of 16 * warps");
   if (t.block_cols < 16 || t.block_cols % 16 != 0) fail("cols must be a positive multiple of 16");
   if (t.head_block < 0 || t.head_block % 16 != 0) fail("head must be 0 or a multiple of 16");
-  if (spec.dim_qk < 1 || spec.dim_v < 1) fail("dims must be >= 1");
   if (t.wgmma) {
     // The accumulators a wgmma kernel keeps in registers bound its dims.
     const int dqk16 = round_up(spec.dim_qk, 16), dv16 = round_up(spec.dim_v, 16);
@@ -167,7 +223,31 @@ static std::size_t stage_elements(const KernelSpec& spec, std::size_t rows, std:
   return staged ? rows * (cols / 8 + 1) * 8 : 0;
 }
 
+// Must match the SharedStorage of forward_f32.cuh, backward_query_f32.cuh
+// and backward_key_value_f32.cuh (the generated source static_asserts it).
+static std::size_t f32_shared_bytes(const KernelSpec& spec, const TuningParams& t) {
+  const int chunks = head_chunks_of(spec, t);
+  const std::size_t rows = t.block_rows, traversed = kF32TraversedRows;
+  const std::size_t dqk = spec.dim_qk, dv = spec.dim_v;
+  auto odd = [](std::size_t cols) { return cols % 2 == 1 ? cols : cols + 1; };
+  switch (spec.kind) {
+    case KernelKind::forward:  // q [rows][dqk], k [32][odd dqk], v [32][chunk]
+      return sizeof(float) * (rows * dqk + traversed * odd(dqk) +
+                              traversed * f32_chunk(spec.dim_v, chunks));
+    case KernelKind::backward_query:  // q, dO [rows][..], k [32][odd chunks], v [32][odd dv], 2 x rows
+      return sizeof(float) *
+             (rows * (dqk + dv) + traversed * odd(f32_chunk(spec.dim_qk, chunks) * chunks) +
+              traversed * odd(dv) + 2 * rows);
+    case KernelKind::backward_key_value:  // k, v [rows][..], q, dO [32][odd chunks], 2 x 32
+      return sizeof(float) *
+             (rows * (dqk + dv) + traversed * odd(f32_chunk(spec.dim_qk, chunks) * chunks) +
+              traversed * odd(f32_chunk(spec.dim_v, chunks) * chunks) + 2 * traversed);
+    default: return 0;
+  }
+}
+
 std::size_t shared_bytes(const KernelSpec& spec, const TuningParams& t) {
+  if (spec.dtype == DType::f32) return f32_shared_bytes(spec, t);
   const std::size_t n = head_chunks_of(spec, t);
   const std::size_t rows = t.block_rows, cols = t.block_cols;
   const std::size_t dqk16 = round_up(spec.dim_qk, 16), dv16 = round_up(spec.dim_v, 16);
@@ -243,7 +323,7 @@ std::size_t shared_bytes(const KernelSpec& spec, const TuningParams& t) {
 
 GeneratedKernel generate(const KernelSpec& spec, const TuningParams& t) {
   check_tuning(spec, t);
-  const KindInfo kind = info_of(spec.kind, t);
+  const KindInfo kind = info_of(spec, t);
   GeneratedKernel g;
   g.name = spec.to_string() + " | " + t.to_string();
   g.entry = kind.entry;
@@ -256,8 +336,7 @@ GeneratedKernel generate(const KernelSpec& spec, const TuningParams& t) {
     << "#include \"" << kind.header << "\"\n\n"
     << "namespace fg = flashgen_device;\n\n"
     << "struct Config {\n"
-    << "  static constexpr int kElement = " << (spec.dtype == DType::f16 ? "fg::kF16" : "fg::kBF16")
-    << ";\n"
+    << "  static constexpr int kElement = " << element_constant(spec.dtype) << ";\n"
     << "  static constexpr int kDimQK = " << spec.dim_qk << ";\n"
     << "  static constexpr int kDimV = " << spec.dim_v << ";\n"
     << "  static constexpr bool kCausal = " << (spec.causal ? "true" : "false") << ";\n"

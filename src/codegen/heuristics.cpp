@@ -188,7 +188,27 @@ bool prefer_atomic_backward(int dim_qk, int dim_v) {
   return round_up(dim_qk, 16) > 256 || round_up(dim_v, 16) > 256;
 }
 
+// fp32 (the CUDA-core kernels, simt_f32.cuh): 4 warps of 8 rows, one
+// traversed row per lane; output columns past 128 (dK and dV: 64 each) in
+// chunks, so the accumulators stay in registers; fewer warps where the
+// tiles (fp32, at full width) do not fit the shared memory.
+static TuningParams f32_tuning(const KernelSpec& spec, std::size_t shared_limit) {
+  const int widest = spec.dim_qk > spec.dim_v ? spec.dim_qk : spec.dim_v;
+  const int most_columns = spec.kind == KernelKind::backward_key_value ? 64 : 128;
+  const int head = spec.kind == KernelKind::forward ? (spec.dim_v > most_columns ? most_columns : 0)
+                   : spec.kind == KernelKind::backward_query
+                       ? (spec.dim_qk > most_columns ? most_columns : 0)
+                       : (widest > most_columns ? most_columns : 0);
+  TuningParams t{32, 32, head, 4, 0};
+  while (t.warps > 1 && shared_bytes(spec, t) > shared_limit) {
+    t.warps /= 2;
+    t.block_rows /= 2;
+  }
+  return t;
+}
+
 TuningParams default_tuning(const KernelSpec& spec, std::size_t shared_limit) {
+  if (spec.dtype == DType::f32) return f32_tuning(spec, shared_limit);
   TuningParams t = shape_for(spec);
   // Two resident CTAs of 4 warps hide latency much better than one: narrow the
   // traversed block (not below 32) until two fit in half the limit.

@@ -60,6 +60,13 @@ std::vector<SpreadCase> spread() {
   cases.push_back({KernelKind::forward, 130, DType::f16, true, "sm_90a", 2});
   for (KernelKind kind : {KernelKind::backward_prepare, KernelKind::convert_grad_q})
     cases.push_back({kind, 127, DType::bf16, false, "sm_90a", 1});
+  // The fp32 kernels (forward and the deterministic backward) on both archs.
+  int f = 0;
+  for (int dim : {1, 40, 127, 257, 512})
+    for (const char* arch : {"sm_80", "sm_90a"})
+      for (KernelKind kind :
+           {KernelKind::forward, KernelKind::backward_query, KernelKind::backward_key_value})
+        cases.push_back({kind, dim, DType::f32, (f++ / 3) % 2 == 1, arch, f % 2 ? 4 : 0});
   return cases;
 }
 

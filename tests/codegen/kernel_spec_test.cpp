@@ -280,5 +280,58 @@ TEST(DefaultTuning, AtomicBackwardOnlyPastTwoHundredFiftySixColumns) {
   EXPECT_TRUE(prefer_atomic_backward(64, 512));
 }
 
+// fp32: the CUDA-core kernels of the forward and the deterministic backward.
+KernelSpec f32_spec(KernelKind kind, int dim_qk, int dim_v) {
+  KernelSpec s = spec_of(kind, dim_qk, dim_v);
+  s.dtype = DType::f32;
+  return s;
+}
+
+TEST(Float32Kernels, DefaultsFitAndKeepTheirAccumulatorsInRegisters) {
+  for (KernelKind kind :
+       {KernelKind::forward, KernelKind::backward_query, KernelKind::backward_key_value})
+    for (int dim : {1, 40, 127, 128, 129, 257, 512}) {
+      const KernelSpec s = f32_spec(kind, dim, dim);
+      const TuningParams t = default_tuning(s, kHopperSharedLimit);
+      EXPECT_NO_THROW(check_tuning(s, t)) << s.to_string() << " " << t.to_string();
+      EXPECT_LE(shared_bytes(s, t), kHopperSharedLimit) << s.to_string();
+      EXPECT_EQ(t.block_rows, 8 * t.warps);
+      EXPECT_EQ(t.block_cols, 32);
+      const GeneratedKernel g = generate(s, t);
+      EXPECT_NE(g.source.find("fg::kF32"), std::string::npos);
+      EXPECT_NE(g.source.find("F32<Config>"), std::string::npos) << g.source;
+    }
+  // Wide heads: chunks of the output columns, and fewer warps where the
+  // full-width tiles need the shared memory.
+  EXPECT_EQ(default_tuning(f32_spec(KernelKind::forward, 512, 512), kHopperSharedLimit).head_block,
+            128);
+  EXPECT_LT(
+      default_tuning(f32_spec(KernelKind::backward_query, 512, 512), kHopperSharedLimit).warps, 4);
+}
+
+TEST(Float32Kernels, TuningRulesNameTheField) {
+  auto rule_of = [](const TuningParams& t, const KernelSpec& s = f32_spec(KernelKind::forward, 64,
+                                                                            64)) {
+    try {
+      check_tuning(s, t);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  EXPECT_EQ(rule_of({32, 32, 0, 4, 0}), "");
+  EXPECT_NE(rule_of({64, 32, 0, 4, 0}).find("rows = 8 * warps"), std::string::npos);
+  EXPECT_NE(rule_of({32, 64, 0, 4, 0}).find("cols = 32"), std::string::npos);
+  EXPECT_NE(rule_of({32, 32, 48, 4, 0}).find("head"), std::string::npos);
+  TuningParams wgmma{32, 32, 0, 4, 0};
+  wgmma.wgmma = true;
+  EXPECT_NE(rule_of(wgmma).find("mma"), std::string::npos);
+  // Accumulators past 256 columns per CTA.
+  EXPECT_NE(rule_of({32, 32, 0, 4, 0}, f32_spec(KernelKind::forward, 64, 512)).find("256 output"),
+            std::string::npos);
+  // No atomic kernel for fp32.
+  EXPECT_THROW(generate(f32_spec(KernelKind::backward_atomic, 64, 64), {32, 32, 0, 4, 0}), Error);
+}
+
 }  // namespace
 }  // namespace flashgen

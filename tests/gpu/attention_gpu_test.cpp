@@ -12,6 +12,7 @@
 #include "attention_case.hpp"
 #include "attention_check.hpp"
 #include "device_storage.hpp"
+#include "scoped_env.hpp"
 #include "test_tensor.hpp"
 #include "tune/tuning_table.hpp"
 
@@ -25,7 +26,7 @@ Options gpu_options(bool deterministic = true) {
   return options;
 }
 
-// The GPU kernels take f16 and bf16; f32 has its own test below.
+// The tensor-core kernels take f16 and bf16; f32 has its own tests below.
 std::vector<Case> half_precision(std::vector<Case> cases) {
   std::vector<Case> out;
   for (const Case& c : cases)
@@ -305,14 +306,48 @@ TEST(GpuAttention, DeterministicBackwardIsBitIdentical) {
   }
 }
 
-TEST(GpuAttention, Float32IsRefusedWithAClearError) {
+TEST(GpuAttention, Float32IsRefusedUnlessAskedFor) {
   FLASHGEN_SKIP_WITHOUT_GPU();
+  const ScopedEnv off("FLASHGEN_CUDA_F32", nullptr);
   Case c;
   c.dtype = DType::f32;
   ::testing::AssertionResult result = check_forward(c, gpu_options());
-  if (result) return;  // f32 runs on the GPU: nothing to refuse
-  EXPECT_NE(std::string(result.message()).find("f32"), std::string::npos) << result.message();
+  ASSERT_FALSE(result) << "f32 ran without FLASHGEN_CUDA_F32=1";
+  EXPECT_NE(std::string(result.message()).find("FLASHGEN_CUDA_F32"), std::string::npos)
+      << result.message();
 }
+
+// The fp32 kernels (CUDA cores, fp32 throughout) against the fp32 rule: the
+// standard f32 cases and random shapes, forward and backward; the backward is
+// the deterministic one whichever variant is asked for.
+class GpuFloat32 : public ::testing::TestWithParam<Case> {
+ protected:
+  ScopedEnv opt_in_{"FLASHGEN_CUDA_F32", "1"};
+};
+
+TEST_P(GpuFloat32, ForwardMatchesReference) {
+  FLASHGEN_SKIP_WITHOUT_GPU();
+  EXPECT_TRUE(check_forward(GetParam(), gpu_options()));
+}
+
+TEST_P(GpuFloat32, BackwardMatchesReference) {
+  FLASHGEN_SKIP_WITHOUT_GPU();
+  EXPECT_TRUE(check_backward(GetParam(), gpu_options(true)));
+  EXPECT_TRUE(check_backward(GetParam(), gpu_options(false)));
+}
+
+std::vector<Case> float32_cases() {
+  std::vector<Case> cases;
+  for (const Case& c : standard_backward_cases())
+    if (c.dtype == DType::f32) cases.push_back(c);
+  for (Case c : random_cases(8)) {
+    c.dtype = DType::f32;
+    cases.push_back(c);
+  }
+  return cases;
+}
+
+INSTANTIATE_TEST_SUITE_P(All, GpuFloat32, ::testing::ValuesIn(float32_cases()), CaseName());
 
 }  // namespace
 }  // namespace flashgen::testing

@@ -1,0 +1,138 @@
+// Backward, key/value side, for fp32 tensors on the CUDA cores
+// (simt_f32.cuh): one CTA owns 8 keys per warp of one kv head (and one chunk
+// of dK's and dV's columns) and traverses query blocks of 32 of every query
+// head in its group, a lane per query. Four products, transposed so the
+// CTA's keys are the rows:
+//
+//   Sᵀ  = K·Qᵀ,   Pᵀ = exp2(Sᵀ·scale·log2e − L2[query])
+//   dPᵀ = V·dOᵀ
+//   dV += Pᵀ·dO
+//   dSᵀ = Pᵀ ∘ (dPᵀ − Dterm[query]),   dK += dSᵀ·Q   (dK = scale · Σ dSᵀ·Q)
+//
+// Dterm comes from the query kernel, which runs first. GQA sums over the
+// group's query heads inside the CTA: no element is ever added by two CTAs.
+#pragma once
+
+#include "simt_f32.cuh"
+
+namespace flashgen_device {
+
+// C (generated): kDimQK, kDimV, kWarps, kHeadChunks (CTAs splitting dK's and
+// dV's columns), kCausal.
+template <class C>
+struct BackwardKeyValueF32 {
+  static constexpr int kThreads = C::kWarps * 32;
+  static constexpr int kBlockM = C::kWarps * kSimtRowsPerWarp;  // keys per CTA
+  static constexpr int kDimQK = C::kDimQK, kDimV = C::kDimV;
+  static constexpr int kDkChunk = simt_chunk(kDimQK, C::kHeadChunks);
+  static constexpr int kDvChunk = simt_chunk(kDimV, C::kHeadChunks);
+  // Q and dO are read one row per lane (Sᵀ, dPᵀ) and by columns (dSᵀ·Q,
+  // Pᵀ·dO): odd strides, zero past Dqk and Dv up to the last chunk's end.
+  static constexpr int kQCols = odd_stride(kDkChunk * C::kHeadChunks);
+  static constexpr int kGradOCols = odd_stride(kDvChunk * C::kHeadChunks);
+
+  struct SharedStorage {
+    float k[kBlockM * kDimQK];                // [kBlockM][Dqk]
+    float v[kBlockM * kDimV];                 // [kBlockM][Dv]
+    float q[kSimtBlockN * kQCols];            // [32][Dqk], zero past Dqk
+    float grad_o[kSimtBlockN * kGradOCols];   // [32][Dv], zero past Dv
+    float lse_log2[kSimtBlockN];
+    float dterm[kSimtBlockN];
+  };
+
+  static __device__ void run(const AttentionParams& p, unsigned char* shared_bytes) {
+    SharedStorage& smem = *reinterpret_cast<SharedStorage*>(shared_bytes);
+    const int thread = threadIdx.x, lane = thread & 31, warp = thread >> 5;
+    const int kv_head = blockIdx.y;
+    const int batch = blockIdx.z / C::kHeadChunks, chunk = blockIdx.z % C::kHeadChunks;
+    const int key0 = blockIdx.x * kBlockM;
+    const int warp_local0 = warp * kSimtRowsPerWarp;
+    const int warp_key0 = key0 + warp_local0;
+    const int dk0 = chunk * kDkChunk, dv0 = chunk * kDvChunk;
+
+    const float* k = static_cast<const float*>(p.k.data) + batch * p.k.stride_batch +
+                     kv_head * p.k.stride_heads + key0 * p.k.stride_seq;
+    const float* v = static_cast<const float*>(p.v.data) + batch * p.v.stride_batch +
+                     kv_head * p.v.stride_heads + key0 * p.v.stride_seq;
+    load_f32_tile<kBlockM, kDimQK, kDimQK, kThreads>(smem.k, k, p.k.stride_seq, p.k.stride_dim,
+                                                     p.seq_kv - key0, kDimQK, thread);
+    load_f32_tile<kBlockM, kDimV, kDimV, kThreads>(smem.v, v, p.v.stride_seq, p.v.stride_dim,
+                                                   p.seq_kv - key0, kDimV, thread);
+
+    float dk[kSimtRowsPerWarp][kDkChunk / 32], dv[kSimtRowsPerWarp][kDvChunk / 32];
+#pragma unroll
+    for (int r = 0; r < kSimtRowsPerWarp; ++r) {
+#pragma unroll
+      for (int c = 0; c < kDkChunk / 32; ++c) dk[r][c] = 0.0f;
+#pragma unroll
+      for (int c = 0; c < kDvChunk / 32; ++c) dv[r][c] = 0.0f;
+    }
+    const float* k_warp = smem.k + warp_local0 * kDimQK;
+    const float* v_warp = smem.v + warp_local0 * kDimV;
+
+    // Causal: query i sees key j when j <= i + offset, so the CTA's first key
+    // is seen from query key0 - offset on.
+    const int first_query = C::kCausal ? max_of(0, key0 - p.causal_offset) : 0;
+    const int first_block = first_query / kSimtBlockN;
+    const int m_blocks = ceil_div(p.seq_q, kSimtBlockN);
+
+    for (int g = 0; g < p.group_size; ++g) {
+      const int head = kv_head * p.group_size + g;
+      const float* q = static_cast<const float*>(p.q.data) + batch * p.q.stride_batch +
+                       head * p.q.stride_heads;
+      const float* grad_o = static_cast<const float*>(p.grad_o.data) +
+                            batch * p.grad_o.stride_batch + head * p.grad_o.stride_heads;
+      for (int m_block = first_block; m_block < m_blocks; ++m_block) {
+        const int query0 = m_block * kSimtBlockN;
+        __syncthreads();  // every warp is done with the previous Q and dO (and K, V are in)
+        load_f32_tile<kSimtBlockN, kQCols, kQCols, kThreads>(
+            smem.q, q + query0 * p.q.stride_seq, p.q.stride_seq, p.q.stride_dim,
+            p.seq_q - query0, kDimQK, thread);
+        load_f32_tile<kSimtBlockN, kGradOCols, kGradOCols, kThreads>(
+            smem.grad_o, grad_o + query0 * p.grad_o.stride_seq, p.grad_o.stride_seq,
+            p.grad_o.stride_dim, p.seq_q - query0, kDimV, thread);
+        for (int i = thread; i < kSimtBlockN; i += kThreads) {
+          const int row = query0 + i;
+          smem.lse_log2[i] = lse_log2(p.lse, batch, head, row, p.seq_q);
+          smem.dterm[i] = row < p.seq_q ? p.dterm.data[batch * p.dterm.stride_batch +
+                                                       head * p.dterm.stride_heads +
+                                                       row * p.dterm.stride_seq]
+                                        : 0.0f;
+        }
+        __syncthreads();
+
+        float st[kSimtRowsPerWarp], dpt[kSimtRowsPerWarp];
+        dot_rows<kDimQK, kDimQK>(st, k_warp, smem.q + lane * kQCols);
+        dot_rows<kDimV, kDimV>(dpt, v_warp, smem.grad_o + lane * kGradOCols);
+        const int query = query0 + lane;
+        const float l2 = smem.lse_log2[lane], dterm = smem.dterm[lane];
+#pragma unroll
+        for (int r = 0; r < kSimtRowsPerWarp; ++r) {
+          st[r] = visible<C::kCausal>(p, query, warp_key0 + r)
+                      ? exp2f(st[r] * p.scale_log2 - l2)
+                      : 0.0f;                      // Pᵀ
+          dpt[r] = st[r] * (dpt[r] - dterm);       // dSᵀ
+        }
+        accumulate_product<kDvChunk, kGradOCols>(dv, st, smem.grad_o + dv0, lane);
+        accumulate_product<kDkChunk, kQCols>(dk, dpt, smem.q + dk0, lane);
+      }
+    }
+
+    float scale[kSimtRowsPerWarp], one[kSimtRowsPerWarp];
+#pragma unroll
+    for (int r = 0; r < kSimtRowsPerWarp; ++r) {
+      scale[r] = p.scale;
+      one[r] = 1.0f;
+    }
+    float* grad_k = static_cast<float*>(p.grad_k.data) + batch * p.grad_k.stride_batch +
+                    kv_head * p.grad_k.stride_heads;
+    float* grad_v = static_cast<float*>(p.grad_v.data) + batch * p.grad_v.stride_batch +
+                    kv_head * p.grad_v.stride_heads;
+    store_rows<kDkChunk>(grad_k, p.grad_k.stride_seq, p.grad_k.stride_dim, dk, scale, warp_key0,
+                         p.seq_kv, dk0, kDimQK, lane);
+    store_rows<kDvChunk>(grad_v, p.grad_v.stride_seq, p.grad_v.stride_dim, dv, one, warp_key0,
+                         p.seq_kv, dv0, kDimV, lane);
+  }
+};
+
+}  // namespace flashgen_device

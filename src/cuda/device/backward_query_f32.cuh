@@ -1,0 +1,117 @@
+// Backward, query side, for fp32 tensors on the CUDA cores (simt_f32.cuh):
+// one CTA owns 8 query rows per warp (and one chunk of dQ's columns) and
+// traverses key blocks of 32, like the forward. Three products:
+//
+//   S  = Q·Kᵀ,  P = exp2(S·scale·log2e − L2)      (recomputed, L2 from the LSE)
+//   dP = dO·Vᵀ
+//   dS = P ∘ (dP − Dterm),  dQ += dS·K             (dQ = scale · Σ dS·K)
+//
+// It first computes Dterm = rowsum(dO ∘ O) of its rows and writes it for the
+// key/value kernel, which runs next. No atomics: each dQ element has one owner.
+#pragma once
+
+#include "simt_f32.cuh"
+
+namespace flashgen_device {
+
+// C (generated): kDimQK, kDimV, kWarps, kHeadChunks (CTAs splitting dQ's
+// columns), kCausal.
+template <class C>
+struct BackwardQueryF32 {
+  static constexpr int kThreads = C::kWarps * 32;
+  static constexpr int kBlockM = C::kWarps * kSimtRowsPerWarp;
+  static constexpr int kDimQK = C::kDimQK, kDimV = C::kDimV;
+  static constexpr int kDqChunk = simt_chunk(kDimQK, C::kHeadChunks);
+  // K is read one row per lane (S) and by columns (dS·K): an odd stride and
+  // room for the chunk's columns past Dqk, which stay zero.
+  static constexpr int kKCols = odd_stride(kDqChunk * C::kHeadChunks);  // >= Dqk
+  static constexpr int kVStride = odd_stride(kDimV);
+
+  struct SharedStorage {
+    float q[kBlockM * kDimQK];        // [kBlockM][Dqk]
+    float grad_o[kBlockM * kDimV];    // [kBlockM][Dv]
+    float k[kSimtBlockN * kKCols];    // [32][Dqk], zero past Dqk
+    float v[kSimtBlockN * kVStride];  // [32][Dv]
+    float lse_log2[kBlockM];
+    float dterm[kBlockM];
+  };
+
+  static __device__ void run(const AttentionParams& p, unsigned char* shared_bytes) {
+    SharedStorage& smem = *reinterpret_cast<SharedStorage*>(shared_bytes);
+    const int thread = threadIdx.x, lane = thread & 31, warp = thread >> 5;
+    const int head = blockIdx.y;
+    const int batch = blockIdx.z / C::kHeadChunks, chunk = blockIdx.z % C::kHeadChunks;
+    const int kv_head = head / p.group_size;
+    const int row0 = blockIdx.x * kBlockM;
+    const int warp_local0 = warp * kSimtRowsPerWarp;
+    const int warp_row0 = row0 + warp_local0;
+    const int dq0 = chunk * kDqChunk;
+
+    const float* q = static_cast<const float*>(p.q.data) + batch * p.q.stride_batch +
+                     head * p.q.stride_heads + row0 * p.q.stride_seq;
+    const float* grad_o = static_cast<const float*>(p.grad_o.data) +
+                          batch * p.grad_o.stride_batch + head * p.grad_o.stride_heads +
+                          row0 * p.grad_o.stride_seq;
+    const float* k = static_cast<const float*>(p.k.data) + batch * p.k.stride_batch +
+                     kv_head * p.k.stride_heads;
+    const float* v = static_cast<const float*>(p.v.data) + batch * p.v.stride_batch +
+                     kv_head * p.v.stride_heads;
+
+    int n_blocks = ceil_div(p.seq_kv, kSimtBlockN);
+    if (C::kCausal) {
+      const int last_key = min_of(row0 + kBlockM - 1, p.seq_q - 1) + p.causal_offset;
+      n_blocks = min_of(n_blocks, last_key < 0 ? 0 : ceil_div(last_key + 1, kSimtBlockN));
+    }
+    load_f32_tile<kBlockM, kDimQK, kDimQK, kThreads>(smem.q, q, p.q.stride_seq, p.q.stride_dim,
+                                                     p.seq_q - row0, kDimQK, thread);
+    load_f32_tile<kBlockM, kDimV, kDimV, kThreads>(smem.grad_o, grad_o, p.grad_o.stride_seq,
+                                                   p.grad_o.stride_dim, p.seq_q - row0, kDimV,
+                                                   thread);
+    stage_query_rows_f32<kDimV, kBlockM, C::kWarps>(p, batch, head, row0, smem.dterm,
+                                                    smem.lse_log2, chunk == 0, warp, lane);
+
+    float dq[kSimtRowsPerWarp][kDqChunk / 32];
+#pragma unroll
+    for (int r = 0; r < kSimtRowsPerWarp; ++r)
+#pragma unroll
+      for (int c = 0; c < kDqChunk / 32; ++c) dq[r][c] = 0.0f;
+    const float* q_warp = smem.q + warp_local0 * kDimQK;
+    const float* grad_o_warp = smem.grad_o + warp_local0 * kDimV;
+
+    for (int n_block = 0; n_block < n_blocks; ++n_block) {
+      const int key0 = n_block * kSimtBlockN;
+      __syncthreads();  // every warp is done with the previous K and V (and the rows are in)
+      load_f32_tile<kSimtBlockN, kKCols, kKCols, kThreads>(
+          smem.k, k + key0 * p.k.stride_seq, p.k.stride_seq, p.k.stride_dim, p.seq_kv - key0,
+          kDimQK, thread);
+      load_f32_tile<kSimtBlockN, kDimV, kVStride, kThreads>(
+          smem.v, v + key0 * p.v.stride_seq, p.v.stride_seq, p.v.stride_dim, p.seq_kv - key0,
+          kDimV, thread);
+      __syncthreads();
+
+      float s[kSimtRowsPerWarp], dp[kSimtRowsPerWarp];
+      dot_rows<kDimQK, kDimQK>(s, q_warp, smem.k + lane * kKCols);
+      dot_rows<kDimV, kDimV>(dp, grad_o_warp, smem.v + lane * kVStride);
+      const int key = key0 + lane;
+#pragma unroll
+      for (int r = 0; r < kSimtRowsPerWarp; ++r) {
+        const int local = warp_local0 + r;
+        const float prob = visible<C::kCausal>(p, warp_row0 + r, key)
+                               ? exp2f(s[r] * p.scale_log2 - smem.lse_log2[local])
+                               : 0.0f;
+        s[r] = prob * (dp[r] - smem.dterm[local]);  // dS
+      }
+      accumulate_product<kDqChunk, kKCols>(dq, s, smem.k + dq0, lane);
+    }
+
+    float scale[kSimtRowsPerWarp];
+#pragma unroll
+    for (int r = 0; r < kSimtRowsPerWarp; ++r) scale[r] = p.scale;
+    float* out = static_cast<float*>(p.grad_q.data) + batch * p.grad_q.stride_batch +
+                 head * p.grad_q.stride_heads;
+    store_rows<kDqChunk>(out, p.grad_q.stride_seq, p.grad_q.stride_dim, dq, scale, warp_row0,
+                         p.seq_q, dq0, kDimQK, lane);
+  }
+};
+
+}  // namespace flashgen_device

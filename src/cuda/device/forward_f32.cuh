@@ -1,0 +1,121 @@
+// Forward for fp32 tensors on the CUDA cores (simt_f32.cuh): one CTA owns
+// 8 query rows per warp (and one chunk of the value columns) and traverses
+// key blocks of 32 with an online softmax in the log2 domain, as the
+// tensor-core forward does:
+//
+//   S = Q·Kᵀ (a lane's key against the warp's rows),  P = exp2(S·scale·log2e − m)
+//   O = O·correction + P·V
+#pragma once
+
+#include "simt_f32.cuh"
+
+namespace flashgen_device {
+
+// C (generated): kDimQK, kDimV, kWarps, kHeadChunks (CTAs splitting the value
+// columns), kCausal.
+template <class C>
+struct ForwardF32 {
+  static constexpr int kThreads = C::kWarps * 32;
+  static constexpr int kBlockM = C::kWarps * kSimtRowsPerWarp;
+  static constexpr int kDimQK = C::kDimQK;
+  static constexpr int kDvChunk = simt_chunk(C::kDimV, C::kHeadChunks);
+  static constexpr int kKStride = odd_stride(kDimQK);
+
+  struct SharedStorage {
+    float q[kBlockM * kDimQK];      // [kBlockM][Dqk]
+    float k[kSimtBlockN * kKStride];  // [32][Dqk], odd stride
+    float v[kSimtBlockN * kDvChunk];  // [32][chunk]
+  };
+
+  static __device__ void run(const AttentionParams& p, unsigned char* shared_bytes) {
+    SharedStorage& smem = *reinterpret_cast<SharedStorage*>(shared_bytes);
+    const int thread = threadIdx.x, lane = thread & 31, warp = thread >> 5;
+    const int head = blockIdx.y;
+    const int batch = blockIdx.z / C::kHeadChunks, chunk = blockIdx.z % C::kHeadChunks;
+    const int kv_head = head / p.group_size;
+    const int row0 = blockIdx.x * kBlockM;
+    const int warp_row0 = row0 + warp * kSimtRowsPerWarp;
+    const int dv0 = chunk * kDvChunk;
+    const int value_cols = min_of(C::kDimV - dv0, kDvChunk);
+
+    const float* q = static_cast<const float*>(p.q.data) + batch * p.q.stride_batch +
+                     head * p.q.stride_heads + row0 * p.q.stride_seq;
+    const float* k = static_cast<const float*>(p.k.data) + batch * p.k.stride_batch +
+                     kv_head * p.k.stride_heads;
+    const float* v = static_cast<const float*>(p.v.data) + batch * p.v.stride_batch +
+                     kv_head * p.v.stride_heads + dv0 * p.v.stride_dim;
+
+    int n_blocks = ceil_div(p.seq_kv, kSimtBlockN);
+    if (C::kCausal) {
+      const int last_key = min_of(row0 + kBlockM - 1, p.seq_q - 1) + p.causal_offset;
+      n_blocks = min_of(n_blocks, last_key < 0 ? 0 : ceil_div(last_key + 1, kSimtBlockN));
+    }
+    load_f32_tile<kBlockM, kDimQK, kDimQK, kThreads>(smem.q, q, p.q.stride_seq, p.q.stride_dim,
+                                                     p.seq_q - row0, C::kDimQK, thread);
+
+    float o[kSimtRowsPerWarp][kDvChunk / 32];
+    float row_max[kSimtRowsPerWarp], row_sum[kSimtRowsPerWarp];
+#pragma unroll
+    for (int r = 0; r < kSimtRowsPerWarp; ++r) {
+      row_max[r] = negative_infinity();
+      row_sum[r] = 0.0f;
+#pragma unroll
+      for (int c = 0; c < kDvChunk / 32; ++c) o[r][c] = 0.0f;
+    }
+    const float* q_warp = smem.q + warp * kSimtRowsPerWarp * kDimQK;
+
+    for (int n_block = 0; n_block < n_blocks; ++n_block) {
+      const int key0 = n_block * kSimtBlockN;
+      __syncthreads();  // every warp is done with the previous K and V (and Q is in)
+      load_f32_tile<kSimtBlockN, kDimQK, kKStride, kThreads>(
+          smem.k, k + key0 * p.k.stride_seq, p.k.stride_seq, p.k.stride_dim, p.seq_kv - key0,
+          C::kDimQK, thread);
+      load_f32_tile<kSimtBlockN, kDvChunk, kDvChunk, kThreads>(
+          smem.v, v + key0 * p.v.stride_seq, p.v.stride_seq, p.v.stride_dim, p.seq_kv - key0,
+          value_cols, thread);
+      __syncthreads();
+
+      float s[kSimtRowsPerWarp];
+      dot_rows<kDimQK, kDimQK>(s, q_warp, smem.k + lane * kKStride);
+      const int key = key0 + lane;
+#pragma unroll
+      for (int r = 0; r < kSimtRowsPerWarp; ++r) {
+        const float scaled = visible<C::kCausal>(p, warp_row0 + r, key)
+                                 ? s[r] * p.scale_log2
+                                 : negative_infinity();
+        const float new_max = max_of(row_max[r], warp_max(scaled));
+        // Until a row has seen a key its maximum is -inf: nothing to correct.
+        const bool none = new_max == negative_infinity();
+        const float correction = none ? 1.0f : exp2f(row_max[r] - new_max);
+        s[r] = none ? 0.0f : exp2f(scaled - new_max);
+        row_sum[r] = row_sum[r] * correction + warp_sum(s[r]);
+        row_max[r] = new_max;
+#pragma unroll
+        for (int c = 0; c < kDvChunk / 32; ++c) o[r][c] *= correction;
+      }
+      accumulate_product<kDvChunk, kDvChunk>(o, s, smem.v, lane);
+    }
+
+    // A row with no visible key gets O = 0 and LSE = -inf.
+    float inverse_sum[kSimtRowsPerWarp];
+#pragma unroll
+    for (int r = 0; r < kSimtRowsPerWarp; ++r)
+      inverse_sum[r] = row_sum[r] > 0.0f ? 1.0f / row_sum[r] : 0.0f;
+    float* out = static_cast<float*>(p.o.data) + batch * p.o.stride_batch +
+                 head * p.o.stride_heads;
+    store_rows<kDvChunk>(out, p.o.stride_seq, p.o.stride_dim, o, inverse_sum, warp_row0, p.seq_q,
+                         dv0, C::kDimV, lane);
+    if (chunk == 0 && p.lse.data != nullptr && lane < kSimtRowsPerWarp) {
+      const int row = warp_row0 + lane;
+      float lse = negative_infinity();
+#pragma unroll
+      for (int r = 0; r < kSimtRowsPerWarp; ++r)
+        if (r == lane && row_sum[r] > 0.0f) lse = (row_max[r] + log2f(row_sum[r])) * kLn2;
+      if (row < p.seq_q)
+        p.lse.data[batch * p.lse.stride_batch + head * p.lse.stride_heads +
+                   row * p.lse.stride_seq] = lse;
+    }
+  }
+};
+
+}  // namespace flashgen_device

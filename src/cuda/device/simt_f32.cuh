@@ -1,0 +1,139 @@
+// What the fp32 kernels share. fp32 inputs run on the CUDA cores in fp32
+// (no tensor cores, no conversion), so their results meet the fp32
+// correctness rule; they are the slow, exact path for f32 tensors.
+//
+// Layout of the work: a warp owns 8 rows of the CTA's block; a traversed
+// block has 32 rows, one per lane. A lane computes the 8 scores of its
+// traversed row against the warp's rows; the products with the traversed
+// tile (P·V, dS·K, Pᵀ·dO, dSᵀ·Q) pass each lane's value to the others with
+// shuffles, and a lane accumulates output columns lane, lane + 32, ...
+#pragma once
+
+#include "common.cuh"
+#include "row_stats.cuh"
+
+namespace flashgen_device {
+
+constexpr int kSimtRowsPerWarp = 8;
+constexpr int kSimtBlockN = 32;  // traversed rows: one per lane
+
+// Output columns a CTA owns when `chunks` CTAs split `dim`: a multiple of 32
+// (a lane's columns are lane + 32·c).
+constexpr __device__ __host__ int simt_chunk(int dim, int chunks) {
+  return round_up(ceil_div(dim, chunks), 32);
+}
+
+// Row stride of a traversed tile read one row per lane: odd, so the 32
+// lanes' words fall in 32 distinct banks.
+constexpr __device__ __host__ int odd_stride(int cols) { return cols % 2 == 1 ? cols : cols + 1; }
+
+// [kRows][kCols] from global (any strides) into shared memory with row
+// stride kStride; elements past valid_rows or valid_cols are zero.
+template <int kRows, int kCols, int kStride, int kThreads>
+__device__ __forceinline__ void load_f32_tile(float* dst, const float* src, index_t stride_seq,
+                                              index_t stride_dim, int valid_rows, int valid_cols,
+                                              int thread) {
+  for (int i = thread; i < kRows * kCols; i += kThreads) {
+    const int r = i / kCols, c = i % kCols;
+    dst[r * kStride + c] =
+        r < valid_rows && c < valid_cols ? src[r * stride_seq + c * stride_dim] : 0.0f;
+  }
+}
+
+__device__ __forceinline__ float warp_max(float x) {
+#pragma unroll
+  for (int offset = 16; offset > 0; offset >>= 1)
+    x = max_of(x, __shfl_xor_sync(0xffffffffu, x, offset));
+  return x;
+}
+
+// The 8 dot products of a warp's rows (row stride kRowStride) with this
+// lane's traversed row (`mine`), over kDim columns.
+template <int kDim, int kRowStride>
+__device__ __forceinline__ void dot_rows(float (&out)[kSimtRowsPerWarp], const float* rows,
+                                         const float* mine) {
+#pragma unroll
+  for (int r = 0; r < kSimtRowsPerWarp; ++r) out[r] = 0.0f;
+  for (int d = 0; d < kDim; ++d) {
+    const float x = mine[d];
+#pragma unroll
+    for (int r = 0; r < kSimtRowsPerWarp; ++r) out[r] += rows[r * kRowStride + d] * x;
+  }
+}
+
+// acc[r][c] += Σ_j weight_j[r] · tile[j][lane + 32c], weight_j the value of
+// lane j: the product of the warp's 8 x 32 weights with a [32][kCols] tile.
+template <int kCols, int kStride>
+__device__ __forceinline__ void accumulate_product(float (&acc)[kSimtRowsPerWarp][kCols / 32],
+                                                   const float (&weight)[kSimtRowsPerWarp],
+                                                   const float* tile, int lane) {
+  for (int j = 0; j < kSimtBlockN; ++j) {
+    float x[kCols / 32];
+#pragma unroll
+    for (int c = 0; c < kCols / 32; ++c) x[c] = tile[j * kStride + lane + 32 * c];
+#pragma unroll
+    for (int r = 0; r < kSimtRowsPerWarp; ++r) {
+      const float w = __shfl_sync(0xffffffffu, weight[r], j);
+#pragma unroll
+      for (int c = 0; c < kCols / 32; ++c) acc[r][c] += w * x[c];
+    }
+  }
+}
+
+// Writes factor · acc of the warp's rows [row0, row0 + 8) and the columns
+// col0 + lane + 32c of `out` (a [seq][dim] view at the CTA's batch and head)
+// that exist.
+template <int kCols>
+__device__ __forceinline__ void store_rows(float* out, index_t stride_seq, index_t stride_dim,
+                                           const float (&acc)[kSimtRowsPerWarp][kCols / 32],
+                                           const float (&factor)[kSimtRowsPerWarp], int row0,
+                                           int rows, int col0, int cols, int lane) {
+#pragma unroll
+  for (int r = 0; r < kSimtRowsPerWarp; ++r) {
+    if (row0 + r >= rows) continue;
+#pragma unroll
+    for (int c = 0; c < kCols / 32; ++c) {
+      const int col = col0 + lane + 32 * c;
+      if (col < cols) out[(row0 + r) * stride_seq + col * stride_dim] = acc[r][c] * factor[r];
+    }
+  }
+}
+
+// Dterm = rowsum(dO ∘ O) and L2 (lse_log2) of query rows [row0, row0 +
+// kRows) into shared arrays, one warp a row; Dterm also to global when
+// `write_global`.
+template <int kDimV, int kRows, int kWarps>
+__device__ __forceinline__ void stage_query_rows_f32(const AttentionParams& p, int batch, int head,
+                                                     int row0, float* dterm_shared,
+                                                     float* l2_shared, bool write_global,
+                                                     int warp, int lane) {
+  const float* grad_o = static_cast<const float*>(p.grad_o.data) + batch * p.grad_o.stride_batch +
+                        head * p.grad_o.stride_heads;
+  const float* o = static_cast<const float*>(p.o.data) + batch * p.o.stride_batch +
+                   head * p.o.stride_heads;
+  for (int r = warp; r < kRows; r += kWarps) {
+    const int row = row0 + r;
+    float dterm = 0.0f;
+    if (row < p.seq_q) {
+      for (int c = lane; c < kDimV; c += 32)
+        dterm += grad_o[row * p.grad_o.stride_seq + c * p.grad_o.stride_dim] *
+                 o[row * p.o.stride_seq + c * p.o.stride_dim];
+      dterm = warp_sum(dterm);
+    }
+    if (lane == 0) {
+      dterm_shared[r] = dterm;
+      l2_shared[r] = lse_log2(p.lse, batch, head, row, p.seq_q);
+      if (write_global && row < p.seq_q)
+        p.dterm.data[batch * p.dterm.stride_batch + head * p.dterm.stride_heads +
+                     row * p.dterm.stride_seq] = dterm;
+    }
+  }
+}
+
+// Whether query `query` sees key `key` (both inside their sequences).
+template <bool kCausal>
+__device__ __forceinline__ bool visible(const AttentionParams& p, int query, int key) {
+  return query < p.seq_q && key < p.seq_kv && (!kCausal || key <= query + p.causal_offset);
+}
+
+}  // namespace flashgen_device
