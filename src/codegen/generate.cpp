@@ -174,6 +174,12 @@ void check_tuning(const KernelSpec& spec, const TuningParams& t) {
     if (spec.kind == KernelKind::forward && wgmma_forward_stages(t) < 3)
       fail("producer=warp needs stages >= 3");
   }
+  if (t.tma) {
+    if (!(t.producer && spec.kind == KernelKind::forward))
+      fail("copy=tma applies to the wgmma forward with producer=warp only");
+    if (spec.vec != 8)
+      fail("copy=tma needs rows, strides and pointers aligned to 16 bytes (alignment class 8)");
+  }
 }
 
 // The output columns a kernel kind splits across CTAs: Dv for the forward,
@@ -196,6 +202,7 @@ std::string forced_only_path(const KernelSpec&, const TuningParams& t) {
   // Correct on the H200 (forced GPU tests) but 1.7-2x slower than the same
   // shapes without it (bench/NOTES.md): one warp's cp.async copies cannot
   // keep up with the tensor cores.
+  if (t.tma) return "the wgmma forward whose producer copies with TMA (not yet run on a GPU)";
   if (t.producer) return "the wgmma kernels with a producer warpgroup (slower than without)";
   return "";
 }
@@ -352,7 +359,8 @@ GeneratedKernel generate(const KernelSpec& spec, const TuningParams& t) {
       << "  static constexpr bool kCacheGradO = " << ((t.cached & kCacheGradO) ? "true" : "false")
       << ";\n";
     if (t.wgmma && spec.kind == KernelKind::forward)
-      s << "  static constexpr int kStages = " << wgmma_forward_stages(t) << ";\n";
+      s << "  static constexpr int kStages = " << wgmma_forward_stages(t) << ";\n"
+        << "  static constexpr bool kTma = " << (t.tma ? "true" : "false") << ";\n";
   }
   s << "};\n\n"
     << "using Kernel = fg::" << kind.kernel << "<Config>;\n";
@@ -361,10 +369,14 @@ GeneratedKernel generate(const KernelSpec& spec, const TuningParams& t) {
       << ", \"host and device disagree on the shared-memory layout\");\n";
   // min 1 CTA per SM: ptxas may use up to 255 registers rather than spill to
   // fit an occupancy target of its own; the tuning decides occupancy.
+  // TMA kernels also take their tensor maps, as parameters the copies read
+  // in place (__grid_constant__); TMA writes shared memory 128-byte aligned.
+  g.tensor_maps = t.tma;
   s << "\nextern \"C\" __global__ void __launch_bounds__(" << g.threads << ", 1) " << g.entry
-    << "(const fg::AttentionParams params) {\n"
-    << "  extern __shared__ __align__(16) unsigned char shared[];\n"
-    << "  Kernel::run(params, shared);\n"
+    << "(const fg::AttentionParams params"
+    << (g.tensor_maps ? ", const __grid_constant__ fg::ForwardTensorMaps maps" : "") << ") {\n"
+    << "  extern __shared__ __align__(128) unsigned char shared[];\n"
+    << "  Kernel::run(params, " << (g.tensor_maps ? "maps, " : "") << "shared);\n"
     << "}\n";
   g.source = s.str();
   return g;

@@ -61,9 +61,14 @@ struct TuningParams {
   // warpgroups synchronise with it per stage instead of with each other per
   // block. The forward needs 3 stages or more (the default when set).
   bool producer = false;
+  // The producer copies the traversed tiles with the Tensor Memory
+  // Accelerator (one cp.async.bulk.tensor per 8-column slice of a tile,
+  // completing on the stage's barrier) instead of cp.async: the wgmma
+  // forward with producer=warp on 16-byte aligned rows (sm_90a).
+  bool tma = false;
 
   int row_tiles() const { return block_rows / (16 * warps); }  // 16-row tiles per warp
-  std::string to_string() const;  // "rows=128 cols=64 head=128 warps=4 cache=Q" [" mma=wgmma"] [" stages=3"] [" producer=warp"]
+  std::string to_string() const;  // "rows=128 cols=64 head=128 warps=4 cache=Q" [" mma=wgmma"] [" stages=3"] [" producer=warp"] [" copy=tma"]
   bool operator==(const TuningParams&) const = default;
 };
 

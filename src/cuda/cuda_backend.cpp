@@ -13,6 +13,7 @@
 #include "codegen/heuristics.hpp"
 #include "cuda/kernel_args.hpp"
 #include "cuda/runtime/runtime.hpp"
+#include "cuda/tensor_maps.hpp"
 #include "tune/tuning_table.hpp"
 
 namespace flashgen::cuda {
@@ -134,10 +135,15 @@ LaunchShape block_grid(const KernelChoice& c, std::int64_t rows, std::int64_t he
   return shape;
 }
 
+// tensor_maps: the entry's second parameter, for kernels that take one
+// (GeneratedKernel::tensor_maps).
 void launch_choice(const KernelChoice& c, int ordinal, const LaunchShape& shape,
-                   flashgen_device::AttentionParams& params, void* stream) {
+                   flashgen_device::AttentionParams& params, void* stream,
+                   flashgen_device::ForwardTensorMaps* tensor_maps = nullptr) {
   if (shape.grid[0] == 0 || shape.grid[1] == 0 || shape.grid[2] == 0) return;
-  void* kernel_args[] = {&params};
+  if (c.generated->tensor_maps && tensor_maps == nullptr)
+    throw Error(ErrorCode::runtime, c.generated->name + " needs tensor maps");
+  void* kernel_args[] = {&params, tensor_maps};
   launch(compiled(c, ordinal), shape, stream, kernel_args);
 }
 
@@ -235,7 +241,11 @@ void forward(const Problem& p, const ForwardArgs& args, void* stream) {
   const KernelChoice c = choose(KernelKind::forward, p, forward_vec(args), ordinal);
 
   flashgen_device::AttentionParams params = attention_params(p, args);
-  launch_choice(c, ordinal, block_grid(c, p.seq_q, p.heads_q, p.batch), params, stream);
+  flashgen_device::ForwardTensorMaps maps;
+  const bool with_maps = c.generated->tensor_maps;
+  if (with_maps) maps = forward_tensor_maps(args.k, args.v, c.tuning.block_cols);
+  launch_choice(c, ordinal, block_grid(c, p.seq_q, p.heads_q, p.batch), params, stream,
+                with_maps ? &maps : nullptr);
 }
 
 void backward(const Problem& p, const BackwardArgs& args, void* stream, bool deterministic) {

@@ -116,6 +116,7 @@ TEST(CompileWgmmaOptIn, CandidatesCompileWithoutSpills) {
     int vec;
     int stages = 0;
     bool producer = false;
+    bool tma = false;
   };
   const KernelKind query = KernelKind::backward_query, key_value = KernelKind::backward_key_value;
   for (const Shape& c : {Shape{query, 64, 192, 64, true, DType::bf16, 8},
@@ -148,7 +149,11 @@ TEST(CompileWgmmaOptIn, CandidatesCompileWithoutSpills) {
                          Shape{key_value, 68, 128, 32, false, DType::bf16, 4, 0, true},
                          Shape{query, 64, 192, 64, true, DType::bf16, 8, 0, true},
                          Shape{query, 128, 192, 48, false, DType::f16, 8, 0, true},
-                         Shape{query, 250, 128, 32, true, DType::bf16, 2, 0, true}}) {
+                         Shape{query, 250, 128, 32, true, DType::bf16, 2, 0, true},
+                         Shape{KernelKind::forward, 64, 128, 128, false, DType::bf16, 8, 0, true, true},
+                         Shape{KernelKind::forward, 72, 192, 64, true, DType::f16, 8, 0, true, true},
+                         Shape{KernelKind::forward, 128, 192, 64, false, DType::bf16, 8, 0, true, true},
+                         Shape{KernelKind::forward, 384, 128, 32, true, DType::bf16, 8, 0, true, true}}) {
     KernelSpec spec;
     spec.kind = c.kind;
     spec.dtype = c.dtype;
@@ -160,7 +165,9 @@ TEST(CompileWgmmaOptIn, CandidatesCompileWithoutSpills) {
     tuning.wgmma = true;
     tuning.stages = c.stages;
     tuning.producer = c.producer;
+    tuning.tma = c.tma;
     const GeneratedKernel g = generate(spec, tuning);
+    EXPECT_EQ(g.tensor_maps, c.tma) << g.name;
     EXPECT_LE(g.shared_bytes, shared_limit_of_arch(spec.arch)) << g.name;
     cuda::CompiledKernel compiled;
     try {

@@ -121,6 +121,33 @@ TEST(Generate, ProducerWarpgroupOnTheWgmmaForward) {
                                    2 * 3 * 8);
 }
 
+TEST(Generate, TmaCopiesTheForwardProducersTilesOnAlignedRows) {
+  TuningParams t{192, 64, 0, 12, 0, true};
+  t.producer = true;
+  t.tma = true;
+  EXPECT_EQ(t.to_string(),
+            "rows=192 cols=64 head=0 warps=12 cache=none mma=wgmma producer=warp copy=tma");
+  EXPECT_EQ(parse_tuning(t.to_string()), t);
+  EXPECT_FALSE(parse_tuning("rows=64 copy=async").tma);
+  const KernelSpec s = spec_of(KernelKind::forward, 128, 128);
+  const GeneratedKernel g = generate(s, t);
+  EXPECT_TRUE(g.tensor_maps);
+  EXPECT_NE(g.source.find("__grid_constant__ fg::ForwardTensorMaps maps"), std::string::npos);
+  EXPECT_NE(g.source.find("kTma = true;"), std::string::npos);
+  // The same shared memory as the cp.async producer.
+  TuningParams async = t;
+  async.tma = false;
+  EXPECT_EQ(g.shared_bytes, shared_bytes(s, async));
+  EXPECT_FALSE(generate(s, async).tensor_maps);
+  EXPECT_NE(generate(s, async).source.find("kTma = false;"), std::string::npos);
+  refused(spec_of(KernelKind::forward, 68, 68, 4), t, "alignment class 8");
+  TuningParams without_producer = t;
+  without_producer.producer = false;
+  refused(s, without_producer, "producer=warp only");
+  refused(spec_of(KernelKind::backward_query, 128, 128), t, "wgmma forward");
+  EXPECT_NE(forced_only_path(s, t), "");
+}
+
 TEST(Generate, WgmmaNeedsAlignedRowsHopperAndWholeWarpgroups) {
   TuningParams t{128, 64, 0, 8, 0};
   t.wgmma = true;

@@ -161,6 +161,37 @@ TEST_P(GpuForwardWgmmaProducer, MatchesReference) {
   }
 }
 
+// The producer copying K and V with TMA (tuning copy=tma), two and three
+// computing warpgroups, on the cases with 16-byte aligned rows (D a multiple
+// of 8; the value dims past 256 split into chunks of 256).
+class GpuForwardWgmmaTma : public ::testing::TestWithParam<Case> {};
+
+TEST_P(GpuForwardWgmmaTma, MatchesReference) {
+  FLASHGEN_SKIP_WITHOUT_GPU();
+  for (int warps : {8, 12}) {
+    TuningParams tuning = wgmma_tuning();
+    tuning.warps = warps;
+    tuning.block_rows = 16 * warps;
+    tuning.block_cols = GetParam().dim_v > 256 ? 32 : 64;
+    tuning.head_block = GetParam().dim_v > 256 ? 256 : 0;
+    tuning.producer = true;
+    tuning.tma = true;
+    const ScopedTuningOverride force(KernelKind::forward, tuning);
+    EXPECT_TRUE(check_forward(GetParam(), gpu_options())) << tuning.to_string();
+  }
+}
+
+std::vector<Case> wgmma_tma_cases() {
+  // batch, seq_q, seq_kv, heads_q, heads_kv, dim_qk, dim_v, causal, dtype, layout
+  return {Case{2, 300, 333, 4, 2, 64, 64, true, DType::bf16, Layout::bshd},
+          Case{1, 130, 77, 3, 1, 128, 128, false, DType::f16, Layout::bhsd},
+          Case{1, 200, 7, 2, 2, 128, 128, true, DType::bf16, Layout::bshd},
+          Case{1, 1, 500, 2, 2, 64, 64, false, DType::bf16, Layout::padded},
+          Case{1, 77, 300, 2, 1, 40, 104, true, DType::bf16, Layout::bhsd},
+          Case{2, 129, 200, 2, 2, 72, 72, false, DType::f16, Layout::bshd},
+          Case{1, 200, 333, 2, 1, 384, 384, true, DType::bf16, Layout::bshd}};
+}
+
 class GpuForward : public ::testing::TestWithParam<Case> {};
 class GpuBackward : public ::testing::TestWithParam<Case> {};
 // The atomic kernels at every D, not only where the planner prefers them.
@@ -249,6 +280,8 @@ INSTANTIATE_TEST_SUITE_P(Forced, GpuBackwardWgmmaKeyValueProducer,
                          CaseName());
 INSTANTIATE_TEST_SUITE_P(Forced, GpuForwardWgmmaProducer,
                          ::testing::ValuesIn(wgmma_stages_cases()), CaseName());
+INSTANTIATE_TEST_SUITE_P(Forced, GpuForwardWgmmaTma, ::testing::ValuesIn(wgmma_tma_cases()),
+                         CaseName());
 INSTANTIATE_TEST_SUITE_P(Forced, GpuForwardWgmmaOptIn,
                          ::testing::ValuesIn(wgmma_opt_in_forward_cases()), CaseName());
 INSTANTIATE_TEST_SUITE_P(Standard, GpuBackward,

@@ -28,7 +28,8 @@ namespace flashgen_device {
 // kHeadChunks (CTAs splitting the value columns, each recomputing S),
 // kBlockN, kCausal, kVec (8, 4, 2: cp.async straight into the tiles; 1: the
 // aligned chunks around each row are staged and shifted into the tiles),
-// kStages (2, 3 or 4; 2 when staged: one staging area).
+// kStages (2, 3 or 4; 2 when staged: one staging area), kTma (K and V tiles
+// in the layout TMA writes: forward_wgmma_producer.cuh with copy=tma).
 template <class C>
 struct ForwardWgmma {
   static constexpr int E = C::kElement;
@@ -44,6 +45,11 @@ struct ForwardWgmma {
   static_assert(C::kWarps % 4 == 0, "whole warpgroups");
   static_assert(kBlockN % 16 == 0 && kBlockN <= 256 && kDimV <= 256, "wgmma n is 16..256");
   static_assert(kStages >= 2 && kStages <= 4, "2 to 4 stages");
+  // K and V stages as TMA writes them, 8-column slices of all kBlockN rows
+  // one after the other ([kDim / 8][kBlockN][8]: core matrices 128 bytes
+  // apart along the rows, kBlockN·16 along the columns), instead of the
+  // row-group-major core-matrix layout the cp.async copies write.
+  static constexpr bool kTmaLayout = C::kTma;
 
   // Alignment class 1 (rows only 2-byte aligned): K and V go through staging.
   static constexpr bool kStaged = C::kVec == 1;
@@ -61,7 +67,7 @@ struct ForwardWgmma {
   // What one CTA works on: a block of query rows of one head, the key/value
   // head they attend to, and one chunk of the value columns.
   struct Work {
-    int batch, head, chunk, dv0, row0;
+    int batch, head, kv_head, chunk, dv0, row0;
     int n_blocks;    // key blocks to traverse (fewer under the causal mask)
     int value_cols;  // columns of this CTA's chunk that exist
     const u16* q;    // first row of the block
@@ -77,6 +83,7 @@ struct ForwardWgmma {
     w.dv0 = w.chunk * kDimV;
     w.row0 = blockIdx.x * kBlockM;
     const int kv_head = w.head / p.group_size;
+    w.kv_head = kv_head;
     w.q = static_cast<const u16*>(p.q.data) + w.batch * p.q.stride_batch +
           w.head * p.q.stride_heads + w.row0 * p.q.stride_seq;
     w.k = static_cast<const u16*>(p.k.data) + w.batch * p.k.stride_batch +
@@ -260,21 +267,29 @@ struct ForwardWgmma {
   // Issues S = Q·Kᵀ for this warpgroup's rows (overwriting s).
   static __device__ __forceinline__ void scores(float (&s)[1][kScoreTiles][4], u64 q_desc,
                                                 const u16* k_tile) {
-    const u64 k_desc = matrix_descriptor(k_tile, 128, kDimQK * 16);
+    // A k step is 2 core matrices along K: 256 bytes (cp.async layout) or
+    // 2·kBlockN·16 (TMA layout); descriptors count 16-byte units.
+    const u64 k_desc = kTmaLayout ? matrix_descriptor(k_tile, kBlockN * 16, 128)
+                                  : matrix_descriptor(k_tile, 128, kDimQK * 16);
+    constexpr int kKeyStep = kTmaLayout ? 2 * kBlockN : 16;
 #pragma unroll
-    for (int ks = 0; ks < kDimQK / 16; ++ks)  // a k step: 2 core matrices (256 bytes) along K
-      Wgmma<kBlockN>::template shared_shared<E>(flat(s), q_desc + ks * 16, k_desc + ks * 16,
-                                                ks > 0);
+    for (int ks = 0; ks < kDimQK / 16; ++ks)
+      Wgmma<kBlockN>::template shared_shared<E>(flat(s), q_desc + ks * 16,
+                                                k_desc + ks * kKeyStep, ks > 0);
   }
 
   // Issues O += P·V.
   static __device__ __forceinline__ void accumulate_output(float (&o)[kDimV / 2],
                                                            const u32 (&p_frag)[kBlockN / 16][1][4],
                                                            const u16* v_tile) {
-    const u64 v_desc = matrix_descriptor(v_tile, kDimV * 16, 128);
+    // 16 keys are 2 core matrices along K: kDimV·16 bytes apart each
+    // (cp.async layout) or 128 (TMA layout).
+    const u64 v_desc = kTmaLayout ? matrix_descriptor(v_tile, 128, kBlockN * 16)
+                                  : matrix_descriptor(v_tile, kDimV * 16, 128);
+    constexpr int kValueStep = kTmaLayout ? 16 : 2 * kDimV;
 #pragma unroll
-    for (int ks = 0; ks < kBlockN / 16; ++ks)  // 16 keys: 2 core matrices along K
-      Wgmma<kDimV>::template registers_shared<E>(o, p_frag[ks][0], v_desc + ks * 2 * kDimV, 1);
+    for (int ks = 0; ks < kBlockN / 16; ++ks)
+      Wgmma<kDimV>::template registers_shared<E>(o, p_frag[ks][0], v_desc + ks * kValueStep, 1);
   }
 
   // Scales and masks the scores of the block at key0 and turns them into P.

@@ -11,11 +11,15 @@
 //
 // Rows aligned to 4 bytes or more (the copies go straight into the
 // core-matrix tiles); everything else (shapes, masking, softmax, stores) is
-// ForwardWgmma's.
+// ForwardWgmma's. With C::kTma (copy=tma; 16-byte aligned rows) one thread
+// of the producer issues a TMA copy per 8-column slice of K[j] and V[j],
+// which complete on the stage's full barrier; the tiles then have the TMA
+// layout (ForwardWgmma::kTmaLayout).
 #pragma once
 
 #include "forward_wgmma.cuh"
 #include "producer_pipeline.cuh"
+#include "tma.cuh"
 
 namespace flashgen_device {
 
@@ -34,7 +38,26 @@ struct ForwardWgmmaProducer {
     StagePipeline<kStages> pipeline;
   };
 
+  // cp.async copies by the producer warp.
   static __device__ void run(const AttentionParams& p, unsigned char* shared_bytes) {
+    static_assert(!C::kTma, "copy=tma kernels take the tensor maps");
+    run_with(p, shared_bytes, [&](SharedStorage& smem, const typename Base::Work& w, int lane) {
+      produce(smem, p, w, lane);
+    });
+  }
+
+  // TMA copies issued by the producer's first thread.
+  static __device__ void run(const AttentionParams& p, const ForwardTensorMaps& maps,
+                             unsigned char* shared_bytes) {
+    static_assert(C::kTma, "only copy=tma kernels take the tensor maps");
+    run_with(p, shared_bytes, [&](SharedStorage& smem, const typename Base::Work& w, int lane) {
+      if (lane == 0) produce_with_tma(smem, maps, w);
+    });
+  }
+
+  template <class Produce>
+  static __device__ __forceinline__ void run_with(const AttentionParams& p,
+                                                  unsigned char* shared_bytes, Produce produce) {
     SharedStorage& smem = *reinterpret_cast<SharedStorage*>(shared_bytes);
     const int thread = threadIdx.x, lane = thread & 31, warp = thread >> 5;
     const typename Base::Work w = Base::work_of(p);
@@ -43,6 +66,7 @@ struct ForwardWgmmaProducer {
     if (warp < kConsumerWarps)
       copy_core_matrix_tile<kBlockM, kDimQK, C::kVec, kConsumerThreads>(
           smem.q, w.q, p.q.stride_seq, p.seq_q - w.row0, C::kDimQK, thread);
+    if constexpr (C::kTma) zero_untouched_slices(smem, w, thread);
     cp_async_commit();
     cp_async_wait<0>();
     fence_async_shared();
@@ -50,7 +74,7 @@ struct ForwardWgmmaProducer {
 
     if (Registers::is_producer(warp)) {
       // Its first warp copies; the other three idle.
-      if (warp == kConsumerWarps) produce(smem, p, w, lane);
+      if (warp == kConsumerWarps) produce(smem, w, lane);
       return;
     }
     const int group = warp / 4;
@@ -64,6 +88,45 @@ struct ForwardWgmmaProducer {
         [&](int n_block) { smem.pipeline.release(n_block, lane); },
         [] {});  // V[n-1] arrived with K[n-1]
     Base::store_outputs(p, w, o, softmax, warp_row0, lane);
+  }
+
+  // TMA copies 8-column slices of the columns that exist (K: Dqk; V: the
+  // chunk's); the slices past them, up to the tiles' widths (multiples of
+  // 16), are zeroed once in every stage and never written again.
+  static constexpr int kKeySlices = ceil_div(C::kDimQK, 8);
+  static __device__ __forceinline__ int value_slices(const typename Base::Work& w) {
+    return ceil_div(min_of(w.value_cols, kDimV), 8);
+  }
+
+  static __device__ __forceinline__ void zero_untouched_slices(SharedStorage& smem,
+                                                               const typename Base::Work& w,
+                                                               int thread) {
+    constexpr int kThreads = (kConsumerWarps + 4) * 32;
+    const int key_first = kKeySlices * kBlockN * 8, value_first = value_slices(w) * kBlockN * 8;
+    for (int stage = 0; stage < kStages; ++stage) {
+      for (int i = key_first + thread; i < kBlockN * kDimQK; i += kThreads) smem.k[stage][i] = 0;
+      for (int i = value_first + thread; i < kBlockN * kDimV; i += kThreads) smem.v[stage][i] = 0;
+    }
+  }
+
+  // The producer thread: K[j] and V[j] into stage j % kStages, one TMA copy
+  // per 8-column slice, all completing on the stage's full barrier. Rows
+  // past the sequence end arrive as zeros.
+  static __device__ __forceinline__ void produce_with_tma(SharedStorage& smem,
+                                                          const ForwardTensorMaps& maps,
+                                                          const typename Base::Work& w) {
+    const int value_slice_count = value_slices(w);
+    const u32 bytes = u32(kKeySlices + value_slice_count) * kBlockN * 8 * sizeof(u16);
+    smem.pipeline.produce_by_one_thread(w.n_blocks, [&](int n_block, int stage, u64* full) {
+      const int key0 = n_block * kBlockN;
+      mbarrier_arrive_expect_bytes(full, bytes);
+      for (int slice = 0; slice < kKeySlices; ++slice)
+        tma_load_4d(smem.k[stage] + slice * kBlockN * 8, &maps.k, slice * 8, key0, w.kv_head,
+                    w.batch, full);
+      for (int slice = 0; slice < value_slice_count; ++slice)
+        tma_load_4d(smem.v[stage] + slice * kBlockN * 8, &maps.v, w.dv0 + slice * 8, key0,
+                    w.kv_head, w.batch, full);
+    });
   }
 
   // The producer warp: K[j] and V[j] into stage j % kStages.

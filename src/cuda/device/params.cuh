@@ -33,4 +33,18 @@ struct AttentionParams {
   float scale_log2;            // scale · log2(e): softmax runs in base 2
 };
 
+// A TMA descriptor (CUtensorMap of the driver API: 128 opaque bytes, 64-byte
+// aligned), encoded on the host for one tensor and passed as a
+// __grid_constant__ kernel parameter.
+struct alignas(64) TensorMap {
+  unsigned long long opaque[16];
+};
+
+// The tensor maps of a forward whose producer copies with TMA (copy=tma):
+// K and V, each viewed as [batch][heads][seq][dim] with 8-column by
+// block-cols boxes.
+struct ForwardTensorMaps {
+  TensorMap k, v;
+};
+
 }  // namespace flashgen_device

@@ -153,6 +153,17 @@ struct StagePipeline {
     }
   }
 
+  // The same for copies that report to the barrier themselves (TMA): one
+  // thread; issue(j, stage, full) announces the bytes (arrive + expect) and
+  // issues block j's copies into `stage`, completing on `full`.
+  template <class Issue>
+  __device__ __forceinline__ void produce_by_one_thread(int n_blocks, Issue issue) {
+    for (int j = 0; j < n_blocks; ++j) {
+      if (j >= kStages) mbarrier_wait(&empty[j % kStages], (j / kStages + 1) & 1);
+      issue(j, j % kStages, &full[j % kStages]);
+    }
+  }
+
   __device__ __forceinline__ void signal_full(int j, int lane) {
     fence_async_shared();  // this lane's writes, to the async proxy
     __syncwarp();

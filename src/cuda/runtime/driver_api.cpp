@@ -68,6 +68,8 @@ Loaded load() {
   // signature and is what older drivers offer.
   a.cuEventElapsedTime = library.find_as<decltype(a.cuEventElapsedTime)>("cuEventElapsedTime_v2");
   if (!a.cuEventElapsedTime) resolve(library, "cuEventElapsedTime", a.cuEventElapsedTime, &missing);
+  a.cuTensorMapEncodeTiled =
+      library.find_as<decltype(a.cuTensorMapEncodeTiled)>("cuTensorMapEncodeTiled");
   if (!missing.empty()) {
     loaded.status.reason = library.name() + " lacks " + missing +
                            ": the NVIDIA driver is too old (CUDA 11.2 or newer is needed)";

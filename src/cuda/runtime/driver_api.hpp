@@ -41,6 +41,13 @@ inline constexpr int CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL = 9;
 
 inline constexpr unsigned CU_EVENT_DEFAULT = 0;
 
+// CUtensorMapDataType, ...Interleave, ...Swizzle, ...L2promotion, ...FloatOOBfill.
+inline constexpr int CU_TENSOR_MAP_DATA_TYPE_UINT16 = 1;
+inline constexpr int CU_TENSOR_MAP_INTERLEAVE_NONE = 0;
+inline constexpr int CU_TENSOR_MAP_SWIZZLE_NONE = 0;
+inline constexpr int CU_TENSOR_MAP_L2_PROMOTION_L2_128B = 2;
+inline constexpr int CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE = 0;  // zeros past the ends
+
 struct Api {
   CUresult (*cuInit)(unsigned flags);
   CUresult (*cuDriverGetVersion)(int* version);
@@ -76,6 +83,13 @@ struct Api {
   CUresult (*cuEventSynchronize)(CUevent event);
   CUresult (*cuEventElapsedTime)(float* ms, CUevent start, CUevent end);  // _v2 when present
   CUresult (*cuEventDestroy)(CUevent event);                              // _v2
+  // CUDA 12 drivers and later; null before (TMA kernels are then refused).
+  CUresult (*cuTensorMapEncodeTiled)(void* tensor_map, int data_type, unsigned rank,
+                                     void* global_address, const unsigned long long* global_dim,
+                                     const unsigned long long* global_strides,
+                                     const unsigned* box_dim, const unsigned* element_strides,
+                                     int interleave, int swizzle, int l2_promotion,
+                                     int oob_fill);
 };
 
 // Whether the driver loaded and initialised, and why not.
