@@ -148,14 +148,23 @@ TEST_P(GpuForwardWgmmaStages, MatchesReference) {
 // and three computing warpgroups, on the same cases.
 class GpuForwardWgmmaProducer : public ::testing::TestWithParam<Case> {};
 
+// The wgmma forward with a producer warpgroup of `warps` computing warps,
+// copying with cp.async or TMA.
+TuningParams forward_producer_tuning(int warps, const Case& c, bool tma) {
+  TuningParams tuning = wgmma_tuning();
+  tuning.warps = warps;
+  tuning.block_rows = 16 * warps;
+  tuning.block_cols = c.dim_v > 256 ? 32 : 64;
+  tuning.head_block = c.dim_v > 256 ? 256 : 0;
+  tuning.producer = true;
+  tuning.tma = tma;
+  return tuning;
+}
+
 TEST_P(GpuForwardWgmmaProducer, MatchesReference) {
   FLASHGEN_SKIP_WITHOUT_GPU();
   for (int warps : {8, 12}) {
-    TuningParams tuning = wgmma_tuning();
-    tuning.warps = warps;
-    tuning.block_rows = 16 * warps;
-    tuning.block_cols = 64;
-    tuning.producer = true;
+    const TuningParams tuning = forward_producer_tuning(warps, GetParam(), false);
     const ScopedTuningOverride force(KernelKind::forward, tuning);
     EXPECT_TRUE(check_forward(GetParam(), gpu_options())) << tuning.to_string();
   }
@@ -169,13 +178,7 @@ class GpuForwardWgmmaTma : public ::testing::TestWithParam<Case> {};
 TEST_P(GpuForwardWgmmaTma, MatchesReference) {
   FLASHGEN_SKIP_WITHOUT_GPU();
   for (int warps : {8, 12}) {
-    TuningParams tuning = wgmma_tuning();
-    tuning.warps = warps;
-    tuning.block_rows = 16 * warps;
-    tuning.block_cols = GetParam().dim_v > 256 ? 32 : 64;
-    tuning.head_block = GetParam().dim_v > 256 ? 256 : 0;
-    tuning.producer = true;
-    tuning.tma = true;
+    const TuningParams tuning = forward_producer_tuning(warps, GetParam(), true);
     const ScopedTuningOverride force(KernelKind::forward, tuning);
     EXPECT_TRUE(check_forward(GetParam(), gpu_options())) << tuning.to_string();
   }

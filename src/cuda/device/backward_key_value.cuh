@@ -88,10 +88,7 @@ struct BackwardKeyValue {
     const u16* k_warp = smem.k + warp_local0 * kQKStride;
     const u16* v_warp = smem.v + warp_local0 * kVStride;
 
-    // Causal: query i sees key j when j <= i + offset, so the CTA's first key
-    // is seen from query key0 - offset on.
-    const int first_query = C::kCausal ? max_of(0, key0 - p.causal_offset) : 0;
-    const int first_block = first_query / kBlockN;
+    const int first_block = first_query_block<C::kCausal, kBlockN>(p, key0);
     const int m_blocks = ceil_div(p.seq_q, kBlockN);
 
     for (int g = 0; g < p.group_size; ++g) {
@@ -109,14 +106,8 @@ struct BackwardKeyValue {
                          grad_o + query0 * p.grad_o.stride_seq, p.grad_o.stride_seq,
                          p.grad_o.stride_dim, p.seq_q - query0, C::kDimV, thread);
         cp_async_commit();
-        for (int i = thread; i < kBlockN; i += kThreads) {
-          const int row = query0 + i;
-          smem.lse_log2[i] = lse_log2(p.lse, batch, head, row, p.seq_q);
-          smem.dterm[i] = row < p.seq_q ? p.dterm.data[batch * p.dterm.stride_batch +
-                                                       head * p.dterm.stride_heads +
-                                                       row * p.dterm.stride_seq]
-                                        : 0.0f;
-        }
+        stage_traversed_rows<kBlockN>(p, batch, head, query0, smem.lse_log2, smem.dterm, thread,
+                                      kThreads);
         cp_async_wait<0>();
         __syncthreads();
         if (kStaged) {

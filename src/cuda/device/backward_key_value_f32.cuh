@@ -70,10 +70,7 @@ struct BackwardKeyValueF32 {
     const float* k_warp = smem.k + warp_local0 * kDimQK;
     const float* v_warp = smem.v + warp_local0 * kDimV;
 
-    // Causal: query i sees key j when j <= i + offset, so the CTA's first key
-    // is seen from query key0 - offset on.
-    const int first_query = C::kCausal ? max_of(0, key0 - p.causal_offset) : 0;
-    const int first_block = first_query / kSimtBlockN;
+    const int first_block = first_query_block<C::kCausal, kSimtBlockN>(p, key0);
     const int m_blocks = ceil_div(p.seq_q, kSimtBlockN);
 
     for (int g = 0; g < p.group_size; ++g) {
@@ -91,14 +88,8 @@ struct BackwardKeyValueF32 {
         load_f32_tile<kSimtBlockN, kGradOCols, kGradOCols, kThreads>(
             smem.grad_o, grad_o + query0 * p.grad_o.stride_seq, p.grad_o.stride_seq,
             p.grad_o.stride_dim, p.seq_q - query0, kDimV, thread);
-        for (int i = thread; i < kSimtBlockN; i += kThreads) {
-          const int row = query0 + i;
-          smem.lse_log2[i] = lse_log2(p.lse, batch, head, row, p.seq_q);
-          smem.dterm[i] = row < p.seq_q ? p.dterm.data[batch * p.dterm.stride_batch +
-                                                       head * p.dterm.stride_heads +
-                                                       row * p.dterm.stride_seq]
-                                        : 0.0f;
-        }
+        stage_traversed_rows<kSimtBlockN>(p, batch, head, query0, smem.lse_log2, smem.dterm,
+                                          thread, kThreads);
         __syncthreads();
 
         float st[kSimtRowsPerWarp], dpt[kSimtRowsPerWarp];

@@ -109,13 +109,11 @@ struct BackwardKeyValueWgmma {
     store_gradients(p, batch, kv_head, warp_key0, dk, dv, lane);
   }
 
-  // The traversed blocks of the CTA whose keys start at key0. Causal: query i
-  // sees key j when j <= i + offset, so the first key is seen from query
-  // key0 - offset on.
+  // The traversed blocks of the CTA whose keys start at key0 (from the first
+  // query block that sees key0 under the causal mask).
   static __device__ __forceinline__ Traversal traversal_of(const AttentionParams& p, int key0) {
     Traversal walk;
-    const int first_query = C::kCausal ? max_of(0, key0 - p.causal_offset) : 0;
-    walk.first_block = first_query / kBlockN;
+    walk.first_block = first_query_block<C::kCausal, kBlockN>(p, key0);
     walk.blocks_per_head = max_of(0, ceil_div(p.seq_q, kBlockN) - walk.first_block);
     walk.total = walk.blocks_per_head * p.group_size;
     return walk;
@@ -275,14 +273,8 @@ struct BackwardKeyValueWgmma {
                                                          const AttentionParams& p, int batch,
                                                          int head, int query0, int thread,
                                                          int threads) {
-    for (int i = thread; i < kBlockN; i += threads) {
-      const int row = query0 + i;
-      smem.lse_log2[stage][i] = lse_log2(p.lse, batch, head, row, p.seq_q);
-      smem.dterm[stage][i] = row < p.seq_q ? p.dterm.data[batch * p.dterm.stride_batch +
-                                                          head * p.dterm.stride_heads +
-                                                          row * p.dterm.stride_seq]
-                                           : 0.0f;
-    }
+    stage_traversed_rows<kBlockN>(p, batch, head, query0, smem.lse_log2[stage],
+                                  smem.dterm[stage], thread, threads);
   }
 
   // Issues Sᵀ = K·Qᵀ and dPᵀ = V·dOᵀ for block `stage` (overwriting st, dpt).

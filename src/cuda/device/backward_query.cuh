@@ -70,11 +70,7 @@ struct BackwardQuery {
     const u16* v = static_cast<const u16*>(p.v.data) + batch * p.v.stride_batch +
                    kv_head * p.v.stride_heads;
 
-    int n_blocks = ceil_div(p.seq_kv, kBlockN);
-    if (C::kCausal) {
-      const int last_key = min_of(row0 + kBlockM - 1, p.seq_q - 1) + p.causal_offset;
-      n_blocks = min_of(n_blocks, last_key < 0 ? 0 : ceil_div(last_key + 1, kBlockN));
-    }
+    const int n_blocks = key_blocks_for_rows<C::kCausal, kBlockN>(p, row0, kBlockM);
 
     const int valid_rows = p.seq_q - row0;
     load_tile<kBlockM, kDimQK, kQKStride, C::kVec, kThreads>(smem.q, q, p.q.stride_seq,

@@ -57,11 +57,7 @@ struct BackwardQueryF32 {
     const float* v = static_cast<const float*>(p.v.data) + batch * p.v.stride_batch +
                      kv_head * p.v.stride_heads;
 
-    int n_blocks = ceil_div(p.seq_kv, kSimtBlockN);
-    if (C::kCausal) {
-      const int last_key = min_of(row0 + kBlockM - 1, p.seq_q - 1) + p.causal_offset;
-      n_blocks = min_of(n_blocks, last_key < 0 ? 0 : ceil_div(last_key + 1, kSimtBlockN));
-    }
+    const int n_blocks = key_blocks_for_rows<C::kCausal, kSimtBlockN>(p, row0, kBlockM);
     load_f32_tile<kBlockM, kDimQK, kDimQK, kThreads>(smem.q, q, p.q.stride_seq, p.q.stride_dim,
                                                      p.seq_q - row0, kDimQK, thread);
     load_f32_tile<kBlockM, kDimV, kDimV, kThreads>(smem.grad_o, grad_o, p.grad_o.stride_seq,

@@ -177,12 +177,7 @@ struct BackwardQueryWgmma {
   // Key blocks the CTA whose queries start at row0 traverses (fewer under the
   // causal mask).
   static __device__ __forceinline__ int key_blocks(const AttentionParams& p, int row0) {
-    int n_blocks = ceil_div(p.seq_kv, kBlockN);
-    if (C::kCausal) {
-      const int last_key = min_of(row0 + kBlockM - 1, p.seq_q - 1) + p.causal_offset;
-      n_blocks = min_of(n_blocks, last_key < 0 ? 0 : ceil_div(last_key + 1, kBlockN));
-    }
-    return n_blocks;
+    return key_blocks_for_rows<C::kCausal, kBlockN>(p, row0, kBlockM);
   }
 
   // Writes this warp's 16 rows of dQ (times the softmax scale).

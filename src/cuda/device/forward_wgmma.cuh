@@ -91,11 +91,7 @@ struct ForwardWgmma {
     w.v = static_cast<const u16*>(p.v.data) + w.batch * p.v.stride_batch +
           kv_head * p.v.stride_heads + w.dv0 * p.v.stride_dim;
     w.value_cols = C::kDimV - w.dv0;
-    w.n_blocks = ceil_div(p.seq_kv, kBlockN);
-    if (C::kCausal) {
-      const int last_key = min_of(w.row0 + kBlockM - 1, p.seq_q - 1) + p.causal_offset;
-      w.n_blocks = min_of(w.n_blocks, last_key < 0 ? 0 : ceil_div(last_key + 1, kBlockN));
-    }
+    w.n_blocks = key_blocks_for_rows<C::kCausal, kBlockN>(p, w.row0, kBlockM);
     return w;
   }
 

@@ -10,6 +10,7 @@
 #pragma once
 
 #include "common.cuh"
+#include "mask.cuh"
 #include "row_stats.cuh"
 
 namespace flashgen_device {
@@ -99,9 +100,7 @@ __device__ __forceinline__ void store_rows(float* out, index_t stride_seq, index
   }
 }
 
-// Dterm = rowsum(dO ∘ O) and L2 (lse_log2) of query rows [row0, row0 +
-// kRows) into shared arrays, one warp a row; Dterm also to global when
-// `write_global`.
+// stage_rows() (row_stats.cuh) for fp32 dO and O.
 template <int kDimV, int kRows, int kWarps>
 __device__ __forceinline__ void stage_query_rows_f32(const AttentionParams& p, int batch, int head,
                                                      int row0, float* dterm_shared,
@@ -111,23 +110,15 @@ __device__ __forceinline__ void stage_query_rows_f32(const AttentionParams& p, i
                         head * p.grad_o.stride_heads;
   const float* o = static_cast<const float*>(p.o.data) + batch * p.o.stride_batch +
                    head * p.o.stride_heads;
-  for (int r = warp; r < kRows; r += kWarps) {
-    const int row = row0 + r;
-    float dterm = 0.0f;
-    if (row < p.seq_q) {
-      for (int c = lane; c < kDimV; c += 32)
-        dterm += grad_o[row * p.grad_o.stride_seq + c * p.grad_o.stride_dim] *
-                 o[row * p.o.stride_seq + c * p.o.stride_dim];
-      dterm = warp_sum(dterm);
-    }
-    if (lane == 0) {
-      dterm_shared[r] = dterm;
-      l2_shared[r] = lse_log2(p.lse, batch, head, row, p.seq_q);
-      if (write_global && row < p.seq_q)
-        p.dterm.data[batch * p.dterm.stride_batch + head * p.dterm.stride_heads +
-                     row * p.dterm.stride_seq] = dterm;
-    }
-  }
+  stage_rows<kRows, kWarps>(p, batch, head, row0, dterm_shared, l2_shared, write_global, warp,
+                            lane, [&](int r) {
+                              const int row = row0 + r;
+                              float sum = 0.0f;
+                              for (int c = lane; c < kDimV; c += 32)
+                                sum += grad_o[row * p.grad_o.stride_seq + c * p.grad_o.stride_dim] *
+                                       o[row * p.o.stride_seq + c * p.o.stride_dim];
+                              return warp_sum(sum);
+                            });
 }
 
 // Whether query `query` sees key `key` (both inside their sequences).
