@@ -7,11 +7,11 @@
 namespace flashgen::cpu {
 
 const TileKernels& active_tile_kernels() {
-  static const TileKernels& chosen = [] () -> const TileKernels& {
-    if (const TileKernels* avx2 = avx2_tile_kernels()) return *avx2;
-    return generic_tile_kernels();
+  static const TileKernels* const chosen = [] {
+    const TileKernels* avx2 = avx2_tile_kernels();
+    return avx2 != nullptr ? avx2 : &generic_tile_kernels();
   }();
-  return chosen;
+  return *chosen;
 }
 
 void gemm_nn(int m, int n, int k, const float* a, int lda, const float* b, int ldb, float* c,
