@@ -175,8 +175,10 @@ void check_tuning(const KernelSpec& spec, const TuningParams& t) {
       fail("producer=warp needs stages >= 3");
   }
   if (t.tma) {
-    if (!(t.producer && spec.kind == KernelKind::forward))
-      fail("copy=tma applies to the wgmma forward with producer=warp only");
+    if (!(t.producer &&
+          (spec.kind == KernelKind::forward || spec.kind == KernelKind::backward_key_value)))
+      fail("copy=tma applies to the wgmma forward and key/value backward with producer=warp "
+           "only");
     if (spec.vec != 8)
       fail("copy=tma needs rows, strides and pointers aligned to 16 bytes (alignment class 8)");
   }
@@ -202,7 +204,7 @@ std::string forced_only_path(const KernelSpec&, const TuningParams& t) {
   // Correct on the H200 (forced GPU tests) but 1.7-2x slower than the same
   // shapes without it (bench/NOTES.md): one warp's cp.async copies cannot
   // keep up with the tensor cores.
-  if (t.tma) return "the wgmma forward whose producer copies with TMA (not yet run on a GPU)";
+  if (t.tma) return "the wgmma kernels whose producer copies with TMA (not yet run on a GPU)";
   if (t.producer) return "the wgmma kernels with a producer warpgroup (slower than without)";
   return "";
 }
@@ -359,8 +361,8 @@ GeneratedKernel generate(const KernelSpec& spec, const TuningParams& t) {
       << "  static constexpr bool kCacheGradO = " << ((t.cached & kCacheGradO) ? "true" : "false")
       << ";\n";
     if (t.wgmma && spec.kind == KernelKind::forward)
-      s << "  static constexpr int kStages = " << wgmma_forward_stages(t) << ";\n"
-        << "  static constexpr bool kTma = " << (t.tma ? "true" : "false") << ";\n";
+      s << "  static constexpr int kStages = " << wgmma_forward_stages(t) << ";\n";
+    if (t.wgmma) s << "  static constexpr bool kTma = " << (t.tma ? "true" : "false") << ";\n";
   }
   s << "};\n\n"
     << "using Kernel = fg::" << kind.kernel << "<Config>;\n";
@@ -374,7 +376,7 @@ GeneratedKernel generate(const KernelSpec& spec, const TuningParams& t) {
   g.tensor_maps = t.tma;
   s << "\nextern \"C\" __global__ void __launch_bounds__(" << g.threads << ", 1) " << g.entry
     << "(const fg::AttentionParams params"
-    << (g.tensor_maps ? ", const __grid_constant__ fg::ForwardTensorMaps maps" : "") << ") {\n"
+    << (g.tensor_maps ? ", const __grid_constant__ fg::TraversedTensorMaps maps" : "") << ") {\n"
     << "  extern __shared__ __align__(128) unsigned char shared[];\n"
     << "  Kernel::run(params, " << (g.tensor_maps ? "maps, " : "") << "shared);\n"
     << "}\n";

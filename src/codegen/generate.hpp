@@ -16,8 +16,8 @@ struct GeneratedKernel {
   std::string entry;   // extern "C" function name
   int threads = 0;     // per CTA
   std::size_t shared_bytes = 0;  // dynamic shared memory per CTA
-  // The entry's second parameter is a ForwardTensorMaps (params.cuh) the
-  // launcher encodes for the call's K and V (tuning copy=tma).
+  // The entry's second parameter is a TraversedTensorMaps (params.cuh) the
+  // launcher encodes for the call (tuning copy=tma).
   bool tensor_maps = false;
 };
 

@@ -139,7 +139,7 @@ LaunchShape block_grid(const KernelChoice& c, std::int64_t rows, std::int64_t he
 // (GeneratedKernel::tensor_maps).
 void launch_choice(const KernelChoice& c, int ordinal, const LaunchShape& shape,
                    flashgen_device::AttentionParams& params, void* stream,
-                   flashgen_device::ForwardTensorMaps* tensor_maps = nullptr) {
+                   flashgen_device::TraversedTensorMaps* tensor_maps = nullptr) {
   if (shape.grid[0] == 0 || shape.grid[1] == 0 || shape.grid[2] == 0) return;
   if (c.generated->tensor_maps && tensor_maps == nullptr)
     throw Error(ErrorCode::runtime, c.generated->name + " needs tensor maps");
@@ -194,7 +194,13 @@ void launch_backward_kind(KernelKind kind, const Problem& p, const BackwardArgs&
       kind == KernelKind::backward_key_value || kind == KernelKind::backward_atomic;
   const LaunchShape shape = over_keys ? block_grid(c, p.seq_kv, p.heads_kv, p.batch)
                                       : block_grid(c, p.seq_q, p.heads_q, p.batch);
-  launch_choice(c, ordinal, shape, params, stream);
+  // TMA kernels: the tensors they traverse (Q and dO over keys, else K and V).
+  flashgen_device::TraversedTensorMaps maps;
+  const bool with_maps = c.generated->tensor_maps;
+  if (with_maps)
+    maps = over_keys ? traversed_tensor_maps(args.q, args.grad_o, c.tuning.block_cols)
+                     : traversed_tensor_maps(args.k, args.v, c.tuning.block_cols);
+  launch_choice(c, ordinal, shape, params, stream, with_maps ? &maps : nullptr);
 }
 
 }  // namespace
@@ -241,9 +247,9 @@ void forward(const Problem& p, const ForwardArgs& args, void* stream) {
   const KernelChoice c = choose(KernelKind::forward, p, forward_vec(args), ordinal);
 
   flashgen_device::AttentionParams params = attention_params(p, args);
-  flashgen_device::ForwardTensorMaps maps;
+  flashgen_device::TraversedTensorMaps maps;
   const bool with_maps = c.generated->tensor_maps;
-  if (with_maps) maps = forward_tensor_maps(args.k, args.v, c.tuning.block_cols);
+  if (with_maps) maps = traversed_tensor_maps(args.k, args.v, c.tuning.block_cols);
   launch_choice(c, ordinal, block_grid(c, p.seq_q, p.heads_q, p.batch), params, stream,
                 with_maps ? &maps : nullptr);
 }

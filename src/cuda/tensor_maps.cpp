@@ -54,9 +54,10 @@ flashgen_device::TensorMap encode(const TensorView& t, int box_rows, const char*
 
 }  // namespace
 
-flashgen_device::ForwardTensorMaps forward_tensor_maps(const TensorView& k, const TensorView& v,
-                                                       int box_rows) {
-  return {encode(k, box_rows, "k"), encode(v, box_rows, "v")};
+flashgen_device::TraversedTensorMaps traversed_tensor_maps(const TensorView& first,
+                                                           const TensorView& second, int box_rows) {
+  return {encode(first, box_rows, "the first traversed tensor"),
+          encode(second, box_rows, "the second traversed tensor")};
 }
 
 }  // namespace flashgen::cuda

@@ -132,7 +132,7 @@ TEST(Generate, TmaCopiesTheForwardProducersTilesOnAlignedRows) {
   const KernelSpec s = spec_of(KernelKind::forward, 128, 128);
   const GeneratedKernel g = generate(s, t);
   EXPECT_TRUE(g.tensor_maps);
-  EXPECT_NE(g.source.find("__grid_constant__ fg::ForwardTensorMaps maps"), std::string::npos);
+  EXPECT_NE(g.source.find("__grid_constant__ fg::TraversedTensorMaps maps"), std::string::npos);
   EXPECT_NE(g.source.find("kTma = true;"), std::string::npos);
   // The same shared memory as the cp.async producer.
   TuningParams async = t;
@@ -144,7 +144,17 @@ TEST(Generate, TmaCopiesTheForwardProducersTilesOnAlignedRows) {
   TuningParams without_producer = t;
   without_producer.producer = false;
   refused(s, without_producer, "producer=warp only");
-  refused(spec_of(KernelKind::backward_query, 128, 128), t, "wgmma forward");
+  // The key/value backward's producer copies Q and dO with TMA; the query
+  // kernel's does not.
+  TuningParams kv{128, 32, 0, 8, 0, true};
+  kv.producer = true;
+  kv.tma = true;
+  const GeneratedKernel g_kv = generate(spec_of(KernelKind::backward_key_value, 64, 64), kv);
+  EXPECT_TRUE(g_kv.tensor_maps);
+  EXPECT_NE(g_kv.source.find("backward_key_value_wgmma_producer.cuh"), std::string::npos);
+  TuningParams query = kv;
+  query.block_cols = 64;
+  refused(spec_of(KernelKind::backward_query, 128, 128), query, "key/value backward");
   EXPECT_NE(forced_only_path(s, t), "");
 }
 

@@ -240,6 +240,26 @@ TEST_P(GpuBackwardWgmmaKeyValueProducer, MatchesReference) {
   EXPECT_TRUE(check_backward(GetParam(), gpu_options(true)));
 }
 
+// The key/value producer copying Q and dO with TMA (copy=tma), on the
+// forward's TMA cases whose dK and dV fit the registers (Dqk + Dv <= 256).
+class GpuBackwardWgmmaKeyValueTma : public ::testing::TestWithParam<Case> {};
+
+TEST_P(GpuBackwardWgmmaKeyValueTma, MatchesReference) {
+  FLASHGEN_SKIP_WITHOUT_GPU();
+  TuningParams tuning = wgmma_tuning();
+  tuning.producer = true;
+  tuning.tma = true;
+  const ScopedTuningOverride force(KernelKind::backward_key_value, tuning);
+  EXPECT_TRUE(check_backward(GetParam(), gpu_options(true)));
+}
+
+std::vector<Case> wgmma_key_value_tma_cases() {
+  std::vector<Case> kept;
+  for (const Case& c : wgmma_tma_cases())
+    if (c.dim_qk + c.dim_v <= 256) kept.push_back(c);
+  return kept;
+}
+
 std::vector<Case> with_rows_aligned_to_four_bytes(const std::vector<Case>& cases) {
   std::vector<Case> kept;
   for (const Case& c : cases)
@@ -285,6 +305,8 @@ INSTANTIATE_TEST_SUITE_P(Forced, GpuForwardWgmmaProducer,
                          ::testing::ValuesIn(wgmma_stages_cases()), CaseName());
 INSTANTIATE_TEST_SUITE_P(Forced, GpuForwardWgmmaTma, ::testing::ValuesIn(wgmma_tma_cases()),
                          CaseName());
+INSTANTIATE_TEST_SUITE_P(Forced, GpuBackwardWgmmaKeyValueTma,
+                         ::testing::ValuesIn(wgmma_key_value_tma_cases()), CaseName());
 INSTANTIATE_TEST_SUITE_P(Forced, GpuForwardWgmmaOptIn,
                          ::testing::ValuesIn(wgmma_opt_in_forward_cases()), CaseName());
 INSTANTIATE_TEST_SUITE_P(Standard, GpuBackward,

@@ -7,11 +7,16 @@
 // __syncthreads per traversed block in backward_key_value_wgmma.cuh.
 //
 // Rows aligned to 4 bytes or more (the copies go straight into the
-// core-matrix tiles); everything else is BackwardKeyValueWgmma's.
+// core-matrix tiles); everything else is BackwardKeyValueWgmma's. With
+// C::kTma (copy=tma; 16-byte aligned rows) the producer's first lane issues
+// a TMA copy per 8-column slice of Q[j] and dO[j], completing on the stage's
+// full barrier, and the tiles have the TMA layout
+// (BackwardKeyValueWgmma::kTmaLayout).
 #pragma once
 
 #include "backward_key_value_wgmma.cuh"
 #include "producer_pipeline.cuh"
+#include "tma.cuh"
 
 namespace flashgen_device {
 
@@ -31,7 +36,28 @@ struct BackwardKeyValueWgmmaProducer {
     StagePipeline<kStages> pipeline;
   };
 
+  // cp.async copies by the producer warp.
   static __device__ void run(const AttentionParams& p, unsigned char* shared_bytes) {
+    static_assert(!C::kTma, "copy=tma kernels take the tensor maps");
+    run_with(p, shared_bytes,
+             [&](SharedStorage& smem, const typename Base::Traversal& walk, int batch,
+                 int kv_head, int lane) { produce(smem, p, walk, batch, kv_head, lane); });
+  }
+
+  // TMA copies (maps: Q, then dO) issued by the producer's first lane.
+  static __device__ void run(const AttentionParams& p, const TraversedTensorMaps& maps,
+                             unsigned char* shared_bytes) {
+    static_assert(C::kTma, "only copy=tma kernels take the tensor maps");
+    run_with(p, shared_bytes,
+             [&](SharedStorage& smem, const typename Base::Traversal& walk, int batch,
+                 int kv_head, int lane) {
+               produce_with_tma(smem, maps, p, walk, batch, kv_head, lane);
+             });
+  }
+
+  template <class Produce>
+  static __device__ __forceinline__ void run_with(const AttentionParams& p,
+                                                  unsigned char* shared_bytes, Produce produce) {
     SharedStorage& smem = *reinterpret_cast<SharedStorage*>(shared_bytes);
     const int thread = threadIdx.x, lane = thread & 31, warp = thread >> 5;
     const int kv_head = blockIdx.y;
@@ -50,6 +76,7 @@ struct BackwardKeyValueWgmmaProducer {
       copy_core_matrix_tile<kBlockM, kDimV, C::kVec, kConsumerThreads>(
           smem.v, v, p.v.stride_seq, p.seq_kv - key0, C::kDimV, thread);
     }
+    if constexpr (C::kTma) zero_untouched_slices(smem, thread);
     cp_async_commit();
     cp_async_wait<0>();
     fence_async_shared();
@@ -57,7 +84,7 @@ struct BackwardKeyValueWgmmaProducer {
 
     if (Registers::is_producer(warp)) {
       // Its first warp copies; the other three idle.
-      if (warp == kConsumerWarps) produce(smem, p, walk, batch, kv_head, lane);
+      if (warp == kConsumerWarps) produce(smem, walk, batch, kv_head, lane);
       return;
     }
     const int group = warp / 4;
@@ -84,6 +111,47 @@ struct BackwardKeyValueWgmmaProducer {
                                                          p.grad_o.stride_seq,
                                                          p.seq_q - rows.query0, C::kDimV, lane);
       Base::stage_row_stats(smem, stage, p, batch, rows.head, rows.query0, lane, 32);
+    });
+  }
+
+  // TMA copies 8-column slices of the columns that exist (Dqk, Dv); the
+  // slices past them, up to the tiles' widths (multiples of 16), are zeroed
+  // once in every stage and never written again.
+  static constexpr int kQuerySlices = ceil_div(C::kDimQK, 8);
+  static constexpr int kGradOSlices = ceil_div(C::kDimV, 8);
+
+  static __device__ __forceinline__ void zero_untouched_slices(SharedStorage& smem, int thread) {
+    constexpr int kThreads = (kConsumerWarps + 4) * 32;
+    for (int stage = 0; stage < kStages; ++stage) {
+      for (int i = kQuerySlices * kBlockN * 8 + thread; i < kBlockN * kDimQK; i += kThreads)
+        smem.q[stage][i] = 0;
+      for (int i = kGradOSlices * kBlockN * 8 + thread; i < kBlockN * kDimV; i += kThreads)
+        smem.grad_o[stage][i] = 0;
+    }
+  }
+
+  // The producer warp: the rows' L2 and Dterm by every lane (plain stores),
+  // then the first lane's arrival, which announces the bytes of Q[j] and
+  // dO[j], and their TMA copies (one per 8-column slice; rows past the
+  // sequence end arrive as zeros), all on the stage's full barrier.
+  static __device__ __forceinline__ void produce_with_tma(SharedStorage& smem,
+                                                          const TraversedTensorMaps& maps,
+                                                          const AttentionParams& p,
+                                                          const typename Base::Traversal& walk,
+                                                          int batch, int kv_head, int lane) {
+    constexpr u32 kBytes = u32(kQuerySlices + kGradOSlices) * kBlockN * 8 * sizeof(u16);
+    smem.pipeline.produce_with_transactions(walk.total, [&](int j, int stage, u64* full) {
+      const int head = walk.head_of(j, kv_head, p.group_size), query0 = walk.query0_of(j);
+      Base::stage_row_stats(smem, stage, p, batch, head, query0, lane, 32);
+      __syncwarp();  // the row statistics are in before the arrival publishes them
+      if (lane != 0) return;
+      mbarrier_arrive_expect_bytes(full, kBytes);
+      for (int slice = 0; slice < kQuerySlices; ++slice)
+        tma_load_4d(smem.q[stage] + slice * kBlockN * 8, &maps.first, slice * 8, query0, head,
+                    batch, full);
+      for (int slice = 0; slice < kGradOSlices; ++slice)
+        tma_load_4d(smem.grad_o[stage] + slice * kBlockN * 8, &maps.second, slice * 8, query0,
+                    head, batch, full);
     });
   }
 };

@@ -47,11 +47,11 @@ struct ForwardWgmmaProducer {
   }
 
   // TMA copies issued by the producer's first thread.
-  static __device__ void run(const AttentionParams& p, const ForwardTensorMaps& maps,
+  static __device__ void run(const AttentionParams& p, const TraversedTensorMaps& maps,
                              unsigned char* shared_bytes) {
     static_assert(C::kTma, "only copy=tma kernels take the tensor maps");
     run_with(p, shared_bytes, [&](SharedStorage& smem, const typename Base::Work& w, int lane) {
-      if (lane == 0) produce_with_tma(smem, maps, w);
+      produce_with_tma(smem, maps, w, lane);
     });
   }
 
@@ -109,22 +109,23 @@ struct ForwardWgmmaProducer {
     }
   }
 
-  // The producer thread: K[j] and V[j] into stage j % kStages, one TMA copy
-  // per 8-column slice, all completing on the stage's full barrier. Rows
-  // past the sequence end arrive as zeros.
+  // The producer warp's first lane: K[j] and V[j] into stage j % kStages,
+  // one TMA copy per 8-column slice, all completing on the stage's full
+  // barrier. Rows past the sequence end arrive as zeros.
   static __device__ __forceinline__ void produce_with_tma(SharedStorage& smem,
-                                                          const ForwardTensorMaps& maps,
-                                                          const typename Base::Work& w) {
+                                                          const TraversedTensorMaps& maps,
+                                                          const typename Base::Work& w, int lane) {
     const int value_slice_count = value_slices(w);
     const u32 bytes = u32(kKeySlices + value_slice_count) * kBlockN * 8 * sizeof(u16);
-    smem.pipeline.produce_by_one_thread(w.n_blocks, [&](int n_block, int stage, u64* full) {
+    smem.pipeline.produce_with_transactions(w.n_blocks, [&](int n_block, int stage, u64* full) {
+      if (lane != 0) return;
       const int key0 = n_block * kBlockN;
       mbarrier_arrive_expect_bytes(full, bytes);
       for (int slice = 0; slice < kKeySlices; ++slice)
-        tma_load_4d(smem.k[stage] + slice * kBlockN * 8, &maps.k, slice * 8, key0, w.kv_head,
+        tma_load_4d(smem.k[stage] + slice * kBlockN * 8, &maps.first, slice * 8, key0, w.kv_head,
                     w.batch, full);
       for (int slice = 0; slice < value_slice_count; ++slice)
-        tma_load_4d(smem.v[stage] + slice * kBlockN * 8, &maps.v, w.dv0 + slice * 8, key0,
+        tma_load_4d(smem.v[stage] + slice * kBlockN * 8, &maps.second, w.dv0 + slice * 8, key0,
                     w.kv_head, w.batch, full);
     });
   }

@@ -40,11 +40,12 @@ struct alignas(64) TensorMap {
   unsigned long long opaque[16];
 };
 
-// The tensor maps of a forward whose producer copies with TMA (copy=tma):
-// K and V, each viewed as [batch][heads][seq][dim] with 8-column by
-// block-cols boxes.
-struct ForwardTensorMaps {
-  TensorMap k, v;
+// The tensor maps of a kernel whose producer copies its traversed tiles with
+// TMA (copy=tma): K and V for the forward, Q and dO for the key/value
+// backward; each tensor viewed as [batch][heads][seq][dim], in boxes of 8
+// columns by the traversed block's rows.
+struct TraversedTensorMaps {
+  TensorMap first, second;
 };
 
 }  // namespace flashgen_device

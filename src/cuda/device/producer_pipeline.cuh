@@ -153,11 +153,12 @@ struct StagePipeline {
     }
   }
 
-  // The same for copies that report to the barrier themselves (TMA): one
-  // thread; issue(j, stage, full) announces the bytes (arrive + expect) and
-  // issues block j's copies into `stage`, completing on `full`.
+  // The same for copies that report to the barrier themselves (TMA), by
+  // the producer warp: issue(j, stage, full) fills `stage` with block j and
+  // makes one arrival on `full` that announces the bytes still to land
+  // (mbarrier_arrive_expect_bytes) after any plain stores of the warp.
   template <class Issue>
-  __device__ __forceinline__ void produce_by_one_thread(int n_blocks, Issue issue) {
+  __device__ __forceinline__ void produce_with_transactions(int n_blocks, Issue issue) {
     for (int j = 0; j < n_blocks; ++j) {
       if (j >= kStages) mbarrier_wait(&empty[j % kStages], (j / kStages + 1) & 1);
       issue(j, j % kStages, &full[j % kStages]);
