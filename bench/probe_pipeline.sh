@@ -2,8 +2,8 @@
 # On an sm_90a GPU: checks the wgmma kernels' pipeline variants that only a
 # tuning selects (the forward's deeper K/V pipelines, stages=3 and 4; a
 # producer warpgroup that copies while the others compute, producer=warp, in
-# the forward and both backward kernels, with cp.async or, for the forward
-# and the key/value backward, TMA: copy=tma) with their forced GPU tests, then times each against the
+# the forward and both backward kernels, with cp.async or TMA: copy=tma)
+# with their forced GPU tests, then times each against the
 # table's shape at a few head dimensions.
 # Uses build-gpu/ (scripts/gpu_check.sh builds it); bench/NOTES.md keeps
 # what the rows showed.
@@ -40,7 +40,8 @@ run forward 128 "rows=128 cols=128 head=0 warps=8" "$T"
 run forward 128 "rows=128 cols=64 head=0 warps=8" "$T"
 run forward 256 "rows=128 cols=32 head=0 warps=8" "" "$T"
 run forward 384 "rows=128 cols=32 head=256 warps=8" "" "$T"
-run backward_query 128 "rows=128 cols=64 head=0 warps=8" "" "$P"
+run backward_query 64 "rows=192 cols=64 head=0 warps=12" "" "$T"
+run backward_query 128 "rows=128 cols=64 head=0 warps=8" "" "$P" "$T"
 run backward_key_value 64 "rows=128 cols=64 head=0 warps=8" "" "$T"
 run backward_key_value 128 "rows=128 cols=64 head=0 warps=8" "" "$P" "$T"
 run backward_key_value 128 "rows=128 cols=32 head=0 warps=8" "" "$T"

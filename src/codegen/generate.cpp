@@ -175,10 +175,7 @@ void check_tuning(const KernelSpec& spec, const TuningParams& t) {
       fail("producer=warp needs stages >= 3");
   }
   if (t.tma) {
-    if (!(t.producer &&
-          (spec.kind == KernelKind::forward || spec.kind == KernelKind::backward_key_value)))
-      fail("copy=tma applies to the wgmma forward and key/value backward with producer=warp "
-           "only");
+    if (!t.producer) fail("copy=tma applies to the wgmma kernels with producer=warp only");
     if (spec.vec != 8)
       fail("copy=tma needs rows, strides and pointers aligned to 16 bytes (alignment class 8)");
   }

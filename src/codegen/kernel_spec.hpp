@@ -64,8 +64,7 @@ struct TuningParams {
   // The producer copies the traversed tiles with the Tensor Memory
   // Accelerator (one cp.async.bulk.tensor per 8-column slice of a tile,
   // completing on the stage's barrier) instead of cp.async: the wgmma
-  // forward and key/value backward with producer=warp on 16-byte aligned
-  // rows (sm_90a).
+  // kernels with producer=warp on 16-byte aligned rows (sm_90a).
   bool tma = false;
 
   int row_tiles() const { return block_rows / (16 * warps); }  // 16-row tiles per warp

@@ -156,7 +156,10 @@ TEST(CompileWgmmaOptIn, CandidatesCompileWithoutSpills) {
                          Shape{KernelKind::forward, 384, 128, 32, true, DType::bf16, 8, 0, true, true},
                          Shape{key_value, 64, 128, 64, true, DType::bf16, 8, 0, true, true},
                          Shape{key_value, 128, 128, 32, false, DType::f16, 8, 0, true, true},
-                         Shape{key_value, 72, 192, 32, true, DType::bf16, 8, 0, true, true}}) {
+                         Shape{key_value, 72, 192, 32, true, DType::bf16, 8, 0, true, true},
+                         Shape{query, 64, 192, 64, true, DType::bf16, 8, 0, true, true},
+                         Shape{query, 128, 128, 64, false, DType::f16, 8, 0, true, true},
+                         Shape{query, 72, 128, 32, true, DType::bf16, 8, 0, true, true}}) {
     KernelSpec spec;
     spec.kind = c.kind;
     spec.dtype = c.dtype;

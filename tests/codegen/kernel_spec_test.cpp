@@ -144,17 +144,16 @@ TEST(Generate, TmaCopiesTheForwardProducersTilesOnAlignedRows) {
   TuningParams without_producer = t;
   without_producer.producer = false;
   refused(s, without_producer, "producer=warp only");
-  // The key/value backward's producer copies Q and dO with TMA; the query
-  // kernel's does not.
-  TuningParams kv{128, 32, 0, 8, 0, true};
-  kv.producer = true;
-  kv.tma = true;
-  const GeneratedKernel g_kv = generate(spec_of(KernelKind::backward_key_value, 64, 64), kv);
-  EXPECT_TRUE(g_kv.tensor_maps);
-  EXPECT_NE(g_kv.source.find("backward_key_value_wgmma_producer.cuh"), std::string::npos);
-  TuningParams query = kv;
-  query.block_cols = 64;
-  refused(spec_of(KernelKind::backward_query, 128, 128), query, "key/value backward");
+  // The backward producers copy their traversed tiles with TMA too.
+  TuningParams backward{128, 32, 0, 8, 0, true};
+  backward.producer = true;
+  backward.tma = true;
+  for (KernelKind kind : {KernelKind::backward_query, KernelKind::backward_key_value}) {
+    const GeneratedKernel g_b = generate(spec_of(kind, 64, 64), backward);
+    EXPECT_TRUE(g_b.tensor_maps) << g_b.name;
+    EXPECT_NE(g_b.source.find("_wgmma_producer.cuh"), std::string::npos);
+    EXPECT_NE(g_b.source.find("kTma = true;"), std::string::npos);
+  }
   EXPECT_NE(forced_only_path(s, t), "");
 }
 

@@ -240,23 +240,35 @@ TEST_P(GpuBackwardWgmmaKeyValueProducer, MatchesReference) {
   EXPECT_TRUE(check_backward(GetParam(), gpu_options(true)));
 }
 
-// The key/value producer copying Q and dO with TMA (copy=tma), on the
-// forward's TMA cases whose dK and dV fit the registers (Dqk + Dv <= 256).
+// The backward producers copying their traversed tiles with TMA
+// (copy=tma): K and V for the query kernel, Q and dO for the key/value
+// kernel, on the forward's TMA cases whose accumulators fit the registers.
+class GpuBackwardWgmmaQueryTma : public ::testing::TestWithParam<Case> {};
 class GpuBackwardWgmmaKeyValueTma : public ::testing::TestWithParam<Case> {};
 
-TEST_P(GpuBackwardWgmmaKeyValueTma, MatchesReference) {
-  FLASHGEN_SKIP_WITHOUT_GPU();
+void check_backward_with_tma(KernelKind kind, const Case& c) {
   TuningParams tuning = wgmma_tuning();
   tuning.producer = true;
   tuning.tma = true;
-  const ScopedTuningOverride force(KernelKind::backward_key_value, tuning);
-  EXPECT_TRUE(check_backward(GetParam(), gpu_options(true)));
+  const ScopedTuningOverride force(kind, tuning);
+  EXPECT_TRUE(check_backward(c, gpu_options(true)));
 }
 
-std::vector<Case> wgmma_key_value_tma_cases() {
+TEST_P(GpuBackwardWgmmaQueryTma, MatchesReference) {
+  FLASHGEN_SKIP_WITHOUT_GPU();
+  check_backward_with_tma(KernelKind::backward_query, GetParam());
+}
+
+TEST_P(GpuBackwardWgmmaKeyValueTma, MatchesReference) {
+  FLASHGEN_SKIP_WITHOUT_GPU();
+  check_backward_with_tma(KernelKind::backward_key_value, GetParam());
+}
+
+// dQ in registers: Dqk <= 256; dK and dV: Dqk + Dv <= 256.
+std::vector<Case> wgmma_backward_tma_cases(bool key_value) {
   std::vector<Case> kept;
   for (const Case& c : wgmma_tma_cases())
-    if (c.dim_qk + c.dim_v <= 256) kept.push_back(c);
+    if (key_value ? c.dim_qk + c.dim_v <= 256 : c.dim_qk <= 256) kept.push_back(c);
   return kept;
 }
 
@@ -305,8 +317,10 @@ INSTANTIATE_TEST_SUITE_P(Forced, GpuForwardWgmmaProducer,
                          ::testing::ValuesIn(wgmma_stages_cases()), CaseName());
 INSTANTIATE_TEST_SUITE_P(Forced, GpuForwardWgmmaTma, ::testing::ValuesIn(wgmma_tma_cases()),
                          CaseName());
+INSTANTIATE_TEST_SUITE_P(Forced, GpuBackwardWgmmaQueryTma,
+                         ::testing::ValuesIn(wgmma_backward_tma_cases(false)), CaseName());
 INSTANTIATE_TEST_SUITE_P(Forced, GpuBackwardWgmmaKeyValueTma,
-                         ::testing::ValuesIn(wgmma_key_value_tma_cases()), CaseName());
+                         ::testing::ValuesIn(wgmma_backward_tma_cases(true)), CaseName());
 INSTANTIATE_TEST_SUITE_P(Forced, GpuForwardWgmmaOptIn,
                          ::testing::ValuesIn(wgmma_opt_in_forward_cases()), CaseName());
 INSTANTIATE_TEST_SUITE_P(Standard, GpuBackward,

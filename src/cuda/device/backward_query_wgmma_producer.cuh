@@ -7,11 +7,15 @@
 // backward_query_wgmma.cuh.
 //
 // Rows aligned to 4 bytes or more (the copies go straight into the
-// core-matrix tiles); everything else is BackwardQueryWgmma's.
+// core-matrix tiles); everything else is BackwardQueryWgmma's. With C::kTma
+// (copy=tma; 16-byte aligned rows) the producer's first lane issues a TMA
+// copy per 8-column slice of K[j] and V[j], completing on the stage's full
+// barrier, and the tiles have the TMA layout (BackwardQueryWgmma::kTmaLayout).
 #pragma once
 
 #include "backward_query_wgmma.cuh"
 #include "producer_pipeline.cuh"
+#include "tma.cuh"
 
 namespace flashgen_device {
 
@@ -38,7 +42,28 @@ struct BackwardQueryWgmmaProducer {
     StagePipeline<kStages> pipeline;  // a full and an empty barrier per stage
   };
 
+  // cp.async copies by the producer warp.
   static __device__ void run(const AttentionParams& p, unsigned char* shared_bytes) {
+    static_assert(!C::kTma, "copy=tma kernels take the tensor maps");
+    run_with(p, shared_bytes,
+             [&](SharedStorage& smem, int batch, int kv_head, int n_blocks, int lane) {
+               produce(smem, p, batch, kv_head, n_blocks, lane);
+             });
+  }
+
+  // TMA copies (maps: K, then V) issued by the producer's first lane.
+  static __device__ void run(const AttentionParams& p, const TraversedTensorMaps& maps,
+                             unsigned char* shared_bytes) {
+    static_assert(C::kTma, "only copy=tma kernels take the tensor maps");
+    run_with(p, shared_bytes,
+             [&](SharedStorage& smem, int batch, int kv_head, int n_blocks, int lane) {
+               produce_with_tma(smem, maps, batch, kv_head, n_blocks, lane);
+             });
+  }
+
+  template <class Produce>
+  static __device__ __forceinline__ void run_with(const AttentionParams& p,
+                                                  unsigned char* shared_bytes, Produce produce) {
     SharedStorage& smem = *reinterpret_cast<SharedStorage*>(shared_bytes);
     const int thread = threadIdx.x, lane = thread & 31, warp = thread >> 5;
     const int head = blockIdx.y;
@@ -64,6 +89,7 @@ struct BackwardQueryWgmmaProducer {
       stage_query_rows<Base::E, C::kDimV, kBlockM, kConsumerWarps>(
           p, batch, head, row0, grad_o, o, smem.dterm, smem.lse_log2, true, warp, lane);
     }
+    if constexpr (C::kTma) zero_untouched_slices(smem, thread);
     cp_async_commit();
     cp_async_wait<0>();
     fence_async_shared();
@@ -72,7 +98,7 @@ struct BackwardQueryWgmmaProducer {
 
     if (Registers::is_producer(warp)) {
       // Its first warp copies; the other three idle.
-      if (warp == kConsumerWarps) produce(smem, p, batch, kv_head, n_blocks, lane);
+      if (warp == kConsumerWarps) produce(smem, batch, kv_head, n_blocks, lane);
       return;
     }
     const int group = warp / 4;
@@ -104,6 +130,43 @@ struct BackwardQueryWgmmaProducer {
       copy_core_matrix_tile<kBlockN, kDimV, C::kVec, 32>(smem.v[stage], v + key0 * p.v.stride_seq,
                                                          p.v.stride_seq, p.seq_kv - key0,
                                                          C::kDimV, lane);
+    });
+  }
+
+  // TMA copies 8-column slices of the columns that exist (Dqk, Dv); the
+  // slices past them, up to the tiles' widths (multiples of 16), are zeroed
+  // once in every stage and never written again.
+  static constexpr int kKeySlices = ceil_div(C::kDimQK, 8);
+  static constexpr int kValueSlices = ceil_div(C::kDimV, 8);
+
+  static __device__ __forceinline__ void zero_untouched_slices(SharedStorage& smem, int thread) {
+    constexpr int kThreads = (kConsumerWarps + 4) * 32;
+    for (int stage = 0; stage < kStages; ++stage) {
+      for (int i = kKeySlices * kBlockN * 8 + thread; i < kBlockN * kDimQK; i += kThreads)
+        smem.k[stage][i] = 0;
+      for (int i = kValueSlices * kBlockN * 8 + thread; i < kBlockN * kDimV; i += kThreads)
+        smem.v[stage][i] = 0;
+    }
+  }
+
+  // The producer warp's first lane: K[j] and V[j] into stage j % kStages,
+  // one TMA copy per 8-column slice, all completing on the stage's full
+  // barrier. Rows past the sequence end arrive as zeros.
+  static __device__ __forceinline__ void produce_with_tma(SharedStorage& smem,
+                                                          const TraversedTensorMaps& maps,
+                                                          int batch, int kv_head, int n_blocks,
+                                                          int lane) {
+    constexpr u32 kBytes = u32(kKeySlices + kValueSlices) * kBlockN * 8 * sizeof(u16);
+    smem.pipeline.produce_with_transactions(n_blocks, [&](int j, int stage, u64* full) {
+      if (lane != 0) return;
+      const int key0 = j * kBlockN;
+      mbarrier_arrive_expect_bytes(full, kBytes);
+      for (int slice = 0; slice < kKeySlices; ++slice)
+        tma_load_4d(smem.k[stage] + slice * kBlockN * 8, &maps.first, slice * 8, key0, kv_head,
+                    batch, full);
+      for (int slice = 0; slice < kValueSlices; ++slice)
+        tma_load_4d(smem.v[stage] + slice * kBlockN * 8, &maps.second, slice * 8, key0, kv_head,
+                    batch, full);
     });
   }
 };
