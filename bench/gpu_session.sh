@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# One run on a GPU machine, in the order that matters when time is short:
+# build, the GPU tests of the kernels not yet run on a GPU (each with a short
+# timeout, so a kernel that never finishes cannot stall the rest), the rest
+# of the GPU suite, the pipeline probes, flashgen and the peers at the head
+# dimensions of the issues' closing notes, and the Python tests on the GPU.
+# Every step runs under its own time limit, cut to what is left of the
+# budget; logs and JSON go to OUT_DIR.
+#
+#   bash bench/gpu_session.sh OUT_DIR [--budget SECONDS] [--new REGEX] [--dims LIST]
+#
+# --budget   wall-clock seconds for the whole run (default 560)
+# --new      ctest regex of the tests to run first (default "Tma|Float32")
+# --dims     head dimensions of the bench and peers rows
+#            (default 40,64,127,128,199,256,257,384,385,512)
+set -uo pipefail
+cd "$(dirname "$0")/.."
+
+out=${1:-}
+[ -n "$out" ] || { echo "usage: bash bench/gpu_session.sh OUT_DIR [--budget S] [--new REGEX] [--dims LIST]" >&2; exit 2; }
+shift
+budget=560
+new_tests="Tma|Float32"
+dims=40,64,127,128,199,256,257,384,385,512
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --budget) budget=$2; shift 2 ;;
+    --new) new_tests=$2; shift 2 ;;
+    --dims) dims=$2; shift 2 ;;
+    *) echo "gpu_session.sh: unknown option $1" >&2; exit 2 ;;
+  esac
+done
+mkdir -p "$out"
+start=$(date +%s)
+date_tag=$(date +%F)
+
+# step NAME SECONDS COMMAND...: runs COMMAND with at most SECONDS (or what is
+# left of the budget), its output in OUT_DIR/NAME.log; prints the outcome.
+step() {
+  local name=$1 limit=$2
+  shift 2
+  local left=$(( budget - ($(date +%s) - start) ))
+  [ "$limit" -gt "$left" ] && limit=$left
+  if [ "$limit" -le 5 ]; then
+    echo "== $name: skipped, the budget is spent" | tee "$out/$name.log"
+    return
+  fi
+  timeout "$limit" "$@" > "$out/$name.log" 2>&1
+  local rc=$?
+  echo "== $name: rc=$rc at $(( $(date +%s) - start )) s (limit $limit s)"
+}
+
+summary() {  # the tests that passed, failed or timed out in a ctest log
+  grep -E "tests passed|\*\*\*|Failed|Timeout" "$1" | grep -v "^ *[0-9]*/[0-9]* Test .* Passed" | head -30
+}
+
+generator=()
+command -v ninja >/dev/null 2>&1 && generator=(-G Ninja)
+step build 200 bash -c "cmake -S . -B build-gpu ${generator[*]} -DCMAKE_BUILD_TYPE=Release &&
+  cmake --build build-gpu --parallel $(nproc)"
+tail -3 "$out/build.log"
+
+step tests_new 150 bash -c "cd build-gpu && ctest -L gpu -R '$new_tests' --parallel 4 --timeout 60 \
+  --output-on-failure"
+summary "$out/tests_new.log"
+
+step tests_rest 240 bash -c "cd build-gpu && ctest -L gpu -E '$new_tests' --parallel $(nproc) \
+  --timeout 200 --output-on-failure"
+summary "$out/tests_rest.log"
+
+step probe_pipeline 150 bash bench/probe_pipeline.sh --no-tests
+cat "$out/probe_pipeline.log"
+
+step bench 120 build-gpu/flashgen bench --backend cuda --dims "$dims" \
+  --kinds forward,backward,backward_atomic --json "$out/flashgen_${date_tag}_key_dims.json"
+grep -E "^ *[0-9]+ |rror" "$out/bench.log"
+
+step peers 150 python3 bench/peers.py --dims "$dims" --time-budget-s 0.5 \
+  --json "$out/peers_${date_tag}_key_dims.json"
+tail -2 "$out/peers.log"
+
+step pytest 120 env FLASHGEN_LIBRARY="$PWD/build-gpu/libflashgen.so" python3 -m pytest -q python/tests
+tail -3 "$out/pytest.log"
