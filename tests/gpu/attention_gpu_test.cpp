@@ -178,6 +178,8 @@ class GpuForwardWgmmaTma : public ::testing::TestWithParam<Case> {};
 TEST_P(GpuForwardWgmmaTma, MatchesReference) {
   FLASHGEN_SKIP_WITHOUT_GPU();
   for (int warps : {8, 12}) {
+    // Three warpgroups' Q past 256 columns leave no room for three stages.
+    if (warps == 12 && GetParam().dim_qk > 256) continue;
     const TuningParams tuning = forward_producer_tuning(warps, GetParam(), true);
     const ScopedTuningOverride force(KernelKind::forward, tuning);
     EXPECT_TRUE(check_forward(GetParam(), gpu_options())) << tuning.to_string();
