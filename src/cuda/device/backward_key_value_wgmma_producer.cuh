@@ -122,12 +122,8 @@ struct BackwardKeyValueWgmmaProducer {
 
   static __device__ __forceinline__ void zero_untouched_slices(SharedStorage& smem, int thread) {
     constexpr int kThreads = (kConsumerWarps + 4) * 32;
-    for (int stage = 0; stage < kStages; ++stage) {
-      for (int i = kQuerySlices * kBlockN * 8 + thread; i < kBlockN * kDimQK; i += kThreads)
-        smem.q[stage][i] = 0;
-      for (int i = kGradOSlices * kBlockN * 8 + thread; i < kBlockN * kDimV; i += kThreads)
-        smem.grad_o[stage][i] = 0;
-    }
+    zero_slices_from<kBlockN, kDimQK>(smem.q, kQuerySlices, thread, kThreads);
+    zero_slices_from<kBlockN, kDimV>(smem.grad_o, kGradOSlices, thread, kThreads);
   }
 
   // The producer warp: the rows' L2 and Dterm by every lane (plain stores),
@@ -139,19 +135,16 @@ struct BackwardKeyValueWgmmaProducer {
                                                           const AttentionParams& p,
                                                           const typename Base::Traversal& walk,
                                                           int batch, int kv_head, int lane) {
-    constexpr u32 kBytes = u32(kQuerySlices + kGradOSlices) * kBlockN * 8 * sizeof(u16);
     smem.pipeline.produce_with_transactions(walk.total, [&](int j, int stage, u64* full) {
       const int head = walk.head_of(j, kv_head, p.group_size), query0 = walk.query0_of(j);
       Base::stage_row_stats(smem, stage, p, batch, head, query0, lane, 32);
       __syncwarp();  // the row statistics are in before the arrival publishes them
       if (lane != 0) return;
-      mbarrier_arrive_expect_bytes(full, kBytes);
-      for (int slice = 0; slice < kQuerySlices; ++slice)
-        tma_load_4d(smem.q[stage] + slice * kBlockN * 8, &maps.first, slice * 8, query0, head,
-                    batch, full);
-      for (int slice = 0; slice < kGradOSlices; ++slice)
-        tma_load_4d(smem.grad_o[stage] + slice * kBlockN * 8, &maps.second, slice * 8, query0,
-                    head, batch, full);
+      mbarrier_arrive_expect_bytes(full, tma_slice_bytes<kBlockN>(kQuerySlices + kGradOSlices));
+      tma_load_slices<kBlockN>(smem.q[stage], &maps.first, kQuerySlices, 0, query0, head, batch,
+                               full);
+      tma_load_slices<kBlockN>(smem.grad_o[stage], &maps.second, kGradOSlices, 0, query0, head,
+                               batch, full);
     });
   }
 };

@@ -141,12 +141,8 @@ struct BackwardQueryWgmmaProducer {
 
   static __device__ __forceinline__ void zero_untouched_slices(SharedStorage& smem, int thread) {
     constexpr int kThreads = (kConsumerWarps + 4) * 32;
-    for (int stage = 0; stage < kStages; ++stage) {
-      for (int i = kKeySlices * kBlockN * 8 + thread; i < kBlockN * kDimQK; i += kThreads)
-        smem.k[stage][i] = 0;
-      for (int i = kValueSlices * kBlockN * 8 + thread; i < kBlockN * kDimV; i += kThreads)
-        smem.v[stage][i] = 0;
-    }
+    zero_slices_from<kBlockN, kDimQK>(smem.k, kKeySlices, thread, kThreads);
+    zero_slices_from<kBlockN, kDimV>(smem.v, kValueSlices, thread, kThreads);
   }
 
   // The producer warp's first lane: K[j] and V[j] into stage j % kStages,
@@ -156,17 +152,14 @@ struct BackwardQueryWgmmaProducer {
                                                           const TraversedTensorMaps& maps,
                                                           int batch, int kv_head, int n_blocks,
                                                           int lane) {
-    constexpr u32 kBytes = u32(kKeySlices + kValueSlices) * kBlockN * 8 * sizeof(u16);
     smem.pipeline.produce_with_transactions(n_blocks, [&](int j, int stage, u64* full) {
       if (lane != 0) return;
       const int key0 = j * kBlockN;
-      mbarrier_arrive_expect_bytes(full, kBytes);
-      for (int slice = 0; slice < kKeySlices; ++slice)
-        tma_load_4d(smem.k[stage] + slice * kBlockN * 8, &maps.first, slice * 8, key0, kv_head,
-                    batch, full);
-      for (int slice = 0; slice < kValueSlices; ++slice)
-        tma_load_4d(smem.v[stage] + slice * kBlockN * 8, &maps.second, slice * 8, key0, kv_head,
-                    batch, full);
+      mbarrier_arrive_expect_bytes(full, tma_slice_bytes<kBlockN>(kKeySlices + kValueSlices));
+      tma_load_slices<kBlockN>(smem.k[stage], &maps.first, kKeySlices, 0, key0, kv_head, batch,
+                               full);
+      tma_load_slices<kBlockN>(smem.v[stage], &maps.second, kValueSlices, 0, key0, kv_head, batch,
+                               full);
     });
   }
 };

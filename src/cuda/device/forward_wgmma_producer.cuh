@@ -102,11 +102,8 @@ struct ForwardWgmmaProducer {
                                                                const typename Base::Work& w,
                                                                int thread) {
     constexpr int kThreads = (kConsumerWarps + 4) * 32;
-    const int key_first = kKeySlices * kBlockN * 8, value_first = value_slices(w) * kBlockN * 8;
-    for (int stage = 0; stage < kStages; ++stage) {
-      for (int i = key_first + thread; i < kBlockN * kDimQK; i += kThreads) smem.k[stage][i] = 0;
-      for (int i = value_first + thread; i < kBlockN * kDimV; i += kThreads) smem.v[stage][i] = 0;
-    }
+    zero_slices_from<kBlockN, kDimQK>(smem.k, kKeySlices, thread, kThreads);
+    zero_slices_from<kBlockN, kDimV>(smem.v, value_slices(w), thread, kThreads);
   }
 
   // The producer warp's first lane: K[j] and V[j] into stage j % kStages,
@@ -116,17 +113,15 @@ struct ForwardWgmmaProducer {
                                                           const TraversedTensorMaps& maps,
                                                           const typename Base::Work& w, int lane) {
     const int value_slice_count = value_slices(w);
-    const u32 bytes = u32(kKeySlices + value_slice_count) * kBlockN * 8 * sizeof(u16);
+    const u32 bytes = tma_slice_bytes<kBlockN>(kKeySlices + value_slice_count);
     smem.pipeline.produce_with_transactions(w.n_blocks, [&](int n_block, int stage, u64* full) {
       if (lane != 0) return;
       const int key0 = n_block * kBlockN;
       mbarrier_arrive_expect_bytes(full, bytes);
-      for (int slice = 0; slice < kKeySlices; ++slice)
-        tma_load_4d(smem.k[stage] + slice * kBlockN * 8, &maps.first, slice * 8, key0, w.kv_head,
-                    w.batch, full);
-      for (int slice = 0; slice < value_slice_count; ++slice)
-        tma_load_4d(smem.v[stage] + slice * kBlockN * 8, &maps.second, w.dv0 + slice * 8, key0,
-                    w.kv_head, w.batch, full);
+      tma_load_slices<kBlockN>(smem.k[stage], &maps.first, kKeySlices, 0, key0, w.kv_head,
+                               w.batch, full);
+      tma_load_slices<kBlockN>(smem.v[stage], &maps.second, value_slice_count, w.dv0, key0,
+                               w.kv_head, w.batch, full);
     });
   }
 

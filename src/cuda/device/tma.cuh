@@ -31,4 +31,34 @@ __device__ __forceinline__ void tma_load_4d(void* destination, const TensorMap* 
       : "memory");
 }
 
+// Tiles in the layout TMA writes from 8-column boxes: [kCols / 8][kRows][8],
+// one slice of 8 columns of all kRows rows after the other.
+
+// Bytes of `slices` such slices of 16-bit elements.
+template <int kRows>
+__device__ __forceinline__ u32 tma_slice_bytes(int slices) {
+  return u32(slices) * kRows * 8 * sizeof(u16);
+}
+
+// Copies slices [0, slices) of rows [row0, row0 + kRows), columns from col0
+// on, of one (head, batch) of `map` into `tile`, completing on `full`.
+template <int kRows>
+__device__ __forceinline__ void tma_load_slices(u16* tile, const TensorMap* map, int slices,
+                                                int col0, int row0, int head, int batch,
+                                                u64* full) {
+  for (int slice = 0; slice < slices; ++slice)
+    tma_load_4d(tile + slice * kRows * 8, map, col0 + slice * 8, row0, head, batch, full);
+}
+
+// Zeroes slices [first_slice, kCols / 8) of every stage: the columns past a
+// tensor's last up to the tile's width, which TMA never writes. `threads`
+// threads from `thread` on share the work.
+template <int kRows, int kCols, int kStages>
+__device__ __forceinline__ void zero_slices_from(u16 (&tiles)[kStages][kRows * kCols],
+                                                 int first_slice, int thread, int threads) {
+  for (int stage = 0; stage < kStages; ++stage)
+    for (int i = first_slice * kRows * 8 + thread; i < kRows * kCols; i += threads)
+      tiles[stage][i] = 0;
+}
+
 }  // namespace flashgen_device
