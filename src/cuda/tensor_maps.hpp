@@ -7,6 +7,19 @@
 
 namespace flashgen::cuda {
 
+// What cuTensorMapEncodeTiled gets for one tensor: dims fastest first (dim,
+// seq, heads, batch), byte strides of the outer three, and the box.
+struct TensorMapGeometry {
+  unsigned long long dims[4];
+  unsigned long long byte_strides[3];
+  unsigned box[4];
+};
+
+// The geometry of a 16-bit [batch][seq][heads][dim] view read in boxes of 8
+// columns by `box_rows` rows. A dim of size 1 is never stepped, but TMA
+// still wants its stride a multiple of 16 bytes: it gets the packed one.
+TensorMapGeometry tensor_map_geometry(const TensorView& t, int box_rows);
+
 // The two tensors a kernel traverses (K and V for the forward, Q and dO for
 // the key/value backward), each a [batch][heads][seq][dim] view of the
 // tensor as it is (its own strides), read in boxes of 8 columns by

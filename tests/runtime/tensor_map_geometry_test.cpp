@@ -1,0 +1,50 @@
+// The geometry the TMA kernels' tensor maps are encoded with (no GPU needed):
+// dims fastest first, the caller's strides in bytes, the packed stride for a
+// dim of size 1, boxes of 8 columns by the traversed rows.
+#include <gtest/gtest.h>
+
+#include "cuda/tensor_maps.hpp"
+
+namespace flashgen::cuda {
+namespace {
+
+TEST(TensorMapGeometry, DimsFastestFirstWithTheCallersByteStrides) {
+  // [batch 2][seq 300][heads 4][dim 128], BSHD: seq stride heads·dim.
+  const TensorView t = TensorView::bshd(nullptr, DType::bf16, 2, 300, 4, 128);
+  const TensorMapGeometry g = tensor_map_geometry(t, 64);
+  EXPECT_EQ(g.dims[0], 128u);
+  EXPECT_EQ(g.dims[1], 300u);
+  EXPECT_EQ(g.dims[2], 4u);
+  EXPECT_EQ(g.dims[3], 2u);
+  EXPECT_EQ(g.byte_strides[0], 2u * 4 * 128);        // seq
+  EXPECT_EQ(g.byte_strides[1], 2u * 128);            // heads
+  EXPECT_EQ(g.byte_strides[2], 2u * 300 * 4 * 128);  // batch
+  EXPECT_EQ(g.box[0], 8u);
+  EXPECT_EQ(g.box[1], 64u);
+  EXPECT_EQ(g.box[2], 1u);
+  EXPECT_EQ(g.box[3], 1u);
+}
+
+TEST(TensorMapGeometry, BhsdStridesAreReadAsTheyAre) {
+  const TensorView t = TensorView::bhsd(nullptr, DType::f16, 1, 77, 3, 40);
+  const TensorMapGeometry g = tensor_map_geometry(t, 32);
+  EXPECT_EQ(g.byte_strides[0], 2u * 40);       // seq
+  EXPECT_EQ(g.byte_strides[1], 2u * 77 * 40);  // heads
+}
+
+TEST(TensorMapGeometry, ADimOfOneGetsAStrideTmaAccepts) {
+  // One head and one batch: their strides are never stepped and may be
+  // anything; TMA still needs multiples of 16 bytes.
+  TensorView t = TensorView::bshd(nullptr, DType::bf16, 1, 100, 1, 72);
+  t.stride[2] = 3;  // a stride of a size-1 dim, as views may carry
+  t.stride[0] = 5;
+  const TensorMapGeometry g = tensor_map_geometry(t, 128);
+  EXPECT_EQ(g.byte_strides[0], 2u * 72);  // seq, the caller's
+  for (int i = 1; i < 3; ++i) {
+    EXPECT_EQ(g.byte_strides[i] % 16, 0u) << i;
+    EXPECT_GE(g.byte_strides[i], 2u * 72 * 100) << i;
+  }
+}
+
+}  // namespace
+}  // namespace flashgen::cuda
