@@ -10,7 +10,7 @@
 #   bash bench/gpu_session.sh OUT_DIR [--budget SECONDS] [--new REGEX] [--dims LIST]
 #
 # --budget   wall-clock seconds for the whole run (default 560)
-# --new      ctest regex of the tests to run first (default "Tma|Float32")
+# --new      ctest regex of the tests to run first (default "Tma|Float32|WgmmaSplit")
 # --dims     head dimensions of the bench and peers rows
 #            (default 40,64,127,128,199,256,257,384,385,512)
 set -uo pipefail
@@ -20,7 +20,7 @@ out=${1:-}
 [ -n "$out" ] || { echo "usage: bash bench/gpu_session.sh OUT_DIR [--budget S] [--new REGEX] [--dims LIST]" >&2; exit 2; }
 shift
 budget=560
-new_tests="Tma|Float32"
+new_tests="Tma|Float32|WgmmaSplit"
 dims=40,64,127,128,199,256,257,384,385,512
 while [ $# -gt 0 ]; do
   case "$1" in

@@ -2,8 +2,9 @@
 # On an sm_90a GPU: checks the wgmma kernels' pipeline variants that only a
 # tuning selects (the forward's deeper K/V pipelines, stages=3 and 4; a
 # producer warpgroup that copies while the others compute, producer=warp, in
-# the forward and both backward kernels, with cp.async or TMA: copy=tma)
-# with their forced GPU tests, then times each against the
+# the forward and both backward kernels, with cp.async or TMA: copy=tma; the
+# forward whose warpgroups split the head dims: split=dims) with their forced
+# GPU tests, then times each against the
 # table's shape at a few head dimensions.
 # Uses build-gpu/ (scripts/gpu_check.sh builds it); bench/NOTES.md keeps
 # what the rows showed.
@@ -16,7 +17,7 @@ bin=build-gpu/flashgen
 
 if [ "${1:-}" != "--no-tests" ]; then
   echo "== forced GPU tests"
-  (cd build-gpu && ctest -L gpu -R "WgmmaStages|Producer|WgmmaTma" --timeout 120 2>&1 | tail -n 8)
+  (cd build-gpu && ctest -L gpu -R "WgmmaStages|Producer|Tma|WgmmaSplit" --timeout 120 2>&1 | tail -n 8)
 fi
 
 run() {  # run KIND DIMS TUNING VARIANT...: one bench row per variant
@@ -40,6 +41,12 @@ run forward 128 "rows=128 cols=128 head=0 warps=8" "$T"
 run forward 128 "rows=128 cols=64 head=0 warps=8" "$T"
 run forward 256 "rows=128 cols=32 head=0 warps=8" "" "$T"
 run forward 384 "rows=128 cols=32 head=256 warps=8" "" "$T"
+S="split=dims"
+run forward 384 "rows=64 cols=32 head=0 warps=8" "$S"
+run forward 384 "rows=64 cols=48 head=0 warps=8" "$S"
+run forward 512 "rows=128 cols=32 head=256 warps=8" ""
+run forward 512 "rows=64 cols=32 head=0 warps=8" "$S"
+run forward 256 "rows=64 cols=64 head=0 warps=8" "$S"
 run backward_query 64 "rows=192 cols=64 head=0 warps=12" "" "$T"
 run backward_query 128 "rows=128 cols=64 head=0 warps=8" "" "$P" "$T"
 run backward_key_value 64 "rows=128 cols=64 head=0 warps=8" "" "$T"

@@ -50,6 +50,7 @@ KindInfo info_of(const KernelSpec& spec, const TuningParams& t) {
   if (spec.dtype == DType::f32) return f32_info_of(spec.kind);
   switch (spec.kind) {
     case KernelKind::forward:
+      if (t.split) return {"forward_wgmma_split.cuh", "ForwardWgmmaSplit", "flashgen_forward"};
       if (t.producer)
         return {"forward_wgmma_producer.cuh", "ForwardWgmmaProducer", "flashgen_forward"};
       if (t.wgmma) return {"forward_wgmma.cuh", "ForwardWgmma", "flashgen_forward"};
@@ -115,6 +116,22 @@ static void check_f32_tuning(const KernelSpec& spec, const TuningParams& t,
          "set head");
 }
 
+// The wgmma forward whose warpgroups split the head dims (split=dims): one
+// shape of CTA, two warpgroups over the same 64 rows and all of Dv.
+static void check_split_tuning(const KernelSpec& spec, const TuningParams& t,
+                               const std::function<void(const std::string&)>& fail) {
+  if (!(t.wgmma && spec.kind == KernelKind::forward))
+    fail("split=dims applies to the wgmma forward only");
+  if (spec.arch != "sm_90a") fail("mma=wgmma needs sm_90a");
+  if (t.warps != 8 || t.block_rows != 64 || t.head_block != 0)
+    fail("split=dims needs rows=64 warps=8 head=0 (two warpgroups over 64 rows and all of Dv)");
+  if (t.block_cols < 16 || t.block_cols % 16 != 0 || t.block_cols > 256)
+    fail("cols must be a multiple of 16 up to 256");
+  if (spec.vec < 2) fail("split=dims needs rows aligned to 4 bytes or more (alignment class 2, 4 or 8)");
+  if (t.producer || t.tma || (t.stages != 0 && t.stages != 2) || t.cached != 0)
+    fail("split=dims takes no producer, copy, cache or stages other than 2");
+}
+
 void check_tuning(const KernelSpec& spec, const TuningParams& t) {
   auto fail = [&](const std::string& rule) {
     throw Error(ErrorCode::invalid_argument,
@@ -123,6 +140,7 @@ void check_tuning(const KernelSpec& spec, const TuningParams& t) {
   if (is_row_kernel(spec.kind)) return;
   if (spec.dim_qk < 1 || spec.dim_v < 1) fail("dims must be >= 1");
   if (spec.dtype == DType::f32) return check_f32_tuning(spec, t, fail);
+  if (t.split) return check_split_tuning(spec, t, fail);
   if (t.warps < 1 || t.warps > 16) fail("warps must be 1..16");
   if (t.block_rows < 16 * t.warps || t.block_rows % (16 * t.warps) != 0)
     fail("rows must be a positive multiple of 16 * warps");
@@ -202,6 +220,7 @@ std::string forced_only_path(const KernelSpec&, const TuningParams& t) {
   // shapes without it (bench/NOTES.md): one warp's cp.async copies cannot
   // keep up with the tensor cores.
   if (t.tma) return "the wgmma kernels whose producer copies with TMA (not yet run on a GPU)";
+  if (t.split) return "the wgmma forward whose warpgroups split the head dims (not yet run on a GPU)";
   if (t.producer) return "the wgmma kernels with a producer warpgroup (slower than without)";
   return "";
 }
@@ -259,6 +278,13 @@ std::size_t shared_bytes(const KernelSpec& spec, const TuningParams& t) {
   const std::size_t dqk16 = round_up(spec.dim_qk, 16), dv16 = round_up(spec.dim_v, 16);
   switch (spec.kind) {
     case KernelKind::forward: {
+      // split=dims: q [64][dqk], two stages of k [cols][dqk] and v [cols][dv], dims rounded
+      // up to 32; the partial scores [2 warpgroups][cols / 2][128 threads] fp32
+      if (t.split) {
+        const std::size_t dqk32 = round_up(spec.dim_qk, 32), dv32 = round_up(spec.dim_v, 32);
+        return kElementBytes * (rows * dqk32 + 2 * cols * (dqk32 + dv32)) +
+               sizeof(float) * 2 * (cols / 2) * 128;
+      }
       // wgmma: q [rows][dqk], `stages` stages of k [cols][dqk] and v [cols][dv chunk], no padding;
       // with a producer warp, a full and an empty barrier per stage
       // (alignment class 1: plus the staging of k and v, as for mma.sync)

@@ -59,6 +59,7 @@ std::string TuningParams::to_string() const {
   if (stages != 0) s << " stages=" << stages;  // omitted for the kernel's default
   if (producer) s << " producer=warp";
   if (tma) s << " copy=tma";  // omitted for cp.async, the default
+  if (split) s << " split=dims";  // omitted for warpgroups that split the rows
   return s.str();
 }
 
@@ -81,6 +82,8 @@ TuningParams parse_tuning(const std::string& text) {
       else if (key == "producer" && (value == "warp" || value == "none")) t.producer = value == "warp";
       else if (key == "producer") throw Error(ErrorCode::invalid_argument, "tuning: producer must be warp or none, got '" + value + "'");
       else if (key == "copy" && (value == "tma" || value == "async")) t.tma = value == "tma";
+      else if (key == "split" && (value == "dims" || value == "rows")) t.split = value == "dims";
+      else if (key == "split") throw Error(ErrorCode::invalid_argument, "tuning: split must be rows or dims, got '" + value + "'");
       else if (key == "copy") throw Error(ErrorCode::invalid_argument, "tuning: copy must be async or tma, got '" + value + "'");
       else if (key == "mma" && (value == "wgmma" || value == "sync")) t.wgmma = value == "wgmma";
       else if (key == "mma") throw Error(ErrorCode::invalid_argument, "tuning: mma must be sync or wgmma, got '" + value + "'");

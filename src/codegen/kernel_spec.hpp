@@ -66,9 +66,14 @@ struct TuningParams {
   // completing on the stage's barrier) instead of cp.async: the wgmma
   // kernels with producer=warp on 16-byte aligned rows (sm_90a).
   bool tma = false;
+  // The wgmma forward for wide heads (forward_wgmma_split.cuh): a CTA of two
+  // warpgroups owns 64 rows and the warpgroups split the head dims (S's
+  // contraction and O's columns) instead of the rows, so S is computed once
+  // however wide Dv is; rows=64 warps=8 head=0.
+  bool split = false;
 
   int row_tiles() const { return block_rows / (16 * warps); }  // 16-row tiles per warp
-  std::string to_string() const;  // "rows=128 cols=64 head=128 warps=4 cache=Q" [" mma=wgmma"] [" stages=3"] [" producer=warp"] [" copy=tma"]
+  std::string to_string() const;  // "rows=128 cols=64 head=128 warps=4 cache=Q" [" mma=wgmma"] [" stages=3"] [" producer=warp"] [" copy=tma"] [" split=dims"]
   bool operator==(const TuningParams&) const = default;
 };
 

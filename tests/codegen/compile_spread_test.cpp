@@ -117,6 +117,7 @@ TEST(CompileWgmmaOptIn, CandidatesCompileWithoutSpills) {
     int stages = 0;
     bool producer = false;
     bool tma = false;
+    bool split = false;
   };
   const KernelKind query = KernelKind::backward_query, key_value = KernelKind::backward_key_value;
   for (const Shape& c : {Shape{query, 64, 192, 64, true, DType::bf16, 8},
@@ -159,19 +160,26 @@ TEST(CompileWgmmaOptIn, CandidatesCompileWithoutSpills) {
                          Shape{key_value, 72, 192, 32, true, DType::bf16, 8, 0, true, true},
                          Shape{query, 64, 192, 64, true, DType::bf16, 8, 0, true, true},
                          Shape{query, 128, 128, 64, false, DType::f16, 8, 0, true, true},
-                         Shape{query, 72, 128, 32, true, DType::bf16, 8, 0, true, true}}) {
+                         Shape{query, 72, 128, 32, true, DType::bf16, 8, 0, true, true},
+                         Shape{KernelKind::forward, 512, 64, 32, true, DType::bf16, 8, 0, false, false, true},
+                         Shape{KernelKind::forward, 384, 64, 48, false, DType::f16, 8, 0, false, false, true},
+                         Shape{KernelKind::forward, 300, 64, 32, false, DType::bf16, 2, 0, false, false, true},
+                         Shape{KernelKind::forward, 128, 64, 64, true, DType::bf16, 4, 0, false, false, true}}) {
     KernelSpec spec;
     spec.kind = c.kind;
     spec.dtype = c.dtype;
     spec.dim_qk = spec.dim_v = c.dim;
     spec.causal = c.causal;
     spec.vec = c.vec;
-    // Value dims past 256 are split across CTAs of 256 columns.
-    TuningParams tuning{c.rows, c.cols, c.dim > 256 ? 256 : 0, c.rows / 16, 0};
+    // Value dims past 256 are split across CTAs of 256 columns (split=dims:
+    // across the two warpgroups of one CTA of 64 rows).
+    TuningParams tuning{c.rows, c.cols, c.dim > 256 && !c.split ? 256 : 0,
+                        c.split ? 8 : c.rows / 16, 0};
     tuning.wgmma = true;
     tuning.stages = c.stages;
     tuning.producer = c.producer;
     tuning.tma = c.tma;
+    tuning.split = c.split;
     const GeneratedKernel g = generate(spec, tuning);
     EXPECT_EQ(g.tensor_maps, c.tma) << g.name;
     EXPECT_LE(g.shared_bytes, shared_limit_of_arch(spec.arch)) << g.name;

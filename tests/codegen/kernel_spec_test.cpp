@@ -157,6 +157,30 @@ TEST(Generate, TmaCopiesTheForwardProducersTilesOnAlignedRows) {
   EXPECT_NE(forced_only_path(s, t), "");
 }
 
+TEST(Generate, SplitDimsForwardOwnsSixtyFourRowsOverAllOfDv) {
+  TuningParams t{64, 32, 0, 8, 0, true};
+  t.split = true;
+  EXPECT_EQ(t.to_string(), "rows=64 cols=32 head=0 warps=8 cache=none mma=wgmma split=dims");
+  EXPECT_EQ(parse_tuning(t.to_string()), t);
+  EXPECT_FALSE(parse_tuning("rows=64 split=rows").split);
+  const KernelSpec s = spec_of(KernelKind::forward, 512, 512);
+  const GeneratedKernel g = generate(s, t);
+  EXPECT_NE(g.source.find("forward_wgmma_split.cuh"), std::string::npos);
+  EXPECT_EQ(g.threads, 256);
+  // Q, two stages of K and V, and the partial scores of both warpgroups.
+  EXPECT_EQ(g.shared_bytes, 2u * (64 * 512 + 2 * 32 * (512 + 512)) + 4u * 2 * 16 * 128);
+  EXPECT_LE(g.shared_bytes, kHopperSharedLimit);
+  // Dims rounded up to 32: both warpgroups run the same instructions.
+  EXPECT_EQ(shared_bytes(spec_of(KernelKind::forward, 300, 200), t),
+            2u * (64 * 320 + 2 * 32 * (320 + 224)) + 4u * 2 * 16 * 128);
+  TuningParams rows128 = t;
+  rows128.block_rows = 128;
+  refused(s, rows128, "rows=64 warps=8 head=0");
+  refused(spec_of(KernelKind::forward, 127, 127, 1), t, "alignment class 2, 4 or 8");
+  refused(spec_of(KernelKind::backward_query, 128, 128), t, "wgmma forward only");
+  EXPECT_NE(forced_only_path(s, t), "");
+}
+
 TEST(Generate, WgmmaNeedsAlignedRowsHopperAndWholeWarpgroups) {
   TuningParams t{128, 64, 0, 8, 0};
   t.wgmma = true;

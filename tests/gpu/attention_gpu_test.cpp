@@ -197,6 +197,30 @@ std::vector<Case> wgmma_tma_cases() {
           Case{1, 200, 333, 2, 1, 384, 384, true, DType::bf16, Layout::bshd}};
 }
 
+// The wgmma forward whose two warpgroups split the head dims (split=dims)
+// over 64 rows: wide and narrow heads, Dqk != Dv, causal, GQA, rows aligned
+// to 4 bytes or more.
+class GpuForwardWgmmaSplit : public ::testing::TestWithParam<Case> {};
+
+TEST_P(GpuForwardWgmmaSplit, MatchesReference) {
+  FLASHGEN_SKIP_WITHOUT_GPU();
+  TuningParams tuning{64, 32, 0, 8, 0, true};
+  tuning.split = true;
+  const ScopedTuningOverride force(KernelKind::forward, tuning);
+  EXPECT_TRUE(check_forward(GetParam(), gpu_options())) << tuning.to_string();
+}
+
+std::vector<Case> wgmma_split_cases() {
+  // batch, seq_q, seq_kv, heads_q, heads_kv, dim_qk, dim_v, causal, dtype, layout
+  return {Case{1, 200, 333, 2, 1, 384, 384, true, DType::bf16, Layout::bshd},
+          Case{2, 77, 130, 2, 2, 320, 512, false, DType::f16, Layout::bhsd},
+          Case{1, 129, 65, 2, 2, 300, 300, false, DType::bf16, Layout::bshd},
+          Case{1, 65, 200, 4, 2, 512, 512, true, DType::bf16, Layout::padded},
+          Case{2, 300, 333, 4, 2, 64, 64, true, DType::bf16, Layout::bshd},
+          Case{1, 77, 300, 2, 1, 40, 104, true, DType::bf16, Layout::bhsd},
+          Case{1, 200, 7, 2, 2, 130, 66, false, DType::f16, Layout::bshd}};
+}
+
 class GpuForward : public ::testing::TestWithParam<Case> {};
 class GpuBackward : public ::testing::TestWithParam<Case> {};
 // The atomic kernels at every D, not only where the planner prefers them.
@@ -318,6 +342,8 @@ INSTANTIATE_TEST_SUITE_P(Forced, GpuBackwardWgmmaKeyValueProducer,
 INSTANTIATE_TEST_SUITE_P(Forced, GpuForwardWgmmaProducer,
                          ::testing::ValuesIn(wgmma_stages_cases()), CaseName());
 INSTANTIATE_TEST_SUITE_P(Forced, GpuForwardWgmmaTma, ::testing::ValuesIn(wgmma_tma_cases()),
+                         CaseName());
+INSTANTIATE_TEST_SUITE_P(Forced, GpuForwardWgmmaSplit, ::testing::ValuesIn(wgmma_split_cases()),
                          CaseName());
 INSTANTIATE_TEST_SUITE_P(Forced, GpuBackwardWgmmaQueryTma,
                          ::testing::ValuesIn(wgmma_backward_tma_cases(false)), CaseName());
