@@ -92,6 +92,12 @@ TuningParams wgmma_tuning() {
   return t;
 }
 
+// The forward with `tuning` forced, against the reference.
+void expect_forward_with(const TuningParams& tuning, const Case& c) {
+  const ScopedTuningOverride force(KernelKind::forward, tuning);
+  EXPECT_TRUE(check_forward(c, gpu_options())) << tuning.to_string();
+}
+
 // The wgmma forward forced at one shape (rows=128 cols=32 head=256), whatever
 // the tuning table picks: value dims past 256 split across CTAs of at most
 // 256 columns, and rows that are only 2-byte aligned (odd D), staged and
@@ -113,8 +119,7 @@ TEST_P(GpuForwardWgmmaOptIn, MatchesReference) {
   FLASHGEN_SKIP_WITHOUT_GPU();
   TuningParams tuning = wgmma_tuning();
   tuning.head_block = 256;
-  const ScopedTuningOverride force(KernelKind::forward, tuning);
-  EXPECT_TRUE(check_forward(GetParam(), gpu_options()));
+  expect_forward_with(tuning, GetParam());
 }
 
 // Deeper K/V pipelines of the wgmma forward (tuning stages=3 or 4): sequence
@@ -139,8 +144,7 @@ TEST_P(GpuForwardWgmmaStages, MatchesReference) {
     TuningParams tuning = wgmma_tuning();
     tuning.block_cols = 64;
     tuning.stages = stages;
-    const ScopedTuningOverride force(KernelKind::forward, tuning);
-    EXPECT_TRUE(check_forward(GetParam(), gpu_options())) << "stages=" << stages;
+    expect_forward_with(tuning, GetParam());
   }
 }
 
@@ -164,9 +168,7 @@ TuningParams forward_producer_tuning(int warps, const Case& c, bool tma) {
 TEST_P(GpuForwardWgmmaProducer, MatchesReference) {
   FLASHGEN_SKIP_WITHOUT_GPU();
   for (int warps : {8, 12}) {
-    const TuningParams tuning = forward_producer_tuning(warps, GetParam(), false);
-    const ScopedTuningOverride force(KernelKind::forward, tuning);
-    EXPECT_TRUE(check_forward(GetParam(), gpu_options())) << tuning.to_string();
+    expect_forward_with(forward_producer_tuning(warps, GetParam(), false), GetParam());
   }
 }
 
@@ -180,9 +182,7 @@ TEST_P(GpuForwardWgmmaTma, MatchesReference) {
   for (int warps : {8, 12}) {
     // Three warpgroups' Q past 256 columns leave no room for three stages.
     if (warps == 12 && GetParam().dim_qk > 256) continue;
-    const TuningParams tuning = forward_producer_tuning(warps, GetParam(), true);
-    const ScopedTuningOverride force(KernelKind::forward, tuning);
-    EXPECT_TRUE(check_forward(GetParam(), gpu_options())) << tuning.to_string();
+    expect_forward_with(forward_producer_tuning(warps, GetParam(), true), GetParam());
   }
 }
 
@@ -206,8 +206,7 @@ TEST_P(GpuForwardWgmmaSplit, MatchesReference) {
   FLASHGEN_SKIP_WITHOUT_GPU();
   TuningParams tuning{64, 32, 0, 8, 0, true};
   tuning.split = true;
-  const ScopedTuningOverride force(KernelKind::forward, tuning);
-  EXPECT_TRUE(check_forward(GetParam(), gpu_options())) << tuning.to_string();
+  expect_forward_with(tuning, GetParam());
 }
 
 std::vector<Case> wgmma_split_cases() {
