@@ -253,7 +253,8 @@ static std::size_t stage_elements(const KernelSpec& spec, std::size_t rows, std:
 static std::size_t f32_shared_bytes(const KernelSpec& spec, const TuningParams& t) {
   const int chunks = head_chunks_of(spec, t);
   const std::size_t rows = t.block_rows, traversed = kF32TraversedRows;
-  const std::size_t dqk = spec.dim_qk, dv = spec.dim_v;
+  // The warps' own rows are read 16 bytes at a time: widths rounded up to 4.
+  const std::size_t dqk = round_up(spec.dim_qk, 4), dv = round_up(spec.dim_v, 4);
   auto odd = [](std::size_t cols) { return cols % 2 == 1 ? cols : cols + 1; };
   switch (spec.kind) {
     case KernelKind::forward:  // q [rows][dqk], k [32][odd dqk], v [32][chunk]

@@ -23,17 +23,18 @@ template <class C>
 struct BackwardKeyValueF32 {
   static constexpr int kThreads = C::kWarps * 32;
   static constexpr int kBlockM = C::kWarps * kSimtRowsPerWarp;  // keys per CTA
-  static constexpr int kDimQK = C::kDimQK, kDimV = C::kDimV;
-  static constexpr int kDkChunk = simt_chunk(kDimQK, C::kHeadChunks);
-  static constexpr int kDvChunk = simt_chunk(kDimV, C::kHeadChunks);
+  // Row widths rounded up to 4 floats, zero past the tensors' columns.
+  static constexpr int kDimQK = simt_row_width(C::kDimQK), kDimV = simt_row_width(C::kDimV);
+  static constexpr int kDkChunk = simt_chunk(C::kDimQK, C::kHeadChunks);
+  static constexpr int kDvChunk = simt_chunk(C::kDimV, C::kHeadChunks);
   // Q and dO are read one row per lane (Sᵀ, dPᵀ) and by columns (dSᵀ·Q,
   // Pᵀ·dO): odd strides, zero past Dqk and Dv up to the last chunk's end.
   static constexpr int kQCols = odd_stride(kDkChunk * C::kHeadChunks);
   static constexpr int kGradOCols = odd_stride(kDvChunk * C::kHeadChunks);
 
   struct SharedStorage {
-    float k[kBlockM * kDimQK];                // [kBlockM][Dqk]
-    float v[kBlockM * kDimV];                 // [kBlockM][Dv]
+    float k[kBlockM * kDimQK];                // [kBlockM][Dqk rounded up to 4]
+    float v[kBlockM * kDimV];                 // [kBlockM][Dv rounded up to 4]
     float q[kSimtBlockN * kQCols];            // [32][Dqk], zero past Dqk
     float grad_o[kSimtBlockN * kGradOCols];   // [32][Dv], zero past Dv
     float lse_log2[kSimtBlockN];
@@ -55,9 +56,9 @@ struct BackwardKeyValueF32 {
     const float* v = static_cast<const float*>(p.v.data) + batch * p.v.stride_batch +
                      kv_head * p.v.stride_heads + key0 * p.v.stride_seq;
     load_f32_tile<kBlockM, kDimQK, kDimQK, kThreads>(smem.k, k, p.k.stride_seq, p.k.stride_dim,
-                                                     p.seq_kv - key0, kDimQK, thread);
+                                                     p.seq_kv - key0, C::kDimQK, thread);
     load_f32_tile<kBlockM, kDimV, kDimV, kThreads>(smem.v, v, p.v.stride_seq, p.v.stride_dim,
-                                                   p.seq_kv - key0, kDimV, thread);
+                                                   p.seq_kv - key0, C::kDimV, thread);
 
     float dk[kSimtRowsPerWarp][kDkChunk / 32], dv[kSimtRowsPerWarp][kDvChunk / 32];
 #pragma unroll
@@ -84,10 +85,10 @@ struct BackwardKeyValueF32 {
         __syncthreads();  // every warp is done with the previous Q and dO (and K, V are in)
         load_f32_tile<kSimtBlockN, kQCols, kQCols, kThreads>(
             smem.q, q + query0 * p.q.stride_seq, p.q.stride_seq, p.q.stride_dim,
-            p.seq_q - query0, kDimQK, thread);
+            p.seq_q - query0, C::kDimQK, thread);
         load_f32_tile<kSimtBlockN, kGradOCols, kGradOCols, kThreads>(
             smem.grad_o, grad_o + query0 * p.grad_o.stride_seq, p.grad_o.stride_seq,
-            p.grad_o.stride_dim, p.seq_q - query0, kDimV, thread);
+            p.grad_o.stride_dim, p.seq_q - query0, C::kDimV, thread);
         stage_traversed_rows<kSimtBlockN>(p, batch, head, query0, smem.lse_log2, smem.dterm,
                                           thread, kThreads);
         __syncthreads();
@@ -120,9 +121,9 @@ struct BackwardKeyValueF32 {
     float* grad_v = static_cast<float*>(p.grad_v.data) + batch * p.grad_v.stride_batch +
                     kv_head * p.grad_v.stride_heads;
     store_rows<kDkChunk>(grad_k, p.grad_k.stride_seq, p.grad_k.stride_dim, dk, scale, warp_key0,
-                         p.seq_kv, dk0, kDimQK, lane);
+                         p.seq_kv, dk0, C::kDimQK, lane);
     store_rows<kDvChunk>(grad_v, p.grad_v.stride_seq, p.grad_v.stride_dim, dv, one, warp_key0,
-                         p.seq_kv, dv0, kDimV, lane);
+                         p.seq_kv, dv0, C::kDimV, lane);
   }
 };
 

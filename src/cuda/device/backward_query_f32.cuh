@@ -20,18 +20,19 @@ template <class C>
 struct BackwardQueryF32 {
   static constexpr int kThreads = C::kWarps * 32;
   static constexpr int kBlockM = C::kWarps * kSimtRowsPerWarp;
-  static constexpr int kDimQK = C::kDimQK, kDimV = C::kDimV;
-  static constexpr int kDqChunk = simt_chunk(kDimQK, C::kHeadChunks);
+  // Row widths rounded up to 4 floats, zero past the tensors' columns.
+  static constexpr int kDimQK = simt_row_width(C::kDimQK), kDimV = simt_row_width(C::kDimV);
+  static constexpr int kDqChunk = simt_chunk(C::kDimQK, C::kHeadChunks);
   // K is read one row per lane (S) and by columns (dS·K): an odd stride and
   // room for the chunk's columns past Dqk, which stay zero.
   static constexpr int kKCols = odd_stride(kDqChunk * C::kHeadChunks);  // >= Dqk
   static constexpr int kVStride = odd_stride(kDimV);
 
   struct SharedStorage {
-    float q[kBlockM * kDimQK];        // [kBlockM][Dqk]
-    float grad_o[kBlockM * kDimV];    // [kBlockM][Dv]
+    float q[kBlockM * kDimQK];        // [kBlockM][Dqk rounded up to 4]
+    float grad_o[kBlockM * kDimV];    // [kBlockM][Dv rounded up to 4]
     float k[kSimtBlockN * kKCols];    // [32][Dqk], zero past Dqk
-    float v[kSimtBlockN * kVStride];  // [32][Dv]
+    float v[kSimtBlockN * kVStride];  // [32][Dv rounded up to 4]
     float lse_log2[kBlockM];
     float dterm[kBlockM];
   };
@@ -59,11 +60,11 @@ struct BackwardQueryF32 {
 
     const int n_blocks = key_blocks_for_rows<C::kCausal, kSimtBlockN>(p, row0, kBlockM);
     load_f32_tile<kBlockM, kDimQK, kDimQK, kThreads>(smem.q, q, p.q.stride_seq, p.q.stride_dim,
-                                                     p.seq_q - row0, kDimQK, thread);
+                                                     p.seq_q - row0, C::kDimQK, thread);
     load_f32_tile<kBlockM, kDimV, kDimV, kThreads>(smem.grad_o, grad_o, p.grad_o.stride_seq,
-                                                   p.grad_o.stride_dim, p.seq_q - row0, kDimV,
+                                                   p.grad_o.stride_dim, p.seq_q - row0, C::kDimV,
                                                    thread);
-    stage_query_rows_f32<kDimV, kBlockM, C::kWarps>(p, batch, head, row0, smem.dterm,
+    stage_query_rows_f32<C::kDimV, kBlockM, C::kWarps>(p, batch, head, row0, smem.dterm,
                                                     smem.lse_log2, chunk == 0, warp, lane);
 
     float dq[kSimtRowsPerWarp][kDqChunk / 32];
@@ -79,10 +80,10 @@ struct BackwardQueryF32 {
       __syncthreads();  // every warp is done with the previous K and V (and the rows are in)
       load_f32_tile<kSimtBlockN, kKCols, kKCols, kThreads>(
           smem.k, k + key0 * p.k.stride_seq, p.k.stride_seq, p.k.stride_dim, p.seq_kv - key0,
-          kDimQK, thread);
+          C::kDimQK, thread);
       load_f32_tile<kSimtBlockN, kDimV, kVStride, kThreads>(
           smem.v, v + key0 * p.v.stride_seq, p.v.stride_seq, p.v.stride_dim, p.seq_kv - key0,
-          kDimV, thread);
+          C::kDimV, thread);
       __syncthreads();
 
       float s[kSimtRowsPerWarp], dp[kSimtRowsPerWarp];
@@ -106,7 +107,7 @@ struct BackwardQueryF32 {
     float* out = static_cast<float*>(p.grad_q.data) + batch * p.grad_q.stride_batch +
                  head * p.grad_q.stride_heads;
     store_rows<kDqChunk>(out, p.grad_q.stride_seq, p.grad_q.stride_dim, dq, scale, warp_row0,
-                         p.seq_q, dq0, kDimQK, lane);
+                         p.seq_q, dq0, C::kDimQK, lane);
   }
 };
 

@@ -17,13 +17,13 @@ template <class C>
 struct ForwardF32 {
   static constexpr int kThreads = C::kWarps * 32;
   static constexpr int kBlockM = C::kWarps * kSimtRowsPerWarp;
-  static constexpr int kDimQK = C::kDimQK;
+  static constexpr int kDimQK = simt_row_width(C::kDimQK);  // zero past Dqk
   static constexpr int kDvChunk = simt_chunk(C::kDimV, C::kHeadChunks);
   static constexpr int kKStride = odd_stride(kDimQK);
 
   struct SharedStorage {
-    float q[kBlockM * kDimQK];      // [kBlockM][Dqk]
-    float k[kSimtBlockN * kKStride];  // [32][Dqk], odd stride
+    float q[kBlockM * kDimQK];      // [kBlockM][Dqk rounded up to 4]
+    float k[kSimtBlockN * kKStride];  // [32][Dqk rounded up to 4], odd stride
     float v[kSimtBlockN * kDvChunk];  // [32][chunk]
   };
 
