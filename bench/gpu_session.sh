@@ -8,16 +8,20 @@
 # budget; logs and JSON go to OUT_DIR.
 #
 #   bash bench/gpu_session.sh OUT_DIR [--budget SECONDS] [--new REGEX] [--dims LIST]
+#                                     [--kernel-cache ARCHIVE]
 #
 # --budget   wall-clock seconds for the whole run (default 560)
 # --new      ctest regex of the tests to run first (default "Tma|Float32|WgmmaSplit")
 # --dims     head dimensions of the bench and peers rows
 #            (default 40,64,127,128,199,256,257,384,385,512)
+# --kernel-cache  a .tgz of a kernel cache folder made elsewhere
+#            (`flashgen precompile --sweep` into $FLASHGEN_CACHE_DIR, then tar);
+#            unpacked under /tmp and used as FLASHGEN_CACHE_DIR
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
 out=${1:-}
-[ -n "$out" ] || { echo "usage: bash bench/gpu_session.sh OUT_DIR [--budget S] [--new REGEX] [--dims LIST]" >&2; exit 2; }
+[ -n "$out" ] || { echo "usage: bash bench/gpu_session.sh OUT_DIR [--budget S] [--new REGEX] [--dims LIST] [--kernel-cache ARCHIVE]" >&2; exit 2; }
 shift
 budget=560
 new_tests="Tma|Float32|WgmmaSplit"
@@ -27,6 +31,12 @@ while [ $# -gt 0 ]; do
     --budget) budget=$2; shift 2 ;;
     --new) new_tests=$2; shift 2 ;;
     --dims) dims=$2; shift 2 ;;
+    --kernel-cache)
+      cache_root=$(mktemp -d /tmp/flashgen_cache.XXXXXX)
+      tar -C "$cache_root" -xzf "$2" || { echo "gpu_session.sh: cannot unpack $2" >&2; exit 2; }
+      # The archive holds one folder: the cache directory.
+      export FLASHGEN_CACHE_DIR=$(find "$cache_root" -mindepth 1 -maxdepth 1 -type d | head -1)
+      shift 2 ;;
     *) echo "gpu_session.sh: unknown option $1" >&2; exit 2 ;;
   esac
 done
