@@ -135,15 +135,16 @@ LaunchShape block_grid(const KernelChoice& c, std::int64_t rows, std::int64_t he
   return shape;
 }
 
-// tensor_maps: the entry's second parameter, for kernels that take one
-// (GeneratedKernel::tensor_maps).
+// first, second: the two tensors the kernel traverses (K and V, or Q and dO
+// over keys); kernels that copy them with TMA (GeneratedKernel::tensor_maps)
+// take their tensor maps as the entry's second parameter.
 void launch_choice(const KernelChoice& c, int ordinal, const LaunchShape& shape,
                    flashgen_device::AttentionParams& params, void* stream,
-                   flashgen_device::TraversedTensorMaps* tensor_maps = nullptr) {
+                   const TensorView& first, const TensorView& second) {
   if (shape.grid[0] == 0 || shape.grid[1] == 0 || shape.grid[2] == 0) return;
-  if (c.generated->tensor_maps && tensor_maps == nullptr)
-    throw Error(ErrorCode::runtime, c.generated->name + " needs tensor maps");
-  void* kernel_args[] = {&params, tensor_maps};
+  flashgen_device::TraversedTensorMaps maps;
+  if (c.generated->tensor_maps) maps = traversed_tensor_maps(first, second, c.tuning.block_cols);
+  void* kernel_args[] = {&params, &maps};
   launch(compiled(c, ordinal), shape, stream, kernel_args);
 }
 
@@ -194,13 +195,10 @@ void launch_backward_kind(KernelKind kind, const Problem& p, const BackwardArgs&
       kind == KernelKind::backward_key_value || kind == KernelKind::backward_atomic;
   const LaunchShape shape = over_keys ? block_grid(c, p.seq_kv, p.heads_kv, p.batch)
                                       : block_grid(c, p.seq_q, p.heads_q, p.batch);
-  // TMA kernels: the tensors they traverse (Q and dO over keys, else K and V).
-  flashgen_device::TraversedTensorMaps maps;
-  const bool with_maps = c.generated->tensor_maps;
-  if (with_maps)
-    maps = over_keys ? traversed_tensor_maps(args.q, args.grad_o, c.tuning.block_cols)
-                     : traversed_tensor_maps(args.k, args.v, c.tuning.block_cols);
-  launch_choice(c, ordinal, shape, params, stream, with_maps ? &maps : nullptr);
+  if (over_keys)
+    launch_choice(c, ordinal, shape, params, stream, args.q, args.grad_o);
+  else
+    launch_choice(c, ordinal, shape, params, stream, args.k, args.v);
 }
 
 }  // namespace
@@ -247,11 +245,8 @@ void forward(const Problem& p, const ForwardArgs& args, void* stream) {
   const KernelChoice c = choose(KernelKind::forward, p, forward_vec(args), ordinal);
 
   flashgen_device::AttentionParams params = attention_params(p, args);
-  flashgen_device::TraversedTensorMaps maps;
-  const bool with_maps = c.generated->tensor_maps;
-  if (with_maps) maps = traversed_tensor_maps(args.k, args.v, c.tuning.block_cols);
-  launch_choice(c, ordinal, block_grid(c, p.seq_q, p.heads_q, p.batch), params, stream,
-                with_maps ? &maps : nullptr);
+  launch_choice(c, ordinal, block_grid(c, p.seq_q, p.heads_q, p.batch), params, stream, args.k,
+                args.v);
 }
 
 void backward(const Problem& p, const BackwardArgs& args, void* stream, bool deterministic) {
