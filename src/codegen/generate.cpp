@@ -199,9 +199,7 @@ void check_tuning(const KernelSpec& spec, const TuningParams& t) {
   }
 }
 
-// The output columns a kernel kind splits across CTAs: Dv for the forward,
-// Dqk for the query backward, both for the key/value backward.
-static int split_dim(const KernelSpec& spec) {
+int split_dim(const KernelSpec& spec) {
   switch (spec.kind) {
     case KernelKind::forward: return spec.dim_v;
     case KernelKind::backward_query: return spec.dim_qk;
@@ -216,11 +214,11 @@ int head_chunks_of(const KernelSpec& spec, const TuningParams& t) {
 }
 
 std::string forced_only_path(const KernelSpec&, const TuningParams& t) {
+  if (t.tma) return "the wgmma kernels whose producer copies with TMA (not yet run on a GPU)";
+  if (t.split) return "the wgmma forward whose warpgroups split the head dims (not yet run on a GPU)";
   // Correct on the H200 (forced GPU tests) but 1.7-2x slower than the same
   // shapes without it (bench/NOTES.md): one warp's cp.async copies cannot
   // keep up with the tensor cores.
-  if (t.tma) return "the wgmma kernels whose producer copies with TMA (not yet run on a GPU)";
-  if (t.split) return "the wgmma forward whose warpgroups split the head dims (not yet run on a GPU)";
   if (t.producer) return "the wgmma kernels with a producer warpgroup (slower than without)";
   return "";
 }

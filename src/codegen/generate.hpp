@@ -40,6 +40,11 @@ std::string forced_only_path(const KernelSpec& spec, const TuningParams& tuning)
 // generated source static_asserts that the device's layout has this size.
 std::size_t shared_bytes(const KernelSpec& spec, const TuningParams& tuning);
 
+// The output columns a kernel kind splits across CTAs (tuning `head`): Dv
+// for the forward, Dqk for the query backward, the wider of both for the
+// key/value kernels.
+int split_dim(const KernelSpec& spec);
+
 // Number of head-dim chunks, i.e. CTAs that share one row block, each writing
 // its own columns of the outputs (tuning.head_block columns at most).
 int head_chunks_of(const KernelSpec& spec, const TuningParams& tuning);

@@ -193,12 +193,8 @@ bool prefer_atomic_backward(int dim_qk, int dim_v) {
 // chunks, so the accumulators stay in registers; fewer warps where the
 // tiles (fp32, at full width) do not fit the shared memory.
 static TuningParams f32_tuning(const KernelSpec& spec, std::size_t shared_limit) {
-  const int widest = spec.dim_qk > spec.dim_v ? spec.dim_qk : spec.dim_v;
   const int most_columns = spec.kind == KernelKind::backward_key_value ? 64 : 128;
-  const int head = spec.kind == KernelKind::forward ? (spec.dim_v > most_columns ? most_columns : 0)
-                   : spec.kind == KernelKind::backward_query
-                       ? (spec.dim_qk > most_columns ? most_columns : 0)
-                       : (widest > most_columns ? most_columns : 0);
+  const int head = split_dim(spec) > most_columns ? most_columns : 0;
   TuningParams t{32, 32, head, 4, 0};
   while (t.warps > 1 && shared_bytes(spec, t) > shared_limit) {
     t.warps /= 2;

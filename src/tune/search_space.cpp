@@ -27,20 +27,6 @@ constexpr int kMaxCachedQDim = 128;
 
 int round_up(int a, int b) { return (a + b - 1) / b * b; }
 
-// The output dim whose columns head_block splits across CTAs (generate.cpp's
-// split_dim): Dv for the forward, Dqk for the query backward, the wider of
-// both for the key/value kernels.
-int split_dim(const KernelSpec& spec) {
-  switch (spec.kind) {
-    case KernelKind::forward:
-      return spec.dim_v;
-    case KernelKind::backward_query:
-      return spec.dim_qk;
-    default:
-      return std::max(spec.dim_qk, spec.dim_v);
-  }
-}
-
 std::string describe(const cuda::KernelResources& r) {
   return "spills " + std::to_string(r.spill_store_bytes) + "/" +
          std::to_string(r.spill_load_bytes) + " bytes (store/load), stack frame " +

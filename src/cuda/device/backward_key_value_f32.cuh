@@ -61,13 +61,8 @@ struct BackwardKeyValueF32 {
                                                    p.seq_kv - key0, C::kDimV, thread);
 
     float dk[kSimtRowsPerWarp][kDkChunk / 32], dv[kSimtRowsPerWarp][kDvChunk / 32];
-#pragma unroll
-    for (int r = 0; r < kSimtRowsPerWarp; ++r) {
-#pragma unroll
-      for (int c = 0; c < kDkChunk / 32; ++c) dk[r][c] = 0.0f;
-#pragma unroll
-      for (int c = 0; c < kDvChunk / 32; ++c) dv[r][c] = 0.0f;
-    }
+    zero_rows<kDkChunk>(dk);
+    zero_rows<kDvChunk>(dv);
     const float* k_warp = smem.k + warp_local0 * kDimQK;
     const float* v_warp = smem.v + warp_local0 * kDimV;
 

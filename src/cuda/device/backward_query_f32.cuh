@@ -68,10 +68,7 @@ struct BackwardQueryF32 {
                                                     smem.lse_log2, chunk == 0, warp, lane);
 
     float dq[kSimtRowsPerWarp][kDqChunk / 32];
-#pragma unroll
-    for (int r = 0; r < kSimtRowsPerWarp; ++r)
-#pragma unroll
-      for (int c = 0; c < kDqChunk / 32; ++c) dq[r][c] = 0.0f;
+    zero_rows<kDqChunk>(dq);
     const float* q_warp = smem.q + warp_local0 * kDimQK;
     const float* grad_o_warp = smem.grad_o + warp_local0 * kDimV;
 

@@ -51,12 +51,11 @@ struct ForwardF32 {
 
     float o[kSimtRowsPerWarp][kDvChunk / 32];
     float row_max[kSimtRowsPerWarp], row_sum[kSimtRowsPerWarp];
+    zero_rows<kDvChunk>(o);
 #pragma unroll
     for (int r = 0; r < kSimtRowsPerWarp; ++r) {
       row_max[r] = negative_infinity();
       row_sum[r] = 0.0f;
-#pragma unroll
-      for (int c = 0; c < kDvChunk / 32; ++c) o[r][c] = 0.0f;
     }
     const float* q_warp = smem.q + warp * kSimtRowsPerWarp * kDimQK;
 

@@ -41,6 +41,15 @@ __device__ __forceinline__ void load_f32_tile(float* dst, const float* src, inde
   }
 }
 
+// A warp's accumulators of 8 rows by kColumns / 32 columns per lane, to 0.
+template <int kColumns>
+__device__ __forceinline__ void zero_rows(float (&acc)[kSimtRowsPerWarp][kColumns / 32]) {
+#pragma unroll
+  for (int r = 0; r < kSimtRowsPerWarp; ++r)
+#pragma unroll
+    for (int c = 0; c < kColumns / 32; ++c) acc[r][c] = 0.0f;
+}
+
 __device__ __forceinline__ float warp_max(float x) {
 #pragma unroll
   for (int offset = 16; offset > 0; offset >>= 1)
