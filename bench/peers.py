@@ -41,7 +41,7 @@ except ImportError:  # --help and the pure helpers must work without PyTorch
     torch = None
 
 BACKENDS = ("flash", "cudnn", "efficient", "flex")
-DTYPE_NAMES = ("bf16", "fp16")
+DTYPE_NAMES = ("bf16", "fp16", "f32")
 
 # The backward does 2.5x the forward's matmul work (FlashAttention convention:
 # dV, dP, dS->dQ, dS->dK plus the recomputed S), whatever the kernel does.
@@ -183,7 +183,7 @@ def progress_line(index, total, dim, backend, row):
 # ----------------------------------------------------------------------------
 
 def torch_dtype(name):
-    return {"bf16": torch.bfloat16, "fp16": torch.float16}[name]
+    return {"bf16": torch.bfloat16, "fp16": torch.float16, "f32": torch.float32}[name]
 
 
 def time_calls(call, count, warmup, repeats, budget_s):
