@@ -92,7 +92,7 @@ tail -2 "$out/peers.log"
 # fp32 on the GPU, timed only when its tests passed (it is gated until they
 # have): flashgen and the peers at fp32 (the peers' FLASH and CUDNN refuse it).
 if grep -q "Float32" "$out/tests_new.log" && ! grep -E "Float32.*(Failed|Timeout)" "$out/tests_new.log" >/dev/null; then
-  step bench_f32 60 env FLASHGEN_CUDA_F32=1 build-gpu/flashgen bench --backend cuda --dtype f32 \
+  step bench_f32 60 build-gpu/flashgen bench --backend cuda --dtype f32 \
     --dims 64,128,256,512 --repeats 5 --warmup 2 --json "$out/flashgen_${date_tag}_f32.json"
   grep -E "^ *[0-9]+ |rror" "$out/bench_f32.log"
   step peers_f32 60 python3 bench/peers.py --dims 64,128,256,512 --dtype f32 --time-budget-s 0.3 \

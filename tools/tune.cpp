@@ -83,7 +83,7 @@ Arguments declare() {
       "                     [--dtype bf16,f16] [--causal 0|1|both] [--seq N --batch B --heads H]\n"
       "                     [--top N] [--out table.json] [--merge data/tuning/sm90.json]\n"
       "                     [--copy-rows-to f16] [--time-limit MIN] [--resume]\n"
-      "                     [--dry-run [--arch sm_90a]]",
+      "                     [--pipelines-only] [--dry-run [--arch sm_90a]]",
       "For each dtype, head dimension D (Dqk = Dv) and causal setting, and each kernel kind:\n"
       "prunes the search space without the GPU (invalid tunings, shared memory over the\n"
       "device limit, register spills), checks the best --top candidates by a cost model and\n"
@@ -123,6 +123,11 @@ Arguments declare() {
          "keep the rows --out already holds (on top of --merge's) and skip\n"
          "                          configurations whose rows (every kind asked for) are\n"
          "                          there, e.g. after --time-limit stopped a run");
+  a.flag("pipelines-only",
+         "no search: time the table's tuning (--merge's, else the default)\n"
+         "                          with each way of copying its traversed tiles (without\n"
+         "                          a producer warpgroup; with one copying by TMA, 3 or 4\n"
+         "                          stages), and the default");
   a.flag("dry-run", "prune and rank only (no GPU): counts, top candidates, time estimate");
   a.option("arch", "SM", "arch of --dry-run (default sm_90a)");
   return a;
@@ -156,6 +161,8 @@ Settings settings_from(const Arguments& a) {
   for (const std::string& name : a.choice_list("copy-rows-to", {}, {"bf16", "f16"}))
     s.copy_to.push_back(dtype_named(name));
   s.tuner.top = static_cast<int>(a.integer("top", kTop, 0, 1000));
+  s.tuner.pipelines_only = a.given("pipelines-only");
+  if (s.tuner.pipelines_only) s.tuner.top = 0;
   s.timing.repeats = static_cast<int>(a.integer("repeats", kRepeats, 1, 1 << 16));
   s.timing.warmup = static_cast<int>(a.integer("warmup", kWarmup, 0, 1 << 16));
   s.timing.quick_repeats = std::min(s.timing.quick_repeats, s.timing.repeats);
@@ -297,7 +304,9 @@ int dry_run(const Settings& s) {
   const std::size_t limit = shared_limit_of_arch(s.arch);
   std::printf("flashgen tune --dry-run  arch: %s  shared limit: %zu bytes  top %d\n",
               s.arch.c_str(), limit, s.tuner.top);
-  const TuningTable starting = starting_table(s, table_name_of_arch(s.arch));
+  TunerSettings tuner = s.tuner;
+  tuner.starting_rows = starting_table(s, table_name_of_arch(s.arch)).rows;
+  tuner.shared_limit = limit;
   double gpu_seconds = 0, compile_seconds = 0;
   for (const Configuration& c : configurations(s)) {
     const Problem p = problem_of(s, c);
@@ -318,9 +327,7 @@ int dry_run(const Settings& s) {
       ps.top = s.tuner.top;
       ps.threads = s.tuner.compile_threads;
       ps.problem = {p.batch, p.heads_q, p.heads_kv, p.seq_q, p.seq_kv};
-      if (const auto chosen =
-              table_choice(starting.rows, spec, std::max(p.seq_q, p.seq_kv), limit))
-        ps.keep.push_back(*chosen);
+      ps.keep = tunings_to_keep(tuner, spec, std::max(p.seq_q, p.seq_kv));
       const TuningParams fallback = default_tuning(spec, limit);
       const PruneResult r = prune(spec, fallback, ps);
       std::printf("  %-19s space %3d, pruned %3zu, compiled %3d, kept %2zu; best estimate %s\n",

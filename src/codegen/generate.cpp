@@ -214,12 +214,16 @@ int head_chunks_of(const KernelSpec& spec, const TuningParams& t) {
 }
 
 std::string forced_only_path(const KernelSpec&, const TuningParams& t) {
-  if (t.tma) return "the wgmma kernels whose producer copies with TMA (not yet run on a GPU)";
-  if (t.split) return "the wgmma forward whose warpgroups split the head dims (not yet run on a GPU)";
+  // Correct on the H200 (forced GPU tests) but slower than the rows-split
+  // forward with 256-column chunks at D = 256, 384 and 512 (146-153 against
+  // 168-171 TFLOP/s; bench/NOTES.md).
+  if (t.split) return "the wgmma forward whose warpgroups split the head dims (slower than without)";
   // Correct on the H200 (forced GPU tests) but 1.7-2x slower than the same
   // shapes without it (bench/NOTES.md): one warp's cp.async copies cannot
-  // keep up with the tensor cores.
-  if (t.producer) return "the wgmma kernels with a producer warpgroup (slower than without)";
+  // keep up with the tensor cores. With TMA (copy=tma) the same producer is
+  // the fastest copy there is, and is not forced-only.
+  if (t.producer && !t.tma)
+    return "the wgmma kernels whose producer warpgroup copies with cp.async (slower than without)";
   return "";
 }
 

@@ -77,6 +77,19 @@ TuningParams backward_atomic_tuning(const KernelSpec& spec) {
 
 // Forward on Hopper's warpgroup MMA (sm_90a, any contiguous rows: rows only
 // 2-byte aligned are staged as the aligned 16-byte chunks around them).
+// On 16-byte aligned rows the wgmma kernels take a producer warpgroup that
+// copies the traversed tiles with TMA (copy=tma), which the computing
+// warpgroups wait for per stage. Measured on the H200 (bench/NOTES.md),
+// against the same shapes copying with cp.async themselves: forward 424 / 455
+// against 274 / 328 TFLOP/s at D = 64 / 128, 260 against 252 at D = 256, equal
+// at 384; the query kernel's GEMMs 500 / 510 against 341 / 340 at D = 64 /
+// 128; the key/value kernel's 316 / 416 against 268 / 373 (bench/NOTES.md).
+void with_tma_producer(const KernelSpec& spec, TuningParams& t) {
+  if (spec.vec != 8) return;
+  t.producer = true;
+  t.tma = true;
+}
+
 // Each warpgroup owns 64 query rows and holds O (Dv / 2 registers per
 // thread, at most 256 columns: past that Dv is split across CTAs of 256
 // columns that each recompute S), S (cols / 2) and P (cols / 4). Three
@@ -112,6 +125,9 @@ TuningParams wgmma_forward_tuning(const KernelSpec& spec) {
     t = {192, 32, 256, 12, 0};
   }
   t.wgmma = true;
+  // Past 256 value columns (chunks of 256) the producer measured no faster,
+  // and its third stage would cost the traversed block half its width.
+  if (dv <= 256) with_tma_producer(spec, t);
   return t;
 }
 
@@ -136,6 +152,7 @@ TuningParams wgmma_backward_query_tuning(const KernelSpec& spec) {
                    : dqk <= 64 && dv <= 64 ? TuningParams{192, 64, 0, 12, 0}
                                            : TuningParams{128, 64, 0, 8, 0};
   t.wgmma = true;
+  with_tma_producer(spec, t);
   return t;
 }
 
@@ -152,9 +169,14 @@ bool wgmma_backward_key_value_fits(const KernelSpec& spec) {
          spec.vec >= 1 && widest > 64 && widest <= 128;
 }
 
-TuningParams wgmma_backward_key_value_tuning() {
+TuningParams wgmma_backward_key_value_tuning(const KernelSpec& spec) {
   TuningParams t{128, 64, 0, 8, 0};
   t.wgmma = true;
+  // Past 112 columns dK and dV no longer fit the 240 registers a computing
+  // warpgroup gets beside a producer (spills of 128 bytes at 120 and 128; it
+  // still measured faster at 128, which the tuning tables may choose).
+  const int widest = round_up(spec.dim_qk > spec.dim_v ? spec.dim_qk : spec.dim_v, 16);
+  if (widest <= 112) with_tma_producer(spec, t);
   return t;
 }
 
@@ -174,7 +196,7 @@ TuningParams mma_sync_shape_for(const KernelSpec& spec) {
 TuningParams shape_for(const KernelSpec& spec) {
   if (wgmma_forward_fits(spec)) return wgmma_forward_tuning(spec);
   if (wgmma_backward_query_fits(spec)) return wgmma_backward_query_tuning(spec);
-  if (wgmma_backward_key_value_fits(spec)) return wgmma_backward_key_value_tuning();
+  if (wgmma_backward_key_value_fits(spec)) return wgmma_backward_key_value_tuning(spec);
   return mma_sync_shape_for(spec);
 }
 

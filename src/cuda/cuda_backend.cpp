@@ -43,19 +43,6 @@ const GeneratedKernel& generated_kernel(const KernelSpec& spec, const TuningPara
   return kernels->emplace(std::move(key), std::move(g)).first->second;  // node-based: stable
 }
 
-// fp32 runs on kernels of its own (CUDA cores, fp32 throughout: forward_f32.cuh
-// and the deterministic backward). They have not yet run on a GPU, so they
-// run only when FLASHGEN_CUDA_F32=1 asks for them (the GPU tests do).
-void require_supported_dtype(const Problem& p) {
-  if (p.dtype != DType::f32) return;
-  const char* opt_in = std::getenv("FLASHGEN_CUDA_F32");
-  if (opt_in != nullptr && std::string(opt_in) == "1") return;
-  throw Error(ErrorCode::unsupported,
-              "dtype f32: the CUDA backend's fp32 kernels are not yet verified on a GPU and run "
-              "only with FLASHGEN_CUDA_F32=1; use backend=cpu for f32, or convert the tensors "
-              "to f16 or bf16");
-}
-
 KernelChoice choose(KernelKind kind, const Problem& p, int vec, int ordinal) {
   KernelChoice c;
   c.spec.kind = kind;
@@ -218,13 +205,11 @@ Availability availability() {
 }
 
 std::vector<std::string> forward_kernel_names(const Problem& p, const ForwardArgs& args) {
-  require_supported_dtype(p);
   return {choose(KernelKind::forward, p, forward_vec(args), args.q.device).generated->name};
 }
 
 std::vector<std::string> backward_kernel_names(const Problem& p, const BackwardArgs& args,
                                                bool deterministic) {
-  require_supported_dtype(p);
   std::vector<std::string> names;
   for (KernelKind kind : backward_kinds(use_atomic(p, deterministic)))
     names.push_back(choose(kind, p, backward_vec(args), args.q.device).generated->name);
@@ -240,7 +225,6 @@ std::size_t backward_workspace_bytes(const Problem& p, bool deterministic) {
 }
 
 void forward(const Problem& p, const ForwardArgs& args, void* stream) {
-  require_supported_dtype(p);
   const int ordinal = args.q.device;
   const KernelChoice c = choose(KernelKind::forward, p, forward_vec(args), ordinal);
 
@@ -250,7 +234,6 @@ void forward(const Problem& p, const ForwardArgs& args, void* stream) {
 }
 
 void backward(const Problem& p, const BackwardArgs& args, void* stream, bool deterministic) {
-  require_supported_dtype(p);
   const bool atomic = use_atomic(p, deterministic);
 
   // Scratch: the caller's workspace, or stream-ordered memory freed after.
@@ -272,7 +255,6 @@ void backward(const Problem& p, const BackwardArgs& args, void* stream, bool det
 }
 
 void backward_stage(const Problem& p, const BackwardArgs& args, void* stream, KernelKind stage) {
-  require_supported_dtype(p);
   const std::vector<KernelKind> stages = backward_kinds(false);
   if (std::find(stages.begin(), stages.end(), stage) == stages.end())
     throw Error(ErrorCode::invalid_argument,

@@ -101,8 +101,21 @@ std::vector<TuningParams> wgmma_space(const KernelSpec& spec) {
       TuningParams t{16 * warps, cols, head, warps, 0};
       t.wgmma = true;
       space.push_back(t);
+      if (spec.vec == 8) {
+        t.producer = true;
+        t.tma = true;
+        space.push_back(t);
+      }
     }
   return space;
+}
+
+// `t` with its traversed tiles copied another way (see pipeline_variants()).
+TuningParams with_pipeline(TuningParams t, bool tma_producer, int stages) {
+  t.producer = tma_producer;
+  t.tma = tma_producer;
+  t.stages = stages;
+  return t;
 }
 
 }  // namespace
@@ -126,6 +139,25 @@ std::vector<TuningParams> search_space(const KernelSpec& spec) {
   for (const TuningParams& t : wgmma_space(spec))
     if (forced_only_path(spec, t).empty()) space.push_back(t);
   return space;
+}
+
+std::vector<TuningParams> pipeline_variants(const KernelSpec& spec, const TuningParams& t,
+                                            std::size_t shared_limit) {
+  std::vector<TuningParams> variants = {t};
+  if (!t.wgmma || t.split) return variants;
+  std::vector<TuningParams> others = {with_pipeline(t, false, 0), with_pipeline(t, true, 0)};
+  if (spec.kind == KernelKind::forward) others.push_back(with_pipeline(t, true, 4));
+  for (const TuningParams& v : others) {
+    if (std::find(variants.begin(), variants.end(), v) != variants.end()) continue;
+    try {
+      generate(spec, v);
+    } catch (const Error&) {
+      continue;
+    }
+    if (forced_only_path(spec, v).empty() && shared_bytes(spec, v) <= shared_limit)
+      variants.push_back(v);
+  }
+  return variants;
 }
 
 CompileFunction compile_without_device() {
@@ -157,7 +189,7 @@ PruneResult prune(const KernelSpec& spec, const TuningParams& default_tuning,
 
   // 2. What generate() or the shared-memory limit refuses.
   std::vector<Candidate> ranked;
-  for (const TuningParams& t : space) {
+  for (const TuningParams& t : s.top > 0 ? space : std::vector<TuningParams>{}) {
     if (t == default_tuning || is_kept(s, t)) continue;  // queued below, whatever happens
     try {
       generate(spec, t);

@@ -3,6 +3,8 @@
 //      16-row tiles per warp, cols {16, 32, 48, 64, 96, 128} (lopsided shapes such as
 //      rows=64 cols=128 included), head {0, 64, 128, 256} where it splits the
 //      kind's output dim, Q cached or not for the forward when Dqk <= 128;
+//      on sm_90a the wgmma kernels' shapes, each also with a producer
+//      warpgroup copying by TMA where the rows are 16-byte aligned;
 //   2. drop what generate() refuses and what needs more shared memory than
 //      the device allows;
 //   3. rank the rest by the cost model (tune/cost_model.hpp), compile them in
@@ -28,6 +30,14 @@ namespace flashgen {
 // The search space of `spec.kind` for the spec's dims, before any pruning.
 std::vector<TuningParams> search_space(const KernelSpec& spec);
 
+// The tunings that differ from `t` only in how the traversed tiles reach
+// shared memory: `t` without a producer warpgroup, with a producer copying by
+// TMA (16-byte aligned rows), and for the forward with that producer four
+// stages deep. Those generate() refuses, forced-only paths and those over
+// `shared_limit` are left out; `t` itself (as given) always comes first.
+std::vector<TuningParams> pipeline_variants(const KernelSpec& spec, const TuningParams& t,
+                                            std::size_t shared_limit);
+
 // Compiles one generated kernel and returns what ptxas reported; throws
 // flashgen::Error on a compile error. Called from several threads at once.
 using CompileFunction =
@@ -40,7 +50,9 @@ CompileFunction compile_and_load(int ordinal);
 
 struct PruneSettings {
   std::size_t shared_limit = 232448;  // the device's opt-in bytes per block
-  int top = 12;                       // candidates to keep besides the default
+  // Candidates to keep besides the default; 0: the default and `keep` only
+  // (nothing else is ranked or compiled).
+  int top = 12;
   // Kept and timed whatever their rank, as the default is (e.g. what the
   // table being extended already chose for the spec).
   std::vector<TuningParams> keep;

@@ -89,10 +89,9 @@ KindResult tune_kind(const Context& c, KernelKind kind) {
   r.flops = is_backward_kind(kind) ? backward_flops(c.problem) : forward_flops(c.problem);
 
   PruneSettings prune_settings = c.prune;
-  if (const std::optional<TuningParams> chosen =
-          table_choice(c.settings.starting_rows, r.spec,
-                       std::max(c.problem.seq_q, c.problem.seq_kv), c.settings.shared_limit))
-    prune_settings.keep.push_back(*chosen);
+  prune_settings.keep =
+      tunings_to_keep(c.settings, r.spec, std::max(c.problem.seq_q, c.problem.seq_kv));
+  if (c.settings.pipelines_only) prune_settings.top = 0;  // no search
   PruneResult pruned;
   if (c.progress.pruning_started) c.progress.pruning_started(kind);
   try {
@@ -145,6 +144,17 @@ std::optional<TuningParams> table_choice(const std::vector<TuningRow>& rows,
   const std::optional<RowMatch> match = find_row(make_table_set(rows, {}), spec, seq, shared_limit);
   if (!match) return std::nullopt;
   return match->row.tuning;
+}
+
+std::vector<TuningParams> tunings_to_keep(const TunerSettings& settings, const KernelSpec& spec,
+                                          std::int64_t seq) {
+  const std::optional<TuningParams> chosen =
+      table_choice(settings.starting_rows, spec, seq, settings.shared_limit);
+  if (settings.pipelines_only)
+    return pipeline_variants(spec, chosen.value_or(default_tuning(spec, settings.shared_limit)),
+                             settings.shared_limit);
+  if (chosen) return {*chosen};
+  return {};
 }
 
 std::vector<KernelKind> kinds_named(const std::vector<std::string>& names) {

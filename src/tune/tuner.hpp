@@ -47,6 +47,11 @@ struct TunerSettings {
   // finds it) is timed with the candidates, so a new row never records a
   // tuning slower than the one the table already chose.
   std::vector<TuningRow> starting_rows;
+  // No search: time only the starting table's tuning (else the default)
+  // with the other ways of copying its traversed tiles (pipeline_variants()),
+  // and the default. Adopts a new copy path into a table without re-tuning
+  // its shapes.
+  bool pipelines_only = false;
 };
 
 // The tuning `rows` give the spec (its exact row, else the nearest row that
@@ -54,6 +59,12 @@ struct TunerSettings {
 std::optional<TuningParams> table_choice(const std::vector<TuningRow>& rows,
                                          const KernelSpec& spec, std::int64_t seq,
                                          std::size_t shared_limit);
+
+// The tunings timed with the candidates whatever their rank
+// (PruneSettings::keep): the starting table's choice; with pipelines_only,
+// that choice (else the default) in each of its pipeline variants.
+std::vector<TuningParams> tunings_to_keep(const TunerSettings& settings, const KernelSpec& spec,
+                                          std::int64_t seq);
 
 // arch, shared_limit, cost_device and compile (compile_and_load) of a CUDA device.
 void set_device(TunerSettings& settings, int ordinal);

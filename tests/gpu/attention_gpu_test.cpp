@@ -12,7 +12,6 @@
 #include "attention_case.hpp"
 #include "attention_check.hpp"
 #include "device_storage.hpp"
-#include "scoped_env.hpp"
 #include "test_tensor.hpp"
 #include "tune/tuning_table.hpp"
 
@@ -405,24 +404,10 @@ TEST(GpuAttention, DeterministicBackwardIsBitIdentical) {
   }
 }
 
-TEST(GpuAttention, Float32IsRefusedUnlessAskedFor) {
-  FLASHGEN_SKIP_WITHOUT_GPU();
-  const ScopedEnv off("FLASHGEN_CUDA_F32", nullptr);
-  Case c;
-  c.dtype = DType::f32;
-  ::testing::AssertionResult result = check_forward(c, gpu_options());
-  ASSERT_FALSE(result) << "f32 ran without FLASHGEN_CUDA_F32=1";
-  EXPECT_NE(std::string(result.message()).find("FLASHGEN_CUDA_F32"), std::string::npos)
-      << result.message();
-}
-
 // The fp32 kernels (CUDA cores, fp32 throughout) against the fp32 rule: the
 // standard f32 cases and random shapes, forward and backward; the backward is
 // the deterministic one whichever variant is asked for.
-class GpuFloat32 : public ::testing::TestWithParam<Case> {
- protected:
-  ScopedEnv opt_in_{"FLASHGEN_CUDA_F32", "1"};
-};
+class GpuFloat32 : public ::testing::TestWithParam<Case> {};
 
 TEST_P(GpuFloat32, ForwardMatchesReference) {
   FLASHGEN_SKIP_WITHOUT_GPU();

@@ -289,7 +289,68 @@ TEST(SearchSpace, LeavesOutForcedOnlyPaths) {
   for (KernelKind kind :
        {KernelKind::forward, KernelKind::backward_query, KernelKind::backward_key_value})
     for (const TuningParams& t : search_space(spec(kind, 128)))
-      EXPECT_FALSE(t.producer) << t.to_string() << " is only run when forced";
+      EXPECT_EQ(forced_only_path(spec(kind, 128), t), "") << t.to_string();
+}
+
+TEST(SearchSpace, TmaProducersOnSixteenByteRowsOnly) {
+  for (KernelKind kind :
+       {KernelKind::forward, KernelKind::backward_query, KernelKind::backward_key_value}) {
+    KernelSpec s = spec(kind, 128);
+    ASSERT_EQ(s.vec, 8);
+    int with_tma = 0, without = 0;
+    for (const TuningParams& t : search_space(s)) {
+      if (!t.wgmma) continue;
+      (t.tma ? with_tma : without) += 1;
+      EXPECT_EQ(t.tma, t.producer) << t.to_string();
+    }
+    EXPECT_GT(with_tma, 0) << to_string(kind);
+    EXPECT_EQ(with_tma, without) << "every wgmma shape both ways";
+    s.vec = 4;
+    for (const TuningParams& t : search_space(s)) EXPECT_FALSE(t.producer) << t.to_string();
+  }
+}
+
+TEST(PipelineVariants, TheSameShapeCopiedEachWay) {
+  TuningParams base{192, 64, 0, 12, 0};
+  base.wgmma = true;
+  const KernelSpec forward = spec(KernelKind::forward, 128);
+  const std::vector<TuningParams> v = pipeline_variants(forward, base, kHopperShared);
+  ASSERT_EQ(v.size(), 3u);
+  EXPECT_EQ(v[0], base);
+  EXPECT_EQ(v[1].to_string(), base.to_string() + " producer=warp copy=tma");
+  EXPECT_EQ(v[2].to_string(), base.to_string() + " stages=4 producer=warp copy=tma");
+  // From a TMA tuning: itself first, then without the producer.
+  const std::vector<TuningParams> from_tma = pipeline_variants(forward, v[1], kHopperShared);
+  ASSERT_EQ(from_tma.size(), 3u);
+  EXPECT_EQ(from_tma[0], v[1]);
+  EXPECT_EQ(from_tma[1], base);
+  // The backward kernels have no stages to choose.
+  EXPECT_EQ(pipeline_variants(spec(KernelKind::backward_query, 128), base, kHopperShared).size(),
+            2u);
+  // Rows not 16-byte aligned: no TMA; mma.sync tunings: only themselves.
+  KernelSpec odd = spec(KernelKind::forward, 127);
+  odd.vec = 1;
+  EXPECT_EQ(pipeline_variants(odd, base, kHopperShared), std::vector<TuningParams>{base});
+  const TuningParams sync{128, 64, 0, 4, 0};
+  EXPECT_EQ(pipeline_variants(forward, sync, kHopperShared), std::vector<TuningParams>{sync});
+  // Over the shared-memory limit: left out (four stages of 64 x 128 K and V).
+  EXPECT_EQ(pipeline_variants(forward, base, shared_bytes(forward, v[1])).size(), 2u);
+}
+
+TEST(Prune, TopZeroCompilesOnlyTheDefaultAndTheKept) {
+  const KernelSpec s = spec(KernelKind::forward, 128);
+  const TuningParams fallback = default_tuning(s, kHopperShared);
+  TuningParams base{192, 64, 0, 12, 0};
+  base.wgmma = true;
+  FakeCompiler compiler{[](const TuningParams&) { return clean(); }};
+  PruneSettings ps = settings(0, compiler.function());
+  ps.keep = pipeline_variants(s, base, kHopperShared);
+  const PruneResult r = prune(s, fallback, ps);
+  std::size_t expected = ps.keep.size() + 1;
+  for (const TuningParams& k : ps.keep)
+    if (k == fallback) --expected;
+  EXPECT_EQ(r.kept.size(), expected);
+  EXPECT_EQ(compiler.calls->load(), static_cast<int>(expected));
 }
 
 }  // namespace

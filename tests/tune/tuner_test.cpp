@@ -195,6 +195,43 @@ TEST_F(TunerTest, TheStartingTablesChoiceIsTimedWhateverItsRank) {
   EXPECT_FALSE(table_choice({}, spec_of(p, KernelKind::forward), 8192, settings_.shared_limit));
 }
 
+TEST_F(TunerTest, PipelinesOnlyTimesTheTablesShapeCopiedEachWay) {
+  // No search: the table's tuning, its pipeline variants and the default;
+  // the TMA variant wins here.
+  const Problem p = problem_of(128);
+  TuningParams chosen{192, 64, 0, 12, 0};
+  chosen.wgmma = true;
+  TuningRow exact;
+  exact.kind = KernelKind::forward;
+  exact.dtype = DType::bf16;
+  exact.dim_qk_min = exact.dim_qk_max = exact.dim_v_min = exact.dim_v_max = 128;
+  exact.seq_min = 4097;
+  exact.seq_max = 8192;
+  exact.tuning = chosen;
+  settings_.starting_rows = {exact};
+  settings_.pipelines_only = true;
+  settings_.kinds = {KernelKind::forward};
+  const KernelSpec spec = spec_of(p, KernelKind::forward);
+  const std::vector<TuningParams> variants =
+      pipeline_variants(spec, chosen, settings_.shared_limit);
+  ASSERT_EQ(tunings_to_keep(settings_, spec, 8192), variants);
+  const TuningParams winner = variants[1];
+  ASSERT_TRUE(winner.tma);
+  FakeRunner runner(p);
+  runner.ms = [&](KernelKind, const TuningParams& t) { return t == winner ? 5.0 : 10.0; };
+  const KindResult r = tune_configuration(p, 8, runner, settings_)[0];
+  ASSERT_TRUE(r.ok()) << r.error;
+  EXPECT_EQ(r.best, winner);
+  std::size_t expected = variants.size() + 1;  // and the default, unless among them
+  for (const TuningParams& v : variants)
+    if (v == r.default_tuning) --expected;
+  EXPECT_EQ(r.outcomes.size(), expected);
+  // Without a table row: the default's variants.
+  settings_.starting_rows.clear();
+  EXPECT_EQ(tunings_to_keep(settings_, spec, 8192),
+            pipeline_variants(spec, default_for(p, KernelKind::forward), settings_.shared_limit));
+}
+
 TEST_F(TunerTest, BackwardKernelsAreTunedOneAfterTheOther) {
   const Problem p = problem_of(64);
   const TuningParams query_default = default_for(p, KernelKind::backward_query);
