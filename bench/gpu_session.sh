@@ -2,18 +2,23 @@
 # One run on a GPU machine, in the order that matters when time is short:
 # build, the GPU tests of the kernels not yet run on a GPU (each with a short
 # timeout, so a kernel that never finishes cannot stall the rest), the rest
-# of the GPU suite, the pipeline probes, flashgen and the peers at the head
-# dimensions of the issues' closing notes, and the Python tests on the GPU.
-# Every step runs under its own time limit, cut to what is left of the
-# budget; logs and JSON go to OUT_DIR.
+# of the GPU suite, the pipeline probes, a tuning of the table's copy paths,
+# flashgen and the peers at the head dimensions of the issues' closing notes,
+# fp32, and the Python tests on the GPU. Every step runs under its own time
+# limit, cut to what is left of the budget; logs and JSON go to OUT_DIR.
 #
-#   bash bench/gpu_session.sh OUT_DIR [--budget SECONDS] [--new REGEX] [--dims LIST]
-#                                     [--kernel-cache ARCHIVE]
+#   bash bench/gpu_session.sh OUT_DIR [--budget SECONDS] [--steps LIST] [--new REGEX]
+#                                     [--dims LIST] [--tune-dims LIST] [--kernel-cache ARCHIVE]
 #
 # --budget   wall-clock seconds for the whole run (default 560)
+# --steps    which steps run, of build,tests_new,tests_rest,probe,tune,bench,peers,f32,pytest
+#            (default: all but tune)
 # --new      ctest regex of the tests to run first (default "Tma|Float32|WgmmaSplit")
 # --dims     head dimensions of the bench and peers rows
 #            (default 40,64,127,128,199,256,257,384,385,512)
+# --tune-dims  head dimensions the tune step re-times (`flashgen tune --pipelines-only`,
+#            causal and not, forward and backward) into a copy of data/tuning/sm90.json
+#            that the later steps use (OUT_DIR/sm90.json)
 # --kernel-cache  a .tgz of a kernel cache folder made elsewhere
 #            (`flashgen precompile --sweep` into $FLASHGEN_CACHE_DIR, then tar);
 #            unpacked under /tmp and used as FLASHGEN_CACHE_DIR
@@ -21,14 +26,18 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 
 out=${1:-}
-[ -n "$out" ] || { echo "usage: bash bench/gpu_session.sh OUT_DIR [--budget S] [--new REGEX] [--dims LIST] [--kernel-cache ARCHIVE]" >&2; exit 2; }
+[ -n "$out" ] || { echo "usage: bash bench/gpu_session.sh OUT_DIR [--budget S] [--steps LIST] [--new REGEX] [--dims LIST] [--tune-dims LIST] [--kernel-cache ARCHIVE]" >&2; exit 2; }
 shift
 budget=560
+steps=build,tests_new,tests_rest,probe,bench,peers,f32,pytest
 new_tests="Tma|Float32|WgmmaSplit"
 dims=40,64,127,128,199,256,257,384,385,512
+tune_dims=32,64,96,128,160,192,224,256
 while [ $# -gt 0 ]; do
   case "$1" in
     --budget) budget=$2; shift 2 ;;
+    --steps) steps=$2; shift 2 ;;
+    --tune-dims) tune_dims=$2; shift 2 ;;
     --new) new_tests=$2; shift 2 ;;
     --dims) dims=$2; shift 2 ;;
     --kernel-cache)
@@ -60,38 +69,64 @@ step() {
   echo "== $name: rc=$rc at $(( $(date +%s) - start )) s (limit $limit s)"
 }
 
+wanted() { [[ ",$steps," == *",$1,"* ]]; }
+
 summary() {  # the tests that passed, failed or timed out in a ctest log
   grep -E "tests passed|\*\*\*|Failed|Timeout" "$1" | grep -v "^ *[0-9]*/[0-9]* Test .* Passed" | head -30
 }
 
 generator=()
 command -v ninja >/dev/null 2>&1 && generator=(-G Ninja)
-step build 200 bash -c "cmake -S . -B build-gpu ${generator[*]} -DCMAKE_BUILD_TYPE=Release &&
-  cmake --build build-gpu --parallel $(nproc)"
-tail -3 "$out/build.log"
+if wanted build; then
+  step build 200 bash -c "cmake -S . -B build-gpu ${generator[*]} -DCMAKE_BUILD_TYPE=Release &&
+    cmake --build build-gpu --parallel $(nproc)"
+  tail -3 "$out/build.log"
+fi
 
-step tests_new 150 bash -c "cd build-gpu && ctest -L gpu -R '$new_tests' --parallel 4 --timeout 60 \
-  --output-on-failure"
-summary "$out/tests_new.log"
+if wanted tests_new; then
+  step tests_new 150 bash -c "cd build-gpu && ctest -L gpu -R '$new_tests' --parallel 4 --timeout 60 \
+    --output-on-failure"
+  summary "$out/tests_new.log"
+fi
 
-step tests_rest 240 bash -c "cd build-gpu && ctest -L gpu -E '$new_tests' --parallel $(nproc) \
-  --timeout 200 --output-on-failure"
-summary "$out/tests_rest.log"
+if wanted tests_rest; then
+  step tests_rest 240 bash -c "cd build-gpu && ctest -L gpu -E '$new_tests' --parallel $(nproc) \
+    --timeout 200 --output-on-failure"
+  summary "$out/tests_rest.log"
+fi
 
-step probe_pipeline 150 bash bench/probe_pipeline.sh --no-tests
-cat "$out/probe_pipeline.log"
+if wanted probe; then
+  step probe_pipeline 150 bash bench/probe_pipeline.sh --no-tests
+  cat "$out/probe_pipeline.log"
+fi
 
-step bench 120 build-gpu/flashgen bench --backend cuda --dims "$dims" \
-  --kinds forward,backward,backward_atomic --json "$out/flashgen_${date_tag}_key_dims.json"
-grep -E "^ *[0-9]+ |rror" "$out/bench.log"
+if wanted tune; then
+  # The user table of the cache directory: the steps after this one use it.
+  [ -n "${FLASHGEN_CACHE_DIR:-}" ] || export FLASHGEN_CACHE_DIR=$(mktemp -d /tmp/flashgen_cache.XXXXXX)
+  table="$FLASHGEN_CACHE_DIR/tuning/sm90.json"
+  mkdir -p "$(dirname "$table")"
+  left=$(( budget - ($(date +%s) - start) ))
+  step tune 400 build-gpu/flashgen tune --dims "$tune_dims" --causal both --kinds forward,backward \
+    --dtype bf16 --copy-rows-to f16 --pipelines-only --merge data/tuning/sm90.json --out "$table" \
+    --time-limit "$(( (left > 400 ? 400 : left) / 60 ))"
+  grep -E "^(bf16|  )|time limit" "$out/tune.log" | head -80
+  cp "$table" "$out/sm90.json" 2>/dev/null
+fi
 
-step peers 150 python3 bench/peers.py --dims "$dims" --time-budget-s 0.5 \
-  --json "$out/peers_${date_tag}_key_dims.json"
-tail -2 "$out/peers.log"
+if wanted bench; then
+  step bench 120 build-gpu/flashgen bench --backend cuda --dims "$dims" \
+    --kinds forward,backward,backward_atomic --json "$out/flashgen_${date_tag}_key_dims.json"
+  grep -E "^ *[0-9]+ |rror" "$out/bench.log"
+fi
 
-# fp32 on the GPU, timed only when its tests passed (it is gated until they
-# have): flashgen and the peers at fp32 (the peers' FLASH and CUDNN refuse it).
-if grep -q "Float32" "$out/tests_new.log" && ! grep -E "Float32.*(Failed|Timeout)" "$out/tests_new.log" >/dev/null; then
+if wanted peers; then
+  step peers 150 python3 bench/peers.py --dims "$dims" --time-budget-s 0.5 \
+    --json "$out/peers_${date_tag}_key_dims.json"
+  tail -2 "$out/peers.log"
+fi
+
+# fp32: flashgen and the peers (whose FLASH and CUDNN backends refuse it).
+if wanted f32; then
   step bench_f32 60 build-gpu/flashgen bench --backend cuda --dtype f32 \
     --dims 64,128,256,512 --repeats 5 --warmup 2 --json "$out/flashgen_${date_tag}_f32.json"
   grep -E "^ *[0-9]+ |rror" "$out/bench_f32.log"
@@ -100,5 +135,7 @@ if grep -q "Float32" "$out/tests_new.log" && ! grep -E "Float32.*(Failed|Timeout
   tail -2 "$out/peers_f32.log"
 fi
 
-step pytest 120 env FLASHGEN_LIBRARY="$PWD/build-gpu/libflashgen.so" python3 -m pytest -q python/tests
-tail -3 "$out/pytest.log"
+if wanted pytest; then
+  step pytest 120 env FLASHGEN_LIBRARY="$PWD/build-gpu/libflashgen.so" python3 -m pytest -q python/tests
+  tail -3 "$out/pytest.log"
+fi

@@ -128,7 +128,9 @@ Arguments declare() {
          "                          with each way of copying its traversed tiles (without\n"
          "                          a producer warpgroup; with one copying by TMA, 3 or 4\n"
          "                          stages), and the default");
-  a.flag("dry-run", "prune and rank only (no GPU): counts, top candidates, time estimate");
+  a.flag("dry-run",
+         "prune and rank only (no GPU): counts, top candidates, time estimate;\n"
+         "                          the kernels compiled land in the disk cache");
   a.option("arch", "SM", "arch of --dry-run (default sm_90a)");
   return a;
 }
@@ -326,6 +328,7 @@ int dry_run(const Settings& s) {
       ps.shared_limit = limit;
       ps.top = s.tuner.top;
       ps.threads = s.tuner.compile_threads;
+      ps.compile = compile_into_cache();
       ps.problem = {p.batch, p.heads_q, p.heads_kv, p.seq_q, p.seq_kv};
       ps.keep = tunings_to_keep(tuner, spec, std::max(p.seq_q, p.seq_kv));
       const TuningParams fallback = default_tuning(spec, limit);

@@ -44,6 +44,9 @@ using CompileFunction =
     std::function<cuda::KernelResources(const KernelSpec& spec, const GeneratedKernel& kernel)>;
 // cuda::compile_only: no GPU needed.
 CompileFunction compile_without_device();
+// cuda::precompile: no GPU needed, and the kernels land in the disk cache, so
+// that a tuning run on a GPU with that cache compiles none of them again.
+CompileFunction compile_into_cache();
 // cuda::get_kernel on `ordinal`: the kernel is also loaded, so that timing it
 // later compiles nothing.
 CompileFunction compile_and_load(int ordinal);

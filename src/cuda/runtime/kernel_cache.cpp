@@ -150,9 +150,10 @@ CubinArtifact load_or_build(const CompileRequest& request, bool* from_disk) {
 
 }  // namespace
 
-bool precompile(const CompileRequest& request) {
+bool precompile(const CompileRequest& request, KernelResources* resources) {
   bool from_disk = false;
-  load_or_build(request, &from_disk);
+  const CubinArtifact artifact = load_or_build(request, &from_disk);
+  if (resources != nullptr) *resources = artifact.resources;
   return from_disk;
 }
 

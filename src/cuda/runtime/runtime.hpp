@@ -77,8 +77,9 @@ const CompiledKernel& get_kernel(const CompileRequest& request, int ordinal,
 
 // Compiles into the on-disk cache without a GPU (for deployment: the first
 // call on the GPU then loads the cubin instead of compiling). Returns true
-// when the cache already held it.
-bool precompile(const CompileRequest& request);
+// when the cache already held it; `resources`, when given, receives what
+// ptxas reported.
+bool precompile(const CompileRequest& request, KernelResources* resources = nullptr);
 
 struct LaunchShape {
   unsigned grid[3] = {1, 1, 1};
