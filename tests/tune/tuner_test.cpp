@@ -164,6 +164,18 @@ TEST_F(TunerTest, DefaultStaysUnlessBeatenByTheMinimumGain) {
   EXPECT_DOUBLE_EQ(r.best_ms, r.default_ms);
 }
 
+// A bf16 forward row at D = dim for N = 4097..8192.
+TuningRow forward_row(int dim, const TuningParams& tuning) {
+  TuningRow row;
+  row.kind = KernelKind::forward;
+  row.dtype = DType::bf16;
+  row.dim_qk_min = row.dim_qk_max = row.dim_v_min = row.dim_v_max = dim;
+  row.seq_min = 4097;
+  row.seq_max = 8192;
+  row.tuning = tuning;
+  return row;
+}
+
 TEST_F(TunerTest, TheStartingTablesChoiceIsTimedWhateverItsRank) {
   // With one candidate besides the default, a tuning the cost model ranks
   // low is still timed when the table being extended chose it (here by its
@@ -173,14 +185,7 @@ TEST_F(TunerTest, TheStartingTablesChoiceIsTimedWhateverItsRank) {
   TuningParams chosen{192, 32, 0, 12, 0};
   chosen.wgmma = true;
   ASSERT_FALSE(chosen == fallback);
-  TuningRow nearest;
-  nearest.kind = KernelKind::forward;
-  nearest.dtype = DType::bf16;
-  nearest.dim_qk_min = nearest.dim_qk_max = nearest.dim_v_min = nearest.dim_v_max = 224;
-  nearest.seq_min = 4097;
-  nearest.seq_max = 8192;
-  nearest.tuning = chosen;
-  settings_.starting_rows = {nearest};
+  settings_.starting_rows = {forward_row(224, chosen)};
   settings_.top = 1;
   FakeRunner runner(p);
   runner.ms = [&](KernelKind, const TuningParams& t) { return t == chosen ? 5.0 : 10.0; };
@@ -201,14 +206,7 @@ TEST_F(TunerTest, PipelinesOnlyTimesTheTablesShapeCopiedEachWay) {
   const Problem p = problem_of(128);
   TuningParams chosen{192, 64, 0, 12, 0};
   chosen.wgmma = true;
-  TuningRow exact;
-  exact.kind = KernelKind::forward;
-  exact.dtype = DType::bf16;
-  exact.dim_qk_min = exact.dim_qk_max = exact.dim_v_min = exact.dim_v_max = 128;
-  exact.seq_min = 4097;
-  exact.seq_max = 8192;
-  exact.tuning = chosen;
-  settings_.starting_rows = {exact};
+  settings_.starting_rows = {forward_row(128, chosen)};
   settings_.pipelines_only = true;
   settings_.kinds = {KernelKind::forward};
   const KernelSpec spec = spec_of(p, KernelKind::forward);
