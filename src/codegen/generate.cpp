@@ -227,6 +227,13 @@ std::string forced_only_path(const KernelSpec&, const TuningParams& t) {
   return "";
 }
 
+TuningParams without_producer(TuningParams t) {
+  t.producer = false;
+  t.tma = false;
+  t.stages = 0;
+  return t;
+}
+
 int wgmma_forward_stages(const TuningParams& t) {
   if (t.stages != 0) return t.stages;
   return t.producer ? 3 : 2;

@@ -36,6 +36,11 @@ void check_tuning(const KernelSpec& spec, const TuningParams& tuning);
 // Returns why, or "" for a path anything may pick.
 std::string forced_only_path(const KernelSpec& spec, const TuningParams& tuning);
 
+// `t` with its traversed tiles copied by all threads (cp.async) instead of a
+// producer warpgroup, at the kernel's default stages: the same shape where a
+// producer's TMA cannot read the tensors.
+TuningParams without_producer(TuningParams t);
+
 // Shared memory a (spec, tuning) pair needs, without generating it; the
 // generated source static_asserts that the device's layout has this size.
 std::size_t shared_bytes(const KernelSpec& spec, const TuningParams& tuning);

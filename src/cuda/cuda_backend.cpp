@@ -43,7 +43,10 @@ const GeneratedKernel& generated_kernel(const KernelSpec& spec, const TuningPara
   return kernels->emplace(std::move(key), std::move(g)).first->second;  // node-based: stable
 }
 
-KernelChoice choose(KernelKind kind, const Problem& p, int vec, int ordinal) {
+// `tma_readable`: whether TMA can read the tensors the kernel traverses
+// (tma_can_read); where it cannot, a tuning whose producer copies by TMA
+// runs the same shape without the producer.
+KernelChoice choose(KernelKind kind, const Problem& p, int vec, bool tma_readable, int ordinal) {
   KernelChoice c;
   c.spec.kind = kind;
   c.spec.dtype = p.dtype;
@@ -54,6 +57,7 @@ KernelChoice choose(KernelKind kind, const Problem& p, int vec, int ordinal) {
   const DeviceInfo& device = device_info(ordinal);
   c.spec.arch = device.arch();
   c.tuning = tuning_for(c.spec, p, device.shared_per_block_optin);
+  if (c.tuning.tma && !tma_readable) c.tuning = without_producer(c.tuning);
   c.generated = &generated_kernel(c.spec, c.tuning);
   return c;
 }
@@ -68,6 +72,7 @@ const CompiledKernel& compiled(const KernelChoice& c, int ordinal) {
 }
 
 int forward_vec(const ForwardArgs& a) { return alignment_class({&a.q, &a.k, &a.v, &a.o}); }
+bool forward_tma_readable(const ForwardArgs& a) { return tma_can_read(a.k) && tma_can_read(a.v); }
 
 unsigned to_unsigned(std::int64_t x) { return static_cast<unsigned>(x); }
 
@@ -97,6 +102,10 @@ std::vector<KernelKind> backward_kinds(bool atomic) {
 
 int backward_vec(const BackwardArgs& a) {
   return alignment_class({&a.q, &a.k, &a.v, &a.o, &a.grad_o, &a.grad_q, &a.grad_k, &a.grad_v});
+}
+// The query kernel traverses K and V, the key/value kernel Q and dO.
+bool backward_tma_readable(const BackwardArgs& a) {
+  return tma_can_read(a.q) && tma_can_read(a.k) && tma_can_read(a.v) && tma_can_read(a.grad_o);
 }
 
 // Workspace layout: Dterm [batch][heads_q][seq_q] fp32, then (atomic) the dQ
@@ -177,7 +186,7 @@ flashgen_device::AttentionParams backward_params(const Problem& p, const Backwar
 void launch_backward_kind(KernelKind kind, const Problem& p, const BackwardArgs& args,
                           flashgen_device::AttentionParams& params, void* stream) {
   const int ordinal = args.q.device;
-  const KernelChoice c = choose(kind, p, backward_vec(args), ordinal);
+  const KernelChoice c = choose(kind, p, backward_vec(args), backward_tma_readable(args), ordinal);
   const bool over_keys =
       kind == KernelKind::backward_key_value || kind == KernelKind::backward_atomic;
   const LaunchShape shape = over_keys ? block_grid(c, p.seq_kv, p.heads_kv, p.batch)
@@ -205,14 +214,17 @@ Availability availability() {
 }
 
 std::vector<std::string> forward_kernel_names(const Problem& p, const ForwardArgs& args) {
-  return {choose(KernelKind::forward, p, forward_vec(args), args.q.device).generated->name};
+  return {choose(KernelKind::forward, p, forward_vec(args), forward_tma_readable(args), args.q.device)
+              .generated->name};
 }
 
 std::vector<std::string> backward_kernel_names(const Problem& p, const BackwardArgs& args,
                                                bool deterministic) {
   std::vector<std::string> names;
   for (KernelKind kind : backward_kinds(use_atomic(p, deterministic)))
-    names.push_back(choose(kind, p, backward_vec(args), args.q.device).generated->name);
+    names.push_back(
+        choose(kind, p, backward_vec(args), backward_tma_readable(args), args.q.device)
+            .generated->name);
   return names;
 }
 
@@ -226,7 +238,8 @@ std::size_t backward_workspace_bytes(const Problem& p, bool deterministic) {
 
 void forward(const Problem& p, const ForwardArgs& args, void* stream) {
   const int ordinal = args.q.device;
-  const KernelChoice c = choose(KernelKind::forward, p, forward_vec(args), ordinal);
+  const KernelChoice c =
+      choose(KernelKind::forward, p, forward_vec(args), forward_tma_readable(args), ordinal);
 
   flashgen_device::AttentionParams params = attention_params(p, args);
   launch_choice(c, ordinal, block_grid(c, p.seq_q, p.heads_q, p.batch), params, stream, args.k,

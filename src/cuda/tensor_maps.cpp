@@ -58,6 +58,18 @@ TensorMapGeometry tensor_map_geometry(const TensorView& t, int box_rows) {
   return g;
 }
 
+bool tma_can_read(const TensorView& t) {
+  constexpr std::uint64_t kMaxStrideBytes = std::uint64_t{1} << 40;
+  constexpr std::int64_t kMaxDim = std::int64_t{1} << 32;
+  for (int d = 0; d < 4; ++d) {
+    if (t.shape[d] > kMaxDim) return false;
+    if (d == 3 || t.shape[d] <= 1) continue;  // the row's own elements, or never stepped
+    const std::uint64_t bytes = static_cast<std::uint64_t>(t.stride[d]) * 2;
+    if (t.stride[d] <= 0 || bytes >= kMaxStrideBytes) return false;
+  }
+  return true;
+}
+
 flashgen_device::TraversedTensorMaps traversed_tensor_maps(const TensorView& first,
                                                            const TensorView& second, int box_rows) {
   return {encode(first, box_rows, "the first traversed tensor"),

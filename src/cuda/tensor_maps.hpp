@@ -20,6 +20,12 @@ struct TensorMapGeometry {
 // still wants its stride a multiple of 16 bytes: it gets the packed one.
 TensorMapGeometry tensor_map_geometry(const TensorView& t, int box_rows);
 
+// Whether TMA can describe the view: every stepped dim (size > 1) has a
+// positive byte stride below 2^40 (a broadcast view's zero stride cannot be
+// encoded) and at most 2^32 elements. Alignment is the caller's rule
+// (alignment class 8).
+bool tma_can_read(const TensorView& t);
+
 // The two tensors a kernel traverses (K and V for the forward, Q and dO for
 // the key/value backward), each a [batch][heads][seq][dim] view of the
 // tensor as it is (its own strides), read in boxes of 8 columns by

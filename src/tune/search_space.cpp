@@ -110,10 +110,10 @@ std::vector<TuningParams> wgmma_space(const KernelSpec& spec) {
   return space;
 }
 
-// `t` with its traversed tiles copied another way (see pipeline_variants()).
-TuningParams with_pipeline(TuningParams t, bool tma_producer, int stages) {
-  t.producer = tma_producer;
-  t.tma = tma_producer;
+// `t` with a producer warpgroup copying by TMA, `stages` deep.
+TuningParams with_tma_producer(TuningParams t, int stages) {
+  t.producer = true;
+  t.tma = true;
   t.stages = stages;
   return t;
 }
@@ -145,8 +145,8 @@ std::vector<TuningParams> pipeline_variants(const KernelSpec& spec, const Tuning
                                             std::size_t shared_limit) {
   std::vector<TuningParams> variants = {t};
   if (!t.wgmma || t.split) return variants;
-  std::vector<TuningParams> others = {with_pipeline(t, false, 0), with_pipeline(t, true, 0)};
-  if (spec.kind == KernelKind::forward) others.push_back(with_pipeline(t, true, 4));
+  std::vector<TuningParams> others = {without_producer(t), with_tma_producer(t, 0)};
+  if (spec.kind == KernelKind::forward) others.push_back(with_tma_producer(t, 4));
   for (const TuningParams& v : others) {
     if (std::find(variants.begin(), variants.end(), v) != variants.end()) continue;
     try {

@@ -46,5 +46,21 @@ TEST(TensorMapGeometry, ADimOfOneGetsAStrideTmaAccepts) {
   }
 }
 
+TEST(TmaCanRead, PackedAndStridedViewsButNotBroadcastOnes) {
+  EXPECT_TRUE(tma_can_read(TensorView::bshd(nullptr, DType::bf16, 2, 300, 4, 128)));
+  EXPECT_TRUE(tma_can_read(TensorView::bhsd(nullptr, DType::f16, 3, 77, 5, 40)));
+  // K shared by the batch through a zero stride (a broadcast view).
+  TensorView shared = TensorView::bshd(nullptr, DType::bf16, 2, 300, 4, 128);
+  shared.stride[0] = 0;
+  EXPECT_FALSE(tma_can_read(shared));
+  // A zero stride on a dim of size 1 is never stepped.
+  shared.shape[0] = 1;
+  EXPECT_TRUE(tma_can_read(shared));
+  // Strides of 2^40 bytes or more cannot be encoded.
+  TensorView far = TensorView::bshd(nullptr, DType::bf16, 2, 300, 4, 128);
+  far.stride[0] = std::int64_t{1} << 39;
+  EXPECT_FALSE(tma_can_read(far));
+}
+
 }  // namespace
 }  // namespace flashgen::cuda
