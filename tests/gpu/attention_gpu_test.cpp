@@ -3,6 +3,8 @@
 // Every test reports SKIPPED where no GPU can run kernels.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <random>
@@ -402,6 +404,73 @@ TEST(GpuAttention, DeterministicBackwardIsBitIdentical) {
     for (int i = 0; i < 3; ++i)
       EXPECT_TRUE(now[i] == first[i]) << names[i] << " differs between run 0 and run " << run;
   }
+}
+
+// K and V shared by the batch through a zero batch stride (a broadcast
+// view, as torch's expand makes): TMA cannot describe them, so the kernels
+// whose producer copies by TMA run without it. Checked against the CPU
+// backend on the same views.
+TEST(GpuAttention, BroadcastKeysAndValuesRunWithoutTma) {
+  FLASHGEN_SKIP_WITHOUT_GPU();
+  constexpr std::int64_t kBatch = 2, kSeq = 200, kHeads = 2, kDim = 64;
+  struct Side {
+    explicit Side(MemoryKind memory)
+        : q(memory, DType::bf16, kBatch, kSeq, kHeads, kDim, Layout::bshd),
+          k(memory, DType::bf16, 1, kSeq, kHeads, kDim, Layout::bshd),
+          v(memory, DType::bf16, 1, kSeq, kHeads, kDim, Layout::bshd),
+          grad_o(memory, DType::bf16, kBatch, kSeq, kHeads, kDim, Layout::bshd),
+          o(memory, DType::bf16, kBatch, kSeq, kHeads, kDim, Layout::bshd),
+          grad_q(memory, DType::bf16, kBatch, kSeq, kHeads, kDim, Layout::bshd),
+          grad_k(memory, DType::bf16, kBatch, kSeq, kHeads, kDim, Layout::bshd),
+          grad_v(memory, DType::bf16, kBatch, kSeq, kHeads, kDim, Layout::bshd),
+          lse(TestTensor::row_stats(memory, kBatch, kHeads, kSeq)) {
+      q.fill_random(1), k.fill_random(2), v.fill_random(3), grad_o.fill_random(4);
+    }
+    static TensorView broadcast(const TestTensor& t) {
+      TensorView view = t.view();
+      view.shape[0] = kBatch;
+      view.stride[0] = 0;
+      return view;
+    }
+    ForwardArgs forward_args() const {
+      ForwardArgs a;
+      a.q = q.view(), a.k = broadcast(k), a.v = broadcast(v);
+      a.o = o.view(), a.lse = lse.stats_view();
+      return a;
+    }
+    BackwardArgs backward_args() const {
+      BackwardArgs a;
+      a.q = q.view(), a.k = broadcast(k), a.v = broadcast(v);
+      a.o = o.view(), a.lse = lse.stats_view(), a.grad_o = grad_o.view();
+      a.grad_q = grad_q.view(), a.grad_k = grad_k.view(), a.grad_v = grad_v.view();
+      return a;
+    }
+    TestTensor q, k, v, grad_o, o, grad_q, grad_k, grad_v, lse;
+  };
+  Side gpu(MemoryKind::cuda), cpu(MemoryKind::host);
+  Options on_cpu;
+  on_cpu.backend = Backend::cpu;
+  for (const std::string& kernel : plan_forward(gpu.forward_args(), gpu_options()).kernels)
+    EXPECT_EQ(kernel.find("copy=tma"), std::string::npos) << kernel;
+  for (const std::string& kernel : plan_backward(gpu.backward_args(), gpu_options()).kernels)
+    EXPECT_EQ(kernel.find("copy=tma"), std::string::npos) << kernel;
+  forward(gpu.forward_args(), gpu_options());
+  forward(cpu.forward_args(), on_cpu);
+  backward(gpu.backward_args(), gpu_options());
+  backward(cpu.backward_args(), on_cpu);
+  // Both round the same fp32 arithmetic to bf16: a few bf16 steps apart at most.
+  auto expect_close = [](const char* name, const TestTensor& a, const TestTensor& b) {
+    const std::vector<double> x = a.values(a.download()), y = b.values(b.download());
+    ASSERT_EQ(x.size(), y.size());
+    double worst = 0;
+    for (std::size_t i = 0; i < x.size(); ++i)
+      worst = std::max(worst, std::abs(x[i] - y[i]) / (0.05 + std::abs(y[i])));
+    EXPECT_LT(worst, 0.05) << name << ": GPU and CPU differ by " << worst << " (relative)";
+  };
+  expect_close("o", gpu.o, cpu.o);
+  expect_close("grad_q", gpu.grad_q, cpu.grad_q);
+  expect_close("grad_k", gpu.grad_k, cpu.grad_k);
+  expect_close("grad_v", gpu.grad_v, cpu.grad_v);
 }
 
 // The fp32 kernels (CUDA cores, fp32 throughout) against the fp32 rule: the
