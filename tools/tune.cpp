@@ -284,6 +284,7 @@ std::vector<TuningRow> rows_of(const Settings& s, const Configuration& c,
     row.date = date;
     row.driver = device.driver_version;
     row.gpu = device.name;
+    row.vec = r.spec.vec;
     rows.push_back(row);
     // The kernels' shapes, registers and shared memory do not depend on
     // which 16-bit type they load, so a tuning measured with one serves the

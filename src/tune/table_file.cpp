@@ -26,7 +26,7 @@ constexpr std::int64_t kMaxTableSeq = std::int64_t{1} << 40;
 const char* const kRequiredFields[] = {
     "kind",    "dtype",   "dim_qk_min", "dim_qk_max", "dim_v_min", "dim_v_max", "causal",
     "seq_min", "seq_max", "tuning",     "tflops",     "date",      "driver",    "gpu"};
-const char* const kOptionalFields[] = {"default_tflops", "note"};
+const char* const kOptionalFields[] = {"default_tflops", "note", "vec"};
 const char* const kHeaderFields[] = {"format", "arch", "rows", "description"};
 
 bool listed(const std::string& name, const char* const* first, const char* const* last) {
@@ -155,6 +155,11 @@ TuningRow row_of(const Json& json, const std::string& where) {
   row.driver = r.text("driver", false);
   row.gpu = r.text("gpu", false);
   row.note = r.has("note") ? r.text("note", true) : "";
+  if (r.has("vec")) {
+    row.vec = static_cast<int>(r.integer("vec", 1, 8));
+    if (row.vec != 1 && row.vec != 2 && row.vec != 4 && row.vec != 8)
+      r.fail("vec", "must be 1, 2, 4 or 8 (an alignment class), got " + std::to_string(row.vec));
+  }
   return row;
 }
 
@@ -199,6 +204,7 @@ std::vector<std::string> cells_of(const TuningRow& r) {
                                     cell("driver", quoted(r.driver)),
                                     cell("gpu", quoted(r.gpu))};
   if (!r.note.empty()) cells.push_back(cell("note", quoted(r.note)));
+  if (r.vec != 0) cells.push_back(cell("vec", std::to_string(r.vec)));
   return cells;
 }
 

@@ -32,6 +32,11 @@ struct TuningRow {
   std::string driver;         // CUDA driver version of the measurement, "13.0"
   std::string gpu;            // device name, "NVIDIA H200"
   std::string note;           // optional free text
+  // Optional: the alignment class of the rows the tuning was measured on
+  // (1, 2, 4 or 8 as in KernelSpec::vec); 0 = not recorded. A row measured on
+  // rows not 16-byte aligned never stands in for 16-byte aligned problems,
+  // whose kernels have a copy path (TMA) it could not measure.
+  int vec = 0;
 
   // Kind, dtype, both dim ranges, causal and the sequence bucket: two rows
   // with the same key describe the same problems (the later one wins a merge).

@@ -232,6 +232,7 @@ std::optional<RowMatch> find_row(const TuningTableSet& tables, const KernelSpec&
     const std::vector<TuningRow>& rows = user ? tables.user : tables.shipped;
     for (std::size_t i = 0; i < rows.size(); ++i) {
       if (!same_class(rows[i], spec)) continue;
+      if (spec.vec == 8 && rows[i].vec > 0 && rows[i].vec < 8) continue;  // see TuningRow::vec
       const bool exact =
           rows[i].contains_dims(spec.dim_qk, spec.dim_v) && rows[i].contains_seq(seq);
       candidates.push_back(
@@ -251,6 +252,15 @@ std::optional<RowMatch> find_row(const TuningTableSet& tables, const KernelSpec&
   // better than the heuristic).
   for (const Candidate& c : candidates) {
     if (valid_for(c.row->tuning, spec, shared_limit)) return RowMatch{*c.row, c.user, c.exact};
+    // A row measured on 16-byte aligned rows whose producer copies by TMA
+    // serves rows TMA cannot read (odd D, 4- or 8-byte alignment) with the
+    // same shape copied by all threads, as the backend does for tensors TMA
+    // cannot describe.
+    if (c.row->tuning.tma && valid_for(without_producer(c.row->tuning), spec, shared_limit)) {
+      TuningRow row = *c.row;
+      row.tuning = without_producer(row.tuning);
+      return RowMatch{row, c.user, c.exact};
+    }
     if (!c.exact) break;
   }
   return std::nullopt;

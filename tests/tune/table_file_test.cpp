@@ -87,6 +87,8 @@ std::vector<BadField> bad_fields() {
       {"driver_missing", [](json& r) { r.erase("driver"); }, "driver", "missing"},
       {"gpu_number", [](json& r) { r["gpu"] = 5; }, "gpu", "must be a string"},
       {"unknown_field", [](json& r) { r["warps"] = 4; }, "warps", "unknown field"},
+      {"vec_not_a_class", [](json& r) { r["vec"] = 3; }, "vec", "must be 1, 2, 4 or 8"},
+      {"vec_too_large", [](json& r) { r["vec"] = 16; }, "vec", "must be in [1, 8]"},
   };
 }
 
@@ -189,6 +191,7 @@ std::vector<TuningRow> sample_rows() {
   b.causal = false;
   b.tuning = {128, 128, 0, 8, kCacheQ};
   b.note = "lopsided";
+  b.vec = 4;
   TuningRow c = b;
   c.dim_qk_min = c.dim_qk_max = c.dim_v_min = c.dim_v_max = 512;
   c.tuning = {64, 32, 256, 4, 0};
@@ -215,6 +218,8 @@ TEST(TableFile, RoundTripKeepsEveryFieldInCanonicalOrder) {
   EXPECT_EQ(r.driver, a.driver);
   EXPECT_EQ(r.gpu, a.gpu);
   EXPECT_EQ(back.rows[0].note, "lopsided");
+  EXPECT_EQ(back.rows[0].vec, 4);
+  EXPECT_EQ(r.vec, 0) << "not recorded, not written";
 
   // One row per line, columns aligned: "tuning" starts at the same column.
   std::istringstream lines(text);

@@ -177,6 +177,44 @@ TEST(FindRow, ForcedOnlyPathsRunOnlyWhenForced) {
   EXPECT_EQ(lookup_tuning(forward, problem(8192, 128)), producer);
 }
 
+TEST(FindRow, TmaRowsServeRowsTmaCannotReadWithoutTheProducer) {
+  // A key/value row measured with a TMA producer on 16-byte rows (D = 64)
+  // serves D = 60 (8-byte rows) as the same shape without the producer.
+  TuningParams tma{128, 96, 0, 8, 0, true};
+  tma.producer = true;
+  tma.tma = true;
+  KernelSpec narrower = spec(KernelKind::backward_key_value, 60);
+  narrower.vec = 4;
+  const auto m = find_row(
+      make_table_set({row(KernelKind::backward_key_value, 64, 64, tma)}, {}), narrower, 8192,
+      kHopperShared);
+  ASSERT_TRUE(m);
+  EXPECT_EQ(m->row.tuning, without_producer(tma));
+  EXPECT_FALSE(m->row.tuning.producer);
+  // On 16-byte rows the row applies as it is.
+  EXPECT_EQ(find_row(make_table_set({row(KernelKind::backward_key_value, 64, 64, tma)}, {}),
+                     spec(KernelKind::backward_key_value, 56), 8192, kHopperShared)
+                ->row.tuning,
+            tma);
+}
+
+TEST(FindRow, RowsMeasuredOnUnalignedRowsDoNotServeAlignedOnes) {
+  // D = 120 (16-byte rows): the D = 127 row, measured on 2-byte rows, is
+  // nearer than the D = 128 row but could not measure the TMA copies.
+  TuningParams staged{192, 80, 0, 12, 0, true};
+  TuningParams tma{192, 64, 0, 12, 0, true};
+  tma.producer = tma.tma = true;
+  TuningRow odd = row(KernelKind::forward, 127, 127, staged);
+  odd.vec = 1;
+  const TuningTableSet set =
+      make_table_set({odd, row(KernelKind::forward, 128, 128, tma)}, {});
+  EXPECT_EQ(find_row(set, spec(KernelKind::forward, 120), 8192, kHopperShared)->row.tuning, tma);
+  // Unaligned problems still find it.
+  KernelSpec unaligned = spec(KernelKind::forward, 125);
+  unaligned.vec = 1;
+  EXPECT_EQ(find_row(set, unaligned, 8192, kHopperShared)->row.tuning, staged);
+}
+
 TEST(FindRow, WgmmaBackwardRowsServeTwoByteRows) {
   // The wgmma backward kernels stage rows only 2-byte aligned (odd D), so a
   // row tuned at D = 128 serves D = 127.
