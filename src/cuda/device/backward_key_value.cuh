@@ -71,10 +71,8 @@ struct BackwardKeyValue {
     const int warp_key0 = key0 + warp_local0;
     const int dk0 = chunk * kDkChunk, dv0 = chunk * kDvChunk;
 
-    const u16* k = static_cast<const u16*>(p.k.data) + batch * p.k.stride_batch +
-                   kv_head * p.k.stride_heads + key0 * p.k.stride_seq;
-    const u16* v = static_cast<const u16*>(p.v.data) + batch * p.v.stride_batch +
-                   kv_head * p.v.stride_heads + key0 * p.v.stride_seq;
+    const u16* k = head_slice<const u16>(p.k, batch, kv_head) + key0 * p.k.stride_seq;
+    const u16* v = head_slice<const u16>(p.v, batch, kv_head) + key0 * p.v.stride_seq;
     load_tile<kBlockM, kDimQK, kQKStride, C::kVec, kThreads>(
         smem.k, k, p.k.stride_seq, p.k.stride_dim, p.seq_kv - key0, C::kDimQK, thread);
     load_tile<kBlockM, kDimV, kVStride, C::kVec, kThreads>(
@@ -93,10 +91,8 @@ struct BackwardKeyValue {
 
     for (int g = 0; g < p.group_size; ++g) {
       const int head = kv_head * p.group_size + g;
-      const u16* q = static_cast<const u16*>(p.q.data) + batch * p.q.stride_batch +
-                     head * p.q.stride_heads;
-      const u16* grad_o = static_cast<const u16*>(p.grad_o.data) +
-                          batch * p.grad_o.stride_batch + head * p.grad_o.stride_heads;
+      const u16* q = head_slice<const u16>(p.q, batch, head);
+      const u16* grad_o = head_slice<const u16>(p.grad_o, batch, head);
       for (int m_block = first_block; m_block < m_blocks; ++m_block) {
         const int query0 = m_block * kBlockN;
         __syncthreads();  // every warp is done with the previous Q and dO tiles
@@ -158,13 +154,11 @@ struct BackwardKeyValue {
       ones[rt][0] = ones[rt][1] = 1.0f;
       scale[rt][0] = scale[rt][1] = p.scale;
     }
-    store_acc_tile<E, C::kVec>(static_cast<u16*>(p.grad_v.data) + batch * p.grad_v.stride_batch +
-                                   kv_head * p.grad_v.stride_heads +
+    store_acc_tile<E, C::kVec>(head_slice<u16>(p.grad_v, batch, kv_head) +
                                    warp_key0 * p.grad_v.stride_seq + dv0 * p.grad_v.stride_dim,
                                p.grad_v.stride_seq, p.grad_v.stride_dim, dv, ones, valid_keys,
                                C::kDimV - dv0, lane);
-    store_acc_tile<E, C::kVec>(static_cast<u16*>(p.grad_k.data) + batch * p.grad_k.stride_batch +
-                                   kv_head * p.grad_k.stride_heads +
+    store_acc_tile<E, C::kVec>(head_slice<u16>(p.grad_k, batch, kv_head) +
                                    warp_key0 * p.grad_k.stride_seq + dk0 * p.grad_k.stride_dim,
                                p.grad_k.stride_seq, p.grad_k.stride_dim, dk, scale, valid_keys,
                                C::kDimQK - dk0, lane);

@@ -51,10 +51,8 @@ struct BackwardKeyValueF32 {
     const int warp_key0 = key0 + warp_local0;
     const int dk0 = chunk * kDkChunk, dv0 = chunk * kDvChunk;
 
-    const float* k = static_cast<const float*>(p.k.data) + batch * p.k.stride_batch +
-                     kv_head * p.k.stride_heads + key0 * p.k.stride_seq;
-    const float* v = static_cast<const float*>(p.v.data) + batch * p.v.stride_batch +
-                     kv_head * p.v.stride_heads + key0 * p.v.stride_seq;
+    const float* k = head_slice<const float>(p.k, batch, kv_head) + key0 * p.k.stride_seq;
+    const float* v = head_slice<const float>(p.v, batch, kv_head) + key0 * p.v.stride_seq;
     load_f32_tile<kBlockM, kDimQK, kDimQK, kThreads>(smem.k, k, p.k.stride_seq, p.k.stride_dim,
                                                      p.seq_kv - key0, C::kDimQK, thread);
     load_f32_tile<kBlockM, kDimV, kDimV, kThreads>(smem.v, v, p.v.stride_seq, p.v.stride_dim,
@@ -71,10 +69,8 @@ struct BackwardKeyValueF32 {
 
     for (int g = 0; g < p.group_size; ++g) {
       const int head = kv_head * p.group_size + g;
-      const float* q = static_cast<const float*>(p.q.data) + batch * p.q.stride_batch +
-                       head * p.q.stride_heads;
-      const float* grad_o = static_cast<const float*>(p.grad_o.data) +
-                            batch * p.grad_o.stride_batch + head * p.grad_o.stride_heads;
+      const float* q = head_slice<const float>(p.q, batch, head);
+      const float* grad_o = head_slice<const float>(p.grad_o, batch, head);
       for (int m_block = first_block; m_block < m_blocks; ++m_block) {
         const int query0 = m_block * kSimtBlockN;
         __syncthreads();  // every warp is done with the previous Q and dO (and K, V are in)
@@ -111,10 +107,8 @@ struct BackwardKeyValueF32 {
       scale[r] = p.scale;
       one[r] = 1.0f;
     }
-    float* grad_k = static_cast<float*>(p.grad_k.data) + batch * p.grad_k.stride_batch +
-                    kv_head * p.grad_k.stride_heads;
-    float* grad_v = static_cast<float*>(p.grad_v.data) + batch * p.grad_v.stride_batch +
-                    kv_head * p.grad_v.stride_heads;
+    float* grad_k = head_slice<float>(p.grad_k, batch, kv_head);
+    float* grad_v = head_slice<float>(p.grad_v, batch, kv_head);
     store_rows<kDkChunk>(grad_k, p.grad_k.stride_seq, p.grad_k.stride_dim, dk, scale, warp_key0,
                          p.seq_kv, dk0, C::kDimQK, lane);
     store_rows<kDvChunk>(grad_v, p.grad_v.stride_seq, p.grad_v.stride_dim, dv, one, warp_key0,

@@ -82,10 +82,8 @@ struct BackwardKeyValueWgmma {
     const int key0 = blockIdx.x * kBlockM;
     const int warp_key0 = key0 + warp * 16;
 
-    const u16* k = static_cast<const u16*>(p.k.data) + batch * p.k.stride_batch +
-                   kv_head * p.k.stride_heads + key0 * p.k.stride_seq;
-    const u16* v = static_cast<const u16*>(p.v.data) + batch * p.v.stride_batch +
-                   kv_head * p.v.stride_heads + key0 * p.v.stride_seq;
+    const u16* k = head_slice<const u16>(p.k, batch, kv_head) + key0 * p.k.stride_seq;
+    const u16* v = head_slice<const u16>(p.v, batch, kv_head) + key0 * p.v.stride_seq;
     if constexpr (kStaged) {  // once per CTA: aligned loads shifted in registers
       load_tile<kBlockM, kDimQK, 0, 1, kThreads, true>(smem.k, k, p.k.stride_seq, p.k.stride_dim,
                                                        p.seq_kv - key0, C::kDimQK, thread);
@@ -131,14 +129,12 @@ struct BackwardKeyValueWgmma {
                                                          int lane) {
     const int valid_keys = p.seq_kv - warp_key0;
     const float ones[1][2] = {{1.0f, 1.0f}}, scale[1][2] = {{p.scale, p.scale}};
-    store_acc_tile<E, C::kVec>(static_cast<u16*>(p.grad_v.data) + batch * p.grad_v.stride_batch +
-                                   kv_head * p.grad_v.stride_heads + warp_key0 * p.grad_v.stride_seq,
-                               p.grad_v.stride_seq, p.grad_v.stride_dim, dv, ones, valid_keys,
-                               C::kDimV, lane);
-    store_acc_tile<E, C::kVec>(static_cast<u16*>(p.grad_k.data) + batch * p.grad_k.stride_batch +
-                                   kv_head * p.grad_k.stride_heads + warp_key0 * p.grad_k.stride_seq,
-                               p.grad_k.stride_seq, p.grad_k.stride_dim, dk, scale, valid_keys,
-                               C::kDimQK, lane);
+    store_acc_tile<E, C::kVec>(
+        head_slice<u16>(p.grad_v, batch, kv_head) + warp_key0 * p.grad_v.stride_seq,
+        p.grad_v.stride_seq, p.grad_v.stride_dim, dv, ones, valid_keys, C::kDimV, lane);
+    store_acc_tile<E, C::kVec>(
+        head_slice<u16>(p.grad_k, batch, kv_head) + warp_key0 * p.grad_k.stride_seq,
+        p.grad_k.stride_seq, p.grad_k.stride_dim, dk, scale, valid_keys, C::kDimQK, lane);
   }
 
   // The traversed-block loop of one warpgroup, for any way of filling the
@@ -238,10 +234,8 @@ struct BackwardKeyValueWgmma {
     BlockRows r;
     r.head = walk.head_of(j, kv_head, p.group_size);
     r.query0 = walk.query0_of(j);
-    r.q = static_cast<const u16*>(p.q.data) + batch * p.q.stride_batch +
-          r.head * p.q.stride_heads + r.query0 * p.q.stride_seq;
-    r.grad_o = static_cast<const u16*>(p.grad_o.data) + batch * p.grad_o.stride_batch +
-               r.head * p.grad_o.stride_heads + r.query0 * p.grad_o.stride_seq;
+    r.q = head_slice<const u16>(p.q, batch, r.head) + r.query0 * p.q.stride_seq;
+    r.grad_o = head_slice<const u16>(p.grad_o, batch, r.head) + r.query0 * p.grad_o.stride_seq;
     return r;
   }
 

@@ -67,10 +67,8 @@ struct BackwardKeyValueWgmmaProducer {
 
     if (thread == 0) smem.pipeline.init(kConsumerWarps);
     if (warp < kConsumerWarps) {
-      const u16* k = static_cast<const u16*>(p.k.data) + batch * p.k.stride_batch +
-                     kv_head * p.k.stride_heads + key0 * p.k.stride_seq;
-      const u16* v = static_cast<const u16*>(p.v.data) + batch * p.v.stride_batch +
-                     kv_head * p.v.stride_heads + key0 * p.v.stride_seq;
+      const u16* k = head_slice<const u16>(p.k, batch, kv_head) + key0 * p.k.stride_seq;
+      const u16* v = head_slice<const u16>(p.v, batch, kv_head) + key0 * p.v.stride_seq;
       copy_core_matrix_tile<kBlockM, kDimQK, C::kVec, kConsumerThreads>(
           smem.k, k, p.k.stride_seq, p.seq_kv - key0, C::kDimQK, thread);
       copy_core_matrix_tile<kBlockM, kDimV, C::kVec, kConsumerThreads>(

@@ -59,16 +59,11 @@ struct BackwardQuery {
     const int warp_row0 = row0 + warp_local0;
     const int dq0 = chunk * kDqChunk;
 
-    const u16* q = static_cast<const u16*>(p.q.data) + batch * p.q.stride_batch +
-                   head * p.q.stride_heads + row0 * p.q.stride_seq;
-    const u16* grad_o = static_cast<const u16*>(p.grad_o.data) + batch * p.grad_o.stride_batch +
-                        head * p.grad_o.stride_heads + row0 * p.grad_o.stride_seq;
-    const u16* o = static_cast<const u16*>(p.o.data) + batch * p.o.stride_batch +
-                   head * p.o.stride_heads + row0 * p.o.stride_seq;
-    const u16* k = static_cast<const u16*>(p.k.data) + batch * p.k.stride_batch +
-                   kv_head * p.k.stride_heads;
-    const u16* v = static_cast<const u16*>(p.v.data) + batch * p.v.stride_batch +
-                   kv_head * p.v.stride_heads;
+    const u16* q = head_slice<const u16>(p.q, batch, head) + row0 * p.q.stride_seq;
+    const u16* grad_o = head_slice<const u16>(p.grad_o, batch, head) + row0 * p.grad_o.stride_seq;
+    const u16* o = head_slice<const u16>(p.o, batch, head) + row0 * p.o.stride_seq;
+    const u16* k = head_slice<const u16>(p.k, batch, kv_head);
+    const u16* v = head_slice<const u16>(p.v, batch, kv_head);
 
     const int n_blocks = key_blocks_for_rows<C::kCausal, kBlockN>(p, row0, kBlockM);
 
@@ -146,8 +141,7 @@ struct BackwardQuery {
     float scale[kRowTiles][2];
 #pragma unroll
     for (int rt = 0; rt < kRowTiles; ++rt) scale[rt][0] = scale[rt][1] = p.scale;
-    store_acc_tile<E, C::kVec>(static_cast<u16*>(p.grad_q.data) + batch * p.grad_q.stride_batch +
-                                   head * p.grad_q.stride_heads +
+    store_acc_tile<E, C::kVec>(head_slice<u16>(p.grad_q, batch, head) +
                                    warp_row0 * p.grad_q.stride_seq + dq0 * p.grad_q.stride_dim,
                                p.grad_q.stride_seq, p.grad_q.stride_dim, dq, scale,
                                p.seq_q - warp_row0, C::kDimQK - dq0, lane);

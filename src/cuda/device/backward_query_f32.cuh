@@ -48,15 +48,11 @@ struct BackwardQueryF32 {
     const int warp_row0 = row0 + warp_local0;
     const int dq0 = chunk * kDqChunk;
 
-    const float* q = static_cast<const float*>(p.q.data) + batch * p.q.stride_batch +
-                     head * p.q.stride_heads + row0 * p.q.stride_seq;
-    const float* grad_o = static_cast<const float*>(p.grad_o.data) +
-                          batch * p.grad_o.stride_batch + head * p.grad_o.stride_heads +
-                          row0 * p.grad_o.stride_seq;
-    const float* k = static_cast<const float*>(p.k.data) + batch * p.k.stride_batch +
-                     kv_head * p.k.stride_heads;
-    const float* v = static_cast<const float*>(p.v.data) + batch * p.v.stride_batch +
-                     kv_head * p.v.stride_heads;
+    const float* q = head_slice<const float>(p.q, batch, head) + row0 * p.q.stride_seq;
+    const float* grad_o =
+        head_slice<const float>(p.grad_o, batch, head) + row0 * p.grad_o.stride_seq;
+    const float* k = head_slice<const float>(p.k, batch, kv_head);
+    const float* v = head_slice<const float>(p.v, batch, kv_head);
 
     const int n_blocks = key_blocks_for_rows<C::kCausal, kSimtBlockN>(p, row0, kBlockM);
     load_f32_tile<kBlockM, kDimQK, kDimQK, kThreads>(smem.q, q, p.q.stride_seq, p.q.stride_dim,
@@ -101,8 +97,7 @@ struct BackwardQueryF32 {
     float scale[kSimtRowsPerWarp];
 #pragma unroll
     for (int r = 0; r < kSimtRowsPerWarp; ++r) scale[r] = p.scale;
-    float* out = static_cast<float*>(p.grad_q.data) + batch * p.grad_q.stride_batch +
-                 head * p.grad_q.stride_heads;
+    float* out = head_slice<float>(p.grad_q, batch, head);
     store_rows<kDqChunk>(out, p.grad_q.stride_seq, p.grad_q.stride_dim, dq, scale, warp_row0,
                          p.seq_q, dq0, C::kDimQK, lane);
   }

@@ -70,16 +70,11 @@ struct BackwardQueryWgmma {
     const int row0 = blockIdx.x * kBlockM;
     const int warp_row0 = row0 + warp * 16;
 
-    const u16* q = static_cast<const u16*>(p.q.data) + batch * p.q.stride_batch +
-                   head * p.q.stride_heads + row0 * p.q.stride_seq;
-    const u16* grad_o = static_cast<const u16*>(p.grad_o.data) + batch * p.grad_o.stride_batch +
-                        head * p.grad_o.stride_heads + row0 * p.grad_o.stride_seq;
-    const u16* o = static_cast<const u16*>(p.o.data) + batch * p.o.stride_batch +
-                   head * p.o.stride_heads + row0 * p.o.stride_seq;
-    const u16* k = static_cast<const u16*>(p.k.data) + batch * p.k.stride_batch +
-                   kv_head * p.k.stride_heads;
-    const u16* v = static_cast<const u16*>(p.v.data) + batch * p.v.stride_batch +
-                   kv_head * p.v.stride_heads;
+    const u16* q = head_slice<const u16>(p.q, batch, head) + row0 * p.q.stride_seq;
+    const u16* grad_o = head_slice<const u16>(p.grad_o, batch, head) + row0 * p.grad_o.stride_seq;
+    const u16* o = head_slice<const u16>(p.o, batch, head) + row0 * p.o.stride_seq;
+    const u16* k = head_slice<const u16>(p.k, batch, kv_head);
+    const u16* v = head_slice<const u16>(p.v, batch, kv_head);
 
     const int n_blocks = key_blocks(p, row0);
 
@@ -190,10 +185,9 @@ struct BackwardQueryWgmma {
                                                       const float (&dq)[1][kDimQK / 8][4],
                                                       int lane) {
     const float scale[1][2] = {{p.scale, p.scale}};
-    store_acc_tile<E, C::kVec>(static_cast<u16*>(p.grad_q.data) + batch * p.grad_q.stride_batch +
-                                   head * p.grad_q.stride_heads + warp_row0 * p.grad_q.stride_seq,
-                               p.grad_q.stride_seq, p.grad_q.stride_dim, dq, scale,
-                               p.seq_q - warp_row0, C::kDimQK, lane);
+    store_acc_tile<E, C::kVec>(
+        head_slice<u16>(p.grad_q, batch, head) + warp_row0 * p.grad_q.stride_seq,
+        p.grad_q.stride_seq, p.grad_q.stride_dim, dq, scale, p.seq_q - warp_row0, C::kDimQK, lane);
   }
 
 

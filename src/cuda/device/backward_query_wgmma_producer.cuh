@@ -74,13 +74,9 @@ struct BackwardQueryWgmmaProducer {
 
     if (thread == 0) smem.pipeline.init(kConsumerWarps);
     if (warp < kConsumerWarps) {
-      const u16* q = static_cast<const u16*>(p.q.data) + batch * p.q.stride_batch +
-                     head * p.q.stride_heads + row0 * p.q.stride_seq;
-      const u16* grad_o = static_cast<const u16*>(p.grad_o.data) +
-                          batch * p.grad_o.stride_batch + head * p.grad_o.stride_heads +
-                          row0 * p.grad_o.stride_seq;
-      const u16* o = static_cast<const u16*>(p.o.data) + batch * p.o.stride_batch +
-                     head * p.o.stride_heads + row0 * p.o.stride_seq;
+      const u16* q = head_slice<const u16>(p.q, batch, head) + row0 * p.q.stride_seq;
+      const u16* grad_o = head_slice<const u16>(p.grad_o, batch, head) + row0 * p.grad_o.stride_seq;
+      const u16* o = head_slice<const u16>(p.o, batch, head) + row0 * p.o.stride_seq;
       copy_core_matrix_tile<kBlockM, kDimQK, C::kVec, kConsumerThreads>(
           smem.q, q, p.q.stride_seq, p.seq_q - row0, C::kDimQK, thread);
       copy_core_matrix_tile<kBlockM, kDimV, C::kVec, kConsumerThreads>(
@@ -118,10 +114,8 @@ struct BackwardQueryWgmmaProducer {
   // The producer warp: K[j] and V[j] into stage j % kStages.
   static __device__ __forceinline__ void produce(SharedStorage& smem, const AttentionParams& p,
                                                  int batch, int kv_head, int n_blocks, int lane) {
-    const u16* k = static_cast<const u16*>(p.k.data) + batch * p.k.stride_batch +
-                   kv_head * p.k.stride_heads;
-    const u16* v = static_cast<const u16*>(p.v.data) + batch * p.v.stride_batch +
-                   kv_head * p.v.stride_heads;
+    const u16* k = head_slice<const u16>(p.k, batch, kv_head);
+    const u16* v = head_slice<const u16>(p.v, batch, kv_head);
     smem.pipeline.produce(n_blocks, lane, [&](int j, int stage) {
       const int key0 = j * kBlockN;
       copy_core_matrix_tile<kBlockN, kDimQK, C::kVec, 32>(smem.k[stage], k + key0 * p.k.stride_seq,

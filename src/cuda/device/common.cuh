@@ -85,6 +85,13 @@ __device__ __forceinline__ u32 shared_address(const void* p) {
   return static_cast<u32>(__cvta_generic_to_shared(p));
 }
 
+// The first element of one (batch, head) slice of a [batch, seq, heads, dim]
+// tensor, as T (u16 or float, const for inputs).
+template <class T>
+__device__ __forceinline__ T* head_slice(const TensorArg& t, int batch, int head) {
+  return static_cast<T*>(t.data) + batch * t.stride_batch + head * t.stride_heads;
+}
+
 template <class T>
 __device__ __forceinline__ T max_of(T a, T b) { return a > b ? a : b; }
 template <class T>

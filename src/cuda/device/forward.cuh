@@ -64,12 +64,9 @@ struct Forward {
     const int warp_row0 = row0 + warp * 16 * kRowTiles;
     const int dv0 = chunk * kDvChunk;
 
-    const u16* q = static_cast<const u16*>(p.q.data) + batch * p.q.stride_batch +
-                   head * p.q.stride_heads + row0 * p.q.stride_seq;
-    const u16* k = static_cast<const u16*>(p.k.data) + batch * p.k.stride_batch +
-                   kv_head * p.k.stride_heads;
-    const u16* v = static_cast<const u16*>(p.v.data) + batch * p.v.stride_batch +
-                   kv_head * p.v.stride_heads + dv0 * p.v.stride_dim;
+    const u16* q = head_slice<const u16>(p.q, batch, head) + row0 * p.q.stride_seq;
+    const u16* k = head_slice<const u16>(p.k, batch, kv_head);
+    const u16* v = head_slice<const u16>(p.v, batch, kv_head) + dv0 * p.v.stride_dim;
 
     const int n_blocks = key_blocks_for_rows<C::kCausal, kBlockN>(p, row0, kBlockM);
 
@@ -155,11 +152,9 @@ struct Forward {
     float inverse_sum[kRowTiles][2], lse[kRowTiles][2];
     softmax.finish(inverse_sum, lse);
     const int warp_rows = p.seq_q - warp_row0;
-    store_acc_tile<E, C::kVec>(static_cast<u16*>(p.o.data) + batch * p.o.stride_batch +
-                                   head * p.o.stride_heads + warp_row0 * p.o.stride_seq +
-                                   dv0 * p.o.stride_dim,
-                               p.o.stride_seq, p.o.stride_dim, o, inverse_sum, warp_rows,
-                               C::kDimV - dv0, lane);
+    store_acc_tile<E, C::kVec>(
+        head_slice<u16>(p.o, batch, head) + warp_row0 * p.o.stride_seq + dv0 * p.o.stride_dim,
+        p.o.stride_seq, p.o.stride_dim, o, inverse_sum, warp_rows, C::kDimV - dv0, lane);
     if (chunk == 0 && p.lse.data != nullptr && (lane & 3) == 0) {
 #pragma unroll
       for (int rt = 0; rt < kRowTiles; ++rt)

@@ -38,12 +38,9 @@ struct ForwardF32 {
     const int dv0 = chunk * kDvChunk;
     const int value_cols = min_of(C::kDimV - dv0, kDvChunk);
 
-    const float* q = static_cast<const float*>(p.q.data) + batch * p.q.stride_batch +
-                     head * p.q.stride_heads + row0 * p.q.stride_seq;
-    const float* k = static_cast<const float*>(p.k.data) + batch * p.k.stride_batch +
-                     kv_head * p.k.stride_heads;
-    const float* v = static_cast<const float*>(p.v.data) + batch * p.v.stride_batch +
-                     kv_head * p.v.stride_heads + dv0 * p.v.stride_dim;
+    const float* q = head_slice<const float>(p.q, batch, head) + row0 * p.q.stride_seq;
+    const float* k = head_slice<const float>(p.k, batch, kv_head);
+    const float* v = head_slice<const float>(p.v, batch, kv_head) + dv0 * p.v.stride_dim;
 
     const int n_blocks = key_blocks_for_rows<C::kCausal, kSimtBlockN>(p, row0, kBlockM);
     load_f32_tile<kBlockM, kDimQK, kDimQK, kThreads>(smem.q, q, p.q.stride_seq, p.q.stride_dim,
@@ -96,8 +93,7 @@ struct ForwardF32 {
 #pragma unroll
     for (int r = 0; r < kSimtRowsPerWarp; ++r)
       inverse_sum[r] = row_sum[r] > 0.0f ? 1.0f / row_sum[r] : 0.0f;
-    float* out = static_cast<float*>(p.o.data) + batch * p.o.stride_batch +
-                 head * p.o.stride_heads;
+    float* out = head_slice<float>(p.o, batch, head);
     store_rows<kDvChunk>(out, p.o.stride_seq, p.o.stride_dim, o, inverse_sum, warp_row0, p.seq_q,
                          dv0, C::kDimV, lane);
     if (chunk == 0 && p.lse.data != nullptr && lane < kSimtRowsPerWarp) {

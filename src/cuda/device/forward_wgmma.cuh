@@ -84,12 +84,9 @@ struct ForwardWgmma {
     w.row0 = blockIdx.x * kBlockM;
     const int kv_head = w.head / p.group_size;
     w.kv_head = kv_head;
-    w.q = static_cast<const u16*>(p.q.data) + w.batch * p.q.stride_batch +
-          w.head * p.q.stride_heads + w.row0 * p.q.stride_seq;
-    w.k = static_cast<const u16*>(p.k.data) + w.batch * p.k.stride_batch +
-          kv_head * p.k.stride_heads;
-    w.v = static_cast<const u16*>(p.v.data) + w.batch * p.v.stride_batch +
-          kv_head * p.v.stride_heads + w.dv0 * p.v.stride_dim;
+    w.q = head_slice<const u16>(p.q, w.batch, w.head) + w.row0 * p.q.stride_seq;
+    w.k = head_slice<const u16>(p.k, w.batch, kv_head);
+    w.v = head_slice<const u16>(p.v, w.batch, kv_head) + w.dv0 * p.v.stride_dim;
     w.value_cols = C::kDimV - w.dv0;
     w.n_blocks = key_blocks_for_rows<C::kCausal, kBlockN>(p, w.row0, kBlockM);
     return w;
@@ -214,11 +211,9 @@ struct ForwardWgmma {
                                                        int lane) {
     float inverse_sum[1][2], lse[1][2];
     softmax.finish(inverse_sum, lse);
-    store_acc_tile<E, C::kVec>(static_cast<u16*>(p.o.data) + w.batch * p.o.stride_batch +
-                                   w.head * p.o.stride_heads + warp_row0 * p.o.stride_seq +
-                                   w.dv0 * p.o.stride_dim,
-                               p.o.stride_seq, p.o.stride_dim, o, inverse_sum, p.seq_q - warp_row0,
-                               w.value_cols, lane);
+    store_acc_tile<E, C::kVec>(
+        head_slice<u16>(p.o, w.batch, w.head) + warp_row0 * p.o.stride_seq + w.dv0 * p.o.stride_dim,
+        p.o.stride_seq, p.o.stride_dim, o, inverse_sum, p.seq_q - warp_row0, w.value_cols, lane);
     if (w.chunk == 0 && p.lse.data != nullptr && (lane & 3) == 0) {
 #pragma unroll
       for (int h = 0; h < 2; ++h) {

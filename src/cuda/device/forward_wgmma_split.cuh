@@ -66,12 +66,9 @@ struct ForwardWgmmaSplit {
     const int warp_row0 = row0 + (warp % 4) * 16;  // both warpgroups cover the same rows
     const int n_blocks = key_blocks_for_rows<C::kCausal, kBlockN>(p, row0, kBlockM);
 
-    const u16* q = static_cast<const u16*>(p.q.data) + batch * p.q.stride_batch +
-                   head * p.q.stride_heads + row0 * p.q.stride_seq;
-    const u16* k = static_cast<const u16*>(p.k.data) + batch * p.k.stride_batch +
-                   kv_head * p.k.stride_heads;
-    const u16* v = static_cast<const u16*>(p.v.data) + batch * p.v.stride_batch +
-                   kv_head * p.v.stride_heads;
+    const u16* q = head_slice<const u16>(p.q, batch, head) + row0 * p.q.stride_seq;
+    const u16* k = head_slice<const u16>(p.k, batch, kv_head);
+    const u16* v = head_slice<const u16>(p.v, batch, kv_head);
 
     // Copy groups as in ForwardWgmma with two stages: G(j) = {K[j+1], V[j]}
     // is issued at the top of iteration j; the prologue issues Q and K[0].

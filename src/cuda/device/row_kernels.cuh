@@ -24,10 +24,8 @@ struct BackwardPrepare {
     const int row = blockIdx.x * kRowKernelWarps + (threadIdx.x >> 5);
     const int head = blockIdx.y, batch = blockIdx.z;
     if (row >= p.seq_q) return;
-    const u16* grad_o = static_cast<const u16*>(p.grad_o.data) + batch * p.grad_o.stride_batch +
-                        head * p.grad_o.stride_heads + row * p.grad_o.stride_seq;
-    const u16* o = static_cast<const u16*>(p.o.data) + batch * p.o.stride_batch +
-                   head * p.o.stride_heads + row * p.o.stride_seq;
+    const u16* grad_o = head_slice<const u16>(p.grad_o, batch, head) + row * p.grad_o.stride_seq;
+    const u16* o = head_slice<const u16>(p.o, batch, head) + row * p.o.stride_seq;
     const float dterm = row_dterm<C::kElement, C::kDimV>(grad_o, p.grad_o.stride_dim, o,
                                                          p.o.stride_dim, lane);
     if (lane == 0)
@@ -45,8 +43,7 @@ struct ConvertGradQ {
     const int row = blockIdx.x * kRowKernelWarps + (threadIdx.x >> 5);
     const int head = blockIdx.y, batch = blockIdx.z;
     if (row >= p.seq_q) return;
-    u16* grad_q = static_cast<u16*>(p.grad_q.data) + batch * p.grad_q.stride_batch +
-                  head * p.grad_q.stride_heads + row * p.grad_q.stride_seq;
+    u16* grad_q = head_slice<u16>(p.grad_q, batch, head) + row * p.grad_q.stride_seq;
     const float* accum = grad_q_accum_row(p, batch, head, row);
     for (int c = lane; c < C::kDimQK; c += 32)
       grad_q[c * p.grad_q.stride_dim] = from_float<C::kElement>(accum[c] * p.scale);

@@ -128,10 +128,8 @@ __device__ __forceinline__ void stage_query_rows_f32(const AttentionParams& p, i
                                                      int row0, float* dterm_shared,
                                                      float* l2_shared, bool write_global,
                                                      int warp, int lane) {
-  const float* grad_o = static_cast<const float*>(p.grad_o.data) + batch * p.grad_o.stride_batch +
-                        head * p.grad_o.stride_heads;
-  const float* o = static_cast<const float*>(p.o.data) + batch * p.o.stride_batch +
-                   head * p.o.stride_heads;
+  const float* grad_o = head_slice<const float>(p.grad_o, batch, head);
+  const float* o = head_slice<const float>(p.o, batch, head);
   stage_rows<kRows, kWarps>(p, batch, head, row0, dterm_shared, l2_shared, write_global, warp,
                             lane, [&](int r) {
                               const int row = row0 + r;
