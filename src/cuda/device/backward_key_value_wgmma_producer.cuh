@@ -138,11 +138,8 @@ struct BackwardKeyValueWgmmaProducer {
       Base::stage_row_stats(smem, stage, p, batch, head, query0, lane, 32);
       __syncwarp();  // the row statistics are in before the arrival publishes them
       if (lane != 0) return;
-      mbarrier_arrive_expect_bytes(full, tma_slice_bytes<kBlockN>(kQuerySlices + kGradOSlices));
-      tma_load_slices<kBlockN>(smem.q[stage], &maps.first, kQuerySlices, 0, query0, head, batch,
-                               full);
-      tma_load_slices<kBlockN>(smem.grad_o[stage], &maps.second, kGradOSlices, 0, query0, head,
-                               batch, full);
+      tma_load_traversed_block<kBlockN>(smem.q[stage], kQuerySlices, smem.grad_o[stage],
+                                        kGradOSlices, 0, maps, query0, head, batch, full);
     });
   }
 };

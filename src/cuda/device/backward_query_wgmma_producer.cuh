@@ -148,12 +148,8 @@ struct BackwardQueryWgmmaProducer {
                                                           int lane) {
     smem.pipeline.produce_with_transactions(n_blocks, [&](int j, int stage, u64* full) {
       if (lane != 0) return;
-      const int key0 = j * kBlockN;
-      mbarrier_arrive_expect_bytes(full, tma_slice_bytes<kBlockN>(kKeySlices + kValueSlices));
-      tma_load_slices<kBlockN>(smem.k[stage], &maps.first, kKeySlices, 0, key0, kv_head, batch,
-                               full);
-      tma_load_slices<kBlockN>(smem.v[stage], &maps.second, kValueSlices, 0, key0, kv_head, batch,
-                               full);
+      tma_load_traversed_block<kBlockN>(smem.k[stage], kKeySlices, smem.v[stage], kValueSlices, 0,
+                                        maps, j * kBlockN, kv_head, batch, full);
     });
   }
 };

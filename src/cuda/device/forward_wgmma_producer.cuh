@@ -113,15 +113,11 @@ struct ForwardWgmmaProducer {
                                                           const TraversedTensorMaps& maps,
                                                           const typename Base::Work& w, int lane) {
     const int value_slice_count = value_slices(w);
-    const u32 bytes = tma_slice_bytes<kBlockN>(kKeySlices + value_slice_count);
     smem.pipeline.produce_with_transactions(w.n_blocks, [&](int n_block, int stage, u64* full) {
       if (lane != 0) return;
-      const int key0 = n_block * kBlockN;
-      mbarrier_arrive_expect_bytes(full, bytes);
-      tma_load_slices<kBlockN>(smem.k[stage], &maps.first, kKeySlices, 0, key0, w.kv_head,
-                               w.batch, full);
-      tma_load_slices<kBlockN>(smem.v[stage], &maps.second, value_slice_count, w.dv0, key0,
-                               w.kv_head, w.batch, full);
+      tma_load_traversed_block<kBlockN>(smem.k[stage], kKeySlices, smem.v[stage],
+                                        value_slice_count, w.dv0, maps, n_block * kBlockN,
+                                        w.kv_head, w.batch, full);
     });
   }
 

@@ -50,6 +50,22 @@ __device__ __forceinline__ void tma_load_slices(u16* tile, const TensorMap* map,
     tma_load_4d(tile + slice * kRows * 8, map, col0 + slice * 8, row0, head, batch, full);
 }
 
+// One traversed block of both tensors of `maps` (rows row0 on, of one head
+// and batch) into its stage's tiles: announces the bytes of both on `full`,
+// then issues their slices. `second_col0`: the second tensor's first column
+// (a value chunk's).
+template <int kRows>
+__device__ __forceinline__ void tma_load_traversed_block(u16* first_tile, int first_slices,
+                                                         u16* second_tile, int second_slices,
+                                                         int second_col0,
+                                                         const TraversedTensorMaps& maps, int row0,
+                                                         int head, int batch, u64* full) {
+  mbarrier_arrive_expect_bytes(full, tma_slice_bytes<kRows>(first_slices + second_slices));
+  tma_load_slices<kRows>(first_tile, &maps.first, first_slices, 0, row0, head, batch, full);
+  tma_load_slices<kRows>(second_tile, &maps.second, second_slices, second_col0, row0, head, batch,
+                         full);
+}
+
 // Zeroes slices [first_slice, kCols / 8) of every stage: the columns past a
 // tensor's last up to the tile's width, which TMA never writes. `threads`
 // threads from `thread` on share the work.
