@@ -234,6 +234,13 @@ TuningParams without_producer(TuningParams t) {
   return t;
 }
 
+TuningParams with_tma_producer(TuningParams t, int stages) {
+  t.producer = true;
+  t.tma = true;
+  t.stages = stages;
+  return t;
+}
+
 int wgmma_forward_stages(const TuningParams& t) {
   if (t.stages != 0) return t.stages;
   return t.producer ? 3 : 2;

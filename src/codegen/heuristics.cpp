@@ -75,8 +75,6 @@ TuningParams backward_atomic_tuning(const KernelSpec& spec) {
   return {64, 32, 128, 4, 0};
 }
 
-// Forward on Hopper's warpgroup MMA (sm_90a, any contiguous rows: rows only
-// 2-byte aligned are staged as the aligned 16-byte chunks around them).
 // On 16-byte aligned rows the wgmma kernels take a producer warpgroup that
 // copies the traversed tiles with TMA (copy=tma), which the computing
 // warpgroups wait for per stage. Measured on the H200 (bench/NOTES.md),
@@ -84,12 +82,12 @@ TuningParams backward_atomic_tuning(const KernelSpec& spec) {
 // against 274 / 328 TFLOP/s at D = 64 / 128, 260 against 252 at D = 256, equal
 // at 384; the query kernel's GEMMs 500 / 510 against 341 / 340 at D = 64 /
 // 128; the key/value kernel's 316 / 416 against 268 / 373 (bench/NOTES.md).
-void with_tma_producer(const KernelSpec& spec, TuningParams& t) {
-  if (spec.vec != 8) return;
-  t.producer = true;
-  t.tma = true;
+TuningParams with_tma_producer_where_aligned(const KernelSpec& spec, const TuningParams& t) {
+  return spec.vec == 8 ? with_tma_producer(t) : t;
 }
 
+// Forward on Hopper's warpgroup MMA (sm_90a, any contiguous rows: rows only
+// 2-byte aligned are staged as the aligned 16-byte chunks around them).
 // Each warpgroup owns 64 query rows and holds O (Dv / 2 registers per
 // thread, at most 256 columns: past that Dv is split across CTAs of 256
 // columns that each recompute S), S (cols / 2) and P (cols / 4). Three
@@ -127,7 +125,7 @@ TuningParams wgmma_forward_tuning(const KernelSpec& spec) {
   t.wgmma = true;
   // Past 256 value columns (chunks of 256) the producer measured no faster,
   // and its third stage would cost the traversed block half its width.
-  if (dv <= 256) with_tma_producer(spec, t);
+  if (dv <= 256) t = with_tma_producer_where_aligned(spec, t);
   return t;
 }
 
@@ -152,7 +150,7 @@ TuningParams wgmma_backward_query_tuning(const KernelSpec& spec) {
                    : dqk <= 64 && dv <= 64 ? TuningParams{192, 64, 0, 12, 0}
                                            : TuningParams{128, 64, 0, 8, 0};
   t.wgmma = true;
-  with_tma_producer(spec, t);
+  t = with_tma_producer_where_aligned(spec, t);
   return t;
 }
 
@@ -176,7 +174,7 @@ TuningParams wgmma_backward_key_value_tuning(const KernelSpec& spec) {
   // warpgroup gets beside a producer (spills of 128 bytes at 120 and 128; it
   // still measured faster at 128, which the tuning tables may choose).
   const int widest = round_up(spec.dim_qk > spec.dim_v ? spec.dim_qk : spec.dim_v, 16);
-  if (widest <= 112) with_tma_producer(spec, t);
+  if (widest <= 112) t = with_tma_producer_where_aligned(spec, t);
   return t;
 }
 

@@ -101,21 +101,9 @@ std::vector<TuningParams> wgmma_space(const KernelSpec& spec) {
       TuningParams t{16 * warps, cols, head, warps, 0};
       t.wgmma = true;
       space.push_back(t);
-      if (spec.vec == 8) {
-        t.producer = true;
-        t.tma = true;
-        space.push_back(t);
-      }
+      if (spec.vec == 8) space.push_back(with_tma_producer(t));
     }
   return space;
-}
-
-// `t` with a producer warpgroup copying by TMA, `stages` deep.
-TuningParams with_tma_producer(TuningParams t, int stages) {
-  t.producer = true;
-  t.tma = true;
-  t.stages = stages;
-  return t;
 }
 
 }  // namespace
@@ -145,7 +133,7 @@ std::vector<TuningParams> pipeline_variants(const KernelSpec& spec, const Tuning
                                             std::size_t shared_limit) {
   std::vector<TuningParams> variants = {t};
   if (!t.wgmma || t.split) return variants;
-  std::vector<TuningParams> others = {without_producer(t), with_tma_producer(t, 0)};
+  std::vector<TuningParams> others = {without_producer(t), with_tma_producer(t)};
   if (spec.kind == KernelKind::forward) others.push_back(with_tma_producer(t, 4));
   for (const TuningParams& v : others) {
     if (std::find(variants.begin(), variants.end(), v) != variants.end()) continue;
