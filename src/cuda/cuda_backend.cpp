@@ -103,7 +103,8 @@ std::vector<KernelKind> backward_kinds(bool atomic) {
 int backward_vec(const BackwardArgs& a) {
   return alignment_class({&a.q, &a.k, &a.v, &a.o, &a.grad_o, &a.grad_q, &a.grad_k, &a.grad_v});
 }
-// The query kernel traverses K and V, the key/value kernel Q and dO.
+// The query kernel traverses K and V, the key/value kernel Q and dO; one
+// answer for both kernels (either of the four unreadable: neither uses TMA).
 bool backward_tma_readable(const BackwardArgs& a) {
   return tma_can_read(a.q) && tma_can_read(a.k) && tma_can_read(a.v) && tma_can_read(a.grad_o);
 }
