@@ -50,7 +50,10 @@ KindInfo info_of(const KernelSpec& spec, const TuningParams& t) {
   if (spec.dtype == DType::f32) return f32_info_of(spec.kind);
   switch (spec.kind) {
     case KernelKind::forward:
-      if (t.split) return {"forward_wgmma_split.cuh", "ForwardWgmmaSplit", "flashgen_forward"};
+      if (t.split == WarpgroupSplit::dims)
+        return {"forward_wgmma_split.cuh", "ForwardWgmmaSplit", "flashgen_forward"};
+      if (t.split == WarpgroupSplit::values)
+        return {"forward_wgmma_alternate.cuh", "ForwardWgmmaAlternate", "flashgen_forward"};
       if (t.producer)
         return {"forward_wgmma_producer.cuh", "ForwardWgmmaProducer", "flashgen_forward"};
       if (t.wgmma) return {"forward_wgmma.cuh", "ForwardWgmma", "flashgen_forward"};
@@ -116,20 +119,34 @@ static void check_f32_tuning(const KernelSpec& spec, const TuningParams& t,
          "set head");
 }
 
-// The wgmma forward whose warpgroups split the head dims (split=dims): one
-// shape of CTA, two warpgroups over the same 64 rows and all of Dv.
+// The wgmma forwards whose two warpgroups share 64 rows (split=dims,
+// split=values): one shape of CTA, both warpgroups over all of Dv.
 static void check_split_tuning(const KernelSpec& spec, const TuningParams& t,
                                const std::function<void(const std::string&)>& fail) {
+  const std::string name = std::string("split=") + to_string(t.split);
   if (!(t.wgmma && spec.kind == KernelKind::forward))
-    fail("split=dims applies to the wgmma forward only");
+    fail(name + " applies to the wgmma forward only");
   if (spec.arch != "sm_90a") fail("mma=wgmma needs sm_90a");
   if (t.warps != 8 || t.block_rows != 64 || t.head_block != 0)
-    fail("split=dims needs rows=64 warps=8 head=0 (two warpgroups over 64 rows and all of Dv)");
+    fail(name + " needs rows=64 warps=8 head=0 (two warpgroups over 64 rows and all of Dv)");
   if (t.block_cols < 16 || t.block_cols % 16 != 0 || t.block_cols > 256)
     fail("cols must be a multiple of 16 up to 256");
-  if (spec.vec < 2) fail("split=dims needs rows aligned to 4 bytes or more (alignment class 2, 4 or 8)");
-  if (t.producer || t.tma || (t.stages != 0 && t.stages != 2) || t.cached != 0)
-    fail("split=dims takes no producer, copy, cache or stages other than 2");
+  if (t.cached != 0) fail(name + " caches no operand (cache=none)");
+  if (t.split == WarpgroupSplit::dims) {
+    if (spec.vec < 2)
+      fail("split=dims needs rows aligned to 4 bytes or more (alignment class 2, 4 or 8)");
+    if (t.producer || t.tma || (t.stages != 0 && t.stages != 2))
+      fail("split=dims takes no producer, copy or stages other than 2");
+    return;
+  }
+  // split=values: each warpgroup accumulates half of Dv (rounded up to 32) in registers.
+  if (round_up(spec.dim_v, 32) / 2 > 256)
+    fail("split=values needs Dv <= 512 (half of it in each warpgroup's registers)");
+  if (!(t.producer && t.tma))
+    fail("split=values needs producer=warp copy=tma (K and V copied by TMA)");
+  if (spec.vec != 8)
+    fail("split=values needs rows, strides and pointers aligned to 16 bytes (alignment class 8)");
+  if (t.stages < 2 || t.stages > 4) fail("split=values needs stages=2, 3 or 4");
 }
 
 void check_tuning(const KernelSpec& spec, const TuningParams& t) {
@@ -140,7 +157,7 @@ void check_tuning(const KernelSpec& spec, const TuningParams& t) {
   if (is_row_kernel(spec.kind)) return;
   if (spec.dim_qk < 1 || spec.dim_v < 1) fail("dims must be >= 1");
   if (spec.dtype == DType::f32) return check_f32_tuning(spec, t, fail);
-  if (t.split) return check_split_tuning(spec, t, fail);
+  if (t.split != WarpgroupSplit::rows) return check_split_tuning(spec, t, fail);
   if (t.warps < 1 || t.warps > 16) fail("warps must be 1..16");
   if (t.block_rows < 16 * t.warps || t.block_rows % (16 * t.warps) != 0)
     fail("rows must be a positive multiple of 16 * warps");
@@ -217,7 +234,8 @@ std::string forced_only_path(const KernelSpec&, const TuningParams& t) {
   // Correct on the H200 (forced GPU tests) but slower than the rows-split
   // forward with 256-column chunks at D = 256, 384 and 512 (146-153 against
   // 168-171 TFLOP/s; bench/NOTES.md).
-  if (t.split) return "the wgmma forward whose warpgroups split the head dims (slower than without)";
+  if (t.split == WarpgroupSplit::dims)
+    return "the wgmma forward whose warpgroups split the head dims (slower than without)";
   // Correct on the H200 (forced GPU tests) but 1.7-2x slower than the same
   // shapes without it (bench/NOTES.md): one warp's cp.async copies cannot
   // keep up with the tensor cores. With TMA (copy=tma) the same producer is
@@ -295,9 +313,19 @@ std::size_t shared_bytes(const KernelSpec& spec, const TuningParams& t) {
   const std::size_t dqk16 = round_up(spec.dim_qk, 16), dv16 = round_up(spec.dim_v, 16);
   switch (spec.kind) {
     case KernelKind::forward: {
+      // split=values: q [64][dqk], `stages` stages of k [cols][dqk] and of v [cols][dv]
+      // (dv rounded up to 32), the handoffs [2 warpgroups] of P [cols / 16][128
+      // threads][4 words] and state [128][4 floats], a full and an empty barrier per
+      // stage of each
+      if (t.split == WarpgroupSplit::values) {
+        const std::size_t dv32 = round_up(spec.dim_v, 32), stages = t.stages;
+        const std::size_t handoff = 16 * 128 * (cols / 16 + 1);
+        return kElementBytes * (rows * dqk16 + stages * cols * (dqk16 + dv32)) + 2 * handoff +
+               2 * producer_barrier_bytes(t, stages);
+      }
       // split=dims: q [64][dqk], two stages of k [cols][dqk] and v [cols][dv], dims rounded
       // up to 32; the partial scores [2 warpgroups][cols / 2][128 threads] fp32
-      if (t.split) {
+      if (t.split == WarpgroupSplit::dims) {
         const std::size_t dqk32 = round_up(spec.dim_qk, 32), dv32 = round_up(spec.dim_v, 32);
         return kElementBytes * (rows * dqk32 + 2 * cols * (dqk32 + dv32)) +
                sizeof(float) * 2 * (cols / 2) * 128;

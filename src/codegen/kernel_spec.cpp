@@ -51,6 +51,15 @@ unsigned parse_cached(const std::string& text) {
 
 }  // namespace
 
+const char* to_string(WarpgroupSplit split) {
+  switch (split) {
+    case WarpgroupSplit::rows: return "rows";
+    case WarpgroupSplit::dims: return "dims";
+    case WarpgroupSplit::values: return "values";
+  }
+  return "rows";
+}
+
 std::string TuningParams::to_string() const {
   std::ostringstream s;
   s << "rows=" << block_rows << " cols=" << block_cols << " head=" << head_block
@@ -59,7 +68,7 @@ std::string TuningParams::to_string() const {
   if (stages != 0) s << " stages=" << stages;  // omitted for the kernel's default
   if (producer) s << " producer=warp";
   if (tma) s << " copy=tma";  // omitted for cp.async, the default
-  if (split) s << " split=dims";  // omitted for warpgroups that split the rows
+  if (split != WarpgroupSplit::rows) s << " split=" << flashgen::to_string(split);  // rows: omitted
   return s.str();
 }
 
@@ -82,8 +91,10 @@ TuningParams parse_tuning(const std::string& text) {
       else if (key == "producer" && (value == "warp" || value == "none")) t.producer = value == "warp";
       else if (key == "producer") throw Error(ErrorCode::invalid_argument, "tuning: producer must be warp or none, got '" + value + "'");
       else if (key == "copy" && (value == "tma" || value == "async")) t.tma = value == "tma";
-      else if (key == "split" && (value == "dims" || value == "rows")) t.split = value == "dims";
-      else if (key == "split") throw Error(ErrorCode::invalid_argument, "tuning: split must be rows or dims, got '" + value + "'");
+      else if (key == "split" && value == "rows") t.split = WarpgroupSplit::rows;
+      else if (key == "split" && value == "dims") t.split = WarpgroupSplit::dims;
+      else if (key == "split" && value == "values") t.split = WarpgroupSplit::values;
+      else if (key == "split") throw Error(ErrorCode::invalid_argument, "tuning: split must be rows, dims or values, got '" + value + "'");
       else if (key == "copy") throw Error(ErrorCode::invalid_argument, "tuning: copy must be async or tma, got '" + value + "'");
       else if (key == "mma" && (value == "wgmma" || value == "sync")) t.wgmma = value == "wgmma";
       else if (key == "mma") throw Error(ErrorCode::invalid_argument, "tuning: mma must be sync or wgmma, got '" + value + "'");

@@ -43,6 +43,18 @@ enum CachedOperand : unsigned {
   kCacheGradO = 1u << 3,
 };
 
+// What the computing warpgroups of a wgmma forward CTA divide among them.
+enum class WarpgroupSplit {
+  rows,  // each owns its own 64 query rows (the default)
+  // The wide-head forwards, where a CTA of two warpgroups owns 64 rows and S
+  // is computed once however wide Dv is; rows=64 warps=8 head=0:
+  dims,    // forward_wgmma_split.cuh: the head dims (S's contraction, summed
+           // through shared memory every block, and O's columns)
+  values,  // forward_wgmma_alternate.cuh: O's columns, each warpgroup computing
+           // S of every other key block and handing P to the other
+};
+const char* to_string(WarpgroupSplit split);
+
 struct TuningParams {
   int block_rows = 64;  // rows a CTA owns (queries; keys for key/value kernels)
   int block_cols = 64;  // rows of the traversed block per iteration
@@ -66,14 +78,14 @@ struct TuningParams {
   // completing on the stage's barrier) instead of cp.async: the wgmma
   // kernels with producer=warp on 16-byte aligned rows (sm_90a).
   bool tma = false;
-  // The wgmma forward for wide heads (forward_wgmma_split.cuh): a CTA of two
-  // warpgroups owns 64 rows and the warpgroups split the head dims (S's
-  // contraction and O's columns) instead of the rows, so S is computed once
-  // however wide Dv is; rows=64 warps=8 head=0.
-  bool split = false;
+  // What the warpgroups of a wgmma forward CTA divide among them.
+  WarpgroupSplit split = WarpgroupSplit::rows;
 
-  int row_tiles() const { return block_rows / (16 * warps); }  // 16-row tiles per warp
-  std::string to_string() const;  // "rows=128 cols=64 head=128 warps=4 cache=Q" [" mma=wgmma"] [" stages=3"] [" producer=warp"] [" copy=tma"] [" split=dims"]
+  // 16-row tiles per warp (one where two warpgroups split their 64 rows' work).
+  int row_tiles() const {
+    return split == WarpgroupSplit::rows ? block_rows / (16 * warps) : 1;
+  }
+  std::string to_string() const;  // "rows=128 cols=64 head=128 warps=4 cache=Q" [" mma=wgmma"] [" stages=3"] [" producer=warp"] [" copy=tma"] [" split=dims|values"]
   bool operator==(const TuningParams&) const = default;
 };
 

@@ -117,8 +117,9 @@ TEST(CompileWgmmaOptIn, CandidatesCompileWithoutSpills) {
     int stages = 0;
     bool producer = false;
     bool tma = false;
-    bool split = false;
+    WarpgroupSplit split = WarpgroupSplit::rows;
   };
+  const WarpgroupSplit dims = WarpgroupSplit::dims, values = WarpgroupSplit::values;
   const KernelKind query = KernelKind::backward_query, key_value = KernelKind::backward_key_value;
   for (const Shape& c : {Shape{query, 64, 192, 64, true, DType::bf16, 8},
                          Shape{query, 128, 128, 64, false, DType::f16, 8},
@@ -161,20 +162,27 @@ TEST(CompileWgmmaOptIn, CandidatesCompileWithoutSpills) {
                          Shape{query, 64, 192, 64, true, DType::bf16, 8, 0, true, true},
                          Shape{query, 128, 128, 64, false, DType::f16, 8, 0, true, true},
                          Shape{query, 72, 128, 32, true, DType::bf16, 8, 0, true, true},
-                         Shape{KernelKind::forward, 512, 64, 32, true, DType::bf16, 8, 0, false, false, true},
-                         Shape{KernelKind::forward, 384, 64, 48, false, DType::f16, 8, 0, false, false, true},
-                         Shape{KernelKind::forward, 300, 64, 32, false, DType::bf16, 2, 0, false, false, true},
-                         Shape{KernelKind::forward, 128, 64, 64, true, DType::bf16, 4, 0, false, false, true}}) {
+                         Shape{KernelKind::forward, 512, 64, 32, true, DType::bf16, 8, 0, false, false, dims},
+                         Shape{KernelKind::forward, 384, 64, 48, false, DType::f16, 8, 0, false, false, dims},
+                         Shape{KernelKind::forward, 300, 64, 32, false, DType::bf16, 2, 0, false, false, dims},
+                         Shape{KernelKind::forward, 128, 64, 64, true, DType::bf16, 4, 0, false, false, dims},
+                         Shape{KernelKind::forward, 512, 64, 32, true, DType::bf16, 8, 2, true, true, values},
+                         Shape{KernelKind::forward, 512, 64, 32, false, DType::f16, 8, 2, true, true, values},
+                         Shape{KernelKind::forward, 384, 64, 48, false, DType::bf16, 8, 2, true, true, values},
+                         Shape{KernelKind::forward, 384, 64, 32, true, DType::bf16, 8, 3, true, true, values},
+                         Shape{KernelKind::forward, 320, 64, 64, false, DType::bf16, 8, 2, true, true, values},
+                         Shape{KernelKind::forward, 72, 64, 64, true, DType::f16, 8, 3, true, true, values}}) {
     KernelSpec spec;
     spec.kind = c.kind;
     spec.dtype = c.dtype;
     spec.dim_qk = spec.dim_v = c.dim;
     spec.causal = c.causal;
     spec.vec = c.vec;
-    // Value dims past 256 are split across CTAs of 256 columns (split=dims:
-    // across the two warpgroups of one CTA of 64 rows).
-    TuningParams tuning{c.rows, c.cols, c.dim > 256 && !c.split ? 256 : 0,
-                        c.split ? 8 : c.rows / 16, 0};
+    // Value dims past 256 are split across CTAs of 256 columns (split=dims,
+    // split=values: across the two warpgroups of one CTA of 64 rows).
+    const bool split = c.split != WarpgroupSplit::rows;
+    TuningParams tuning{c.rows, c.cols, c.dim > 256 && !split ? 256 : 0, split ? 8 : c.rows / 16,
+                        0};
     tuning.wgmma = true;
     tuning.stages = c.stages;
     tuning.producer = c.producer;

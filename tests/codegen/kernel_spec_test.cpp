@@ -162,10 +162,10 @@ TEST(Generate, TmaCopiesTheForwardProducersTilesOnAlignedRows) {
 
 TEST(Generate, SplitDimsForwardOwnsSixtyFourRowsOverAllOfDv) {
   TuningParams t{64, 32, 0, 8, 0, true};
-  t.split = true;
+  t.split = WarpgroupSplit::dims;
   EXPECT_EQ(t.to_string(), "rows=64 cols=32 head=0 warps=8 cache=none mma=wgmma split=dims");
   EXPECT_EQ(parse_tuning(t.to_string()), t);
-  EXPECT_FALSE(parse_tuning("rows=64 split=rows").split);
+  EXPECT_EQ(parse_tuning("rows=64 split=rows").split, WarpgroupSplit::rows);
   const KernelSpec s = spec_of(KernelKind::forward, 512, 512);
   const GeneratedKernel g = generate(s, t);
   EXPECT_NE(g.source.find("forward_wgmma_split.cuh"), std::string::npos);

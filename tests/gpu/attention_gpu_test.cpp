@@ -13,6 +13,7 @@
 
 #include "attention_case.hpp"
 #include "attention_check.hpp"
+#include "codegen/generate.hpp"
 #include "device_storage.hpp"
 #include "test_tensor.hpp"
 #include "tune/tuning_table.hpp"
@@ -206,7 +207,7 @@ class GpuForwardWgmmaSplit : public ::testing::TestWithParam<Case> {};
 TEST_P(GpuForwardWgmmaSplit, MatchesReference) {
   FLASHGEN_SKIP_WITHOUT_GPU();
   TuningParams tuning{64, 32, 0, 8, 0, true};
-  tuning.split = true;
+  tuning.split = WarpgroupSplit::dims;
   expect_forward_with(tuning, GetParam());
 }
 
@@ -219,6 +220,39 @@ std::vector<Case> wgmma_split_cases() {
           Case{2, 300, 333, 4, 2, 64, 64, true, DType::bf16, Layout::bshd},
           Case{1, 77, 300, 2, 1, 40, 104, true, DType::bf16, Layout::bhsd},
           Case{1, 200, 7, 2, 2, 130, 66, false, DType::f16, Layout::bshd}};
+}
+
+// The wgmma forward whose two warpgroups split the value columns and take
+// turns computing S (split=values), K and V copied by TMA: wide and narrow
+// heads, Dqk != Dv, causal, GQA, a single key block (only the first
+// warpgroup computes S) and an odd number of them, two to four stages.
+class GpuForwardWgmmaAlternate : public ::testing::TestWithParam<Case> {};
+
+TEST_P(GpuForwardWgmmaAlternate, MatchesReference) {
+  FLASHGEN_SKIP_WITHOUT_GPU();
+  const Case& c = GetParam();
+  KernelSpec spec;
+  spec.dim_qk = c.dim_qk;
+  spec.dim_v = c.dim_v;
+  for (int stages : {2, 3, 4}) {
+    TuningParams tuning = with_tma_producer(TuningParams{64, 32, 0, 8, 0, true}, stages);
+    tuning.split = WarpgroupSplit::values;
+    if (c.dim_qk <= 128 && c.dim_v <= 128) tuning.block_cols = 64;
+    if (shared_bytes(spec, tuning) > shared_limit_of_arch("sm_90a")) continue;
+    expect_forward_with(tuning, c);
+  }
+}
+
+std::vector<Case> wgmma_alternate_cases() {
+  // batch, seq_q, seq_kv, heads_q, heads_kv, dim_qk, dim_v, causal, dtype, layout
+  return {Case{1, 200, 333, 2, 1, 384, 384, true, DType::bf16, Layout::bshd},
+          Case{2, 77, 130, 2, 2, 320, 512, false, DType::f16, Layout::bhsd},
+          Case{1, 65, 200, 4, 2, 512, 512, true, DType::bf16, Layout::padded},
+          Case{1, 130, 300, 2, 2, 512, 512, false, DType::bf16, Layout::bshd},
+          Case{2, 300, 333, 4, 2, 64, 64, true, DType::bf16, Layout::bshd},
+          Case{1, 77, 300, 2, 1, 40, 104, true, DType::bf16, Layout::bhsd},
+          Case{1, 200, 7, 2, 2, 136, 72, false, DType::f16, Layout::bshd},
+          Case{1, 64, 64, 1, 1, 256, 256, true, DType::bf16, Layout::bshd}};
 }
 
 class GpuForward : public ::testing::TestWithParam<Case> {};
@@ -345,6 +379,8 @@ INSTANTIATE_TEST_SUITE_P(Forced, GpuForwardWgmmaTma, ::testing::ValuesIn(wgmma_t
                          CaseName());
 INSTANTIATE_TEST_SUITE_P(Forced, GpuForwardWgmmaSplit, ::testing::ValuesIn(wgmma_split_cases()),
                          CaseName());
+INSTANTIATE_TEST_SUITE_P(Forced, GpuForwardWgmmaAlternate,
+                         ::testing::ValuesIn(wgmma_alternate_cases()), CaseName());
 INSTANTIATE_TEST_SUITE_P(Forced, GpuBackwardWgmmaQueryTma,
                          ::testing::ValuesIn(wgmma_backward_tma_cases(false)), CaseName());
 INSTANTIATE_TEST_SUITE_P(Forced, GpuBackwardWgmmaKeyValueTma,

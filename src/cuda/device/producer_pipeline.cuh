@@ -101,17 +101,30 @@ struct RegisterSplit {
   }
 };
 
+// Named barriers (bar.sync / bar.arrive) between warpgroups: `threads`
+// threads in all take part, the arriving ones do not wait, and the
+// shared-memory writes an arriving thread made before are visible to the
+// waiting ones after. Barrier 0 is __syncthreads()'s.
+__device__ __forceinline__ void named_barrier_sync(int barrier, int threads) {
+  asm volatile("bar.sync %0, %1;" ::"r"(barrier), "r"(threads) : "memory");
+}
+__device__ __forceinline__ void named_barrier_arrive(int barrier, int threads) {
+  asm volatile("bar.arrive %0, %1;" ::"r"(barrier), "r"(threads) : "memory");
+}
+
 // A pipeline of kStages shared-memory stages between one producer warp and
 // kConsumerWarps computing warps. Block j lives in stage j % kStages. The
 // producer keeps two blocks' copies in flight: it issues block j, then waits
 // for its own copies of block j-1 (cp.async groups), makes them visible to
 // the tensor cores' async proxy and arrives on block j-1's "full" barrier;
 // before reusing a stage it waits until every consumer warp arrived on the
-// stage's "empty" barrier for the block that was there. kStages >= 3: block
-// j-1 is signalled while the consumers may still read block j-2.
+// stage's "empty" barrier for the block that was there. With cp.async
+// (produce) kStages >= 3: block j-1 is signalled while the consumers may
+// still read block j-2; TMA copies signal their own stage
+// (produce_with_transactions), so two stages will do.
 template <int kStages>
 struct StagePipeline {
-  static_assert(kStages >= 3, "block j-1 is signalled after block j is issued");
+  static_assert(kStages >= 2, "a stage to read while another fills");
   u64 full[kStages];
   u64 empty[kStages];
 
@@ -137,9 +150,9 @@ struct StagePipeline {
   // any plain shared-memory stores) of block j into `stage`.
   template <class Issue>
   __device__ __forceinline__ void produce(int n_blocks, int lane, Issue issue) {
+    static_assert(kStages >= 3, "block j-1 is signalled after block j is issued");
     for (int j = 0; j < n_blocks; ++j) {
-      // The stage held block j - kStages: wait for its release.
-      if (j >= kStages) mbarrier_wait(&empty[j % kStages], (j / kStages + 1) & 1);
+      wait_empty(j);
       issue(j, j % kStages);
       cp_async_commit();
       if (j > 0) {
@@ -160,10 +173,17 @@ struct StagePipeline {
   template <class Issue>
   __device__ __forceinline__ void produce_with_transactions(int n_blocks, Issue issue) {
     for (int j = 0; j < n_blocks; ++j) {
-      if (j >= kStages) mbarrier_wait(&empty[j % kStages], (j / kStages + 1) & 1);
+      wait_empty(j);
       issue(j, j % kStages, &full[j % kStages]);
     }
   }
+
+  // The producer: block j's stage is free (it held block j - kStages, which
+  // every consumer warp has released).
+  __device__ __forceinline__ void wait_empty(int j) {
+    if (j >= kStages) mbarrier_wait(&empty[j % kStages], (j / kStages + 1) & 1);
+  }
+  __device__ __forceinline__ u64* full_barrier(int j) { return &full[j % kStages]; }
 
   __device__ __forceinline__ void signal_full(int j, int lane) {
     fence_async_shared();  // this lane's writes, to the async proxy
