@@ -147,6 +147,7 @@ static void check_split_tuning(const KernelSpec& spec, const TuningParams& t,
   if (spec.vec != 8)
     fail("split=values needs rows, strides and pointers aligned to 16 bytes (alignment class 8)");
   if (t.stages < 2 || t.stages > 4) fail("split=values needs stages=2, 3 or 4");
+  if (t.cluster != 1 && t.cluster != 2) fail("cluster must be 1 or 2");
 }
 
 void check_tuning(const KernelSpec& spec, const TuningParams& t) {
@@ -157,6 +158,8 @@ void check_tuning(const KernelSpec& spec, const TuningParams& t) {
   if (is_row_kernel(spec.kind)) return;
   if (spec.dim_qk < 1 || spec.dim_v < 1) fail("dims must be >= 1");
   if (spec.dtype == DType::f32) return check_f32_tuning(spec, t, fail);
+  if (t.split == WarpgroupSplit::values) return check_split_tuning(spec, t, fail);
+  if (t.cluster != 1) fail("cluster=2 applies to the forward with split=values only");
   if (t.split != WarpgroupSplit::rows) return check_split_tuning(spec, t, fail);
   if (t.warps < 1 || t.warps > 16) fail("warps must be 1..16");
   if (t.block_rows < 16 * t.warps || t.block_rows % (16 * t.warps) != 0)
@@ -431,6 +434,8 @@ GeneratedKernel generate(const KernelSpec& spec, const TuningParams& t) {
     if (t.wgmma && spec.kind == KernelKind::forward)
       s << "  static constexpr int kStages = " << wgmma_forward_stages(t) << ";\n";
     if (t.wgmma) s << "  static constexpr bool kTma = " << (t.tma ? "true" : "false") << ";\n";
+    if (t.split == WarpgroupSplit::values)
+      s << "  static constexpr int kCluster = " << t.cluster << ";\n";
   }
   s << "};\n\n"
     << "using Kernel = fg::" << kind.kernel << "<Config>;\n";
@@ -442,7 +447,12 @@ GeneratedKernel generate(const KernelSpec& spec, const TuningParams& t) {
   // TMA kernels also take their tensor maps, as parameters the copies read
   // in place (__grid_constant__); TMA writes shared memory 128-byte aligned.
   g.tensor_maps = t.tma;
-  s << "\nextern \"C\" __global__ void __launch_bounds__(" << g.threads << ", 1) " << g.entry
+  // Clusters are fixed at compile time, so a plain launch starts them; the
+  // grid's row blocks are rounded up to whole clusters (block_grid()).
+  g.cluster = t.cluster;
+  s << "\nextern \"C\" __global__ void __launch_bounds__(" << g.threads << ", 1) ";
+  if (g.cluster > 1) s << "__cluster_dims__(" << g.cluster << ", 1, 1) ";
+  s << g.entry
     << "(const fg::AttentionParams params"
     << (g.tensor_maps ? ", const __grid_constant__ fg::TraversedTensorMaps maps" : "") << ") {\n"
     << "  extern __shared__ __align__(128) unsigned char shared[];\n"

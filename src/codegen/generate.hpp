@@ -19,6 +19,9 @@ struct GeneratedKernel {
   // The entry's second parameter is a TraversedTensorMaps (params.cuh) the
   // launcher encodes for the call (tuning copy=tma).
   bool tensor_maps = false;
+  // CTAs per cluster along the grid's x (its row blocks), fixed in the
+  // source (__cluster_dims__); the grid's x must be a multiple of it.
+  int cluster = 1;
 };
 
 // Throws Error(invalid_argument) when the tuning does not fit the spec (e.g.

@@ -80,12 +80,15 @@ struct TuningParams {
   bool tma = false;
   // What the warpgroups of a wgmma forward CTA divide among them.
   WarpgroupSplit split = WarpgroupSplit::rows;
+  // CTAs of adjacent row blocks launched as one cluster, each copying part of
+  // every traversed tile for all of them (TMA multicast): 1 or 2 (split=values).
+  int cluster = 1;
 
   // 16-row tiles per warp (one where two warpgroups split their 64 rows' work).
   int row_tiles() const {
     return split == WarpgroupSplit::rows ? block_rows / (16 * warps) : 1;
   }
-  std::string to_string() const;  // "rows=128 cols=64 head=128 warps=4 cache=Q" [" mma=wgmma"] [" stages=3"] [" producer=warp"] [" copy=tma"] [" split=dims|values"]
+  std::string to_string() const;  // "rows=128 cols=64 head=128 warps=4 cache=Q" [" mma=wgmma"] [" stages=3"] [" producer=warp"] [" copy=tma"] [" split=dims|values"] [" cluster=2"]
   bool operator==(const TuningParams&) const = default;
 };
 

@@ -124,7 +124,9 @@ LaunchShape block_grid(const KernelChoice& c, std::int64_t rows, std::int64_t he
                           c.spec.kind == KernelKind::convert_grad_q;
   const std::int64_t block_rows = row_kernel ? c.generated->threads / 32 : c.tuning.block_rows;
   const std::int64_t chunks = row_kernel ? 1 : head_chunks_of(c.spec, c.tuning);
-  shape.grid[0] = to_unsigned((rows + block_rows - 1) / block_rows);
+  const std::int64_t cluster = c.generated->cluster;
+  const std::int64_t row_blocks = (rows + block_rows - 1) / block_rows;
+  shape.grid[0] = to_unsigned((row_blocks + cluster - 1) / cluster * cluster);
   shape.grid[1] = to_unsigned(heads);
   shape.grid[2] = to_unsigned(batch * chunks);
   shape.block[0] = static_cast<unsigned>(c.generated->threads);

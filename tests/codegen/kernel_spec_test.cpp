@@ -160,6 +160,29 @@ TEST(Generate, TmaCopiesTheForwardProducersTilesOnAlignedRows) {
   EXPECT_NE(forced_only_path(s, async), "");
 }
 
+TEST(Generate, AlternatingForwardInClustersOfTwo) {
+  TuningParams t = with_tma_producer(TuningParams{64, 32, 0, 8, 0, true}, 2);
+  t.split = WarpgroupSplit::values;
+  t.cluster = 2;
+  EXPECT_EQ(t.to_string(),
+            "rows=64 cols=32 head=0 warps=8 cache=none mma=wgmma stages=2 producer=warp copy=tma "
+            "split=values cluster=2");
+  EXPECT_EQ(parse_tuning(t.to_string()), t);
+  const KernelSpec s = spec_of(KernelKind::forward, 512, 512);
+  const GeneratedKernel g = generate(s, t);
+  EXPECT_EQ(g.cluster, 2);
+  EXPECT_NE(g.source.find("__cluster_dims__(2, 1, 1)"), std::string::npos);
+  EXPECT_EQ(g.threads, 384) << "two computing warpgroups and the producer's";
+  TuningParams rows_split{128, 32, 256, 8, 0, true};
+  rows_split.cluster = 2;
+  EXPECT_THROW(generate(s, rows_split), Error) << "only split=values shares tiles in a cluster";
+  t.cluster = 3;
+  EXPECT_THROW(generate(s, t), Error);
+  t.cluster = 1;
+  EXPECT_THROW(generate(spec_of(KernelKind::forward, 512, 512, 4), t), Error)
+      << "TMA needs 16-byte aligned rows";
+}
+
 TEST(Generate, SplitDimsForwardOwnsSixtyFourRowsOverAllOfDv) {
   TuningParams t{64, 32, 0, 8, 0, true};
   t.split = WarpgroupSplit::dims;

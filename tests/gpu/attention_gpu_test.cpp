@@ -225,7 +225,9 @@ std::vector<Case> wgmma_split_cases() {
 // The wgmma forward whose two warpgroups split the value columns and take
 // turns computing S (split=values), K and V copied by TMA: wide and narrow
 // heads, Dqk != Dv, causal, GQA, a single key block (only the first
-// warpgroup computes S) and an odd number of them, two to four stages.
+// warpgroup computes S) and an odd number of them, two to four stages, CTAs
+// alone and in clusters of two sharing K and V (an odd number of row blocks
+// leaves the last cluster a CTA with no rows).
 class GpuForwardWgmmaAlternate : public ::testing::TestWithParam<Case> {};
 
 TEST_P(GpuForwardWgmmaAlternate, MatchesReference) {
@@ -234,13 +236,15 @@ TEST_P(GpuForwardWgmmaAlternate, MatchesReference) {
   KernelSpec spec;
   spec.dim_qk = c.dim_qk;
   spec.dim_v = c.dim_v;
-  for (int stages : {2, 3, 4}) {
-    TuningParams tuning = with_tma_producer(TuningParams{64, 32, 0, 8, 0, true}, stages);
-    tuning.split = WarpgroupSplit::values;
-    if (c.dim_qk <= 128 && c.dim_v <= 128) tuning.block_cols = 64;
-    if (shared_bytes(spec, tuning) > shared_limit_of_arch("sm_90a")) continue;
-    expect_forward_with(tuning, c);
-  }
+  for (int cluster : {1, 2})
+    for (int stages : {2, 3, 4}) {
+      TuningParams tuning = with_tma_producer(TuningParams{64, 32, 0, 8, 0, true}, stages);
+      tuning.split = WarpgroupSplit::values;
+      tuning.cluster = cluster;
+      if (c.dim_qk <= 128 && c.dim_v <= 128) tuning.block_cols = 64;
+      if (shared_bytes(spec, tuning) > shared_limit_of_arch("sm_90a")) continue;
+      expect_forward_with(tuning, c);
+    }
 }
 
 std::vector<Case> wgmma_alternate_cases() {

@@ -22,7 +22,12 @@
 // A producer warpgroup copies K and V by TMA (16-byte aligned rows) into
 // separate pipelines: K[j] is released by its owner once S(j) is done, V[j]
 // by both once their P(j)·V[j] is, so two stages of each fit 512-wide heads
-// in shared memory. Softmax, masking, fragment packing, the GEMMs and the
+// in shared memory. With 64-row CTAs every K/V tile serves few rows: in a
+// cluster of two (cluster=2, adjacent row blocks of one head) each CTA's
+// producer copies half of every tile's slices to both CTAs at once (TMA
+// multicast), halving the traffic from L2; a stage is then refilled once
+// the warps of both CTAs have released it, and both CTAs traverse the key
+// blocks the later one needs (the causal mask hides the rest). Softmax, masking, fragment packing, the GEMMs and the
 // stores are ForwardWgmma's, over one warpgroup's half of the value columns.
 #pragma once
 
@@ -32,8 +37,8 @@
 
 namespace flashgen_device {
 
-// C (generated): as for ForwardWgmma, with kWarps = 8, kHeadChunks = 1 and
-// kTma (copy=tma).
+// C (generated): as for ForwardWgmma, with kWarps = 8, kHeadChunks = 1,
+// kTma (copy=tma) and kCluster (CTAs sharing each K/V tile: 1 or 2).
 template <class C>
 struct ForwardWgmmaAlternate {
   static constexpr int E = C::kElement;
@@ -45,6 +50,8 @@ struct ForwardWgmmaAlternate {
   static constexpr int kDimV = round_up(C::kDimV, 32);    // zero-filled: two halves of 16n
   static constexpr int kHalfV = kDimV / 2;
   static constexpr int kKeySteps = kBlockN / 16;  // A fragments of P per thread
+  static constexpr int kCluster = C::kCluster;
+  static_assert(kCluster == 1 || kCluster == 2, "one CTA, or a pair sharing K and V");
   static_assert(C::kWarps == kConsumerWarps && C::kHeadChunks == 1,
                 "two warpgroups over all of Dv");
   static_assert(C::kTma, "K and V come by TMA");
@@ -96,11 +103,15 @@ struct ForwardWgmmaAlternate {
     w.batch = blockIdx.z;
     w.kv_head = w.head / p.group_size;
     w.row0 = blockIdx.x * kBlockM;
-    w.n_blocks = key_blocks_for_rows<C::kCausal, kBlockN>(p, w.row0, kBlockM);
+    // The cluster's rows (blockIdx.x runs along the cluster's CTAs).
+    const int cluster_row0 = (blockIdx.x / kCluster) * kCluster * kBlockM;
+    w.n_blocks =
+        key_blocks_for_rows<C::kCausal, kBlockN>(p, cluster_row0, kCluster * kBlockM);
 
     if (thread == 0) {
-      smem.keys.init(kConsumerWarps / 2);
-      smem.values.init(kConsumerWarps);
+      smem.keys.init(kCluster * kConsumerWarps / 2);
+      smem.values.init(kCluster * kConsumerWarps);
+      if constexpr (kCluster > 1) fence_barrier_init();
     }
     if (warp < kConsumerWarps)
       copy_core_matrix_tile<kBlockM, kDimQK, C::kVec, kConsumerWarps * 32>(
@@ -110,17 +121,25 @@ struct ForwardWgmmaAlternate {
     cp_async_commit();
     cp_async_wait<0>();
     fence_async_shared();
-    __syncthreads();  // Q and the barriers are ready; no CTA-wide barrier after this
+    // Q and the barriers are ready (in the whole cluster: the other CTA's
+    // producer fills this one's stages); no CTA-wide barrier after this
+    // but the cluster's last.
+    if constexpr (kCluster > 1)
+      cluster_sync();
+    else
+      __syncthreads();
 
     if (Registers::is_producer(warp)) {
       if (warp == kConsumerWarps && lane == 0) produce(smem, maps, w);
-      return;
+    } else {
+      // The warpgroup, broadcast so that the compiler sees a warp-uniform
+      // value: the branches on it (and on the blocks it owns) hold wgmma
+      // instructions, which it would otherwise serialize.
+      const int group = __shfl_sync(0xffffffffu, warp / 4, 0);
+      attend(smem, p, w, group, warp, lane);
     }
-    // The warpgroup, broadcast so that the compiler sees a warp-uniform value:
-    // the branches on it (and on the blocks it owns) hold wgmma instructions,
-    // which it would otherwise serialize.
-    const int group = __shfl_sync(0xffffffffu, warp / 4, 0);
-    attend(smem, p, w, group, warp, lane);
+    // No CTA leaves while the other may still arrive on its barriers.
+    if constexpr (kCluster > 1) cluster_sync();
   }
 
   // The columns past Dqk and Dv up to the tiles' widths, which TMA never
@@ -135,21 +154,36 @@ struct ForwardWgmmaAlternate {
 
   // The producer's first thread: K[j] and V[j] into stage j % kStages of
   // their pipelines, one TMA copy per 8-column slice (rows past the
-  // sequence end arrive as zeros).
+  // sequence end arrive as zeros). In a cluster, this CTA's share of the
+  // slices goes to every CTA of it, and the stage's barrier expects the
+  // bytes of all.
   static __device__ __forceinline__ void produce(SharedStorage& smem,
                                                  const TraversedTensorMaps& maps, const Work& w) {
+    const int rank = kCluster > 1 ? int(cluster_rank()) : 0;
     for (int j = 0; j < w.n_blocks; ++j) {
-      const int stage = j % kStages, key0 = j * kBlockN;
+      const int key0 = j * kBlockN;
       smem.keys.wait_empty(j);
-      u64* keys_full = smem.keys.full_barrier(j);
-      mbarrier_arrive_expect_bytes(keys_full, tma_slice_bytes<kBlockN>(kKeySlices));
-      tma_load_slices<kBlockN>(smem.k[stage], &maps.first, kKeySlices, 0, key0, w.kv_head,
-                               w.batch, keys_full);
+      load_block(smem.k[j % kStages], &maps.first, kKeySlices, key0, w, rank,
+                 smem.keys.full_barrier(j));
       smem.values.wait_empty(j);
-      u64* values_full = smem.values.full_barrier(j);
-      mbarrier_arrive_expect_bytes(values_full, tma_slice_bytes<kBlockN>(kValueSlices));
-      tma_load_slices<kBlockN>(smem.v[stage], &maps.second, kValueSlices, 0, key0, w.kv_head,
-                               w.batch, values_full);
+      load_block(smem.v[j % kStages], &maps.second, kValueSlices, key0, w, rank,
+                 smem.values.full_barrier(j));
+    }
+  }
+
+  // Announces a tile's bytes on this CTA's `full` barrier and issues this
+  // CTA's share of its slices (all of them outside a cluster).
+  static __device__ __forceinline__ void load_block(u16* tile, const TensorMap* map, int slices,
+                                                    int key0, const Work& w, int rank,
+                                                    u64* full) {
+    mbarrier_arrive_expect_bytes(full, tma_slice_bytes<kBlockN>(slices));
+    if constexpr (kCluster == 1) {
+      tma_load_slices<kBlockN>(tile, map, slices, 0, key0, w.kv_head, w.batch, full);
+    } else {
+      const int share = ceil_div(slices, kCluster);
+      tma_load_slices_multicast<kBlockN>(tile, map, rank * share,
+                                         min_of(slices, (rank + 1) * share), key0, w.kv_head,
+                                         w.batch, full, u16((1u << kCluster) - 1));
     }
   }
 
@@ -185,7 +219,7 @@ struct ForwardWgmmaAlternate {
       wgmma_commit();
       wgmma_wait<0>();
       fence_registers(flat(s));
-      smem.keys.release(0, lane);
+      smem.keys.template release_in_cluster<kCluster>(0, lane);
       Half::block_softmax(s, correction, softmax, p, 0, warp_row0, lane);
       pack_p(own_p, s);
       hand_over(smem, own_p, softmax, group, group_thread, /*first=*/true);
@@ -206,13 +240,13 @@ struct ForwardWgmmaAlternate {
       wgmma_commit();
       wgmma_wait<1>();  // S(j) is done; P(j-1)·V[j-1] may still run
       fence_registers(flat(s));
-      smem.keys.release(j, lane);
+      smem.keys.template release_in_cluster<kCluster>(j, lane);
       Half::block_softmax(s, correction, softmax, p, j * kBlockN, warp_row0, lane);
       pack_p(own_p, s);
       hand_over(smem, own_p, softmax, group, group_thread, j < 2);
       wgmma_wait<0>();  // P(j-1)·V[j-1] is done
       fence_registers(o_flat);
-      smem.values.release(j - 1, lane);
+      smem.values.template release_in_cluster<kCluster>(j - 1, lane);
       scale_rows(o, correction);
       accumulate_half(o, own_p, smem, j, half_offset, lane);
     }
@@ -252,7 +286,7 @@ struct ForwardWgmmaAlternate {
     wgmma_commit();
     wgmma_wait<0>();
     fence_registers(o_flat);
-    smem.values.release(j, lane);
+    smem.values.template release_in_cluster<kCluster>(j, lane);
   }
 
   static __device__ __forceinline__ void pack_p(u32 (&frag)[kKeySteps][1][4],

@@ -31,6 +31,21 @@ __device__ __forceinline__ void tma_load_4d(void* destination, const TensorMap* 
       : "memory");
 }
 
+// The same box into `destination` of every CTA of the cluster in `cta_mask`
+// (bit r: the CTA of rank r), each completing on its own barrier at
+// `barrier`'s offset (sm_90a).
+__device__ __forceinline__ void tma_load_4d_multicast(void* destination, const TensorMap* map,
+                                                      int c0, int c1, int c2, int c3,
+                                                      u64* barrier, u16 cta_mask) {
+  asm volatile(
+      "cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+      ".multicast::cluster [%0], [%1, {%2, %3, %4, %5}], [%6], %7;" ::"r"(
+          shared_address(destination)),
+      "l"(reinterpret_cast<unsigned long long>(map)), "r"(c0), "r"(c1), "r"(c2), "r"(c3),
+      "r"(shared_address(barrier)), "h"(cta_mask)
+      : "memory");
+}
+
 // Tiles in the layout TMA writes from 8-column boxes: [kCols / 8][kRows][8],
 // one slice of 8 columns of all kRows rows after the other.
 
@@ -48,6 +63,17 @@ __device__ __forceinline__ void tma_load_slices(u16* tile, const TensorMap* map,
                                                 u64* full) {
   for (int slice = 0; slice < slices; ++slice)
     tma_load_4d(tile + slice * kRows * 8, map, col0 + slice * 8, row0, head, batch, full);
+}
+
+// Slices [first, last) as tma_load_slices, multicast to the CTAs in
+// `cta_mask`.
+template <int kRows>
+__device__ __forceinline__ void tma_load_slices_multicast(u16* tile, const TensorMap* map,
+                                                          int first, int last, int row0, int head,
+                                                          int batch, u64* full, u16 cta_mask) {
+  for (int slice = first; slice < last; ++slice)
+    tma_load_4d_multicast(tile + slice * kRows * 8, map, slice * 8, row0, head, batch, full,
+                          cta_mask);
 }
 
 // One traversed block of both tensors of `maps` (rows row0 on, of one head
