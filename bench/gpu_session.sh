@@ -84,7 +84,7 @@ if wanted build; then
 fi
 
 if wanted tests_new; then
-  step tests_new 150 bash -c "cd build-gpu && ctest -L gpu -R '$new_tests' --parallel 4 --timeout 60 \
+  step tests_new 150 bash -c "cd build-gpu && ctest -L gpu -R '$new_tests' --parallel 4 --timeout 120 \
     --output-on-failure"
   summary "$out/tests_new.log"
 fi
