@@ -1,7 +1,5 @@
 #include "codegen/heuristics.hpp"
 
-#include <optional>
-
 #include "codegen/generate.hpp"
 
 namespace flashgen {
@@ -180,29 +178,6 @@ TuningParams wgmma_backward_key_value_tuning(const KernelSpec& spec) {
   return t;
 }
 
-// The forward past 256 value columns on 16-byte aligned rows
-// (forward_wgmma_alternate.cuh, split=values): 64-row CTAs whose two
-// warpgroups each accumulate half of Dv and take turns computing S, so S is
-// computed once where the 256-column chunks of wgmma_forward_tuning()
-// compute it once per chunk (1.5x the tensor work at D = 384 and 512), in
-// clusters of two CTAs sharing each K/V tile. The first of these block
-// widths and pipeline depths that fits the shared memory; none at all
-// (Dqk far past 512): the chunked forward.
-std::optional<TuningParams> alternating_forward_tuning(const KernelSpec& spec,
-                                                       std::size_t shared_limit) {
-  const bool fits = spec.kind == KernelKind::forward && spec.arch == "sm_90a" && spec.vec == 8 &&
-                    round_up(spec.dim_v, 16) > 256 && round_up(spec.dim_v, 32) / 2 <= 256;
-  if (!fits) return std::nullopt;
-  constexpr int kShapes[][2] = {{32, 3}, {32, 2}, {16, 4}, {16, 3}, {16, 2}};  // cols, stages
-  for (const auto& shape : kShapes) {
-    TuningParams t = with_tma_producer(TuningParams{64, shape[0], 0, 8, 0, true}, shape[1]);
-    t.split = WarpgroupSplit::values;
-    t.cluster = 2;
-    if (shared_bytes(spec, t) <= shared_limit) return t;
-  }
-  return std::nullopt;
-}
-
 // The mma.sync kernels' shape (every arch).
 TuningParams mma_sync_shape_for(const KernelSpec& spec) {
   switch (spec.kind) {
@@ -250,7 +225,6 @@ static TuningParams f32_tuning(const KernelSpec& spec, std::size_t shared_limit)
 
 TuningParams default_tuning(const KernelSpec& spec, std::size_t shared_limit) {
   if (spec.dtype == DType::f32) return f32_tuning(spec, shared_limit);
-  if (const auto alternating = alternating_forward_tuning(spec, shared_limit)) return *alternating;
   TuningParams t = shape_for(spec);
   // Two resident CTAs of 4 warps hide latency much better than one: narrow the
   // traversed block (not below 32) until two fit in half the limit.

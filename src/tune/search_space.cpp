@@ -18,13 +18,6 @@ const int kHeadBlocks[] = {64, 128, 256};  // besides 0 (the whole dim)
 // The wgmma forward: 1, 2 or 3 warpgroups; wgmma's n runs in steps of 16.
 const int kWgmmaWarps[] = {4, 8, 12};
 const int kWgmmaBlockCols[] = {32, 48, 64, 80, 96, 128, 176};
-// The forward whose warpgroups split the value columns and take turns on S
-// (split=values): 64 rows whatever the shape, so only for heads wide enough
-// that rows split across warpgroups leave too few columns per CTA; its S
-// blocks are narrow (Q, two or more stages of K and V fill shared memory);
-// alone or in clusters of two CTAs sharing each K/V tile.
-constexpr int kLeastAlternatingValueDim = 256;
-const int kAlternatingBlockCols[] = {16, 32, 48, 64};
 // 16-row tiles per warp: two let one K/V fragment feed two MMAs; more would
 // not fit the accumulators of any but the smallest dims.
 constexpr int kMaxRowTiles = 2;
@@ -110,15 +103,6 @@ std::vector<TuningParams> wgmma_space(const KernelSpec& spec) {
       space.push_back(t);
       if (spec.vec == 8) space.push_back(with_tma_producer(t));
     }
-  if (spec.kind == KernelKind::forward && spec.vec == 8 && dv >= kLeastAlternatingValueDim)
-    for (int cols : kAlternatingBlockCols)
-      for (int stages : {2, 3, 4})
-        for (int cluster : {1, 2}) {
-          TuningParams t = with_tma_producer(TuningParams{64, cols, 0, 8, 0, true}, stages);
-          t.split = WarpgroupSplit::values;
-          t.cluster = cluster;
-          space.push_back(t);
-        }
   return space;
 }
 

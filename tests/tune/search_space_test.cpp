@@ -85,22 +85,6 @@ TEST(SearchSpace, HeadBlocksFollowTheSplitDim) {
   EXPECT_EQ(heads(spec(KernelKind::backward_key_value, 200, 64)), (std::set<int>{0, 64, 128}));
 }
 
-TEST(SearchSpace, AlternatingForwardOnWideAlignedValueHeads) {
-  auto alternating = [](const KernelSpec& s) {
-    int count = 0;
-    for (const TuningParams& t : search_space(s))
-      if (t.split == WarpgroupSplit::values) ++count;
-    return count;
-  };
-  EXPECT_EQ(alternating(spec(KernelKind::forward, 128)), 0);
-  EXPECT_GT(alternating(spec(KernelKind::forward, 384)), 0);
-  EXPECT_GT(alternating(spec(KernelKind::forward, 64, 512)), 0);
-  EXPECT_EQ(alternating(spec(KernelKind::backward_query, 512)), 0);
-  KernelSpec unaligned = spec(KernelKind::forward, 384);
-  unaligned.vec = 4;
-  EXPECT_EQ(alternating(unaligned), 0) << "TMA needs 16-byte aligned rows";
-}
-
 TEST(SearchSpace, WgmmaKernelsWhereTheyApply) {
   auto wgmma_heads = [](const KernelSpec& s) {
     std::set<int> h;
@@ -109,9 +93,7 @@ TEST(SearchSpace, WgmmaKernelsWhereTheyApply) {
     return h;
   };
   EXPECT_EQ(wgmma_heads(spec(KernelKind::forward, 128)), (std::set<int>{0}));
-  // Past 256 value columns: chunks of 256, or all of Dv split across the
-  // warpgroups (split=values).
-  EXPECT_EQ(wgmma_heads(spec(KernelKind::forward, 512)), (std::set<int>{0, 256}));
+  EXPECT_EQ(wgmma_heads(spec(KernelKind::forward, 512)), (std::set<int>{256}));
   EXPECT_EQ(wgmma_heads(spec(KernelKind::backward_query, 256)), (std::set<int>{0}));
   EXPECT_EQ(wgmma_heads(spec(KernelKind::backward_query, 257)), (std::set<int>{}));
   EXPECT_EQ(wgmma_heads(spec(KernelKind::backward_key_value, 128)), (std::set<int>{0}));
