@@ -74,7 +74,9 @@ struct BackwardKeyValueWgmmaProducer {
       copy_core_matrix_tile<kBlockM, kDimV, C::kVec, kConsumerThreads>(
           smem.v, v, p.v.stride_seq, p.seq_kv - key0, C::kDimV, thread);
     }
-    if constexpr (C::kTma) zero_untouched_slices(smem, thread);
+    if constexpr (C::kTma)
+      zero_untouched_slices<kBlockN, kDimQK, kDimV>(smem.q, kQuerySlices, smem.grad_o,
+                                                    kGradOSlices, thread, Registers::kThreads);
     cp_async_commit();
     cp_async_wait<0>();
     fence_async_shared();
@@ -117,12 +119,6 @@ struct BackwardKeyValueWgmmaProducer {
   // once in every stage and never written again.
   static constexpr int kQuerySlices = ceil_div(C::kDimQK, 8);
   static constexpr int kGradOSlices = ceil_div(C::kDimV, 8);
-
-  static __device__ __forceinline__ void zero_untouched_slices(SharedStorage& smem, int thread) {
-    constexpr int kThreads = (kConsumerWarps + 4) * 32;
-    zero_slices_from<kBlockN, kDimQK>(smem.q, kQuerySlices, thread, kThreads);
-    zero_slices_from<kBlockN, kDimV>(smem.grad_o, kGradOSlices, thread, kThreads);
-  }
 
   // The producer warp: the rows' L2 and Dterm by every lane (plain stores),
   // then the first lane's arrival, which announces the bytes of Q[j] and

@@ -85,7 +85,9 @@ struct BackwardQueryWgmmaProducer {
       stage_query_rows<Base::E, C::kDimV, kBlockM, kConsumerWarps>(
           p, batch, head, row0, grad_o, o, smem.dterm, smem.lse_log2, true, warp, lane);
     }
-    if constexpr (C::kTma) zero_untouched_slices(smem, thread);
+    if constexpr (C::kTma)
+      zero_untouched_slices<kBlockN, kDimQK, kDimV>(smem.k, kKeySlices, smem.v, kValueSlices,
+                                                    thread, Registers::kThreads);
     cp_async_commit();
     cp_async_wait<0>();
     fence_async_shared();
@@ -132,12 +134,6 @@ struct BackwardQueryWgmmaProducer {
   // once in every stage and never written again.
   static constexpr int kKeySlices = ceil_div(C::kDimQK, 8);
   static constexpr int kValueSlices = ceil_div(C::kDimV, 8);
-
-  static __device__ __forceinline__ void zero_untouched_slices(SharedStorage& smem, int thread) {
-    constexpr int kThreads = (kConsumerWarps + 4) * 32;
-    zero_slices_from<kBlockN, kDimQK>(smem.k, kKeySlices, thread, kThreads);
-    zero_slices_from<kBlockN, kDimV>(smem.v, kValueSlices, thread, kThreads);
-  }
 
   // The producer warp's first lane: K[j] and V[j] into stage j % kStages,
   // one TMA copy per 8-column slice, all completing on the stage's full

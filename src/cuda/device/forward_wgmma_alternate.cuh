@@ -117,7 +117,8 @@ struct ForwardWgmmaAlternate {
       copy_core_matrix_tile<kBlockM, kDimQK, C::kVec, kConsumerWarps * 32>(
           smem.q, head_slice<const u16>(p.q, w.batch, w.head) + w.row0 * p.q.stride_seq,
           p.q.stride_seq, p.seq_q - w.row0, C::kDimQK, thread);
-    zero_untouched_slices(smem, thread);
+    zero_untouched_slices<kBlockN, kDimQK, kDimV>(smem.k, kKeySlices, smem.v, kValueSlices, thread,
+                                                  Registers::kThreads);
     cp_async_commit();
     cp_async_wait<0>();
     fence_async_shared();
@@ -142,15 +143,10 @@ struct ForwardWgmmaAlternate {
     if constexpr (kCluster > 1) cluster_sync();
   }
 
-  // The columns past Dqk and Dv up to the tiles' widths, which TMA never
-  // writes: zero in every stage, once.
+  // Slices of 8 columns TMA copies (the columns that exist); those past them
+  // up to the tiles' widths are zeroed once in every stage.
   static constexpr int kKeySlices = ceil_div(C::kDimQK, 8);
   static constexpr int kValueSlices = ceil_div(C::kDimV, 8);
-  static __device__ __forceinline__ void zero_untouched_slices(SharedStorage& smem, int thread) {
-    constexpr int kThreads = (kConsumerWarps + 4) * 32;
-    zero_slices_from<kBlockN, kDimQK>(smem.k, kKeySlices, thread, kThreads);
-    zero_slices_from<kBlockN, kDimV>(smem.v, kValueSlices, thread, kThreads);
-  }
 
   // The producer's first thread: K[j] and V[j] into stage j % kStages of
   // their pipelines, one TMA copy per 8-column slice (rows past the

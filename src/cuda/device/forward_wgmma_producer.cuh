@@ -66,7 +66,9 @@ struct ForwardWgmmaProducer {
     if (warp < kConsumerWarps)
       copy_core_matrix_tile<kBlockM, kDimQK, C::kVec, kConsumerThreads>(
           smem.q, w.q, p.q.stride_seq, p.seq_q - w.row0, C::kDimQK, thread);
-    if constexpr (C::kTma) zero_untouched_slices(smem, w, thread);
+    if constexpr (C::kTma)
+      zero_untouched_slices<kBlockN, kDimQK, kDimV>(smem.k, kKeySlices, smem.v, value_slices(w),
+                                                    thread, Registers::kThreads);
     cp_async_commit();
     cp_async_wait<0>();
     fence_async_shared();
@@ -96,14 +98,6 @@ struct ForwardWgmmaProducer {
   static constexpr int kKeySlices = ceil_div(C::kDimQK, 8);
   static __device__ __forceinline__ int value_slices(const typename Base::Work& w) {
     return ceil_div(min_of(w.value_cols, kDimV), 8);
-  }
-
-  static __device__ __forceinline__ void zero_untouched_slices(SharedStorage& smem,
-                                                               const typename Base::Work& w,
-                                                               int thread) {
-    constexpr int kThreads = (kConsumerWarps + 4) * 32;
-    zero_slices_from<kBlockN, kDimQK>(smem.k, kKeySlices, thread, kThreads);
-    zero_slices_from<kBlockN, kDimV>(smem.v, value_slices(w), thread, kThreads);
   }
 
   // The producer warp's first lane: K[j] and V[j] into stage j % kStages,

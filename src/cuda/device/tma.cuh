@@ -103,4 +103,14 @@ __device__ __forceinline__ void zero_slices_from(u16 (&tiles)[kStages][kRows * k
       tiles[stage][i] = 0;
 }
 
+// The same for both tiles a TMA producer fills (K and V; Q and dO): the
+// first's slices from `first_slices` on, the second's from `second_slices`.
+template <int kRows, int kFirstCols, int kSecondCols, int kStages>
+__device__ __forceinline__ void zero_untouched_slices(
+    u16 (&first)[kStages][kRows * kFirstCols], int first_slices,
+    u16 (&second)[kStages][kRows * kSecondCols], int second_slices, int thread, int threads) {
+  zero_slices_from<kRows, kFirstCols>(first, first_slices, thread, threads);
+  zero_slices_from<kRows, kSecondCols>(second, second_slices, thread, threads);
+}
+
 }  // namespace flashgen_device
