@@ -27,7 +27,10 @@
 // producer copies half of every tile's slices to both CTAs at once (TMA
 // multicast), halving the traffic from L2; a stage is then refilled once
 // the warps of both CTAs have released it, and both CTAs traverse the key
-// blocks the later one needs (the causal mask hides the rest). Softmax, masking, fragment packing, the GEMMs and the
+// blocks the later one needs (the causal mask hides the rest).
+//
+// Correct, but measured slower on the H200 than the 256-column chunks at
+// every D from 256 to 512 (bench/NOTES.md): only a forced tuning runs it. Softmax, masking, fragment packing, the GEMMs and the
 // stores are ForwardWgmma's, over one warpgroup's half of the value columns.
 #pragma once
 
