@@ -7,9 +7,11 @@ tuning tables (the default) and one without them
 TFLOP/s of each with the gain, forward, backward, atomic backward and the
 deterministic backward's two kernels alone. Rows where the tables lose more
 than --tolerance (timing noise) are listed at the end; the exit code is 1
-when there are any.
+when there are any. Two sweeps of the same code on the H200 differed by up
+to 4% forward and 8% for a backward kernel timed alone at one D, hence the
+default of 5%.
 
-  python3 bench/tuning_gain.py TUNED.json DEFAULT.json [--tolerance 2] [--causal]
+  python3 bench/tuning_gain.py TUNED.json DEFAULT.json [--tolerance 5] [--causal]
 """
 
 import argparse
@@ -59,8 +61,8 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("tuned", help="flashgen bench JSON with the tuning tables")
     parser.add_argument("default", help="flashgen bench JSON with FLASHGEN_TUNING_TABLES=off")
-    parser.add_argument("--tolerance", type=float, default=2.0,
-                        help="losses up to this many percent count as noise (default 2)")
+    parser.add_argument("--tolerance", type=float, default=5.0,
+                        help="losses up to this many percent count as noise (default 5)")
     parser.add_argument("--causal", action="store_true", help="compare the causal rows")
     args = parser.parse_args(argv)
 
