@@ -147,7 +147,6 @@ static void check_split_tuning(const KernelSpec& spec, const TuningParams& t,
   if (spec.vec != 8)
     fail("split=values needs rows, strides and pointers aligned to 16 bytes (alignment class 8)");
   if (t.stages < 2 || t.stages > 4) fail("split=values needs stages=2, 3 or 4");
-  if (t.cluster != 1 && t.cluster != 2) fail("cluster must be 1 or 2");
 }
 
 void check_tuning(const KernelSpec& spec, const TuningParams& t) {
@@ -158,8 +157,9 @@ void check_tuning(const KernelSpec& spec, const TuningParams& t) {
   if (is_row_kernel(spec.kind)) return;
   if (spec.dim_qk < 1 || spec.dim_v < 1) fail("dims must be >= 1");
   if (spec.dtype == DType::f32) return check_f32_tuning(spec, t, fail);
-  if (t.split == WarpgroupSplit::values) return check_split_tuning(spec, t, fail);
-  if (t.cluster != 1) fail("cluster=2 applies to the forward with split=values only");
+  if (t.cluster != 1 && t.split != WarpgroupSplit::values)
+    fail("cluster=2 applies to the forward with split=values only");
+  if (t.cluster != 1 && t.cluster != 2) fail("cluster must be 1 or 2");
   if (t.split != WarpgroupSplit::rows) return check_split_tuning(spec, t, fail);
   if (t.warps < 1 || t.warps > 16) fail("warps must be 1..16");
   if (t.block_rows < 16 * t.warps || t.block_rows % (16 * t.warps) != 0)

@@ -153,15 +153,9 @@ int register_demand(const KernelSpec& spec, const TuningParams& t) {
   // an m16 x k16 A fragment of 16-bit values, 4.
   int tiles = 0;
   switch (spec.kind) {
-    case KernelKind::forward: {
-      // split=values: each warpgroup holds half of the value columns, and P
-      // of both warpgroups' latest blocks.
-      const bool halves = t.split == WarpgroupSplit::values;
-      const int value_cols = halves ? w.chunk_v / 2 : w.chunk_v;
-      tiles = rt * (value_cols / 2 + t.block_cols / 2 + (halves ? t.block_cols / 2 : 0)) +
-              ((t.cached & kCacheQ) ? rt * w.dqk / 4 : 0);
+    case KernelKind::forward:
+      tiles = rt * (w.chunk_v / 2 + t.block_cols / 2) + ((t.cached & kCacheQ) ? rt * w.dqk / 4 : 0);
       break;
-    }
     case KernelKind::backward_query:
       tiles = rt * (w.chunk_qk / 2 + 2 * (t.block_cols / 2));  // dQ, S, dP
       break;
