@@ -209,8 +209,8 @@ void check_tuning(const KernelSpec& spec, const TuningParams& t) {
            "backward_key_value)");
     if (spec.vec < 2)
       fail("producer=warp needs rows aligned to 4 bytes or more (alignment class 2, 4 or 8)");
-    if (spec.kind == KernelKind::forward && wgmma_forward_stages(t) < 3)
-      fail("producer=warp needs stages >= 3");
+    if (spec.kind == KernelKind::forward && !t.tma && wgmma_forward_stages(t) < 3)
+      fail("producer=warp with cp.async copies needs stages >= 3 (copy=tma: 2 will do)");
   }
   if (t.tma) {
     if (!t.producer) fail("copy=tma applies to the wgmma kernels with producer=warp only");
@@ -341,7 +341,7 @@ std::size_t shared_bytes(const KernelSpec& spec, const TuningParams& t) {
                sizeof(float) * 2 * (cols / 2) * 128;
       }
       // wgmma: q [rows][dqk], `stages` stages of k [cols][dqk] and v [cols][dv chunk], no padding;
-      // with a producer warp, a full and an empty barrier per stage
+      // with a producer warp, a full and an empty barrier per stage of two pipelines (K, V)
       // (alignment class 1: plus the staging of k and v, as for mma.sync)
       if (t.wgmma) {
         const std::size_t dv_chunk = chunk_width(spec.dim_v, int(n));
@@ -350,7 +350,7 @@ std::size_t shared_bytes(const KernelSpec& spec, const TuningParams& t) {
                           : 0;
         const std::size_t stages = wgmma_forward_stages(t);
         return kElementBytes * (rows * dqk16 + stages * cols * (dqk16 + dv_chunk) + staging) +
-               producer_barrier_bytes(t, stages);
+               2 * producer_barrier_bytes(t, stages);
       }
       // q [rows][dqk], k [cols][dqk], v [cols][dv chunk]; staged: k, v
       const std::size_t dqk = dqk16, dv = chunk_width(spec.dim_v, n);

@@ -54,10 +54,15 @@ TuningParams backward_query_tuning(const KernelSpec& spec) {
 TuningParams backward_key_value_tuning(const KernelSpec& spec) {
   const int dqk = round_up(spec.dim_qk, 16), dv = round_up(spec.dim_v, 16);
   const int widest = dqk > dv ? dqk : dv;
+  // Up to 32 columns, two row tiles per warp (+14-15% at D = 4 and 12).
+  if (widest <= 32) return {128, 64, 0, 4, 0};
   // dK + dV take 128 registers at 128 columns; 64-key blocks still beat 48
   // there (205 against 191 TFLOP/s at D = 128, 196 against 188 at D = 127).
   if (widest <= 128) return {64, 64, 0, 4, 0};
-  // Past 128 columns, 128 keys over 8 warps: the tuner's choice on the H200
+  // To 176 columns, 64 keys over 4 warps holding all of dK and dV: the
+  // tuner's choice at D = 136..176 (+15-61% over the shape below).
+  if (widest <= 176) return {64, 48, 0, 4, 0};
+  // Past that, 128 keys over 8 warps: the tuner's choice on the H200
   // at D = 192 and 224 (and 256 causal). 4-warp CTAs need over half the
   // shared memory there, so an SM held one CTA of 4 warps waiting on its
   // copies (D = 199: 52 TFLOP/s of its GEMMs against 180 at D = 192).
@@ -99,33 +104,41 @@ TuningParams with_tma_producer_where_aligned(const KernelSpec& spec, const Tunin
 // 128 / 256 against 238 / 283 / 238 for the mma.sync forward; 210 / 172 at
 // D = 384 / 512 against 136 / 140; 200 / 161 / 108 at D = 127 / 199 / 257
 // (staged rows) against 186 / 99 / 78.
-// At D <= 16 with 16-byte aligned rows the mma.sync forward was ~5% faster
-// (54 / 105 against 59 / 113 at D = 8 / 16); rows aligned to 8 or 4 bytes gain
-// from wgmma's direct copies at every D (28 against 22 at D = 4).
+// With the TMA producer it is faster at every D, down to D = 8 and 16 (69 /
+// 141 against 59 / 113 for the mma.sync forward).
 bool wgmma_forward_fits(const KernelSpec& spec) {
-  const int dqk = round_up(spec.dim_qk, 16), dv = round_up(spec.dim_v, 16);
-  const bool tiny_and_aligned = spec.vec == 8 && dqk <= 16 && dv <= 16;
-  return spec.kind == KernelKind::forward && spec.arch == "sm_90a" && spec.vec >= 1 &&
-         !tiny_and_aligned;
+  return spec.kind == KernelKind::forward && spec.arch == "sm_90a" && spec.vec >= 1;
 }
 
+// Shapes of the tuner's winners on the H200 (non-causal, N = 8192), with
+// the TMA producer on 16-byte aligned rows: three warpgroups up to 192
+// columns (key blocks narrowing as the heads widen: 413 TFLOP/s at D = 176
+// with 48 keys), two over 80-key blocks to 256 (374 at D = 256 against 278
+// for 64-key blocks without a producer), where K and V two stages deep leave
+// room for that width; past 256, chunks of 256 value columns, also two
+// stages deep (230 / 179 at D = 384 / 512 against 209 / 171 without a
+// producer).
 TuningParams wgmma_forward_tuning(const KernelSpec& spec) {
   const int dqk = round_up(spec.dim_qk, 16), dv = round_up(spec.dim_v, 16);
   const int widest = dqk > dv ? dqk : dv;
   TuningParams t;
+  int stages = 3;
   if (widest <= 64) {
     t = {192, 128, 0, 12, 0};
-  } else if (widest <= 128) {
+  } else if (widest <= 160) {
     t = {192, 64, 0, 12, 0};
+    stages = 4;
+  } else if (widest <= 192) {
+    t = {192, 48, 0, 12, 0};
   } else if (dv <= 256) {
-    t = {128, 64, 0, 8, 0};
+    t = {128, 80, 0, 8, 0};
+    stages = 2;
   } else {
     t = {192, 32, 256, 12, 0};
+    stages = 2;
   }
   t.wgmma = true;
-  // Past 256 value columns (chunks of 256) the producer measured no faster,
-  // and its third stage would cost the traversed block half its width.
-  if (dv <= 256) t = with_tma_producer_where_aligned(spec, t);
+  if (spec.vec == 8) t = with_tma_producer(t, stages);
   return t;
 }
 
@@ -137,38 +150,44 @@ TuningParams wgmma_forward_tuning(const KernelSpec& spec) {
 // there (261 against 225 for mma.sync at D = 127; 209 with 128 x 64), and
 // only past 64 columns was it measured. Wider heads are left to the tuning
 // tables.
+// From 129 to 256 columns the tuner chose it too, over 48-key blocks for three
+// warpgroups to 192 columns (D = 136..176: +17-26% over the mma.sync
+// kernel) and 32-48-key blocks for two past that (D = 208, 240: +21%, +11%).
 bool wgmma_backward_query_fits(const KernelSpec& spec) {
   const int dqk = round_up(spec.dim_qk, 16), dv = round_up(spec.dim_v, 16);
   const int widest = dqk > dv ? dqk : dv;
-  return spec.kind == KernelKind::backward_query && spec.arch == "sm_90a" && widest <= 128 &&
+  return spec.kind == KernelKind::backward_query && spec.arch == "sm_90a" && widest <= 256 &&
          (spec.vec >= 2 || (spec.vec == 1 && widest > 64));
 }
 
 TuningParams wgmma_backward_query_tuning(const KernelSpec& spec) {
   const int dqk = round_up(spec.dim_qk, 16), dv = round_up(spec.dim_v, 16);
-  TuningParams t = spec.vec == 1                ? TuningParams{192, 48, 0, 12, 0}
-                   : dqk <= 64 && dv <= 64 ? TuningParams{192, 64, 0, 12, 0}
-                                           : TuningParams{128, 64, 0, 8, 0};
+  const int widest = dqk > dv ? dqk : dv;
+  TuningParams t = widest > 192                    ? TuningParams{128, 32, 0, 8, 0}
+                   : spec.vec == 1 || widest > 128 ? TuningParams{192, 48, 0, 12, 0}
+                   : widest <= 64                  ? TuningParams{192, 64, 0, 12, 0}
+                                                   : TuningParams{128, 64, 0, 8, 0};
   t.wgmma = true;
   t = with_tma_producer_where_aligned(spec, t);
   return t;
 }
 
-// Key/value backward on wgmma (sm_90a) from 65 to 128 columns: two
-// warpgroups of 64 keys hold dK and dV and traverse 64-query blocks. Measured
+// Key/value backward on wgmma (sm_90a) from 33 to 128 columns: two
+// warpgroups of 64 keys hold dK and dV and traverse query blocks. Measured
 // on the H200: 374 TFLOP/s of its GEMMs at D = 128 against 205 for the
 // mma.sync kernel (the tuner's choice at D = 96 and 128), and 253 against
-// 201 at D = 127 (staged rows). At D = 64 the mma.sync kernel's tuned shape
-// was faster (314 against 268).
+// 201 at D = 127 (staged rows); up to 64 columns over 96-query blocks, the
+// tuner's choice at every D from 36 to 60 (+22-53% over the mma.sync kernel).
 bool wgmma_backward_key_value_fits(const KernelSpec& spec) {
   const int dqk = round_up(spec.dim_qk, 16), dv = round_up(spec.dim_v, 16);
   const int widest = dqk > dv ? dqk : dv;
-  return spec.kind == KernelKind::backward_key_value && spec.arch == "sm_90a" &&
-         spec.vec >= 1 && widest > 64 && widest <= 128;
+  return spec.kind == KernelKind::backward_key_value && spec.arch == "sm_90a" && spec.vec >= 1 &&
+         widest > 32 && widest <= 128;
 }
 
 TuningParams wgmma_backward_key_value_tuning(const KernelSpec& spec) {
-  TuningParams t{128, 64, 0, 8, 0};
+  const int widest_dim = spec.dim_qk > spec.dim_v ? spec.dim_qk : spec.dim_v;
+  TuningParams t{128, widest_dim <= 64 ? 96 : 64, 0, 8, 0};
   t.wgmma = true;
   // Past 112 columns dK and dV no longer fit the 240 registers a computing
   // warpgroup gets beside a producer (spills of 128 bytes at 120 and 128; it

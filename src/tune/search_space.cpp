@@ -101,7 +101,10 @@ std::vector<TuningParams> wgmma_space(const KernelSpec& spec) {
       TuningParams t{16 * warps, cols, head, warps, 0};
       t.wgmma = true;
       space.push_back(t);
-      if (spec.vec == 8) space.push_back(with_tma_producer(t));
+      if (spec.vec != 8) continue;
+      space.push_back(with_tma_producer(t));
+      // Two stages where three leave no room for a wide key block (D >= 256).
+      if (spec.kind == KernelKind::forward) space.push_back(with_tma_producer(t, 2));
     }
   return space;
 }
@@ -134,7 +137,10 @@ std::vector<TuningParams> pipeline_variants(const KernelSpec& spec, const Tuning
   std::vector<TuningParams> variants = {t};
   if (!t.wgmma || t.split != WarpgroupSplit::rows) return variants;
   std::vector<TuningParams> others = {without_producer(t), with_tma_producer(t)};
-  if (spec.kind == KernelKind::forward) others.push_back(with_tma_producer(t, 4));
+  if (spec.kind == KernelKind::forward) {
+    others.push_back(with_tma_producer(t, 2));
+    others.push_back(with_tma_producer(t, 4));
+  }
   for (const TuningParams& v : others) {
     if (std::find(variants.begin(), variants.end(), v) != variants.end()) continue;
     try {

@@ -94,10 +94,15 @@ TEST(Generate, ProducerWarpgroupOnTheWgmmaForward) {
   EXPECT_NE(g.source.find("forward_wgmma_producer.cuh"), std::string::npos);
   EXPECT_NE(g.source.find("kStages = 3;"), std::string::npos) << "three stages by default";
   EXPECT_EQ(g.threads, (12 + 4) * 32);
-  // Three stages of K and V, and a full and an empty barrier per stage.
-  EXPECT_EQ(g.shared_bytes, 2u * (192 * 128 + 3 * 64 * (128 + 128)) + 2 * 3 * 8);
+  // Three stages of K and V, and a full and an empty barrier per stage of
+  // two pipelines (one used with cp.async copies).
+  EXPECT_EQ(g.shared_bytes, 2u * (192 * 128 + 3 * 64 * (128 + 128)) + 2 * 2 * 3 * 8);
   t.stages = 2;
   refused(s, t, "stages >= 3");
+  // TMA copies keep K and V in pipelines of their own: two stages will do.
+  const GeneratedKernel g_tma = generate(s, with_tma_producer(t, 2));
+  EXPECT_NE(g_tma.source.find("kStages = 2;"), std::string::npos);
+  EXPECT_EQ(g_tma.shared_bytes, 2u * (192 * 128 + 2 * 64 * (128 + 128)) + 2 * 2 * 2 * 8);
   t.stages = 0;
   refused(spec_of(KernelKind::forward, 127, 127, 1), t, "alignment class 2, 4 or 8");
   TuningParams mma_sync{64, 64, 0, 4, 0};
@@ -251,7 +256,15 @@ TEST(Generate, WgmmaNeedsAlignedRowsHopperAndWholeWarpgroups) {
 
 TEST(DefaultTuning, WgmmaForwardWhereItApplies) {
   EXPECT_TRUE(default_tuning(spec_of(KernelKind::forward, 64, 64), kHopperSharedLimit).wgmma);
-  EXPECT_FALSE(default_tuning(spec_of(KernelKind::forward, 16, 16), kHopperSharedLimit).wgmma);
+  // With the TMA producer down to the smallest aligned heads.
+  const TuningParams d16 = default_tuning(spec_of(KernelKind::forward, 16, 16), kHopperSharedLimit);
+  EXPECT_TRUE(d16.wgmma);
+  EXPECT_TRUE(d16.tma);
+  // 80-key blocks two stages deep at 256 columns.
+  const TuningParams d256 =
+      default_tuning(spec_of(KernelKind::forward, 256, 256), kHopperSharedLimit);
+  EXPECT_EQ(d256.block_cols, 80);
+  EXPECT_EQ(d256.stages, 2);
   EXPECT_TRUE(default_tuning(spec_of(KernelKind::forward, 4, 4, 4), kHopperSharedLimit).wgmma);
   EXPECT_TRUE(default_tuning(spec_of(KernelKind::forward, 256, 256), kHopperSharedLimit).wgmma);
   EXPECT_TRUE(default_tuning(spec_of(KernelKind::forward, 127, 127, 1), kHopperSharedLimit).wgmma);
@@ -269,18 +282,28 @@ TEST(DefaultTuning, WgmmaForwardWhereItApplies) {
   EXPECT_FALSE(default_tuning(ampere, 166912).wgmma);
 }
 
-TEST(DefaultTuning, WgmmaBackwardUpToOneHundredTwentyEightColumns) {
+TEST(DefaultTuning, WgmmaBackwardWhereItApplies) {
   EXPECT_EQ(default_tuning(spec_of(KernelKind::backward_query, 64, 64), kHopperSharedLimit).warps, 12);
   EXPECT_TRUE(default_tuning(spec_of(KernelKind::backward_query, 128, 128), kHopperSharedLimit).wgmma);
-  EXPECT_FALSE(default_tuning(spec_of(KernelKind::backward_query, 192, 192), kHopperSharedLimit).wgmma);
+  // The query kernel up to 256 columns.
+  EXPECT_TRUE(
+      default_tuning(spec_of(KernelKind::backward_query, 192, 192), kHopperSharedLimit).wgmma);
+  EXPECT_TRUE(
+      default_tuning(spec_of(KernelKind::backward_query, 256, 256), kHopperSharedLimit).wgmma);
+  EXPECT_FALSE(
+      default_tuning(spec_of(KernelKind::backward_query, 288, 288), kHopperSharedLimit).wgmma);
   // Staged 2-byte rows: measured past 64 columns only.
   const TuningParams odd_query =
       default_tuning(spec_of(KernelKind::backward_query, 127, 127, 1), kHopperSharedLimit);
   EXPECT_TRUE(odd_query.wgmma);
   EXPECT_EQ(odd_query.block_cols, 48);
   EXPECT_FALSE(default_tuning(spec_of(KernelKind::backward_query, 63, 63, 1), kHopperSharedLimit).wgmma);
-  // The key/value kernel from 65 to 128 columns, any contiguous rows.
-  EXPECT_FALSE(default_tuning(spec_of(KernelKind::backward_key_value, 64, 64), kHopperSharedLimit).wgmma);
+  // The key/value kernel from 33 to 128 columns, any contiguous rows.
+  EXPECT_FALSE(
+      default_tuning(spec_of(KernelKind::backward_key_value, 32, 32), kHopperSharedLimit).wgmma);
+  EXPECT_EQ(default_tuning(spec_of(KernelKind::backward_key_value, 64, 64), kHopperSharedLimit)
+                .block_cols,
+            96);
   EXPECT_TRUE(default_tuning(spec_of(KernelKind::backward_key_value, 96, 96), kHopperSharedLimit).wgmma);
   EXPECT_TRUE(
       default_tuning(spec_of(KernelKind::backward_key_value, 127, 127, 1), kHopperSharedLimit).wgmma);

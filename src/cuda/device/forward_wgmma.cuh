@@ -125,7 +125,7 @@ struct ForwardWgmma {
     attend(
         p, n_blocks, q_desc, smem.k, smem.v, o, softmax, warp_row0, lane,
         [&](int n_block) { wait_and_load(smem, k, v, p, n_block, n_blocks, value_cols, thread); },
-        [](int) {},
+        [](int) {}, [](int) {},
         [&] {
           cp_async_wait<0>();
           if constexpr (kStaged) {
@@ -140,15 +140,17 @@ struct ForwardWgmma {
 
   // The key-block loop of one warpgroup, for any way of filling the stages:
   // acquire(j) returns once K[j] and V[j-1] are in their stages (it may issue
-  // further copies), release(j) once this warp no longer reads block j's
-  // stage, acquire_last() once V[n-1] is in its stage.
-  template <class Acquire, class Release, class AcquireLast>
-  static __device__ __forceinline__ void attend(
-      const AttentionParams& p, int n_blocks, u64 q_desc,
-      const u16 (&k_tiles)[kStages][kBlockN * kDimQK],
-      const u16 (&v_tiles)[kStages][kBlockN * kDimV], float (&o)[1][kOutTiles][4],
-      OnlineSoftmax<1>& softmax, int warp_row0, int lane, Acquire acquire, Release release,
-      AcquireLast acquire_last) {
+  // further copies), release_keys(j) is called once this warp no longer
+  // reads K[j] (S(j) is done), release(j) once it no longer reads block j's
+  // stage (K[j] and V[j]), acquire_last() returns once V[n-1] is in its stage.
+  template <class Acquire, class ReleaseKeys, class Release, class AcquireLast>
+  static __device__ __forceinline__ void attend(const AttentionParams& p, int n_blocks, u64 q_desc,
+                                                const u16 (&k_tiles)[kStages][kBlockN * kDimQK],
+                                                const u16 (&v_tiles)[kStages][kBlockN * kDimV],
+                                                float (&o)[1][kOutTiles][4],
+                                                OnlineSoftmax<1>& softmax, int warp_row0, int lane,
+                                                Acquire acquire, ReleaseKeys release_keys,
+                                                Release release, AcquireLast acquire_last) {
     zero(o);
     float(&o_flat)[kDimV / 2] = flat(o);
     softmax.init();
@@ -166,6 +168,7 @@ struct ForwardWgmma {
       wgmma_commit();
       wgmma_wait<0>();
       fence_registers(flat(s));
+      release_keys(0);
       float correction[1][2];
       block_softmax(s, correction, softmax, p, 0, warp_row0, lane);
 #pragma unroll
@@ -182,6 +185,7 @@ struct ForwardWgmma {
       wgmma_commit();
       wgmma_wait<1>();  // S(j) is done; P(j-1)·V[j-1] may still run
       fence_registers(flat(s));
+      release_keys(n_block);
       float correction[1][2];
       block_softmax(s, correction, softmax, p, n_block * kBlockN, warp_row0, lane);
       wgmma_wait<0>();  // O holds blocks < j, and the P fragments are free
@@ -200,7 +204,6 @@ struct ForwardWgmma {
       wgmma_wait<0>();
       fence_registers(o_flat);
     }
-
   }
 
   // Normalises O and writes this warp's 16 rows of it, and of LSE (first

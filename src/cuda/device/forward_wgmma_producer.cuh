@@ -7,7 +7,13 @@
 // softmax can run while another's GEMMs do, instead of the lockstep of a
 // __syncthreads per key block in forward_wgmma.cuh.
 //
-// The stages and their barriers are a StagePipeline (producer_pipeline.cuh).
+// The stages and their barriers are StagePipelines (producer_pipeline.cuh):
+// with cp.async copies one for K and V together (three stages or more: the
+// producer signals block j-1 after issuing block j); with TMA copies one
+// each, so K[j+2] refills K[j]'s stage as soon as S(j) is done, while
+// P(j)·V[j] may still run and V[j]'s stage waits for it. Two stages of each
+// then hide the copies as three shared ones do, in the shared memory of
+// two: room for 64- to 80-key blocks at D = 256.
 //
 // Rows aligned to 4 bytes or more (the copies go straight into the
 // core-matrix tiles); everything else (shapes, masking, softmax, stores) is
@@ -33,10 +39,13 @@ struct ForwardWgmmaProducer {
   static constexpr int kConsumerThreads = C::kWarps * 32;
   typedef RegisterSplit<C::kWarps> Registers;
 
-  // Base's tiles, then a full and an empty barrier per stage.
+  // Base's tiles, then a full and an empty barrier per stage of each
+  // pipeline (`values` unused with cp.async copies).
   struct SharedStorage : Base::Tiles {
-    StagePipeline<kStages> pipeline;
+    StagePipeline<kStages> keys;    // K[j], and V[j] with cp.async copies
+    StagePipeline<kStages> values;  // V[j] with TMA copies
   };
+  static_assert(C::kTma || kStages >= 3, "cp.async copies signal block j-1 after issuing j");
 
   // cp.async copies by the producer warp.
   static __device__ void run(const AttentionParams& p, unsigned char* shared_bytes) {
@@ -62,7 +71,10 @@ struct ForwardWgmmaProducer {
     const int thread = threadIdx.x, lane = thread & 31, warp = thread >> 5;
     const typename Base::Work w = Base::work_of(p);
 
-    if (thread == 0) smem.pipeline.init(kConsumerWarps);
+    if (thread == 0) {
+      smem.keys.init(kConsumerWarps);
+      smem.values.init(kConsumerWarps);
+    }
     if (warp < kConsumerWarps)
       copy_core_matrix_tile<kBlockM, kDimQK, C::kVec, kConsumerThreads>(
           smem.q, w.q, p.q.stride_seq, p.seq_q - w.row0, C::kDimQK, thread);
@@ -84,11 +96,22 @@ struct ForwardWgmmaProducer {
     const u64 q_desc = matrix_descriptor(smem.q + group * 64 * kDimQK, 128, kDimQK * 16);
     float o[1][Base::kOutTiles][4];
     OnlineSoftmax<1> softmax;
-    Base::attend(
-        p, w.n_blocks, q_desc, smem.k, smem.v, o, softmax, warp_row0, lane,
-        [&](int n_block) { smem.pipeline.wait_full(n_block); },
-        [&](int n_block) { smem.pipeline.release(n_block, lane); },
-        [] {});  // V[n-1] arrived with K[n-1]
+    if constexpr (C::kTma)
+      Base::attend(
+          p, w.n_blocks, q_desc, smem.k, smem.v, o, softmax, warp_row0, lane,
+          [&](int n_block) {
+            smem.keys.wait_full(n_block);
+            if (n_block > 0) smem.values.wait_full(n_block - 1);
+          },
+          [&](int n_block) { smem.keys.release(n_block, lane); },
+          [&](int n_block) { smem.values.release(n_block, lane); },
+          [&] { smem.values.wait_full(w.n_blocks - 1); });
+    else
+      Base::attend(
+          p, w.n_blocks, q_desc, smem.k, smem.v, o, softmax, warp_row0, lane,
+          [&](int n_block) { smem.keys.wait_full(n_block); }, [](int) {},
+          [&](int n_block) { smem.keys.release(n_block, lane); },
+          [] {});  // V[n-1] arrived with K[n-1]
     Base::store_outputs(p, w, o, softmax, warp_row0, lane);
   }
 
@@ -100,25 +123,33 @@ struct ForwardWgmmaProducer {
     return ceil_div(min_of(w.value_cols, kDimV), 8);
   }
 
-  // The producer warp's first lane: K[j] and V[j] into stage j % kStages,
-  // one TMA copy per 8-column slice, all completing on the stage's full
-  // barrier. Rows past the sequence end arrive as zeros.
+  // The producer warp's first lane: K[j] and V[j] into stage j % kStages of
+  // their pipelines, one TMA copy per 8-column slice, completing on the
+  // stage's full barrier. Rows past the sequence end arrive as zeros.
   static __device__ __forceinline__ void produce_with_tma(SharedStorage& smem,
                                                           const TraversedTensorMaps& maps,
                                                           const typename Base::Work& w, int lane) {
+    if (lane != 0) return;
     const int value_slice_count = value_slices(w);
-    smem.pipeline.produce_with_transactions(w.n_blocks, [&](int n_block, int stage, u64* full) {
-      if (lane != 0) return;
-      tma_load_traversed_block<kBlockN>(smem.k[stage], kKeySlices, smem.v[stage],
-                                        value_slice_count, w.dv0, maps, n_block * kBlockN,
-                                        w.kv_head, w.batch, full);
-    });
+    for (int j = 0; j < w.n_blocks; ++j) {
+      const int stage = j % kStages, key0 = j * kBlockN;
+      smem.keys.wait_empty(j);
+      u64* full = smem.keys.full_barrier(j);
+      mbarrier_arrive_expect_bytes(full, tma_slice_bytes<kBlockN>(kKeySlices));
+      tma_load_slices<kBlockN>(smem.k[stage], &maps.first, kKeySlices, 0, key0, w.kv_head, w.batch,
+                               full);
+      smem.values.wait_empty(j);
+      full = smem.values.full_barrier(j);
+      mbarrier_arrive_expect_bytes(full, tma_slice_bytes<kBlockN>(value_slice_count));
+      tma_load_slices<kBlockN>(smem.v[stage], &maps.second, value_slice_count, w.dv0, key0,
+                               w.kv_head, w.batch, full);
+    }
   }
 
   // The producer warp: K[j] and V[j] into stage j % kStages.
   static __device__ __forceinline__ void produce(SharedStorage& smem, const AttentionParams& p,
                                                  const typename Base::Work& w, int lane) {
-    smem.pipeline.produce(w.n_blocks, lane, [&](int n_block, int stage) {
+    smem.keys.produce(w.n_blocks, lane, [&](int n_block, int stage) {
       const int key0 = n_block * kBlockN;
       copy_core_matrix_tile<kBlockN, kDimQK, C::kVec, 32>(smem.k[stage],
                                                           w.k + key0 * p.k.stride_seq,
