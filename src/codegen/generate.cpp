@@ -160,6 +160,10 @@ void check_tuning(const KernelSpec& spec, const TuningParams& t) {
   if (t.cluster != 1 && t.split != WarpgroupSplit::values)
     fail("cluster=2 applies to the forward with split=values only");
   if (t.cluster != 1 && t.cluster != 2) fail("cluster must be 1 or 2");
+  if (t.swizzle != 0 && t.swizzle != 32) fail("swizzle must be 0 or 32");
+  if (t.swizzle != 0 &&
+      !(t.tma && spec.kind == KernelKind::forward && t.split == WarpgroupSplit::rows))
+    fail("swizzle=32 applies to the wgmma forward with copy=tma (split=rows) only");
   if (t.split != WarpgroupSplit::rows) return check_split_tuning(spec, t, fail);
   if (t.warps < 1 || t.warps > 16) fail("warps must be 1..16");
   if (t.block_rows < 16 * t.warps || t.block_rows % (16 * t.warps) != 0)
@@ -252,6 +256,9 @@ std::string forced_only_path(const KernelSpec&, const TuningParams& t) {
   // the fastest copy there is, and is not forced-only.
   if (t.producer && !t.tma)
     return "the wgmma kernels whose producer warpgroup copies with cp.async (slower than without)";
+  // Whole-sector TMA copies into 32-byte-swizzled tiles: not yet run on a GPU
+  // (bench/NOTES.md, "Next" 1; bench/probe_swizzled_forward.sh measures it).
+  if (t.swizzle != 0) return "the TMA forward on 32-byte-swizzled tiles (not yet measured)";
   return "";
 }
 
@@ -439,7 +446,8 @@ GeneratedKernel generate(const KernelSpec& spec, const TuningParams& t) {
       << "  static constexpr bool kCacheGradO = " << ((t.cached & kCacheGradO) ? "true" : "false")
       << ";\n";
     if (t.wgmma && spec.kind == KernelKind::forward)
-      s << "  static constexpr int kStages = " << wgmma_forward_stages(t) << ";\n";
+      s << "  static constexpr int kStages = " << wgmma_forward_stages(t) << ";\n"
+        << "  static constexpr int kSwizzle = " << t.swizzle << ";\n";
     if (t.wgmma) s << "  static constexpr bool kTma = " << (t.tma ? "true" : "false") << ";\n";
     if (t.split == WarpgroupSplit::values)
       s << "  static constexpr int kCluster = " << t.cluster << ";\n";
@@ -454,15 +462,16 @@ GeneratedKernel generate(const KernelSpec& spec, const TuningParams& t) {
   // TMA kernels also take their tensor maps, as parameters the copies read
   // in place (__grid_constant__); TMA writes shared memory 128-byte aligned.
   g.tensor_maps = t.tma;
+  g.swizzle = t.swizzle;
   // Clusters are fixed at compile time, so a plain launch starts them; the
   // grid's row blocks are rounded up to whole clusters (block_grid()).
   g.cluster = t.cluster;
   s << "\nextern \"C\" __global__ void __launch_bounds__(" << g.threads << ", 1) ";
   if (g.cluster > 1) s << "__cluster_dims__(" << g.cluster << ", 1, 1) ";
-  s << g.entry
-    << "(const fg::AttentionParams params"
+  s << g.entry << "(const fg::AttentionParams params"
     << (g.tensor_maps ? ", const __grid_constant__ fg::TraversedTensorMaps maps" : "") << ") {\n"
-    << "  extern __shared__ __align__(128) unsigned char shared[];\n"
+    << "  extern __shared__ __align__(" << (t.swizzle != 0 ? 1024 : 128)
+    << ") unsigned char shared[];\n"
     << "  Kernel::run(params, " << (g.tensor_maps ? "maps, " : "") << "shared);\n"
     << "}\n";
   g.source = s.str();

@@ -19,6 +19,9 @@ struct GeneratedKernel {
   // The entry's second parameter is a TraversedTensorMaps (params.cuh) the
   // launcher encodes for the call (tuning copy=tma).
   bool tensor_maps = false;
+  // Those maps' box and swizzle (TuningParams::swizzle): 0, 8-column boxes
+  // without swizzle; 32, 16-column boxes swizzled by 32 bytes.
+  int swizzle = 0;
   // CTAs per cluster along the grid's x (its row blocks), fixed in the
   // source (__cluster_dims__); the grid's x must be a multiple of it.
   int cluster = 1;

@@ -142,7 +142,8 @@ void launch_choice(const KernelChoice& c, int ordinal, const LaunchShape& shape,
                    const TensorView& first, const TensorView& second) {
   if (shape.grid[0] == 0 || shape.grid[1] == 0 || shape.grid[2] == 0) return;
   flashgen_device::TraversedTensorMaps maps;
-  if (c.generated->tensor_maps) maps = traversed_tensor_maps(first, second, c.tuning.block_cols);
+  if (c.generated->tensor_maps)
+    maps = traversed_tensor_maps(first, second, c.tuning.block_cols, c.generated->swizzle);
   void* kernel_args[] = {&params, &maps};
   launch(compiled(c, ordinal), shape, stream, kernel_args);
 }

@@ -14,31 +14,34 @@ std::string list(const unsigned long long* values, int count) {
   return text;
 }
 
-flashgen_device::TensorMap encode(const TensorView& t, int box_rows, const char* name) {
+flashgen_device::TensorMap encode(const TensorView& t, int box_rows, int swizzle,
+                                  const char* name) {
   const driver::Api& api = driver::api();
   if (api.cuTensorMapEncodeTiled == nullptr)
     throw Error(ErrorCode::unsupported,
                 "copy=tma: the NVIDIA driver has no cuTensorMapEncodeTiled (CUDA 12 or newer "
                 "is needed)");
-  TensorMapGeometry g = tensor_map_geometry(t, box_rows);
+  const int box_cols = swizzle == 32 ? 16 : 8;  // a 32-byte swizzle span is 16 columns
+  TensorMapGeometry g = tensor_map_geometry(t, box_rows, box_cols);
   const unsigned element_strides[4] = {1, 1, 1, 1};
   flashgen_device::TensorMap map{};
   const driver::CUresult result = api.cuTensorMapEncodeTiled(
       &map, driver::CU_TENSOR_MAP_DATA_TYPE_UINT16, 4, t.data, g.dims, g.byte_strides, g.box,
-      element_strides, driver::CU_TENSOR_MAP_INTERLEAVE_NONE, driver::CU_TENSOR_MAP_SWIZZLE_NONE,
+      element_strides, driver::CU_TENSOR_MAP_INTERLEAVE_NONE,
+      swizzle == 32 ? driver::CU_TENSOR_MAP_SWIZZLE_32B : driver::CU_TENSOR_MAP_SWIZZLE_NONE,
       driver::CU_TENSOR_MAP_L2_PROMOTION_L2_128B, driver::CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   if (result != driver::CUDA_SUCCESS)
     throw Error(ErrorCode::runtime, std::string("cuTensorMapEncodeTiled failed for ") + name +
                                         " (dims " + list(g.dims, 4) + ", byte strides " +
-                                        list(g.byte_strides, 3) + ", box 8x" +
-                                        std::to_string(box_rows) + "): " +
-                                        driver::error_text(result));
+                                        list(g.byte_strides, 3) + ", box " +
+                                        std::to_string(box_cols) + "x" + std::to_string(box_rows) +
+                                        "): " + driver::error_text(result));
   return map;
 }
 
 }  // namespace
 
-TensorMapGeometry tensor_map_geometry(const TensorView& t, int box_rows) {
+TensorMapGeometry tensor_map_geometry(const TensorView& t, int box_rows, int box_cols) {
   constexpr std::uint64_t kElementBytes = 2;
   const int order[4] = {3, 1, 2, 0};  // TensorView index of each tensor-map dim
   TensorMapGeometry g{};
@@ -52,7 +55,7 @@ TensorMapGeometry tensor_map_geometry(const TensorView& t, int box_rows) {
     }
     packed *= g.dims[i];
   }
-  g.box[0] = 8;
+  g.box[0] = static_cast<unsigned>(box_cols);
   g.box[1] = static_cast<unsigned>(box_rows);
   g.box[2] = g.box[3] = 1;
   return g;
@@ -71,9 +74,10 @@ bool tma_can_read(const TensorView& t) {
 }
 
 flashgen_device::TraversedTensorMaps traversed_tensor_maps(const TensorView& first,
-                                                           const TensorView& second, int box_rows) {
-  return {encode(first, box_rows, "the first traversed tensor"),
-          encode(second, box_rows, "the second traversed tensor")};
+                                                           const TensorView& second, int box_rows,
+                                                           int swizzle) {
+  return {encode(first, box_rows, swizzle, "the first traversed tensor"),
+          encode(second, box_rows, swizzle, "the second traversed tensor")};
 }
 
 }  // namespace flashgen::cuda

@@ -15,10 +15,11 @@ struct TensorMapGeometry {
   unsigned box[4];
 };
 
-// The geometry of a 16-bit [batch][seq][heads][dim] view read in boxes of 8
-// columns by `box_rows` rows. A dim of size 1 is never stepped, but TMA
-// still wants its stride a multiple of 16 bytes: it gets the packed one.
-TensorMapGeometry tensor_map_geometry(const TensorView& t, int box_rows);
+// The geometry of a 16-bit [batch][seq][heads][dim] view read in boxes of
+// `box_cols` columns (8, or 16 for 32-byte-swizzled tiles) by `box_rows`
+// rows. A dim of size 1 is never stepped, but TMA still wants its stride a
+// multiple of 16 bytes: it gets the packed one.
+TensorMapGeometry tensor_map_geometry(const TensorView& t, int box_rows, int box_cols = 8);
 
 // Whether TMA can describe the view: every stepped dim (size > 1) has a
 // positive byte stride below 2^40 (a broadcast view's zero stride cannot be
@@ -29,11 +30,13 @@ bool tma_can_read(const TensorView& t);
 // The two tensors a kernel traverses (K and V for the forward, Q and dO for
 // the key/value backward), each a [batch][heads][seq][dim] view of the
 // tensor as it is (its own strides), read in boxes of 8 columns by
-// `box_rows` rows.
+// `box_rows` rows (swizzle 0), or of 16 columns written swizzled by 32
+// bytes (swizzle 32: GeneratedKernel::swizzle).
 // The tensors must be 16-byte aligned with 16-byte aligned strides
 // (alignment class 8). Throws Error(unsupported) when the driver cannot
 // encode tensor maps, Error(runtime) when it refuses one.
 flashgen_device::TraversedTensorMaps traversed_tensor_maps(const TensorView& first,
-                                                           const TensorView& second, int box_rows);
+                                                           const TensorView& second, int box_rows,
+                                                           int swizzle = 0);
 
 }  // namespace flashgen::cuda

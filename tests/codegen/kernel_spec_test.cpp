@@ -189,6 +189,31 @@ TEST(Generate, AlternatingForwardInClustersOfTwo) {
       << "TMA needs 16-byte aligned rows";
 }
 
+TEST(Generate, SwizzledTmaForwardCopiesSixteenColumnPanels) {
+  TuningParams t = with_tma_producer(TuningParams{128, 80, 0, 8, 0, true}, 2);
+  t.swizzle = 32;
+  EXPECT_EQ(t.to_string(),
+            "rows=128 cols=80 head=0 warps=8 cache=none mma=wgmma stages=2 producer=warp copy=tma "
+            "swizzle=32");
+  EXPECT_EQ(parse_tuning(t.to_string()), t);
+  const KernelSpec s = spec_of(KernelKind::forward, 256, 256);
+  const GeneratedKernel g = generate(s, t);
+  EXPECT_EQ(g.swizzle, 32);
+  EXPECT_NE(g.source.find("kSwizzle = 32;"), std::string::npos);
+  EXPECT_NE(g.source.find("__align__(1024)"), std::string::npos);
+  EXPECT_EQ(g.shared_bytes,
+            shared_bytes(s, with_tma_producer(TuningParams{128, 80, 0, 8, 0, true}, 2)))
+      << "the same tiles, laid out otherwise";
+  EXPECT_NE(forced_only_path(s, t), "") << "not yet measured";
+  TuningParams cp_async{128, 80, 0, 8, 0, true};
+  cp_async.swizzle = 32;
+  EXPECT_THROW(generate(s, cp_async), Error) << "swizzled tiles come from TMA";
+  EXPECT_THROW(generate(spec_of(KernelKind::backward_query, 128, 128), t), Error)
+      << "the forward only";
+  t.swizzle = 64;
+  EXPECT_THROW(generate(s, t), Error);
+}
+
 TEST(Generate, SplitDimsForwardOwnsSixtyFourRowsOverAllOfDv) {
   TuningParams t{64, 32, 0, 8, 0, true};
   t.split = WarpgroupSplit::dims;

@@ -213,6 +213,29 @@ std::vector<Case> wgmma_tma_cases() {
           Case{1, 100, 170, 2, 1, 512, 512, true, DType::f16, Layout::bhsd}};
 }
 
+// The TMA forward copying whole 32-byte sectors into 32-byte-swizzled tiles
+// (swizzle=32): two and three computing warpgroups, K and V three and two
+// stages deep, on the TMA cases (D a multiple of 8: a last 16-column panel
+// half past the row; value dims past 256 in chunks of 256).
+class GpuForwardWgmmaSwizzled : public ::testing::TestWithParam<Case> {};
+
+TEST_P(GpuForwardWgmmaSwizzled, MatchesReference) {
+  FLASHGEN_SKIP_WITHOUT_GPU();
+  const Case& c = GetParam();
+  KernelSpec spec;
+  spec.dim_qk = c.dim_qk;
+  spec.dim_v = c.dim_v;
+  for (int warps : {8, 12})
+    for (int stages : {3, 2}) {
+      if (warps == 12 && c.dim_v > 128 && c.dim_v <= 256) continue;  // as GpuForwardWgmmaTma
+      TuningParams tuning = forward_producer_tuning(warps, c, true);
+      tuning.stages = stages;
+      tuning.swizzle = 32;
+      if (shared_bytes(spec, tuning) > shared_limit_of_arch("sm_90a")) continue;
+      expect_forward_with(tuning, c);
+    }
+}
+
 // The wgmma forward whose two warpgroups split the head dims (split=dims)
 // over 64 rows: wide and narrow heads, Dqk != Dv, causal, GQA, rows aligned
 // to 4 bytes or more.
@@ -394,6 +417,8 @@ INSTANTIATE_TEST_SUITE_P(Forced, GpuBackwardWgmmaKeyValueProducer,
 INSTANTIATE_TEST_SUITE_P(Forced, GpuForwardWgmmaProducer,
                          ::testing::ValuesIn(wgmma_stages_cases()), CaseName());
 INSTANTIATE_TEST_SUITE_P(Forced, GpuForwardWgmmaTma, ::testing::ValuesIn(wgmma_tma_cases()),
+                         CaseName());
+INSTANTIATE_TEST_SUITE_P(Forced, GpuForwardWgmmaSwizzled, ::testing::ValuesIn(wgmma_tma_cases()),
                          CaseName());
 INSTANTIATE_TEST_SUITE_P(Forced, GpuForwardWgmmaSplit, ::testing::ValuesIn(wgmma_split_cases()),
                          CaseName());

@@ -78,9 +78,10 @@ struct ForwardWgmmaProducer {
     if (warp < kConsumerWarps)
       copy_core_matrix_tile<kBlockM, kDimQK, C::kVec, kConsumerThreads>(
           smem.q, w.q, p.q.stride_seq, p.seq_q - w.row0, C::kDimQK, thread);
-    if constexpr (C::kTma)
-      zero_untouched_slices<kBlockN, kDimQK, kDimV>(smem.k, kKeySlices, smem.v, value_slices(w),
-                                                    thread, Registers::kThreads);
+    if constexpr (C::kTma)  // counted in 8-column slices, whatever the copies' width
+      zero_untouched_slices<kBlockN, kDimQK, kDimV>(smem.k, kKeySlices * kSliceCols / 8, smem.v,
+                                                    value_slices(w) * kSliceCols / 8, thread,
+                                                    Registers::kThreads);
     cp_async_commit();
     cp_async_wait<0>();
     fence_async_shared();
@@ -115,17 +116,19 @@ struct ForwardWgmmaProducer {
     Base::store_outputs(p, w, o, softmax, warp_row0, lane);
   }
 
-  // TMA copies 8-column slices of the columns that exist (K: Dqk; V: the
-  // chunk's); the slices past them, up to the tiles' widths (multiples of
-  // 16), are zeroed once in every stage and never written again.
-  static constexpr int kKeySlices = ceil_div(C::kDimQK, 8);
+  // TMA copies slices of kSliceCols columns (8; 16 into swizzled tiles) of
+  // the columns that exist (K: Dqk; V: the chunk's); the slices past them,
+  // up to the tiles' widths (multiples of 16), are zeroed once in every
+  // stage and never written again.
+  static constexpr int kSliceCols = Base::kSwizzled ? 16 : 8;
+  static constexpr int kKeySlices = ceil_div(C::kDimQK, kSliceCols);
   static __device__ __forceinline__ int value_slices(const typename Base::Work& w) {
-    return ceil_div(min_of(w.value_cols, kDimV), 8);
+    return ceil_div(min_of(w.value_cols, kDimV), kSliceCols);
   }
 
   // The producer warp's first lane: K[j] and V[j] into stage j % kStages of
-  // their pipelines, one TMA copy per 8-column slice, completing on the
-  // stage's full barrier. Rows past the sequence end arrive as zeros.
+  // their pipelines, one TMA copy per slice, completing on the stage's full
+  // barrier. Rows (and a last slice's columns) past the ends arrive as zeros.
   static __device__ __forceinline__ void produce_with_tma(SharedStorage& smem,
                                                           const TraversedTensorMaps& maps,
                                                           const typename Base::Work& w, int lane) {
@@ -135,14 +138,14 @@ struct ForwardWgmmaProducer {
       const int stage = j % kStages, key0 = j * kBlockN;
       smem.keys.wait_empty(j);
       u64* full = smem.keys.full_barrier(j);
-      mbarrier_arrive_expect_bytes(full, tma_slice_bytes<kBlockN>(kKeySlices));
-      tma_load_slices<kBlockN>(smem.k[stage], &maps.first, kKeySlices, 0, key0, w.kv_head, w.batch,
-                               full);
+      mbarrier_arrive_expect_bytes(full, tma_slice_bytes<kBlockN, kSliceCols>(kKeySlices));
+      tma_load_slices<kBlockN, kSliceCols>(smem.k[stage], &maps.first, kKeySlices, 0, key0,
+                                           w.kv_head, w.batch, full);
       smem.values.wait_empty(j);
       full = smem.values.full_barrier(j);
-      mbarrier_arrive_expect_bytes(full, tma_slice_bytes<kBlockN>(value_slice_count));
-      tma_load_slices<kBlockN>(smem.v[stage], &maps.second, value_slice_count, w.dv0, key0,
-                               w.kv_head, w.batch, full);
+      mbarrier_arrive_expect_bytes(full, tma_slice_bytes<kBlockN, kSliceCols>(value_slice_count));
+      tma_load_slices<kBlockN, kSliceCols>(smem.v[stage], &maps.second, value_slice_count, w.dv0,
+                                           key0, w.kv_head, w.batch, full);
     }
   }
 

@@ -46,23 +46,25 @@ __device__ __forceinline__ void tma_load_4d_multicast(void* destination, const T
       : "memory");
 }
 
-// Tiles in the layout TMA writes from 8-column boxes: [kCols / 8][kRows][8],
-// one slice of 8 columns of all kRows rows after the other.
+// Tiles in the layout TMA writes from boxes of kSliceCols columns (8, or 16
+// for a 32-byte swizzle: the map's box): [kCols / kSliceCols][kRows][kSliceCols],
+// one slice of all kRows rows after the other.
 
 // Bytes of `slices` such slices of 16-bit elements.
-template <int kRows>
+template <int kRows, int kSliceCols = 8>
 __device__ __forceinline__ u32 tma_slice_bytes(int slices) {
-  return u32(slices) * kRows * 8 * sizeof(u16);
+  return u32(slices) * kRows * kSliceCols * sizeof(u16);
 }
 
 // Copies slices [0, slices) of rows [row0, row0 + kRows), columns from col0
 // on, of one (head, batch) of `map` into `tile`, completing on `full`.
-template <int kRows>
+template <int kRows, int kSliceCols = 8>
 __device__ __forceinline__ void tma_load_slices(u16* tile, const TensorMap* map, int slices,
                                                 int col0, int row0, int head, int batch,
                                                 u64* full) {
   for (int slice = 0; slice < slices; ++slice)
-    tma_load_4d(tile + slice * kRows * 8, map, col0 + slice * 8, row0, head, batch, full);
+    tma_load_4d(tile + slice * kRows * kSliceCols, map, col0 + slice * kSliceCols, row0, head,
+                batch, full);
 }
 
 // Slices [first, last) as tma_load_slices, multicast to the CTAs in

@@ -28,6 +28,17 @@ __device__ __forceinline__ u64 matrix_descriptor(const u16* tile, u32 k_stride, 
   return address | (u64((k_stride >> 4) & 0x3FFF) << 16) | (u64((mn_stride >> 4) & 0x3FFF) << 32);
 }
 
+// The same for a tile in the 32-byte-swizzled layout TMA writes with
+// CU_TENSOR_MAP_SWIZZLE_32B from boxes of 16 columns: panels of 16 columns
+// ([cols / 16][rows][16]), each row 32 bytes, the 16-byte halves of rows
+// 4..7 of every 8 swapped (address bit 4 ^= bit 7; the panels 256-byte
+// aligned). `leading` and `stride` are the byte distances between atoms
+// (8 rows x 32 bytes) along the leading dimension and along the 8-row
+// groups.
+__device__ __forceinline__ u64 swizzled32_descriptor(const u16* tile, u32 leading, u32 stride) {
+  return matrix_descriptor(tile, leading, stride) | (u64(3) << 62);
+}
+
 // Orders this warpgroup's register and shared-memory accesses before the
 // wgmma operations that follow (needed when accumulators or A registers were
 // written by ordinary instructions).

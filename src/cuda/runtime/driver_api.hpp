@@ -45,6 +45,7 @@ inline constexpr unsigned CU_EVENT_DEFAULT = 0;
 inline constexpr int CU_TENSOR_MAP_DATA_TYPE_UINT16 = 1;
 inline constexpr int CU_TENSOR_MAP_INTERLEAVE_NONE = 0;
 inline constexpr int CU_TENSOR_MAP_SWIZZLE_NONE = 0;
+inline constexpr int CU_TENSOR_MAP_SWIZZLE_32B = 1;
 inline constexpr int CU_TENSOR_MAP_L2_PROMOTION_L2_128B = 2;
 inline constexpr int CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE = 0;  // zeros past the ends
 
