@@ -181,9 +181,9 @@ TEST_P(GpuForwardWgmmaProducer, MatchesReference) {
 // memory holds them.
 class GpuForwardWgmmaTma : public ::testing::TestWithParam<Case> {};
 
-TEST_P(GpuForwardWgmmaTma, MatchesReference) {
-  FLASHGEN_SKIP_WITHOUT_GPU();
-  const Case& c = GetParam();
+// The TMA forward of two and three computing warpgroups, three and two
+// stages deep, with tiles laid out as `swizzle` says (TuningParams::swizzle).
+void expect_tma_forward(const Case& c, int swizzle) {
   KernelSpec spec;
   spec.dim_qk = c.dim_qk;
   spec.dim_v = c.dim_v;
@@ -195,9 +195,15 @@ TEST_P(GpuForwardWgmmaTma, MatchesReference) {
       if (warps == 12 && c.dim_v > 128 && c.dim_v <= 256) continue;
       TuningParams tuning = forward_producer_tuning(warps, c, true);
       tuning.stages = stages;
+      tuning.swizzle = swizzle;
       if (shared_bytes(spec, tuning) > shared_limit_of_arch("sm_90a")) continue;
       expect_forward_with(tuning, c);
     }
+}
+
+TEST_P(GpuForwardWgmmaTma, MatchesReference) {
+  FLASHGEN_SKIP_WITHOUT_GPU();
+  expect_tma_forward(GetParam(), 0);
 }
 
 std::vector<Case> wgmma_tma_cases() {
@@ -221,19 +227,7 @@ class GpuForwardWgmmaSwizzled : public ::testing::TestWithParam<Case> {};
 
 TEST_P(GpuForwardWgmmaSwizzled, MatchesReference) {
   FLASHGEN_SKIP_WITHOUT_GPU();
-  const Case& c = GetParam();
-  KernelSpec spec;
-  spec.dim_qk = c.dim_qk;
-  spec.dim_v = c.dim_v;
-  for (int warps : {8, 12})
-    for (int stages : {3, 2}) {
-      if (warps == 12 && c.dim_v > 128 && c.dim_v <= 256) continue;  // as GpuForwardWgmmaTma
-      TuningParams tuning = forward_producer_tuning(warps, c, true);
-      tuning.stages = stages;
-      tuning.swizzle = 32;
-      if (shared_bytes(spec, tuning) > shared_limit_of_arch("sm_90a")) continue;
-      expect_forward_with(tuning, c);
-    }
+  expect_tma_forward(GetParam(), 32);
 }
 
 // The wgmma forward whose two warpgroups split the head dims (split=dims)
