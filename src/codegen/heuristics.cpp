@@ -186,13 +186,12 @@ bool wgmma_backward_key_value_fits(const KernelSpec& spec) {
 }
 
 TuningParams wgmma_backward_key_value_tuning(const KernelSpec& spec) {
-  const int widest_dim = spec.dim_qk > spec.dim_v ? spec.dim_qk : spec.dim_v;
-  TuningParams t{128, widest_dim <= 64 ? 96 : 64, 0, 8, 0};
+  const int widest = round_up(spec.dim_qk > spec.dim_v ? spec.dim_qk : spec.dim_v, 16);
+  TuningParams t{128, widest <= 64 ? 96 : 64, 0, 8, 0};
   t.wgmma = true;
   // Past 112 columns dK and dV no longer fit the 240 registers a computing
   // warpgroup gets beside a producer (spills of 128 bytes at 120 and 128; it
   // still measured faster at 128, which the tuning tables may choose).
-  const int widest = round_up(spec.dim_qk > spec.dim_v ? spec.dim_qk : spec.dim_v, 16);
   if (widest <= 112) t = with_tma_producer_where_aligned(spec, t);
   return t;
 }

@@ -21,7 +21,7 @@ flashgen_device::TensorMap encode(const TensorView& t, int box_rows, int swizzle
     throw Error(ErrorCode::unsupported,
                 "copy=tma: the NVIDIA driver has no cuTensorMapEncodeTiled (CUDA 12 or newer "
                 "is needed)");
-  const int box_cols = swizzle == 32 ? 16 : 8;  // a 32-byte swizzle span is 16 columns
+  const int box_cols = flashgen_device::tma_slice_columns(swizzle);
   TensorMapGeometry g = tensor_map_geometry(t, box_rows, box_cols);
   const unsigned element_strides[4] = {1, 1, 1, 1};
   flashgen_device::TensorMap map{};

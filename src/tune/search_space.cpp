@@ -103,7 +103,9 @@ std::vector<TuningParams> wgmma_space(const KernelSpec& spec) {
       space.push_back(t);
       if (spec.vec != 8) continue;
       space.push_back(with_tma_producer(t));
-      // Two stages where three leave no room for a wide key block (D >= 256).
+      // The forward two stages deep too: at D >= 200 the only TMA candidates
+      // with wide key blocks that fit the shared memory (pruned later);
+      // elsewhere the cost model ranks them beside the three-stage ones.
       if (spec.kind == KernelKind::forward) space.push_back(with_tma_producer(t, 2));
     }
   return space;

@@ -120,7 +120,7 @@ struct ForwardWgmmaProducer {
   // the columns that exist (K: Dqk; V: the chunk's); the slices past them,
   // up to the tiles' widths (multiples of 16), are zeroed once in every
   // stage and never written again.
-  static constexpr int kSliceCols = Base::kSwizzled ? 16 : 8;
+  static constexpr int kSliceCols = tma_slice_columns(C::kSwizzle);
   static constexpr int kKeySlices = ceil_div(C::kDimQK, kSliceCols);
   static __device__ __forceinline__ int value_slices(const typename Base::Work& w) {
     return ceil_div(min_of(w.value_cols, kDimV), kSliceCols);
@@ -137,15 +137,13 @@ struct ForwardWgmmaProducer {
     for (int j = 0; j < w.n_blocks; ++j) {
       const int stage = j % kStages, key0 = j * kBlockN;
       smem.keys.wait_empty(j);
-      u64* full = smem.keys.full_barrier(j);
-      mbarrier_arrive_expect_bytes(full, tma_slice_bytes<kBlockN, kSliceCols>(kKeySlices));
-      tma_load_slices<kBlockN, kSliceCols>(smem.k[stage], &maps.first, kKeySlices, 0, key0,
-                                           w.kv_head, w.batch, full);
+      tma_load_announced_slices<kBlockN, kSliceCols>(smem.k[stage], &maps.first, kKeySlices, 0,
+                                                     key0, w.kv_head, w.batch,
+                                                     smem.keys.full_barrier(j));
       smem.values.wait_empty(j);
-      full = smem.values.full_barrier(j);
-      mbarrier_arrive_expect_bytes(full, tma_slice_bytes<kBlockN, kSliceCols>(value_slice_count));
-      tma_load_slices<kBlockN, kSliceCols>(smem.v[stage], &maps.second, value_slice_count, w.dv0,
-                                           key0, w.kv_head, w.batch, full);
+      tma_load_announced_slices<kBlockN, kSliceCols>(smem.v[stage], &maps.second, value_slice_count,
+                                                     w.dv0, key0, w.kv_head, w.batch,
+                                                     smem.values.full_barrier(j));
     }
   }
 

@@ -42,10 +42,16 @@ struct alignas(64) TensorMap {
 
 // The tensor maps of a kernel whose producer copies its traversed tiles with
 // TMA (copy=tma): K and V for the forward, Q and dO for the key/value
-// backward; each tensor viewed as [batch][heads][seq][dim], in boxes of 8
-// columns by the traversed block's rows.
+// backward; each tensor viewed as [batch][heads][seq][dim], in boxes of
+// tma_slice_columns() columns by the traversed block's rows.
 struct TraversedTensorMaps {
   TensorMap first, second;
 };
+
+// Columns of one TMA box (a "slice" of a tile) for tiles with this swizzle
+// (TuningParams::swizzle): 8 (16 bytes a row) in the no-swizzle core-matrix
+// layout; 16 (32 bytes, the swizzle's span) in the 32-byte-swizzled one. The
+// host encodes the maps' boxes and the kernels step their tiles by it.
+constexpr int tma_slice_columns(int swizzle) { return swizzle == 32 ? 16 : 8; }
 
 }  // namespace flashgen_device

@@ -67,6 +67,15 @@ __device__ __forceinline__ void tma_load_slices(u16* tile, const TensorMap* map,
                 batch, full);
 }
 
+// The same after announcing their bytes on `full` (its one arrival).
+template <int kRows, int kSliceCols = 8>
+__device__ __forceinline__ void tma_load_announced_slices(u16* tile, const TensorMap* map,
+                                                          int slices, int col0, int row0, int head,
+                                                          int batch, u64* full) {
+  mbarrier_arrive_expect_bytes(full, tma_slice_bytes<kRows, kSliceCols>(slices));
+  tma_load_slices<kRows, kSliceCols>(tile, map, slices, col0, row0, head, batch, full);
+}
+
 // Slices [first, last) as tma_load_slices, multicast to the CTAs in
 // `cta_mask`.
 template <int kRows>
