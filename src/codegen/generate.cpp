@@ -161,9 +161,8 @@ void check_tuning(const KernelSpec& spec, const TuningParams& t) {
     fail("cluster=2 applies to the forward with split=values only");
   if (t.cluster != 1 && t.cluster != 2) fail("cluster must be 1 or 2");
   if (t.swizzle != 0 && t.swizzle != 32) fail("swizzle must be 0 or 32");
-  if (t.swizzle != 0 &&
-      !(t.tma && spec.kind == KernelKind::forward && t.split == WarpgroupSplit::rows))
-    fail("swizzle=32 applies to the wgmma forward with copy=tma (split=rows) only");
+  if (t.swizzle != 0 && !(t.tma && t.split == WarpgroupSplit::rows))
+    fail("swizzle=32 applies to the wgmma kernels with copy=tma (the forward with split=rows)");
   if (t.split != WarpgroupSplit::rows) return check_split_tuning(spec, t, fail);
   if (t.warps < 1 || t.warps > 16) fail("warps must be 1..16");
   if (t.block_rows < 16 * t.warps || t.block_rows % (16 * t.warps) != 0)
@@ -256,9 +255,6 @@ std::string forced_only_path(const KernelSpec&, const TuningParams& t) {
   // the fastest copy there is, and is not forced-only.
   if (t.producer && !t.tma)
     return "the wgmma kernels whose producer warpgroup copies with cp.async (slower than without)";
-  // Whole-sector TMA copies into 32-byte-swizzled tiles: not yet run on a GPU
-  // (bench/NOTES.md, "Next" 1; bench/probe_swizzled_forward.sh measures it).
-  if (t.swizzle != 0) return "the TMA forward on 32-byte-swizzled tiles (not yet measured)";
   return "";
 }
 
@@ -266,13 +262,15 @@ TuningParams without_producer(TuningParams t) {
   t.producer = false;
   t.tma = false;
   t.stages = 0;
+  t.swizzle = 0;
   return t;
 }
 
-TuningParams with_tma_producer(TuningParams t, int stages) {
+TuningParams with_tma_producer(TuningParams t, int stages, int swizzle) {
   t.producer = true;
   t.tma = true;
   t.stages = stages;
+  t.swizzle = swizzle;
   return t;
 }
 
@@ -446,9 +444,10 @@ GeneratedKernel generate(const KernelSpec& spec, const TuningParams& t) {
       << "  static constexpr bool kCacheGradO = " << ((t.cached & kCacheGradO) ? "true" : "false")
       << ";\n";
     if (t.wgmma && spec.kind == KernelKind::forward)
-      s << "  static constexpr int kStages = " << wgmma_forward_stages(t) << ";\n"
+      s << "  static constexpr int kStages = " << wgmma_forward_stages(t) << ";\n";
+    if (t.wgmma)
+      s << "  static constexpr bool kTma = " << (t.tma ? "true" : "false") << ";\n"
         << "  static constexpr int kSwizzle = " << t.swizzle << ";\n";
-    if (t.wgmma) s << "  static constexpr bool kTma = " << (t.tma ? "true" : "false") << ";\n";
     if (t.split == WarpgroupSplit::values)
       s << "  static constexpr int kCluster = " << t.cluster << ";\n";
   }

@@ -47,8 +47,11 @@ std::string forced_only_path(const KernelSpec& spec, const TuningParams& tuning)
 // producer's TMA cannot read the tensors.
 TuningParams without_producer(TuningParams t);
 // `t` with a producer warpgroup copying its traversed tiles by TMA, `stages`
-// deep (0: the kernel's default); for 16-byte aligned rows (generate()'s rule).
-TuningParams with_tma_producer(TuningParams t, int stages = 0);
+// deep (0: the kernel's default), into tiles of `swizzle`
+// (TuningParams::swizzle; 32, whole-sector copies, measured faster on the
+// H200 than 8-column slices: bench/NOTES.md); for 16-byte aligned rows
+// (generate()'s rule).
+TuningParams with_tma_producer(TuningParams t, int stages = 0, int swizzle = 32);
 
 // Shared memory a (spec, tuning) pair needs, without generating it; the
 // generated source static_asserts that the device's layout has this size.

@@ -81,8 +81,9 @@ TuningParams backward_atomic_tuning(const KernelSpec& spec) {
 }
 
 // On 16-byte aligned rows the wgmma kernels take a producer warpgroup that
-// copies the traversed tiles with TMA (copy=tma), which the computing
-// warpgroups wait for per stage. Measured on the H200 (bench/NOTES.md),
+// copies the traversed tiles with TMA (copy=tma) as whole 32-byte sectors
+// into swizzled tiles (swizzle=32), which the computing warpgroups wait for
+// per stage. Measured on the H200 (bench/NOTES.md),
 // against the same shapes copying with cp.async themselves: forward 424 / 455
 // against 274 / 328 TFLOP/s at D = 64 / 128, 260 against 252 at D = 256, equal
 // at 384; the query kernel's GEMMs 500 / 510 against 341 / 340 at D = 64 /
@@ -105,7 +106,10 @@ TuningParams with_tma_producer_where_aligned(const KernelSpec& spec, const Tunin
 // D = 384 / 512 against 136 / 140; 200 / 161 / 108 at D = 127 / 199 / 257
 // (staged rows) against 186 / 99 / 78.
 // With the TMA producer it is faster at every D, down to D = 8 and 16 (69 /
-// 141 against 59 / 113 for the mma.sync forward).
+// 141 against 59 / 113 for the mma.sync forward); copying whole 32-byte
+// sectors into swizzled tiles instead of 8-column slices (half sectors) took
+// it from 465 / 372 / 231 / 181 to 572 / 580 / 315 / 278 TFLOP/s at D = 128 /
+// 256 / 384 / 512, the same at 64 (the slices left it bound by the L2).
 bool wgmma_forward_fits(const KernelSpec& spec) {
   return spec.kind == KernelKind::forward && spec.arch == "sm_90a" && spec.vec >= 1;
 }

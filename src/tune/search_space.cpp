@@ -138,11 +138,14 @@ std::vector<TuningParams> pipeline_variants(const KernelSpec& spec, const Tuning
                                             std::size_t shared_limit) {
   std::vector<TuningParams> variants = {t};
   if (!t.wgmma || t.split != WarpgroupSplit::rows) return variants;
-  std::vector<TuningParams> others = {without_producer(t), with_tma_producer(t)};
-  if (spec.kind == KernelKind::forward) {
-    others.push_back(with_tma_producer(t, 2));
-    others.push_back(with_tma_producer(t, 4));
-  }
+  // TMA into swizzled tiles (the default) and as 8-column slices.
+  std::vector<TuningParams> others = {without_producer(t), with_tma_producer(t),
+                                      with_tma_producer(t, 0, 0)};
+  if (spec.kind == KernelKind::forward)
+    for (int stages : {2, 4}) {
+      others.push_back(with_tma_producer(t, stages));
+      others.push_back(with_tma_producer(t, stages, 0));
+    }
   for (const TuningParams& v : others) {
     if (std::find(variants.begin(), variants.end(), v) != variants.end()) continue;
     try {

@@ -166,7 +166,7 @@ TEST(Generate, TmaCopiesTheForwardProducersTilesOnAlignedRows) {
 }
 
 TEST(Generate, AlternatingForwardInClustersOfTwo) {
-  TuningParams t = with_tma_producer(TuningParams{64, 32, 0, 8, 0, true}, 2);
+  TuningParams t = with_tma_producer(TuningParams{64, 32, 0, 8, 0, true}, 2, 0);
   t.split = WarpgroupSplit::values;
   t.cluster = 2;
   EXPECT_EQ(t.to_string(),
@@ -189,9 +189,9 @@ TEST(Generate, AlternatingForwardInClustersOfTwo) {
       << "TMA needs 16-byte aligned rows";
 }
 
-TEST(Generate, SwizzledTmaForwardCopiesSixteenColumnPanels) {
+TEST(Generate, TmaCopiesWholeSectorsIntoSwizzledTilesByDefault) {
   TuningParams t = with_tma_producer(TuningParams{128, 80, 0, 8, 0, true}, 2);
-  t.swizzle = 32;
+  EXPECT_EQ(t.swizzle, 32) << "whole-sector copies unless asked otherwise";
   EXPECT_EQ(t.to_string(),
             "rows=128 cols=80 head=0 warps=8 cache=none mma=wgmma stages=2 producer=warp copy=tma "
             "swizzle=32");
@@ -201,15 +201,23 @@ TEST(Generate, SwizzledTmaForwardCopiesSixteenColumnPanels) {
   EXPECT_EQ(g.swizzle, 32);
   EXPECT_NE(g.source.find("kSwizzle = 32;"), std::string::npos);
   EXPECT_NE(g.source.find("__align__(1024)"), std::string::npos);
-  EXPECT_EQ(g.shared_bytes,
-            shared_bytes(s, with_tma_producer(TuningParams{128, 80, 0, 8, 0, true}, 2)))
-      << "the same tiles, laid out otherwise";
-  EXPECT_NE(forced_only_path(s, t), "") << "not yet measured";
+  const TuningParams slices = with_tma_producer(TuningParams{128, 80, 0, 8, 0, true}, 2, 0);
+  EXPECT_EQ(g.shared_bytes, shared_bytes(s, slices)) << "the same tiles, laid out otherwise";
+  EXPECT_EQ(generate(s, slices).source.find("__align__(1024)"), std::string::npos);
+  EXPECT_EQ(forced_only_path(s, t), "") << "measured faster than 8-column slices";
+  // The backward kernels' TMA producers take it too.
+  TuningParams query = with_tma_producer(TuningParams{128, 32, 0, 8, 0, true});
+  EXPECT_NE(
+      generate(spec_of(KernelKind::backward_query, 128, 128), query).source.find("kSwizzle = 32;"),
+      std::string::npos);
+  EXPECT_EQ(without_producer(t).swizzle, 0) << "cp.async copies write the core-matrix layout";
   TuningParams cp_async{128, 80, 0, 8, 0, true};
   cp_async.swizzle = 32;
   EXPECT_THROW(generate(s, cp_async), Error) << "swizzled tiles come from TMA";
-  EXPECT_THROW(generate(spec_of(KernelKind::backward_query, 128, 128), t), Error)
-      << "the forward only";
+  TuningParams values_split = with_tma_producer(TuningParams{64, 32, 0, 8, 0, true}, 2);
+  values_split.split = WarpgroupSplit::values;
+  EXPECT_THROW(generate(spec_of(KernelKind::forward, 512, 512), values_split), Error)
+      << "the alternating forward multicasts 8-column slices";
   t.swizzle = 64;
   EXPECT_THROW(generate(s, t), Error);
 }

@@ -269,7 +269,7 @@ TEST_P(GpuForwardWgmmaAlternate, MatchesReference) {
   spec.dim_v = c.dim_v;
   for (int cluster : {1, 2})
     for (int stages : {2, 3, 4}) {
-      TuningParams tuning = with_tma_producer(TuningParams{64, 32, 0, 8, 0, true}, stages);
+      TuningParams tuning = with_tma_producer(TuningParams{64, 32, 0, 8, 0, true}, stages, 0);
       tuning.split = WarpgroupSplit::values;
       tuning.cluster = cluster;
       if (c.dim_qk <= 128 && c.dim_v <= 128) tuning.block_cols = 64;
@@ -337,16 +337,21 @@ TEST_P(GpuBackwardWgmmaKeyValueProducer, MatchesReference) {
 
 // The backward producers copying their traversed tiles with TMA
 // (copy=tma): K and V for the query kernel, Q and dO for the key/value
-// kernel, on the forward's TMA cases whose accumulators fit the registers.
+// kernel, on the forward's TMA cases whose accumulators fit the registers;
+// 8-column slices into the core-matrix layout and whole-sector 16-column
+// panels into 32-byte-swizzled tiles (swizzle=32).
 class GpuBackwardWgmmaQueryTma : public ::testing::TestWithParam<Case> {};
 class GpuBackwardWgmmaKeyValueTma : public ::testing::TestWithParam<Case> {};
 
 void check_backward_with_tma(KernelKind kind, const Case& c) {
-  TuningParams tuning = wgmma_tuning();
-  tuning.producer = true;
-  tuning.tma = true;
-  const ScopedTuningOverride force(kind, tuning);
-  EXPECT_TRUE(check_backward(c, gpu_options(true)));
+  for (int swizzle : {0, 32}) {
+    TuningParams tuning = wgmma_tuning();
+    tuning.producer = true;
+    tuning.tma = true;
+    tuning.swizzle = swizzle;
+    const ScopedTuningOverride force(kind, tuning);
+    EXPECT_TRUE(check_backward(c, gpu_options(true))) << "swizzle=" << swizzle;
+  }
 }
 
 TEST_P(GpuBackwardWgmmaQueryTma, MatchesReference) {

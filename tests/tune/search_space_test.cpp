@@ -316,19 +316,24 @@ TEST(PipelineVariants, TheSameShapeCopiedEachWay) {
   base.wgmma = true;
   const KernelSpec forward = spec(KernelKind::forward, 128);
   const std::vector<TuningParams> v = pipeline_variants(forward, base, kHopperShared);
-  ASSERT_EQ(v.size(), 4u);
+  ASSERT_EQ(v.size(), 7u);
   EXPECT_EQ(v[0], base);
-  EXPECT_EQ(v[1].to_string(), base.to_string() + " producer=warp copy=tma");
-  EXPECT_EQ(v[2].to_string(), base.to_string() + " stages=2 producer=warp copy=tma");
-  EXPECT_EQ(v[3].to_string(), base.to_string() + " stages=4 producer=warp copy=tma");
+  // TMA into swizzled tiles, then as 8-column slices, at each depth.
+  const std::string tma = " producer=warp copy=tma";
+  EXPECT_EQ(v[1].to_string(), base.to_string() + tma + " swizzle=32");
+  EXPECT_EQ(v[2].to_string(), base.to_string() + tma);
+  EXPECT_EQ(v[3].to_string(), base.to_string() + " stages=2" + tma + " swizzle=32");
+  EXPECT_EQ(v[4].to_string(), base.to_string() + " stages=2" + tma);
+  EXPECT_EQ(v[5].to_string(), base.to_string() + " stages=4" + tma + " swizzle=32");
+  EXPECT_EQ(v[6].to_string(), base.to_string() + " stages=4" + tma);
   // From a TMA tuning: itself first, then without the producer.
   const std::vector<TuningParams> from_tma = pipeline_variants(forward, v[1], kHopperShared);
-  ASSERT_EQ(from_tma.size(), 4u);
+  ASSERT_EQ(from_tma.size(), 7u);
   EXPECT_EQ(from_tma[0], v[1]);
   EXPECT_EQ(from_tma[1], base);
   // The backward kernels have no stages to choose.
   EXPECT_EQ(pipeline_variants(spec(KernelKind::backward_query, 128), base, kHopperShared).size(),
-            2u);
+            3u);
   // Rows not 16-byte aligned: no TMA; mma.sync tunings: only themselves.
   KernelSpec odd = spec(KernelKind::forward, 127);
   odd.vec = 1;
@@ -336,7 +341,7 @@ TEST(PipelineVariants, TheSameShapeCopiedEachWay) {
   const TuningParams sync{128, 64, 0, 4, 0};
   EXPECT_EQ(pipeline_variants(forward, sync, kHopperShared), std::vector<TuningParams>{sync});
   // Over the shared-memory limit: left out (four stages of 64 x 128 K and V).
-  EXPECT_EQ(pipeline_variants(forward, base, shared_bytes(forward, v[1])).size(), 3u);
+  EXPECT_EQ(pipeline_variants(forward, base, shared_bytes(forward, v[1])).size(), 5u);
 }
 
 TEST(Prune, TopZeroCompilesOnlyTheDefaultAndTheKept) {

@@ -43,9 +43,11 @@ struct BackwardKeyValueWgmma {
   static_assert(C::kWarps % 4 == 0, "whole warpgroups");
   static_assert(kBlockN % 16 == 0 && kBlockN <= 256 && kDimQK + kDimV <= 256,
                 "wgmma n is 16..256; dK and dV live in registers");
-  // Q and dO stages as TMA writes them ([D / 8][kBlockN][8]; see
-  // ForwardWgmma::kTmaLayout) instead of the cp.async core-matrix layout.
+  // Q and dO stages in the layout their copies write (TraversedTile: TMA's
+  // slices or swizzled panels, or the cp.async core-matrix layout).
   static constexpr bool kTmaLayout = C::kTma;
+  typedef TraversedTile<kBlockN, kDimQK, kTmaLayout, C::kSwizzle> Queries;
+  typedef TraversedTile<kBlockN, kDimV, kTmaLayout, C::kSwizzle> GradOs;
 
   // Alignment class 1 (rows only 2-byte aligned): Q and dO go through staging.
   static constexpr bool kStaged = C::kVec == 1;
@@ -280,22 +282,17 @@ struct BackwardKeyValueWgmma {
   static __device__ __forceinline__ void scores(float (&st)[1][kQueryTiles][4],
                                                 float (&dpt)[1][kQueryTiles][4], u64 k_desc,
                                                 u64 v_desc, Storage& smem, int stage) {
-    // K-major Q and dO: a k step is 2 core matrices along K, 256 bytes
-    // (cp.async layout) or 2·kBlockN·16 (TMA layout); descriptors count
-    // 16-byte units.
-    const u64 q_desc = kTmaLayout ? matrix_descriptor(smem.q[stage], kBlockN * 16, 128)
-                                  : matrix_descriptor(smem.q[stage], 128, kDimQK * 16);
-    const u64 grad_o_desc = kTmaLayout ? matrix_descriptor(smem.grad_o[stage], kBlockN * 16, 128)
-                                       : matrix_descriptor(smem.grad_o[stage], 128, kDimV * 16);
-    constexpr int kTraversedStep = kTmaLayout ? 2 * kBlockN : 16;
+    // Q and dO read K-major.
+    const u64 q_desc = Queries::k_major(smem.q[stage]);
+    const u64 grad_o_desc = GradOs::k_major(smem.grad_o[stage]);
 #pragma unroll
     for (int ks = 0; ks < kDimQK / 16; ++ks)  // A (K, V) steps 256 bytes
       Wgmma<kBlockN>::template shared_shared<E>(flat(st), k_desc + ks * 16,
-                                                q_desc + ks * kTraversedStep, ks > 0);
+                                                q_desc + ks * Queries::kKMajorStep, ks > 0);
 #pragma unroll
     for (int ks = 0; ks < kDimV / 16; ++ks)
       Wgmma<kBlockN>::template shared_shared<E>(flat(dpt), v_desc + ks * 16,
-                                                grad_o_desc + ks * kTraversedStep, ks > 0);
+                                                grad_o_desc + ks * GradOs::kKMajorStep, ks > 0);
   }
 
   // Issues dV += Pᵀ·dO and dK += dSᵀ·Q for the block in `stage`.
@@ -305,22 +302,17 @@ struct BackwardKeyValueWgmma {
                                                   const u32 (&pt_frag)[kBlockN / 16][1][4],
                                                   const u32 (&dst_frag)[kBlockN / 16][1][4],
                                                   Storage& smem, int stage) {
-    // MN-major: 16 queries (a k step) are 2 core-matrix rows of the tile,
-    // D·16 bytes apart each (cp.async layout) or 128 (TMA layout).
-    const u64 grad_o_desc = kTmaLayout ? matrix_descriptor(smem.grad_o[stage], 128, kBlockN * 16)
-                                       : matrix_descriptor(smem.grad_o[stage], kDimV * 16, 128);
-    const u64 q_desc = kTmaLayout ? matrix_descriptor(smem.q[stage], 128, kBlockN * 16)
-                                  : matrix_descriptor(smem.q[stage], kDimQK * 16, 128);
-    constexpr int kGradOStep = kTmaLayout ? 16 : 2 * kDimV;
-    constexpr int kQueryStep = kTmaLayout ? 16 : 2 * kDimQK;
+    // dO and Q read MN-major (16 queries a k step).
+    const u64 grad_o_desc = GradOs::mn_major(smem.grad_o[stage]);
+    const u64 q_desc = Queries::mn_major(smem.q[stage]);
 #pragma unroll
     for (int ks = 0; ks < kBlockN / 16; ++ks)
       Wgmma<kDimV>::template registers_shared<E>(flat(dv), pt_frag[ks][0],
-                                                 grad_o_desc + ks * kGradOStep, 1);
+                                                 grad_o_desc + ks * GradOs::kMnMajorStep, 1);
 #pragma unroll
     for (int ks = 0; ks < kBlockN / 16; ++ks)
       Wgmma<kDimQK>::template registers_shared<E>(flat(dk), dst_frag[ks][0],
-                                                  q_desc + ks * kQueryStep, 1);
+                                                  q_desc + ks * Queries::kMnMajorStep, 1);
   }
 
   // Pᵀ = exp2(Sᵀ·scale·log2e − L2[query]) (masked) in st, dSᵀ in dpt.

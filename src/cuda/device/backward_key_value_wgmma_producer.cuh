@@ -75,8 +75,9 @@ struct BackwardKeyValueWgmmaProducer {
           smem.v, v, p.v.stride_seq, p.seq_kv - key0, C::kDimV, thread);
     }
     if constexpr (C::kTma)
-      zero_untouched_slices<kBlockN, kDimQK, kDimV>(smem.q, kQuerySlices, smem.grad_o,
-                                                    kGradOSlices, thread, Registers::kThreads);
+      zero_unwritten_columns<kBlockN, kDimQK, kDimV>(smem.q, kQuerySlices * kSliceCols, smem.grad_o,
+                                                     kGradOSlices * kSliceCols, thread,
+                                                     Registers::kThreads);
     cp_async_commit();
     cp_async_wait<0>();
     fence_async_shared();
@@ -114,11 +115,13 @@ struct BackwardKeyValueWgmmaProducer {
     });
   }
 
-  // TMA copies 8-column slices of the columns that exist (Dqk, Dv); the
-  // slices past them, up to the tiles' widths (multiples of 16), are zeroed
-  // once in every stage and never written again.
-  static constexpr int kQuerySlices = ceil_div(C::kDimQK, 8);
-  static constexpr int kGradOSlices = ceil_div(C::kDimV, 8);
+  // TMA copies slices of kSliceCols columns (8; 16 into swizzled tiles) of
+  // the columns that exist (Dqk, Dv); the columns past them, up to the
+  // tiles' widths (multiples of 16), are zeroed once in every stage and
+  // never written again.
+  static constexpr int kSliceCols = tma_slice_columns(C::kSwizzle);
+  static constexpr int kQuerySlices = ceil_div(C::kDimQK, kSliceCols);
+  static constexpr int kGradOSlices = ceil_div(C::kDimV, kSliceCols);
 
   // The producer warp: the rows' L2 and Dterm by every lane (plain stores),
   // then the first lane's arrival, which announces the bytes of Q[j] and
@@ -134,8 +137,9 @@ struct BackwardKeyValueWgmmaProducer {
       Base::stage_row_stats(smem, stage, p, batch, head, query0, lane, 32);
       __syncwarp();  // the row statistics are in before the arrival publishes them
       if (lane != 0) return;
-      tma_load_traversed_block<kBlockN>(smem.q[stage], kQuerySlices, smem.grad_o[stage],
-                                        kGradOSlices, 0, maps, query0, head, batch, full);
+      tma_load_traversed_block<kBlockN, kSliceCols>(smem.q[stage], kQuerySlices, smem.grad_o[stage],
+                                                    kGradOSlices, 0, maps, query0, head, batch,
+                                                    full);
     });
   }
 };

@@ -41,9 +41,11 @@ struct BackwardQueryWgmma {
   static_assert(C::kWarps % 4 == 0, "whole warpgroups");
   static_assert(kBlockN % 16 == 0 && kBlockN <= 256 && kDimQK <= 256,
                 "wgmma n is 16..256; dQ lives in registers");
-  // K and V stages as TMA writes them ([D / 8][kBlockN][8]; see
-  // ForwardWgmma::kTmaLayout) instead of the cp.async core-matrix layout.
+  // K and V stages in the layout their copies write (TraversedTile: TMA's
+  // slices or swizzled panels, or the cp.async core-matrix layout).
   static constexpr bool kTmaLayout = C::kTma;
+  typedef TraversedTile<kBlockN, kDimQK, kTmaLayout, C::kSwizzle> Keys;
+  typedef TraversedTile<kBlockN, kDimV, kTmaLayout, C::kSwizzle> Values;
 
   // Alignment class 1 (rows only 2-byte aligned): K and V go through staging.
   static constexpr bool kStaged = C::kVec == 1;
@@ -239,37 +241,27 @@ struct BackwardQueryWgmma {
                                                 float (&dp)[1][kKeyTiles][4], u64 q_desc,
                                                 u64 grad_o_desc, const u16* k_tile,
                                                 const u16* v_tile) {
-    // K-major K and V: a k step is 2 core matrices along K, 256 bytes
-    // (cp.async layout) or 2·kBlockN·16 (TMA layout); descriptors count
-    // 16-byte units.
-    const u64 k_desc = kTmaLayout ? matrix_descriptor(k_tile, kBlockN * 16, 128)
-                                  : matrix_descriptor(k_tile, 128, kDimQK * 16);
-    const u64 v_desc = kTmaLayout ? matrix_descriptor(v_tile, kBlockN * 16, 128)
-                                  : matrix_descriptor(v_tile, 128, kDimV * 16);
-    constexpr int kTraversedStep = kTmaLayout ? 2 * kBlockN : 16;
+    // K and V read K-major.
+    const u64 k_desc = Keys::k_major(k_tile), v_desc = Values::k_major(v_tile);
 #pragma unroll
     for (int ks = 0; ks < kDimQK / 16; ++ks)  // A (Q, dO) steps 256 bytes
       Wgmma<kBlockN>::template shared_shared<E>(flat(s), q_desc + ks * 16,
-                                                k_desc + ks * kTraversedStep, ks > 0);
+                                                k_desc + ks * Keys::kKMajorStep, ks > 0);
 #pragma unroll
     for (int ks = 0; ks < kDimV / 16; ++ks)
       Wgmma<kBlockN>::template shared_shared<E>(flat(dp), grad_o_desc + ks * 16,
-                                                v_desc + ks * kTraversedStep, ks > 0);
+                                                v_desc + ks * Values::kKMajorStep, ks > 0);
   }
 
   // Issues dQ += dS·K for the K tile of the previous block (read MN-major).
   static __device__ __forceinline__ void grad_q_product(float (&dq)[1][kDimQK / 8][4],
                                                         const u32 (&ds_frag)[kBlockN / 16][1][4],
                                                         const u16* k_tile) {
-    // 16 keys are 2 core matrices along K: kDimQK·16 bytes apart each
-    // (cp.async layout) or 128 (TMA layout).
-    const u64 k_desc = kTmaLayout ? matrix_descriptor(k_tile, 128, kBlockN * 16)
-                                  : matrix_descriptor(k_tile, kDimQK * 16, 128);
-    constexpr int kKeyStep = kTmaLayout ? 16 : 2 * kDimQK;
+    const u64 k_desc = Keys::mn_major(k_tile);
 #pragma unroll
     for (int ks = 0; ks < kBlockN / 16; ++ks)
       Wgmma<kDimQK>::template registers_shared<E>(flat(dq), ds_frag[ks][0],
-                                                  k_desc + ks * kKeyStep, 1);
+                                                  k_desc + ks * Keys::kMnMajorStep, 1);
   }
 
   // P = exp2(S·scale·log2e − L2) (masked) in s, dS = P ∘ (dP − Dterm) in dp.

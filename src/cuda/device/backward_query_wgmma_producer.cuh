@@ -86,8 +86,9 @@ struct BackwardQueryWgmmaProducer {
           p, batch, head, row0, grad_o, o, smem.dterm, smem.lse_log2, true, warp, lane);
     }
     if constexpr (C::kTma)
-      zero_untouched_slices<kBlockN, kDimQK, kDimV>(smem.k, kKeySlices, smem.v, kValueSlices,
-                                                    thread, Registers::kThreads);
+      zero_unwritten_columns<kBlockN, kDimQK, kDimV>(smem.k, kKeySlices * kSliceCols, smem.v,
+                                                     kValueSlices * kSliceCols, thread,
+                                                     Registers::kThreads);
     cp_async_commit();
     cp_async_wait<0>();
     fence_async_shared();
@@ -129,11 +130,13 @@ struct BackwardQueryWgmmaProducer {
     });
   }
 
-  // TMA copies 8-column slices of the columns that exist (Dqk, Dv); the
-  // slices past them, up to the tiles' widths (multiples of 16), are zeroed
-  // once in every stage and never written again.
-  static constexpr int kKeySlices = ceil_div(C::kDimQK, 8);
-  static constexpr int kValueSlices = ceil_div(C::kDimV, 8);
+  // TMA copies slices of kSliceCols columns (8; 16 into swizzled tiles) of
+  // the columns that exist (Dqk, Dv); the columns past them, up to the
+  // tiles' widths (multiples of 16), are zeroed once in every stage and
+  // never written again.
+  static constexpr int kSliceCols = tma_slice_columns(C::kSwizzle);
+  static constexpr int kKeySlices = ceil_div(C::kDimQK, kSliceCols);
+  static constexpr int kValueSlices = ceil_div(C::kDimV, kSliceCols);
 
   // The producer warp's first lane: K[j] and V[j] into stage j % kStages,
   // one TMA copy per 8-column slice, all completing on the stage's full
@@ -144,8 +147,9 @@ struct BackwardQueryWgmmaProducer {
                                                           int lane) {
     smem.pipeline.produce_with_transactions(n_blocks, [&](int j, int stage, u64* full) {
       if (lane != 0) return;
-      tma_load_traversed_block<kBlockN>(smem.k[stage], kKeySlices, smem.v[stage], kValueSlices, 0,
-                                        maps, j * kBlockN, kv_head, batch, full);
+      tma_load_traversed_block<kBlockN, kSliceCols>(smem.k[stage], kKeySlices, smem.v[stage],
+                                                    kValueSlices, 0, maps, j * kBlockN, kv_head,
+                                                    batch, full);
     });
   }
 };

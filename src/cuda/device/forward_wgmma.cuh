@@ -45,16 +45,12 @@ struct ForwardWgmma {
   static_assert(C::kWarps % 4 == 0, "whole warpgroups");
   static_assert(kBlockN % 16 == 0 && kBlockN <= 256 && kDimV <= 256, "wgmma n is 16..256");
   static_assert(kStages >= 2 && kStages <= 4, "2 to 4 stages");
-  // K and V stages as TMA writes them, 8-column slices of all kBlockN rows
-  // one after the other ([kDim / 8][kBlockN][8]: core matrices 128 bytes
-  // apart along the rows, kBlockN·16 along the columns), instead of the
-  // row-group-major core-matrix layout the cp.async copies write.
+  // K and V stages in the layout their copies write (TraversedTile): TMA's
+  // slices (kTma; whole-sector 16-column panels swizzled by 32 bytes with
+  // kSwizzle = 32) or the cp.async core-matrix layout.
   static constexpr bool kTmaLayout = C::kTma;
-  // With kSwizzle = 32 the same tiles in 16-column panels swizzled by 32
-  // bytes ([kDim / 16][kBlockN][16], swizzled32_descriptor()): TMA copies
-  // whole 32-byte sectors per row instead of halves.
-  static constexpr bool kSwizzled = C::kSwizzle == 32;
-  static_assert(!kSwizzled || kTmaLayout, "swizzled tiles come from TMA");
+  typedef TraversedTile<kBlockN, kDimQK, kTmaLayout, C::kSwizzle> Keys;
+  typedef TraversedTile<kBlockN, kDimV, kTmaLayout, C::kSwizzle> Values;
 
   // Alignment class 1 (rows only 2-byte aligned): K and V go through staging.
   static constexpr bool kStaged = C::kVec == 1;
@@ -266,35 +262,22 @@ struct ForwardWgmma {
   // Issues S = Q·Kᵀ for this warpgroup's rows (overwriting s).
   static __device__ __forceinline__ void scores(float (&s)[1][kScoreTiles][4], u64 q_desc,
                                                 const u16* k_tile) {
-    // A k step is 2 core matrices along K: 256 bytes (cp.async layout) or
-    // 2·kBlockN·16 (TMA layout); descriptors count 16-byte units. Swizzled:
-    // one 16-column panel of kBlockN·32 bytes, whose 8-row atoms are 256
-    // bytes apart (the k step spans the atom: no leading offset).
-    const u64 k_desc = kSwizzled    ? swizzled32_descriptor(k_tile, 16, 256)
-                       : kTmaLayout ? matrix_descriptor(k_tile, kBlockN * 16, 128)
-                                    : matrix_descriptor(k_tile, 128, kDimQK * 16);
-    constexpr int kKeyStep = kTmaLayout ? 2 * kBlockN : 16;
+    const u64 k_desc = Keys::k_major(k_tile);
 #pragma unroll
     for (int ks = 0; ks < kDimQK / 16; ++ks)
       Wgmma<kBlockN>::template shared_shared<E>(flat(s), q_desc + ks * 16,
-                                                k_desc + ks * kKeyStep, ks > 0);
+                                                k_desc + ks * Keys::kKMajorStep, ks > 0);
   }
 
   // Issues O += P·V.
   static __device__ __forceinline__ void accumulate_output(float (&o)[kDimV / 2],
                                                            const u32 (&p_frag)[kBlockN / 16][1][4],
                                                            const u16* v_tile) {
-    // 16 keys are 2 core matrices along K: kDimV·16 bytes apart each
-    // (cp.async layout) or 128 (TMA layout). Swizzled (MN-major): atoms of
-    // 16 value columns x 8 keys, kBlockN·32 bytes apart along the columns
-    // (one panel each) and 256 along the keys; 16 keys are 512 bytes.
-    const u64 v_desc = kSwizzled    ? swizzled32_descriptor(v_tile, kBlockN * 32, 256)
-                       : kTmaLayout ? matrix_descriptor(v_tile, 128, kBlockN * 16)
-                                    : matrix_descriptor(v_tile, kDimV * 16, 128);
-    constexpr int kValueStep = kSwizzled ? 32 : kTmaLayout ? 16 : 2 * kDimV;
+    const u64 v_desc = Values::mn_major(v_tile);
 #pragma unroll
     for (int ks = 0; ks < kBlockN / 16; ++ks)
-      Wgmma<kDimV>::template registers_shared<E>(o, p_frag[ks][0], v_desc + ks * kValueStep, 1);
+      Wgmma<kDimV>::template registers_shared<E>(o, p_frag[ks][0],
+                                                 v_desc + ks * Values::kMnMajorStep, 1);
   }
 
   // Scales and masks the scores of the block at key0 and turns them into P.

@@ -120,8 +120,8 @@ struct ForwardWgmmaAlternate {
       copy_core_matrix_tile<kBlockM, kDimQK, C::kVec, kConsumerWarps * 32>(
           smem.q, head_slice<const u16>(p.q, w.batch, w.head) + w.row0 * p.q.stride_seq,
           p.q.stride_seq, p.seq_q - w.row0, C::kDimQK, thread);
-    zero_untouched_slices<kBlockN, kDimQK, kDimV>(smem.k, kKeySlices, smem.v, kValueSlices, thread,
-                                                  Registers::kThreads);
+    zero_unwritten_columns<kBlockN, kDimQK, kDimV>(smem.k, kKeySlices * 8, smem.v, kValueSlices * 8,
+                                                   thread, Registers::kThreads);
     cp_async_commit();
     cp_async_wait<0>();
     fence_async_shared();

@@ -78,10 +78,10 @@ struct ForwardWgmmaProducer {
     if (warp < kConsumerWarps)
       copy_core_matrix_tile<kBlockM, kDimQK, C::kVec, kConsumerThreads>(
           smem.q, w.q, p.q.stride_seq, p.seq_q - w.row0, C::kDimQK, thread);
-    if constexpr (C::kTma)  // counted in 8-column slices, whatever the copies' width
-      zero_untouched_slices<kBlockN, kDimQK, kDimV>(smem.k, kKeySlices * kSliceCols / 8, smem.v,
-                                                    value_slices(w) * kSliceCols / 8, thread,
-                                                    Registers::kThreads);
+    if constexpr (C::kTma)
+      zero_unwritten_columns<kBlockN, kDimQK, kDimV>(smem.k, kKeySlices * kSliceCols, smem.v,
+                                                     value_slices(w) * kSliceCols, thread,
+                                                     Registers::kThreads);
     cp_async_commit();
     cp_async_wait<0>();
     fence_async_shared();

@@ -91,37 +91,40 @@ __device__ __forceinline__ void tma_load_slices_multicast(u16* tile, const Tenso
 // and batch) into its stage's tiles: announces the bytes of both on `full`,
 // then issues their slices. `second_col0`: the second tensor's first column
 // (a value chunk's).
-template <int kRows>
+template <int kRows, int kSliceCols = 8>
 __device__ __forceinline__ void tma_load_traversed_block(u16* first_tile, int first_slices,
                                                          u16* second_tile, int second_slices,
                                                          int second_col0,
                                                          const TraversedTensorMaps& maps, int row0,
                                                          int head, int batch, u64* full) {
-  mbarrier_arrive_expect_bytes(full, tma_slice_bytes<kRows>(first_slices + second_slices));
-  tma_load_slices<kRows>(first_tile, &maps.first, first_slices, 0, row0, head, batch, full);
-  tma_load_slices<kRows>(second_tile, &maps.second, second_slices, second_col0, row0, head, batch,
-                         full);
+  mbarrier_arrive_expect_bytes(full,
+                               tma_slice_bytes<kRows, kSliceCols>(first_slices + second_slices));
+  tma_load_slices<kRows, kSliceCols>(first_tile, &maps.first, first_slices, 0, row0, head, batch,
+                                     full);
+  tma_load_slices<kRows, kSliceCols>(second_tile, &maps.second, second_slices, second_col0, row0,
+                                     head, batch, full);
 }
 
-// Zeroes slices [first_slice, kCols / 8) of every stage: the columns past a
-// tensor's last up to the tile's width, which TMA never writes. `threads`
-// threads from `thread` on share the work.
+// Zeroes columns [first_col, kCols) of every stage (first_col a multiple
+// of the slices' width): the columns past a tensor's last slice up to the
+// tile's width, which TMA never writes. `threads` threads from `thread` on
+// share the work.
 template <int kRows, int kCols, int kStages>
-__device__ __forceinline__ void zero_slices_from(u16 (&tiles)[kStages][kRows * kCols],
-                                                 int first_slice, int thread, int threads) {
+__device__ __forceinline__ void zero_columns_from(u16 (&tiles)[kStages][kRows * kCols],
+                                                  int first_col, int thread, int threads) {
   for (int stage = 0; stage < kStages; ++stage)
-    for (int i = first_slice * kRows * 8 + thread; i < kRows * kCols; i += threads)
-      tiles[stage][i] = 0;
+    for (int i = first_col * kRows + thread; i < kRows * kCols; i += threads) tiles[stage][i] = 0;
 }
 
 // The same for both tiles a TMA producer fills (K and V; Q and dO): the
-// first's slices from `first_slices` on, the second's from `second_slices`.
+// first's columns from `first_cols` on, the second's from `second_cols`.
 template <int kRows, int kFirstCols, int kSecondCols, int kStages>
-__device__ __forceinline__ void zero_untouched_slices(
-    u16 (&first)[kStages][kRows * kFirstCols], int first_slices,
-    u16 (&second)[kStages][kRows * kSecondCols], int second_slices, int thread, int threads) {
-  zero_slices_from<kRows, kFirstCols>(first, first_slices, thread, threads);
-  zero_slices_from<kRows, kSecondCols>(second, second_slices, thread, threads);
+__device__ __forceinline__ void zero_unwritten_columns(u16 (&first)[kStages][kRows * kFirstCols],
+                                                       int first_cols,
+                                                       u16 (&second)[kStages][kRows * kSecondCols],
+                                                       int second_cols, int thread, int threads) {
+  zero_columns_from<kRows, kFirstCols>(first, first_cols, thread, threads);
+  zero_columns_from<kRows, kSecondCols>(second, second_cols, thread, threads);
 }
 
 }  // namespace flashgen_device

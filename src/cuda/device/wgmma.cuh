@@ -39,6 +39,42 @@ __device__ __forceinline__ u64 swizzled32_descriptor(const u16* tile, u32 leadin
   return matrix_descriptor(tile, leading, stride) | (u64(3) << 62);
 }
 
+// A traversed [kRows][kCols] tile (K or V over keys, Q or dO over queries)
+// as the B operand of a wgmma, in the layout its copies wrote:
+//  - cp.async: the row-group-major core-matrix layout above;
+//  - TMA (kTma), no swizzle: 8-column slices of all kRows rows one after the
+//    other ([kCols / 8][kRows][8]: core matrices 128 bytes apart along the
+//    rows, kRows·16 along the columns);
+//  - TMA, kSwizzle = 32: 16-column panels swizzled by 32 bytes
+//    ([kCols / 16][kRows][16]: swizzled32_descriptor), whose 8-row atoms are
+//    256 bytes apart along the rows and kRows·32 along the columns.
+// Steps are in descriptor units (16 bytes).
+template <int kRows, int kCols, bool kTma, int kSwizzle>
+struct TraversedTile {
+  static_assert(kSwizzle == 0 || (kSwizzle == 32 && kTma), "swizzled tiles come from TMA");
+  static constexpr bool kSwizzled = kSwizzle == 32;
+
+  // K-major: the tile's rows are n, its columns k (X·tileᵀ: S = Q·Kᵀ).
+  // A k step of 16 columns is 2 core matrices (cp.async), 2 slices or 1
+  // panel (TMA); the swizzled atom spans it, so no leading offset is read.
+  static __device__ __forceinline__ u64 k_major(const u16* tile) {
+    return kSwizzled ? swizzled32_descriptor(tile, 16, 256)
+           : kTma    ? matrix_descriptor(tile, kRows * 16, 128)
+                     : matrix_descriptor(tile, 128, kCols * 16);
+  }
+  static constexpr int kKMajorStep = kTma ? 2 * kRows : 16;
+
+  // MN-major: the columns are n, the rows k (X·tile: O += P·V). 16 rows are
+  // 2 core matrices along k: kCols·16 bytes apart (cp.async), 128 (TMA) or
+  // 256 (swizzled; one atom, 512 bytes for the step).
+  static __device__ __forceinline__ u64 mn_major(const u16* tile) {
+    return kSwizzled ? swizzled32_descriptor(tile, kRows * 32, 256)
+           : kTma    ? matrix_descriptor(tile, 128, kRows * 16)
+                     : matrix_descriptor(tile, kCols * 16, 128);
+  }
+  static constexpr int kMnMajorStep = kSwizzled ? 32 : kTma ? 16 : 2 * kCols;
+};
+
 // Orders this warpgroup's register and shared-memory accesses before the
 // wgmma operations that follow (needed when accumulators or A registers were
 // written by ordinary instructions).
