@@ -163,6 +163,8 @@ def describe_shape(shape, dtype):
 
 def find_device(results):
     devices = sorted({result["device"] for result in results if result["device"]})
+    # "NVIDIA H200" (peers) and "NVIDIA H200 (sm_90a)" (flashgen) are one GPU.
+    devices = [d for d in devices if not any(e.startswith(d + " (") for e in devices)]
     return " / ".join(devices) if devices else "unknown device"
 
 

@@ -151,3 +151,10 @@ def test_renders_png_without_ceiling_or_flashgen(tmp_path):
     output = tmp_path / "peers.png"
     plot.main([only_refusals, "-o", str(output)])
     assert png_size(output)[0] > 0
+
+
+def test_one_gpu_named_with_and_without_its_arch_is_named_once():
+    results = [{"device": "NVIDIA H200 (sm_90a)"}, {"device": "NVIDIA H200"}]
+    assert plot.find_device(results) == "NVIDIA H200 (sm_90a)"
+    results.append({"device": "NVIDIA H100"})
+    assert plot.find_device(results) == "NVIDIA H100 / NVIDIA H200 (sm_90a)"
