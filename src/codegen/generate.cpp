@@ -65,6 +65,9 @@ KindInfo info_of(const KernelSpec& spec, const TuningParams& t) {
       if (t.wgmma) return {"backward_query_wgmma.cuh", "BackwardQueryWgmma", "flashgen_backward_query"};
       return {"backward_query.cuh", "BackwardQuery", "flashgen_backward_query"};
     case KernelKind::backward_key_value:
+      if (t.split == WarpgroupSplit::outputs)
+        return {"backward_key_value_wgmma_split.cuh", "BackwardKeyValueWgmmaSplit",
+                "flashgen_backward_key_value"};
       if (t.producer)
         return {"backward_key_value_wgmma_producer.cuh", "BackwardKeyValueWgmmaProducer",
                 "flashgen_backward_key_value"};
@@ -119,10 +122,31 @@ static void check_f32_tuning(const KernelSpec& spec, const TuningParams& t,
          "set head");
 }
 
+// The wide-head key/value backward whose two warpgroups share 64 keys and
+// split dK and dV between them (split=outputs).
+static void check_outputs_split_tuning(const KernelSpec& spec, const TuningParams& t,
+                                       const std::function<void(const std::string&)>& fail) {
+  if (!(t.wgmma && spec.kind == KernelKind::backward_key_value))
+    fail("split=outputs applies to the wgmma backward_key_value kernel only");
+  if (spec.arch != "sm_90a") fail("mma=wgmma needs sm_90a");
+  if (t.warps != 8 || t.block_rows != 64 || t.head_block != 0)
+    fail("split=outputs needs rows=64 warps=8 head=0 (two warpgroups over the same 64 keys)");
+  if (t.block_cols < 16 || t.block_cols % 16 != 0 || t.block_cols > 256)
+    fail("cols must be a multiple of 16 up to 256");
+  if (t.cached != 0 || t.stages != 0) fail("split=outputs takes no cache or stages (two stages)");
+  if (round_up(spec.dim_qk, 16) > 256 || round_up(spec.dim_v, 16) > 256)
+    fail("split=outputs needs Dqk <= 256 and Dv <= 256 (dK or dV in one warpgroup's registers)");
+  if (!(t.producer && t.tma))
+    fail("split=outputs needs producer=warp copy=tma (Q and dO copied by TMA)");
+  if (spec.vec != 8)
+    fail("split=outputs needs rows, strides and pointers aligned to 16 bytes (alignment class 8)");
+}
+
 // The wgmma forwards whose two warpgroups share 64 rows (split=dims,
 // split=values): one shape of CTA, both warpgroups over all of Dv.
 static void check_split_tuning(const KernelSpec& spec, const TuningParams& t,
                                const std::function<void(const std::string&)>& fail) {
+  if (t.split == WarpgroupSplit::outputs) return check_outputs_split_tuning(spec, t, fail);
   const std::string name = std::string("split=") + to_string(t.split);
   if (!(t.wgmma && spec.kind == KernelKind::forward))
     fail(name + " applies to the wgmma forward only");
@@ -161,8 +185,11 @@ void check_tuning(const KernelSpec& spec, const TuningParams& t) {
     fail("cluster=2 applies to the forward with split=values only");
   if (t.cluster != 1 && t.cluster != 2) fail("cluster must be 1 or 2");
   if (t.swizzle != 0 && t.swizzle != 32) fail("swizzle must be 0 or 32");
-  if (t.swizzle != 0 && !(t.tma && t.split == WarpgroupSplit::rows))
-    fail("swizzle=32 applies to the wgmma kernels with copy=tma (the forward with split=rows)");
+  if (t.swizzle != 0 &&
+      !(t.tma && (t.split == WarpgroupSplit::rows || t.split == WarpgroupSplit::outputs)))
+    fail(
+        "swizzle=32 applies to the wgmma kernels with copy=tma (not the forward's split=dims or "
+        "split=values)");
   if (t.split != WarpgroupSplit::rows) return check_split_tuning(spec, t, fail);
   if (t.warps < 1 || t.warps > 16) fail("warps must be 1..16");
   if (t.block_rows < 16 * t.warps || t.block_rows % (16 * t.warps) != 0)
@@ -253,6 +280,10 @@ std::string forced_only_path(const KernelSpec&, const TuningParams& t) {
   // shapes without it (bench/NOTES.md): one warp's cp.async copies cannot
   // keep up with the tensor cores. With TMA (copy=tma) the same producer is
   // the fastest copy there is, and is not forced-only.
+  // Written, compiled without spills, not yet run on a GPU (bench/NOTES.md,
+  // "Next" 1).
+  if (t.split == WarpgroupSplit::outputs)
+    return "the wgmma key/value backward whose warpgroups split dK and dV (not yet measured)";
   if (t.producer && !t.tma)
     return "the wgmma kernels whose producer warpgroup copies with cp.async (slower than without)";
   return "";
@@ -384,6 +415,12 @@ std::size_t shared_bytes(const KernelSpec& spec, const TuningParams& t) {
              sizeof(float) * 2 * rows;
     }
     case KernelKind::backward_key_value:
+      // split=outputs: k [64][dqk], v [64][dv]; two stages of q [cols][dqk],
+      // dO [cols][dv], lse and dterm [cols]; the hand-over of Pᵀ [2][cols / 2][128
+      // threads] fp32; a full and an empty barrier per stage
+      if (t.split == WarpgroupSplit::outputs)
+        return kElementBytes * (rows * (dqk16 + dv16) + 2 * cols * (dqk16 + dv16)) +
+               sizeof(float) * (2 * 2 * cols + 2 * (cols / 2) * 128) + producer_barrier_bytes(t, 2);
       // wgmma: k [rows][dqk], v [rows][dv]; three stages of q [cols][dqk],
       // dO [cols][dv], lse and dterm [cols]; no padding (alignment class 1:
       // plus the staging of q and dO; with a producer warp, a full and an

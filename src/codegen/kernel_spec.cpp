@@ -56,6 +56,7 @@ const char* to_string(WarpgroupSplit split) {
     case WarpgroupSplit::rows: return "rows";
     case WarpgroupSplit::dims: return "dims";
     case WarpgroupSplit::values: return "values";
+    case WarpgroupSplit::outputs: return "outputs";
   }
   return "rows";
 }
@@ -98,7 +99,8 @@ TuningParams parse_tuning(const std::string& text) {
       else if (key == "split" && value == "rows") t.split = WarpgroupSplit::rows;
       else if (key == "split" && value == "dims") t.split = WarpgroupSplit::dims;
       else if (key == "split" && value == "values") t.split = WarpgroupSplit::values;
-      else if (key == "split") throw Error(ErrorCode::invalid_argument, "tuning: split must be rows, dims or values, got '" + value + "'");
+      else if (key == "split" && value == "outputs") t.split = WarpgroupSplit::outputs;
+      else if (key == "split") throw Error(ErrorCode::invalid_argument, "tuning: split must be rows, dims, values or outputs, got '" + value + "'");
       else if (key == "copy") throw Error(ErrorCode::invalid_argument, "tuning: copy must be async or tma, got '" + value + "'");
       else if (key == "mma" && (value == "wgmma" || value == "sync")) t.wgmma = value == "wgmma";
       else if (key == "mma") throw Error(ErrorCode::invalid_argument, "tuning: mma must be sync or wgmma, got '" + value + "'");

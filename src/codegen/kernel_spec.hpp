@@ -43,15 +43,19 @@ enum CachedOperand : unsigned {
   kCacheGradO = 1u << 3,
 };
 
-// What the computing warpgroups of a wgmma forward CTA divide among them.
+// What the computing warpgroups of a wgmma CTA divide among them.
 enum class WarpgroupSplit {
-  rows,  // each owns its own 64 query rows (the default)
+  rows,  // each owns its own 64 rows (the default)
   // The wide-head forwards, where a CTA of two warpgroups owns 64 rows and S
   // is computed once however wide Dv is; rows=64 warps=8 head=0:
   dims,    // forward_wgmma_split.cuh: the head dims (S's contraction, summed
            // through shared memory every block, and O's columns)
   values,  // forward_wgmma_alternate.cuh: O's columns, each warpgroup computing
            // S of every other key block and handing P to the other
+  // The wide-head key/value backward (rows=64 warps=8 head=0, TMA): two
+  // warpgroups over the same 64 keys, one computing Sᵀ and dV, the other
+  // dPᵀ and dK (backward_key_value_wgmma_split.cuh).
+  outputs,
 };
 const char* to_string(WarpgroupSplit split);
 

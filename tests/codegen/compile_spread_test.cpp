@@ -119,7 +119,8 @@ TEST(CompileWgmmaOptIn, CandidatesCompileWithoutSpills) {
     bool tma = false;
     WarpgroupSplit split = WarpgroupSplit::rows;
   };
-  const WarpgroupSplit dims = WarpgroupSplit::dims, values = WarpgroupSplit::values;
+  const WarpgroupSplit dims = WarpgroupSplit::dims, values = WarpgroupSplit::values,
+                       outputs = WarpgroupSplit::outputs;
   const KernelKind query = KernelKind::backward_query, key_value = KernelKind::backward_key_value;
   for (const Shape& c : {Shape{query, 64, 192, 64, true, DType::bf16, 8},
                          Shape{query, 128, 128, 64, false, DType::f16, 8},
@@ -171,7 +172,10 @@ TEST(CompileWgmmaOptIn, CandidatesCompileWithoutSpills) {
                          Shape{KernelKind::forward, 384, 64, 48, false, DType::bf16, 8, 2, true, true, values},
                          Shape{KernelKind::forward, 384, 64, 32, true, DType::bf16, 8, 3, true, true, values},
                          Shape{KernelKind::forward, 320, 64, 64, false, DType::bf16, 8, 2, true, true, values},
-                         Shape{KernelKind::forward, 72, 64, 64, true, DType::f16, 8, 3, true, true, values}}) {
+                         Shape{KernelKind::forward, 72, 64, 64, true, DType::f16, 8, 3, true, true, values},
+                         Shape{key_value, 256, 64, 64, false, DType::bf16, 8, 0, true, true, outputs},
+                         Shape{key_value, 192, 64, 48, true, DType::f16, 8, 0, true, true, outputs},
+                         Shape{key_value, 136, 64, 64, true, DType::bf16, 8, 0, true, true, outputs}}) {
     KernelSpec spec;
     spec.kind = c.kind;
     spec.dtype = c.dtype;
@@ -179,7 +183,8 @@ TEST(CompileWgmmaOptIn, CandidatesCompileWithoutSpills) {
     spec.causal = c.causal;
     spec.vec = c.vec;
     // Value dims past 256 are split across CTAs of 256 columns (split=dims,
-    // split=values: across the two warpgroups of one CTA of 64 rows).
+    // split=values: across the two warpgroups of one CTA of 64 rows;
+    // split=outputs: dK and dV, one per warpgroup).
     const bool split = c.split != WarpgroupSplit::rows;
     TuningParams tuning{c.rows, c.cols, c.dim > 256 && !split ? 256 : 0, split ? 8 : c.rows / 16,
                         0};

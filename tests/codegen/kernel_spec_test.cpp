@@ -222,6 +222,33 @@ TEST(Generate, TmaCopiesWholeSectorsIntoSwizzledTilesByDefault) {
   EXPECT_THROW(generate(s, t), Error);
 }
 
+TEST(Generate, KeyValueBackwardSplitsItsOutputsAcrossTwoWarpgroups) {
+  TuningParams t = with_tma_producer(TuningParams{64, 64, 0, 8, 0, true});
+  t.split = WarpgroupSplit::outputs;
+  EXPECT_EQ(t.to_string(),
+            "rows=64 cols=64 head=0 warps=8 cache=none mma=wgmma producer=warp copy=tma "
+            "split=outputs swizzle=32");
+  EXPECT_EQ(parse_tuning(t.to_string()), t);
+  const KernelSpec s = spec_of(KernelKind::backward_key_value, 256, 256);
+  const GeneratedKernel g = generate(s, t);
+  EXPECT_NE(g.source.find("backward_key_value_wgmma_split.cuh"), std::string::npos);
+  EXPECT_EQ(g.threads, 384) << "two computing warpgroups and the producer's";
+  // K, V [64][256]; two stages of Q, dO [64][256]; L2 and Dterm; the
+  // hand-over of Pᵀ [2][32][128] fp32; two full and two empty barriers.
+  EXPECT_EQ(g.shared_bytes,
+            2u * (64 * 512 + 2 * 64 * 512) + 4 * (2 * 2 * 64 + 2 * 32 * 128) + 2 * 2 * 8);
+  EXPECT_LE(g.shared_bytes, 232448u) << "sm_90a's opt-in limit";
+  EXPECT_NE(forced_only_path(s, t), "") << "not yet measured";
+  refused(spec_of(KernelKind::backward_key_value, 257, 257), t, "Dqk <= 256 and Dv <= 256");
+  refused(spec_of(KernelKind::backward_key_value, 256, 256, 4), t, "alignment class 8");
+  refused(spec_of(KernelKind::forward, 256, 256), t, "backward_key_value kernel only");
+  TuningParams wide = t;
+  wide.block_rows = 128;
+  wide.warps = 16;
+  refused(s, wide, "rows=64 warps=8 head=0");
+  refused(s, without_producer(t), "producer=warp copy=tma");
+}
+
 TEST(Generate, SplitDimsForwardOwnsSixtyFourRowsOverAllOfDv) {
   TuningParams t{64, 32, 0, 8, 0, true};
   t.split = WarpgroupSplit::dims;

@@ -364,6 +364,32 @@ TEST_P(GpuBackwardWgmmaKeyValueTma, MatchesReference) {
   check_backward_with_tma(KernelKind::backward_key_value, GetParam());
 }
 
+// The key/value backward whose two warpgroups share 64 keys and split dK
+// and dV (split=outputs, TMA copies into swizzled tiles and as slices):
+// heads past Dqk + Dv = 256, Dqk != Dv, causal, GQA, a single query row,
+// edges of both sequences.
+class GpuBackwardWgmmaKeyValueSplit : public ::testing::TestWithParam<Case> {};
+
+TEST_P(GpuBackwardWgmmaKeyValueSplit, MatchesReference) {
+  FLASHGEN_SKIP_WITHOUT_GPU();
+  for (int swizzle : {32, 0}) {
+    TuningParams tuning = with_tma_producer(TuningParams{64, 64, 0, 8, 0, true}, 0, swizzle);
+    tuning.split = WarpgroupSplit::outputs;
+    const ScopedTuningOverride force(KernelKind::backward_key_value, tuning);
+    EXPECT_TRUE(check_backward(GetParam(), gpu_options(true))) << tuning.to_string();
+  }
+}
+
+std::vector<Case> wgmma_key_value_split_cases() {
+  // batch, seq_q, seq_kv, heads_q, heads_kv, dim_qk, dim_v, causal, dtype, layout
+  return {Case{1, 150, 263, 2, 2, 256, 256, false, DType::bf16, Layout::bshd},
+          Case{1, 200, 333, 4, 2, 192, 192, true, DType::bf16, Layout::bshd},
+          Case{2, 77, 130, 2, 2, 136, 200, false, DType::f16, Layout::bhsd},
+          Case{1, 130, 77, 3, 1, 256, 256, true, DType::bf16, Layout::padded},
+          Case{1, 1, 500, 2, 2, 144, 144, false, DType::bf16, Layout::bshd},
+          Case{1, 300, 64, 2, 1, 64, 64, true, DType::f16, Layout::bshd}};
+}
+
 // dQ in registers: Dqk <= 256; dK and dV: Dqk + Dv <= 256.
 std::vector<Case> wgmma_backward_tma_cases(bool key_value) {
   std::vector<Case> kept;
@@ -427,6 +453,8 @@ INSTANTIATE_TEST_SUITE_P(Forced, GpuBackwardWgmmaQueryTma,
                          ::testing::ValuesIn(wgmma_backward_tma_cases(false)), CaseName());
 INSTANTIATE_TEST_SUITE_P(Forced, GpuBackwardWgmmaKeyValueTma,
                          ::testing::ValuesIn(wgmma_backward_tma_cases(true)), CaseName());
+INSTANTIATE_TEST_SUITE_P(Forced, GpuBackwardWgmmaKeyValueSplit,
+                         ::testing::ValuesIn(wgmma_key_value_split_cases()), CaseName());
 INSTANTIATE_TEST_SUITE_P(Forced, GpuForwardWgmmaOptIn,
                          ::testing::ValuesIn(wgmma_opt_in_forward_cases()), CaseName());
 INSTANTIATE_TEST_SUITE_P(Standard, GpuBackward,

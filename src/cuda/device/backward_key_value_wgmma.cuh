@@ -27,6 +27,29 @@
 
 namespace flashgen_device {
 
+// The traversed blocks of a key/value CTA whose keys start at key0: every
+// block of kBlockN query rows of every query head of the group, from the
+// first that sees key0 under the causal mask; the j-th is which block of
+// which head.
+template <int kBlockN>
+struct QueryTraversal {
+  int first_block, blocks_per_head, total;
+  template <bool kCausal>
+  static __device__ __forceinline__ QueryTraversal of(const AttentionParams& p, int key0) {
+    QueryTraversal walk;
+    walk.first_block = first_query_block<kCausal, kBlockN>(p, key0);
+    walk.blocks_per_head = max_of(0, ceil_div(p.seq_q, kBlockN) - walk.first_block);
+    walk.total = walk.blocks_per_head * p.group_size;
+    return walk;
+  }
+  __device__ __forceinline__ int head_of(int j, int kv_head, int group_size) const {
+    return kv_head * group_size + j / blocks_per_head;
+  }
+  __device__ __forceinline__ int query0_of(int j) const {
+    return (first_block + j % blocks_per_head) * kBlockN;
+  }
+};
+
 // C (generated): kElement, kDimQK, kDimV, kWarps (a multiple of 4), kBlockN,
 // kVec (8, 4, 2 or 1), kCausal, kTma (Q and dO tiles in the layout TMA
 // writes: backward_key_value_wgmma_producer.cuh with copy=tma).
@@ -64,16 +87,7 @@ struct BackwardKeyValueWgmma {
   };
   typedef WithStaging<Tiles, QCopy, GradOCopy, kStaged> SharedStorage;  // staging (class 1): Q, dO
 
-  // Which query block of which head the j-th traversed block is.
-  struct Traversal {
-    int first_block, blocks_per_head, total;
-    __device__ __forceinline__ int head_of(int j, int kv_head, int group_size) const {
-      return kv_head * group_size + j / blocks_per_head;
-    }
-    __device__ __forceinline__ int query0_of(int j) const {
-      return (first_block + j % blocks_per_head) * kBlockN;
-    }
-  };
+  typedef QueryTraversal<kBlockN> Traversal;
 
   static __device__ void run(const AttentionParams& p, unsigned char* shared_bytes) {
     SharedStorage& smem = *reinterpret_cast<SharedStorage*>(shared_bytes);
@@ -116,11 +130,7 @@ struct BackwardKeyValueWgmma {
   // The traversed blocks of the CTA whose keys start at key0 (from the first
   // query block that sees key0 under the causal mask).
   static __device__ __forceinline__ Traversal traversal_of(const AttentionParams& p, int key0) {
-    Traversal walk;
-    walk.first_block = first_query_block<C::kCausal, kBlockN>(p, key0);
-    walk.blocks_per_head = max_of(0, ceil_div(p.seq_q, kBlockN) - walk.first_block);
-    walk.total = walk.blocks_per_head * p.group_size;
-    return walk;
+    return Traversal::template of<C::kCausal>(p, key0);
   }
 
   // Writes this warp's 16 rows of dV and dK (times the softmax scale).

@@ -1,0 +1,333 @@
+// The wgmma key/value backward for heads too wide for one warpgroup to hold
+// both dK and dV (Dqk + Dv > 256; each of them up to 256 columns), which
+// the kernel with one warpgroup per 64 keys splits into column chunks that
+// each recompute Sᵀ and dPᵀ. Here two computing warpgroups share the CTA's
+// 64 keys and split the outputs instead (split=outputs), each computing two
+// of the four GEMMs:
+//
+//   warpgroup 0:  Sᵀ = K·Qᵀ, Pᵀ = exp2(Sᵀ·scale·log2e − L2) (masked),
+//                 handed to warpgroup 1 through shared memory; dV += Pᵀ·dO
+//   warpgroup 1:  dPᵀ = V·dOᵀ, dSᵀ = Pᵀ ∘ (dPᵀ − Dterm); dK += dSᵀ·Q
+//
+// A producer warpgroup copies the traversed Q and dO by TMA (16-byte
+// aligned rows) into two stages, with their rows' L2 and Dterm. Each
+// warpgroup runs its GEMMs of block j beside its product of block j−1, as
+// backward_key_value_wgmma.cuh does; the hand-over of Pᵀ is double-buffered
+// (two named barriers per buffer: ready, and free again), so warpgroup 0
+// can run up to two blocks ahead. Deterministic: no atomics, a fixed order.
+#pragma once
+
+#include "backward_key_value_wgmma.cuh"
+#include "producer_pipeline.cuh"
+#include "tma.cuh"
+
+namespace flashgen_device {
+
+// C (generated): kElement, kDimQK, kDimV, kWarps (8: two computing
+// warpgroups), kBlockN, kVec (8), kCausal, kTma (true), kSwizzle.
+template <class C>
+struct BackwardKeyValueWgmmaSplit {
+  static constexpr int E = C::kElement;
+  static constexpr int kBlockM = 64;  // key rows per CTA, shared by both warpgroups
+  static constexpr int kBlockN = C::kBlockN;
+  static constexpr int kDimQK = round_up(C::kDimQK, 16);
+  static constexpr int kDimV = round_up(C::kDimV, 16);
+  static constexpr int kStages = 2;
+  static constexpr int kQueryTiles = kBlockN / 8;
+  static constexpr int kConsumerWarps = C::kWarps;
+  static_assert(C::kWarps == 8, "two computing warpgroups over the same 64 keys");
+  static_assert(kBlockN % 16 == 0 && kBlockN <= 256 && kDimQK <= 256 && kDimV <= 256,
+                "wgmma n is 16..256; dK (or dV) lives in one warpgroup's registers");
+  static_assert(C::kTma && C::kVec == 8, "Q and dO are copied by TMA");
+  typedef RegisterSplit<C::kWarps> Registers;
+  typedef QueryTraversal<kBlockN> Traversal;
+  typedef TraversedTile<kBlockN, kDimQK, true, C::kSwizzle> Queries;
+  typedef TraversedTile<kBlockN, kDimV, true, C::kSwizzle> GradOs;
+
+  // Pᵀ of one block as warpgroup 0's threads hold it: element i of thread
+  // t at [i][t], which warpgroup 1's thread t reads back (same fragment
+  // layout), without bank conflicts.
+  static constexpr int kHandoverFloats = kBlockN / 2;
+  static constexpr int kGroupThreads = 128;
+  static constexpr int kHandoffThreads = 2 * kGroupThreads;
+
+  struct SharedStorage {
+    u16 k[kBlockM * kDimQK];  // core-matrix layout (wgmma.cuh)
+    u16 v[kBlockM * kDimV];
+    u16 q[kStages][kBlockN * kDimQK];  // TMA's layout (TraversedTile)
+    u16 grad_o[kStages][kBlockN * kDimV];
+    float lse_log2[kStages][kBlockN];
+    float dterm[kStages][kBlockN];
+    float handover[2][kHandoverFloats * kGroupThreads];
+    StagePipeline<kStages> pipeline;  // a full and an empty barrier per stage
+  };
+
+  // Named barriers of the hand-over buffers (0 is __syncthreads').
+  static __device__ __forceinline__ int ready_barrier(int buffer) { return 1 + buffer; }
+  static __device__ __forceinline__ int free_barrier(int buffer) { return 3 + buffer; }
+
+  static constexpr int kSliceCols = tma_slice_columns(C::kSwizzle);
+  static constexpr int kQuerySlices = ceil_div(C::kDimQK, kSliceCols);
+  static constexpr int kGradOSlices = ceil_div(C::kDimV, kSliceCols);
+
+  static __device__ void run(const AttentionParams& p, const TraversedTensorMaps& maps,
+                             unsigned char* shared_bytes) {
+    SharedStorage& smem = *reinterpret_cast<SharedStorage*>(shared_bytes);
+    const int thread = threadIdx.x, lane = thread & 31, warp = thread >> 5;
+    const int kv_head = blockIdx.y;
+    const int batch = blockIdx.z;
+    const int key0 = blockIdx.x * kBlockM;
+    const Traversal walk = Traversal::template of<C::kCausal>(p, key0);
+
+    if (thread == 0) smem.pipeline.init(kConsumerWarps);
+    if (warp < kConsumerWarps) {
+      const u16* k = head_slice<const u16>(p.k, batch, kv_head) + key0 * p.k.stride_seq;
+      const u16* v = head_slice<const u16>(p.v, batch, kv_head) + key0 * p.v.stride_seq;
+      copy_core_matrix_tile<kBlockM, kDimQK, C::kVec, kConsumerWarps * 32>(
+          smem.k, k, p.k.stride_seq, p.seq_kv - key0, C::kDimQK, thread);
+      copy_core_matrix_tile<kBlockM, kDimV, C::kVec, kConsumerWarps * 32>(
+          smem.v, v, p.v.stride_seq, p.seq_kv - key0, C::kDimV, thread);
+    }
+    zero_unwritten_columns<kBlockN, kDimQK, kDimV>(smem.q, kQuerySlices * kSliceCols, smem.grad_o,
+                                                   kGradOSlices * kSliceCols, thread,
+                                                   Registers::kThreads);
+    cp_async_commit();
+    cp_async_wait<0>();
+    fence_async_shared();
+    __syncthreads();  // K, V and the barriers are ready; no CTA-wide barrier after this
+
+    if (Registers::is_producer(warp)) {
+      if (warp == kConsumerWarps) produce(smem, maps, p, walk, batch, kv_head, lane);
+      return;
+    }
+    // The warpgroup, broadcast so that the compiler sees a warp-uniform
+    // value: the branches on it hold wgmma instructions, which it would
+    // otherwise serialize.
+    const int group = __shfl_sync(0xffffffffu, warp / 4, 0);
+    const int warp_key0 = key0 + (warp & 3) * 16;
+    const int group_thread = thread & (kGroupThreads - 1);
+    if (group == 0) {
+      float dv[1][kDimV / 8][4];
+      accumulate_values(smem, p, walk, dv, warp_key0, group_thread, lane);
+      const float ones[1][2] = {{1.0f, 1.0f}};
+      store_acc_tile<E, C::kVec>(
+          head_slice<u16>(p.grad_v, batch, kv_head) + warp_key0 * p.grad_v.stride_seq,
+          p.grad_v.stride_seq, p.grad_v.stride_dim, dv, ones, p.seq_kv - warp_key0, C::kDimV, lane);
+    } else {
+      float dk[1][kDimQK / 8][4];
+      accumulate_keys(smem, walk, dk, group_thread, lane);
+      const float scale[1][2] = {{p.scale, p.scale}};
+      store_acc_tile<E, C::kVec>(
+          head_slice<u16>(p.grad_k, batch, kv_head) + warp_key0 * p.grad_k.stride_seq,
+          p.grad_k.stride_seq, p.grad_k.stride_dim, dk, scale, p.seq_kv - warp_key0, C::kDimQK,
+          lane);
+    }
+  }
+
+  // Warpgroup 0: Sᵀ(j) beside dV += Pᵀ(j−1)·dO(j−1); Pᵀ(j) handed over.
+  static __device__ __forceinline__ void accumulate_values(
+      SharedStorage& smem, const AttentionParams& p, const Traversal& walk,
+      float (&dv)[1][kDimV / 8][4], int warp_key0, int group_thread, int lane) {
+    zero(dv);
+    const u64 k_desc = matrix_descriptor(smem.k, 128, kDimQK * 16);
+    u32 pt_frag[kBlockN / 16][1][4];  // Pᵀ of block j−1 as A fragments
+    // Block 0 (no product yet) is peeled off the loop, so no wgmma sits in a branch.
+    if (walk.total > 0) {
+      smem.pipeline.wait_full(0);
+      float st[1][kQueryTiles][4];
+      wgmma_fence();
+      scores(st, k_desc, smem.q[0]);
+      wgmma_commit();
+      wgmma_wait<0>();
+      fence_registers(flat(st));
+      probabilities(st, smem, p, walk, 0, warp_key0, lane);
+      hand_over(smem, st, 0, group_thread);
+#pragma unroll
+      for (int ks = 0; ks < kBlockN / 16; ++ks) pack_a_from_acc<E>(pt_frag[ks], st, ks);
+    }
+    for (int j = 1; j < walk.total; ++j) {
+      smem.pipeline.wait_full(j);
+      float st[1][kQueryTiles][4];
+      fence_registers(flat(dv));
+      wgmma_fence();
+      scores(st, k_desc, smem.q[j % kStages]);
+      wgmma_commit();
+      value_product(dv, pt_frag, smem.grad_o[(j - 1) % kStages]);
+      wgmma_commit();
+      wgmma_wait<1>();  // Sᵀ(j) is done; the product of block j−1 may still run
+      fence_registers(flat(st));
+      probabilities(st, smem, p, walk, j, warp_key0, lane);
+      hand_over(smem, st, j, group_thread);
+      wgmma_wait<0>();
+      fence_registers(flat(dv));
+      smem.pipeline.release(j - 1, lane);
+#pragma unroll
+      for (int ks = 0; ks < kBlockN / 16; ++ks) pack_a_from_acc<E>(pt_frag[ks], st, ks);
+    }
+    if (walk.total > 0) {
+      fence_registers(flat(dv));
+      wgmma_fence();
+      value_product(dv, pt_frag, smem.grad_o[(walk.total - 1) % kStages]);
+      wgmma_commit();
+      wgmma_wait<0>();
+      fence_registers(flat(dv));
+    }
+  }
+
+  // Warpgroup 1: dPᵀ(j) beside dK += dSᵀ(j−1)·Q(j−1); dSᵀ(j) from the
+  // Pᵀ(j) handed over.
+  static __device__ __forceinline__ void accumulate_keys(SharedStorage& smem, const Traversal& walk,
+                                                         float (&dk)[1][kDimQK / 8][4],
+                                                         int group_thread, int lane) {
+    zero(dk);
+    const u64 v_desc = matrix_descriptor(smem.v, 128, kDimV * 16);
+    u32 dst_frag[kBlockN / 16][1][4];  // dSᵀ of block j−1 as A fragments
+    if (walk.total > 0) {
+      smem.pipeline.wait_full(0);
+      float dpt[1][kQueryTiles][4];
+      wgmma_fence();
+      grad_scores(dpt, v_desc, smem.grad_o[0]);
+      wgmma_commit();
+      wgmma_wait<0>();
+      fence_registers(flat(dpt));
+      take_over(smem, dpt, walk, 0, group_thread, lane);
+#pragma unroll
+      for (int ks = 0; ks < kBlockN / 16; ++ks) pack_a_from_acc<E>(dst_frag[ks], dpt, ks);
+    }
+    for (int j = 1; j < walk.total; ++j) {
+      smem.pipeline.wait_full(j);
+      float dpt[1][kQueryTiles][4];
+      fence_registers(flat(dk));
+      wgmma_fence();
+      grad_scores(dpt, v_desc, smem.grad_o[j % kStages]);
+      wgmma_commit();
+      key_product(dk, dst_frag, smem.q[(j - 1) % kStages]);
+      wgmma_commit();
+      wgmma_wait<1>();  // dPᵀ(j) is done; the product of block j−1 may still run
+      fence_registers(flat(dpt));
+      take_over(smem, dpt, walk, j, group_thread, lane);
+      wgmma_wait<0>();
+      fence_registers(flat(dk));
+      smem.pipeline.release(j - 1, lane);
+#pragma unroll
+      for (int ks = 0; ks < kBlockN / 16; ++ks) pack_a_from_acc<E>(dst_frag[ks], dpt, ks);
+    }
+    if (walk.total > 0) {
+      fence_registers(flat(dk));
+      wgmma_fence();
+      key_product(dk, dst_frag, smem.q[(walk.total - 1) % kStages]);
+      wgmma_commit();
+      wgmma_wait<0>();
+      fence_registers(flat(dk));
+    }
+  }
+
+  // Issues Sᵀ = K·Qᵀ (overwriting st): K from shared memory, Q read K-major.
+  static __device__ __forceinline__ void scores(float (&st)[1][kQueryTiles][4], u64 k_desc,
+                                                const u16* q_tile) {
+    const u64 q_desc = Queries::k_major(q_tile);
+#pragma unroll
+    for (int ks = 0; ks < kDimQK / 16; ++ks)  // A (K) steps 256 bytes
+      Wgmma<kBlockN>::template shared_shared<E>(flat(st), k_desc + ks * 16,
+                                                q_desc + ks * Queries::kKMajorStep, ks > 0);
+  }
+
+  // Issues dPᵀ = V·dOᵀ (overwriting dpt): V from shared memory, dO read K-major.
+  static __device__ __forceinline__ void grad_scores(float (&dpt)[1][kQueryTiles][4], u64 v_desc,
+                                                     const u16* grad_o_tile) {
+    const u64 grad_o_desc = GradOs::k_major(grad_o_tile);
+#pragma unroll
+    for (int ks = 0; ks < kDimV / 16; ++ks)
+      Wgmma<kBlockN>::template shared_shared<E>(flat(dpt), v_desc + ks * 16,
+                                                grad_o_desc + ks * GradOs::kKMajorStep, ks > 0);
+  }
+
+  // Issues dV += Pᵀ·dO (dO read MN-major, 16 queries a k step).
+  static __device__ __forceinline__ void value_product(float (&dv)[1][kDimV / 8][4],
+                                                       const u32 (&pt_frag)[kBlockN / 16][1][4],
+                                                       const u16* grad_o_tile) {
+    const u64 grad_o_desc = GradOs::mn_major(grad_o_tile);
+#pragma unroll
+    for (int ks = 0; ks < kBlockN / 16; ++ks)
+      Wgmma<kDimV>::template registers_shared<E>(flat(dv), pt_frag[ks][0],
+                                                 grad_o_desc + ks * GradOs::kMnMajorStep, 1);
+  }
+
+  // Issues dK += dSᵀ·Q (Q read MN-major).
+  static __device__ __forceinline__ void key_product(float (&dk)[1][kDimQK / 8][4],
+                                                     const u32 (&dst_frag)[kBlockN / 16][1][4],
+                                                     const u16* q_tile) {
+    const u64 q_desc = Queries::mn_major(q_tile);
+#pragma unroll
+    for (int ks = 0; ks < kBlockN / 16; ++ks)
+      Wgmma<kDimQK>::template registers_shared<E>(flat(dk), dst_frag[ks][0],
+                                                  q_desc + ks * Queries::kMnMajorStep, 1);
+  }
+
+  // Pᵀ = exp2(Sᵀ·scale·log2e − L2[query]) in st, masked (sequence ends, causal).
+  static __device__ __forceinline__ void probabilities(float (&st)[1][kQueryTiles][4],
+                                                       const SharedStorage& smem,
+                                                       const AttentionParams& p,
+                                                       const Traversal& walk, int j, int warp_key0,
+                                                       int lane) {
+    const int query0 = walk.query0_of(j);
+    scale_scores(st, p.scale_log2);
+    if (query0 + kBlockN > p.seq_q || warp_key0 + 16 > p.seq_kv ||
+        (C::kCausal && warp_key0 + 15 > query0 + p.causal_offset))
+      mask_scores_transposed<1, kQueryTiles, C::kCausal>(st, warp_key0, query0, p.seq_q, p.seq_kv,
+                                                         p.causal_offset, lane);
+    exp2_columns(st, smem.lse_log2[j % kStages], lane);
+  }
+
+  // Warpgroup 0 writes Pᵀ(j) into buffer j % 2, once warpgroup 1 has read
+  // block j−2's from it, and marks it ready.
+  static __device__ __forceinline__ void hand_over(SharedStorage& smem,
+                                                   float (&st)[1][kQueryTiles][4], int j,
+                                                   int group_thread) {
+    const int buffer = j & 1;
+    if (j >= 2) named_barrier_sync(free_barrier(buffer), kHandoffThreads);
+    const float(&values)[kHandoverFloats] = flat(st);
+    float* out = smem.handover[buffer] + group_thread;
+#pragma unroll
+    for (int i = 0; i < kHandoverFloats; ++i) out[i * kGroupThreads] = values[i];
+    named_barrier_arrive(ready_barrier(buffer), kHandoffThreads);
+  }
+
+  // Warpgroup 1 waits for Pᵀ(j), turns dPᵀ(j) into dSᵀ(j) = Pᵀ ∘ (dPᵀ −
+  // Dterm[query]) and frees the buffer (when warpgroup 0 will fill it again).
+  static __device__ __forceinline__ void take_over(SharedStorage& smem,
+                                                   float (&dpt)[1][kQueryTiles][4],
+                                                   const Traversal& walk, int j, int group_thread,
+                                                   int lane) {
+    const int buffer = j & 1;
+    named_barrier_sync(ready_barrier(buffer), kHandoffThreads);
+    float pt[1][kQueryTiles][4];
+    float(&values)[kHandoverFloats] = flat(pt);
+    const float* in = smem.handover[buffer] + group_thread;
+#pragma unroll
+    for (int i = 0; i < kHandoverFloats; ++i) values[i] = in[i * kGroupThreads];
+    if (j + 2 < walk.total) named_barrier_arrive(free_barrier(buffer), kHandoffThreads);
+    subtract_columns_times(dpt, pt, smem.dterm[j % kStages], lane);
+  }
+
+  // The producer warp: the rows' L2 and Dterm by every lane, then the first
+  // lane's arrival, which announces the bytes of Q[j] and dO[j], and their
+  // TMA copies, all on the stage's full barrier.
+  static __device__ __forceinline__ void produce(SharedStorage& smem,
+                                                 const TraversedTensorMaps& maps,
+                                                 const AttentionParams& p, const Traversal& walk,
+                                                 int batch, int kv_head, int lane) {
+    smem.pipeline.produce_with_transactions(walk.total, [&](int j, int stage, u64* full) {
+      const int head = walk.head_of(j, kv_head, p.group_size), query0 = walk.query0_of(j);
+      stage_traversed_rows<kBlockN>(p, batch, head, query0, smem.lse_log2[stage], smem.dterm[stage],
+                                    lane, 32);
+      __syncwarp();  // the row statistics are in before the arrival publishes them
+      if (lane != 0) return;
+      tma_load_traversed_block<kBlockN, kSliceCols>(smem.q[stage], kQuerySlices, smem.grad_o[stage],
+                                                    kGradOSlices, 0, maps, query0, head, batch,
+                                                    full);
+    });
+  }
+};
+
+}  // namespace flashgen_device
