@@ -9,9 +9,9 @@
 // Rows aligned to 4 bytes or more (the copies go straight into the
 // core-matrix tiles); everything else is BackwardKeyValueWgmma's. With
 // C::kTma (copy=tma; 16-byte aligned rows) the producer's first lane issues
-// a TMA copy per 8-column slice of Q[j] and dO[j], completing on the stage's
-// full barrier, and the tiles have the TMA layout
-// (BackwardKeyValueWgmma::kTmaLayout).
+// a TMA copy per slice of Q[j] and dO[j] (16 columns into swizzled tiles
+// with swizzle=32, else 8), completing on the stage's full barrier, and the
+// tiles have the layout TMA writes (TraversedTile).
 #pragma once
 
 #include "backward_key_value_wgmma.cuh"
@@ -125,7 +125,7 @@ struct BackwardKeyValueWgmmaProducer {
 
   // The producer warp: the rows' L2 and Dterm by every lane (plain stores),
   // then the first lane's arrival, which announces the bytes of Q[j] and
-  // dO[j], and their TMA copies (one per 8-column slice; rows past the
+  // dO[j], and their TMA copies (one per slice; rows past the
   // sequence end arrive as zeros), all on the stage's full barrier.
   static __device__ __forceinline__ void produce_with_tma(SharedStorage& smem,
                                                           const TraversedTensorMaps& maps,

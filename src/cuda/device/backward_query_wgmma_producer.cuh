@@ -9,8 +9,9 @@
 // Rows aligned to 4 bytes or more (the copies go straight into the
 // core-matrix tiles); everything else is BackwardQueryWgmma's. With C::kTma
 // (copy=tma; 16-byte aligned rows) the producer's first lane issues a TMA
-// copy per 8-column slice of K[j] and V[j], completing on the stage's full
-// barrier, and the tiles have the TMA layout (BackwardQueryWgmma::kTmaLayout).
+// copy per slice of K[j] and V[j] (16 columns into swizzled tiles with
+// swizzle=32, else 8), completing on the stage's full barrier, and the tiles
+// have the layout TMA writes (TraversedTile).
 #pragma once
 
 #include "backward_query_wgmma.cuh"
@@ -139,7 +140,7 @@ struct BackwardQueryWgmmaProducer {
   static constexpr int kValueSlices = ceil_div(C::kDimV, kSliceCols);
 
   // The producer warp's first lane: K[j] and V[j] into stage j % kStages,
-  // one TMA copy per 8-column slice, all completing on the stage's full
+  // one TMA copy per slice, all completing on the stage's full
   // barrier. Rows past the sequence end arrive as zeros.
   static __device__ __forceinline__ void produce_with_tma(SharedStorage& smem,
                                                           const TraversedTensorMaps& maps,

@@ -18,9 +18,10 @@
 // Rows aligned to 4 bytes or more (the copies go straight into the
 // core-matrix tiles); everything else (shapes, masking, softmax, stores) is
 // ForwardWgmma's. With C::kTma (copy=tma; 16-byte aligned rows) one thread
-// of the producer issues a TMA copy per 8-column slice of K[j] and V[j],
-// which complete on the stage's full barrier; the tiles then have the TMA
-// layout (ForwardWgmma::kTmaLayout).
+// of the producer issues a TMA copy per slice of K[j] and V[j] (16 columns
+// into swizzled tiles with swizzle=32, else 8), which complete on the
+// stage's full barrier; the tiles then have the layout TMA writes
+// (TraversedTile).
 #pragma once
 
 #include "forward_wgmma.cuh"
