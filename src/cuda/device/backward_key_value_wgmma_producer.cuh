@@ -20,6 +20,30 @@
 
 namespace flashgen_device {
 
+// The producer warp of a key/value kernel whose traversed Q and dO come by
+// TMA (slices of kSliceCols columns): for each traversed block j, the rows'
+// L2 and Dterm by every lane (plain stores), then the first lane's arrival,
+// which announces the bytes of Q[j] and dO[j], and their TMA copies (rows
+// past the sequence end arrive as zeros), all on the stage's full barrier.
+// Storage: the kernel's shared memory (q, grad_o, lse_log2, dterm stages and
+// their StagePipeline).
+template <int kSliceCols, int kQuerySlices, int kGradOSlices, class Storage, int kBlockN>
+__device__ __forceinline__ void produce_query_blocks_with_tma(Storage& smem,
+                                                              const TraversedTensorMaps& maps,
+                                                              const AttentionParams& p,
+                                                              const QueryTraversal<kBlockN>& walk,
+                                                              int batch, int kv_head, int lane) {
+  smem.pipeline.produce_with_transactions(walk.total, [&](int j, int stage, u64* full) {
+    const int head = walk.head_of(j, kv_head, p.group_size), query0 = walk.query0_of(j);
+    stage_traversed_rows<kBlockN>(p, batch, head, query0, smem.lse_log2[stage], smem.dterm[stage],
+                                  lane, 32);
+    __syncwarp();  // the row statistics are in before the arrival publishes them
+    if (lane != 0) return;
+    tma_load_traversed_block<kBlockN, kSliceCols>(smem.q[stage], kQuerySlices, smem.grad_o[stage],
+                                                  kGradOSlices, 0, maps, query0, head, batch, full);
+  });
+}
+
 template <class C>
 struct BackwardKeyValueWgmmaProducer {
   typedef BackwardKeyValueWgmma<C> Base;
@@ -123,24 +147,13 @@ struct BackwardKeyValueWgmmaProducer {
   static constexpr int kQuerySlices = ceil_div(C::kDimQK, kSliceCols);
   static constexpr int kGradOSlices = ceil_div(C::kDimV, kSliceCols);
 
-  // The producer warp: the rows' L2 and Dterm by every lane (plain stores),
-  // then the first lane's arrival, which announces the bytes of Q[j] and
-  // dO[j], and their TMA copies (one per slice; rows past the
-  // sequence end arrive as zeros), all on the stage's full barrier.
   static __device__ __forceinline__ void produce_with_tma(SharedStorage& smem,
                                                           const TraversedTensorMaps& maps,
                                                           const AttentionParams& p,
                                                           const typename Base::Traversal& walk,
                                                           int batch, int kv_head, int lane) {
-    smem.pipeline.produce_with_transactions(walk.total, [&](int j, int stage, u64* full) {
-      const int head = walk.head_of(j, kv_head, p.group_size), query0 = walk.query0_of(j);
-      Base::stage_row_stats(smem, stage, p, batch, head, query0, lane, 32);
-      __syncwarp();  // the row statistics are in before the arrival publishes them
-      if (lane != 0) return;
-      tma_load_traversed_block<kBlockN, kSliceCols>(smem.q[stage], kQuerySlices, smem.grad_o[stage],
-                                                    kGradOSlices, 0, maps, query0, head, batch,
-                                                    full);
-    });
+    produce_query_blocks_with_tma<kSliceCols, kQuerySlices, kGradOSlices>(smem, maps, p, walk,
+                                                                          batch, kv_head, lane);
   }
 };
 

@@ -17,9 +17,7 @@
 // can run up to two blocks ahead. Deterministic: no atomics, a fixed order.
 #pragma once
 
-#include "backward_key_value_wgmma.cuh"
-#include "producer_pipeline.cuh"
-#include "tma.cuh"
+#include "backward_key_value_wgmma_producer.cuh"
 
 namespace flashgen_device {
 
@@ -97,7 +95,9 @@ struct BackwardKeyValueWgmmaSplit {
     __syncthreads();  // K, V and the barriers are ready; no CTA-wide barrier after this
 
     if (Registers::is_producer(warp)) {
-      if (warp == kConsumerWarps) produce(smem, maps, p, walk, batch, kv_head, lane);
+      if (warp == kConsumerWarps)
+        produce_query_blocks_with_tma<kSliceCols, kQuerySlices, kGradOSlices>(smem, maps, p, walk,
+                                                                              batch, kv_head, lane);
       return;
     }
     // The warpgroup, broadcast so that the compiler sees a warp-uniform
@@ -128,50 +128,18 @@ struct BackwardKeyValueWgmmaSplit {
   static __device__ __forceinline__ void accumulate_values(
       SharedStorage& smem, const AttentionParams& p, const Traversal& walk,
       float (&dv)[1][kDimV / 8][4], int warp_key0, int group_thread, int lane) {
-    zero(dv);
     const u64 k_desc = matrix_descriptor(smem.k, 128, kDimQK * 16);
-    u32 pt_frag[kBlockN / 16][1][4];  // Pᵀ of block j−1 as A fragments
-    // Block 0 (no product yet) is peeled off the loop, so no wgmma sits in a branch.
-    if (walk.total > 0) {
-      smem.pipeline.wait_full(0);
-      float st[1][kQueryTiles][4];
-      wgmma_fence();
-      scores(st, k_desc, smem.q[0]);
-      wgmma_commit();
-      wgmma_wait<0>();
-      fence_registers(flat(st));
-      probabilities(st, smem, p, walk, 0, warp_key0, lane);
-      hand_over(smem, st, 0, group_thread);
-#pragma unroll
-      for (int ks = 0; ks < kBlockN / 16; ++ks) pack_a_from_acc<E>(pt_frag[ks], st, ks);
-    }
-    for (int j = 1; j < walk.total; ++j) {
-      smem.pipeline.wait_full(j);
-      float st[1][kQueryTiles][4];
-      fence_registers(flat(dv));
-      wgmma_fence();
-      scores(st, k_desc, smem.q[j % kStages]);
-      wgmma_commit();
-      value_product(dv, pt_frag, smem.grad_o[(j - 1) % kStages]);
-      wgmma_commit();
-      wgmma_wait<1>();  // Sᵀ(j) is done; the product of block j−1 may still run
-      fence_registers(flat(st));
-      probabilities(st, smem, p, walk, j, warp_key0, lane);
-      hand_over(smem, st, j, group_thread);
-      wgmma_wait<0>();
-      fence_registers(flat(dv));
-      smem.pipeline.release(j - 1, lane);
-#pragma unroll
-      for (int ks = 0; ks < kBlockN / 16; ++ks) pack_a_from_acc<E>(pt_frag[ks], st, ks);
-    }
-    if (walk.total > 0) {
-      fence_registers(flat(dv));
-      wgmma_fence();
-      value_product(dv, pt_frag, smem.grad_o[(walk.total - 1) % kStages]);
-      wgmma_commit();
-      wgmma_wait<0>();
-      fence_registers(flat(dv));
-    }
+    traverse(
+        smem, walk.total, dv,
+        [&](float(&st)[1][kQueryTiles][4], int j) { scores(st, k_desc, smem.q[j % kStages]); },
+        [&](const u32(&pt_frag)[kBlockN / 16][1][4], int j) {
+          value_product(dv, pt_frag, smem.grad_o[j % kStages]);
+        },
+        [&](float(&st)[1][kQueryTiles][4], int j) {
+          probabilities(st, smem, p, walk, j, warp_key0, lane);
+          hand_over(smem, st, j, group_thread);
+        },
+        lane);
   }
 
   // Warpgroup 1: dPᵀ(j) beside dK += dSᵀ(j−1)·Q(j−1); dSᵀ(j) from the
@@ -179,47 +147,76 @@ struct BackwardKeyValueWgmmaSplit {
   static __device__ __forceinline__ void accumulate_keys(SharedStorage& smem, const Traversal& walk,
                                                          float (&dk)[1][kDimQK / 8][4],
                                                          int group_thread, int lane) {
-    zero(dk);
     const u64 v_desc = matrix_descriptor(smem.v, 128, kDimV * 16);
-    u32 dst_frag[kBlockN / 16][1][4];  // dSᵀ of block j−1 as A fragments
-    if (walk.total > 0) {
+    traverse(
+        smem, walk.total, dk,
+        [&](float(&dpt)[1][kQueryTiles][4], int j) {
+          grad_scores(dpt, v_desc, smem.grad_o[j % kStages]);
+        },
+        [&](const u32(&dst_frag)[kBlockN / 16][1][4], int j) {
+          key_product(dk, dst_frag, smem.q[j % kStages]);
+        },
+        [&](float(&dpt)[1][kQueryTiles][4], int j) {
+          take_over(smem, dpt, walk, j, group_thread, lane);
+        },
+        lane);
+  }
+
+  // One warpgroup's loop over the traversed blocks, accumulating into acc:
+  // gemm(s, j) issues its GEMM of block j (overwriting s) and product(a, j)
+  // its product of block j with the A fragments a (into acc); block j's
+  // GEMM runs beside block j−1's product, and side(s, j) (the element-wise
+  // work and the hand-over) while the product still runs; then s is packed
+  // into the next product's A fragments. Block 0 (no product yet) and the
+  // last product are peeled off the loop, so no wgmma sits in a branch.
+  template <int kAccTiles, class Gemm, class Product, class Side>
+  static __device__ __forceinline__ void traverse(SharedStorage& smem, int total,
+                                                  float (&acc)[1][kAccTiles][4], Gemm gemm,
+                                                  Product product, Side side, int lane) {
+    zero(acc);
+    u32 frag[kBlockN / 16][1][4];  // block j−1's scores as A fragments
+    if (total > 0) {
       smem.pipeline.wait_full(0);
-      float dpt[1][kQueryTiles][4];
+      float s[1][kQueryTiles][4];
       wgmma_fence();
-      grad_scores(dpt, v_desc, smem.grad_o[0]);
+      gemm(s, 0);
       wgmma_commit();
       wgmma_wait<0>();
-      fence_registers(flat(dpt));
-      take_over(smem, dpt, walk, 0, group_thread, lane);
-#pragma unroll
-      for (int ks = 0; ks < kBlockN / 16; ++ks) pack_a_from_acc<E>(dst_frag[ks], dpt, ks);
+      fence_registers(flat(s));
+      side(s, 0);
+      pack(frag, s);
     }
-    for (int j = 1; j < walk.total; ++j) {
+    for (int j = 1; j < total; ++j) {
       smem.pipeline.wait_full(j);
-      float dpt[1][kQueryTiles][4];
-      fence_registers(flat(dk));
+      float s[1][kQueryTiles][4];
+      fence_registers(flat(acc));
       wgmma_fence();
-      grad_scores(dpt, v_desc, smem.grad_o[j % kStages]);
+      gemm(s, j);
       wgmma_commit();
-      key_product(dk, dst_frag, smem.q[(j - 1) % kStages]);
+      product(frag, j - 1);
       wgmma_commit();
-      wgmma_wait<1>();  // dPᵀ(j) is done; the product of block j−1 may still run
-      fence_registers(flat(dpt));
-      take_over(smem, dpt, walk, j, group_thread, lane);
-      wgmma_wait<0>();
-      fence_registers(flat(dk));
+      wgmma_wait<1>();  // block j's GEMM is done; block j−1's product may still run
+      fence_registers(flat(s));
+      side(s, j);
+      wgmma_wait<0>();  // the A fragments of block j−1 are free
+      fence_registers(flat(acc));
       smem.pipeline.release(j - 1, lane);
-#pragma unroll
-      for (int ks = 0; ks < kBlockN / 16; ++ks) pack_a_from_acc<E>(dst_frag[ks], dpt, ks);
+      pack(frag, s);
     }
-    if (walk.total > 0) {
-      fence_registers(flat(dk));
+    if (total > 0) {
+      fence_registers(flat(acc));
       wgmma_fence();
-      key_product(dk, dst_frag, smem.q[(walk.total - 1) % kStages]);
+      product(frag, total - 1);
       wgmma_commit();
       wgmma_wait<0>();
-      fence_registers(flat(dk));
+      fence_registers(flat(acc));
     }
+  }
+
+  static __device__ __forceinline__ void pack(u32 (&frag)[kBlockN / 16][1][4],
+                                              const float (&s)[1][kQueryTiles][4]) {
+#pragma unroll
+    for (int ks = 0; ks < kBlockN / 16; ++ks) pack_a_from_acc<E>(frag[ks], s, ks);
   }
 
   // Issues Sᵀ = K·Qᵀ (overwriting st): K from shared memory, Q read K-major.
@@ -308,25 +305,6 @@ struct BackwardKeyValueWgmmaSplit {
     for (int i = 0; i < kHandoverFloats; ++i) values[i] = in[i * kGroupThreads];
     if (j + 2 < walk.total) named_barrier_arrive(free_barrier(buffer), kHandoffThreads);
     subtract_columns_times(dpt, pt, smem.dterm[j % kStages], lane);
-  }
-
-  // The producer warp: the rows' L2 and Dterm by every lane, then the first
-  // lane's arrival, which announces the bytes of Q[j] and dO[j], and their
-  // TMA copies, all on the stage's full barrier.
-  static __device__ __forceinline__ void produce(SharedStorage& smem,
-                                                 const TraversedTensorMaps& maps,
-                                                 const AttentionParams& p, const Traversal& walk,
-                                                 int batch, int kv_head, int lane) {
-    smem.pipeline.produce_with_transactions(walk.total, [&](int j, int stage, u64* full) {
-      const int head = walk.head_of(j, kv_head, p.group_size), query0 = walk.query0_of(j);
-      stage_traversed_rows<kBlockN>(p, batch, head, query0, smem.lse_log2[stage], smem.dterm[stage],
-                                    lane, 32);
-      __syncwarp();  // the row statistics are in before the arrival publishes them
-      if (lane != 0) return;
-      tma_load_traversed_block<kBlockN, kSliceCols>(smem.q[stage], kQuerySlices, smem.grad_o[stage],
-                                                    kGradOSlices, 0, maps, query0, head, batch,
-                                                    full);
-    });
   }
 };
 
