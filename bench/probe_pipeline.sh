@@ -2,7 +2,8 @@
 # On an sm_90a GPU: checks the wgmma kernels' pipeline variants that only a
 # tuning selects (the forward's deeper K/V pipelines, stages=3 and 4; a
 # producer warpgroup that copies while the others compute, producer=warp, in
-# the forward and both backward kernels, with cp.async or TMA: copy=tma; the
+# the forward and both backward kernels, with cp.async (its four warps; on
+# 8-byte aligned rows too) or TMA: copy=tma, swizzle=32; the
 # forward whose warpgroups split the head dims: split=dims) with their forced
 # GPU tests, then times each against the
 # table's shape at a few head dimensions.
@@ -33,11 +34,16 @@ run() {  # run KIND DIMS TUNING VARIANT...: one bench row per variant
   done
 }
 P="producer=warp"
-T="producer=warp copy=tma"
+T="producer=warp copy=tma swizzle=32"
 run forward 64 "rows=192 cols=128 head=0 warps=12" "" "$T"
 run forward 64 "rows=128 cols=128 head=0 warps=8" "$T"
 run forward 128 "rows=192 cols=64 head=0 warps=12" "" "$P" "$T" "$T stages=4"
 run forward 128 "rows=128 cols=128 head=0 warps=8" "$T"
+# Rows 8-byte aligned (no TMA): all warps copying, or the producer's four.
+run forward 68 "rows=192 cols=64 head=0 warps=12" "" "$P" "$P stages=4"
+run forward 76 "rows=192 cols=64 head=0 warps=12" "" "$P" "$P stages=4"
+run backward_query 76 "rows=192 cols=64 head=0 warps=12" "" "$P"
+run backward_key_value 76 "rows=128 cols=64 head=0 warps=8" "" "$P"
 run forward 128 "rows=128 cols=64 head=0 warps=8" "$T"
 run forward 256 "rows=128 cols=32 head=0 warps=8" "" "$T"
 run forward 384 "rows=128 cols=32 head=256 warps=8" "" "$T"

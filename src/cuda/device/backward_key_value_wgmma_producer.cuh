@@ -1,7 +1,8 @@
-// The wgmma key/value backward with a producer warp: one extra warpgroup, of
-// which one warp copies the traversed Q and dO tiles (and their rows' L2 and
-// Dterm) into kStages stages while the other warpgroups only compute, and
-// which hands most of its registers to them (RegisterSplit). The stages and
+// The wgmma key/value backward with a producer warpgroup: one extra
+// warpgroup, whose warps copy the traversed Q and dO tiles (and their rows'
+// L2 and Dterm) into kStages stages (all four warps with cp.async, one
+// thread with TMA) while the other warpgroups only compute, and which hands
+// most of its registers to them (RegisterSplit). The stages and
 // their full/empty barriers are a StagePipeline (producer_pipeline.cuh): warpgroups
 // wait for their data, not for each other, instead of the lockstep of a
 // __syncthreads per traversed block in backward_key_value_wgmma.cuh.
@@ -48,6 +49,7 @@ template <class C>
 struct BackwardKeyValueWgmmaProducer {
   typedef BackwardKeyValueWgmma<C> Base;
   typedef RegisterSplit<C::kWarps> Registers;
+  typedef ProducerCopies<C::kTma> Copies;
   static constexpr int kStages = Base::kStages;
   static constexpr int kBlockM = Base::kBlockM, kBlockN = Base::kBlockN;
   static constexpr int kDimQK = Base::kDimQK, kDimV = Base::kDimV;
@@ -60,12 +62,12 @@ struct BackwardKeyValueWgmmaProducer {
     StagePipeline<kStages> pipeline;
   };
 
-  // cp.async copies by the producer warp.
+  // cp.async copies by the producer warpgroup's four warps.
   static __device__ void run(const AttentionParams& p, unsigned char* shared_bytes) {
     static_assert(!C::kTma, "copy=tma kernels take the tensor maps");
     run_with(p, shared_bytes,
-             [&](SharedStorage& smem, const typename Base::Traversal& walk, int batch,
-                 int kv_head, int lane) { produce(smem, p, walk, batch, kv_head, lane); });
+             [&](SharedStorage& smem, const typename Base::Traversal& walk, int batch, int kv_head,
+                 int producer_thread) { produce(smem, p, walk, batch, kv_head, producer_thread); });
   }
 
   // TMA copies (maps: Q, then dO) issued by the producer's first lane.
@@ -73,9 +75,9 @@ struct BackwardKeyValueWgmmaProducer {
                              unsigned char* shared_bytes) {
     static_assert(C::kTma, "only copy=tma kernels take the tensor maps");
     run_with(p, shared_bytes,
-             [&](SharedStorage& smem, const typename Base::Traversal& walk, int batch,
-                 int kv_head, int lane) {
-               produce_with_tma(smem, maps, p, walk, batch, kv_head, lane);
+             [&](SharedStorage& smem, const typename Base::Traversal& walk, int batch, int kv_head,
+                 int producer_thread) {
+               produce_with_tma(smem, maps, p, walk, batch, kv_head, producer_thread);
              });
   }
 
@@ -89,7 +91,7 @@ struct BackwardKeyValueWgmmaProducer {
     const int key0 = blockIdx.x * kBlockM;
     const typename Base::Traversal walk = Base::traversal_of(p, key0);
 
-    if (thread == 0) smem.pipeline.init(kConsumerWarps);
+    if (thread == 0) smem.pipeline.init(kConsumerWarps, Copies::kWarps);
     if (warp < kConsumerWarps) {
       const u16* k = head_slice<const u16>(p.k, batch, kv_head) + key0 * p.k.stride_seq;
       const u16* v = head_slice<const u16>(p.v, batch, kv_head) + key0 * p.v.stride_seq;
@@ -108,8 +110,11 @@ struct BackwardKeyValueWgmmaProducer {
     __syncthreads();  // K, V and the barriers are ready; no CTA-wide barrier after this
 
     if (Registers::is_producer(warp)) {
-      // Its first warp copies; the other three idle.
-      if (warp == kConsumerWarps) produce(smem, walk, batch, kv_head, lane);
+      if constexpr (C::kTma) {  // the first warp (its first lane issues every copy)
+        if (warp == kConsumerWarps) produce(smem, walk, batch, kv_head, lane);
+      } else {  // all four warps
+        produce(smem, walk, batch, kv_head, thread - kConsumerThreads);
+      }
       return;
     }
     const int group = warp / 4;
@@ -123,19 +128,22 @@ struct BackwardKeyValueWgmmaProducer {
     Base::store_gradients(p, batch, kv_head, warp_key0, dk, dv, lane);
   }
 
-  // The producer warp: Q[j], dO[j] (cp.async) and the rows' L2 and Dterm
-  // (plain stores, published by the same barrier) into stage j % kStages.
+  // The copying warps: Q[j], dO[j] (cp.async) and the rows' L2 and Dterm
+  // (plain stores, published by the same barrier) into stage j % kStages,
+  // each warp its share (producer_thread: 0 to Copies::kThreads - 1),
+  // signalling the stage once its copies have landed.
   static __device__ __forceinline__ void produce(SharedStorage& smem, const AttentionParams& p,
                                                  const typename Base::Traversal& walk, int batch,
-                                                 int kv_head, int lane) {
-    smem.pipeline.produce(walk.total, lane, [&](int j, int stage) {
+                                                 int kv_head, int producer_thread) {
+    smem.pipeline.produce(walk.total, producer_thread & 31, [&](int j, int stage) {
       const typename Base::BlockRows rows = Base::block_rows(p, walk, j, batch, kv_head);
-      copy_core_matrix_tile<kBlockN, kDimQK, C::kVec, 32>(smem.q[stage], rows.q, p.q.stride_seq,
-                                                          p.seq_q - rows.query0, C::kDimQK, lane);
-      copy_core_matrix_tile<kBlockN, kDimV, C::kVec, 32>(smem.grad_o[stage], rows.grad_o,
-                                                         p.grad_o.stride_seq,
-                                                         p.seq_q - rows.query0, C::kDimV, lane);
-      Base::stage_row_stats(smem, stage, p, batch, rows.head, rows.query0, lane, 32);
+      copy_core_matrix_tile<kBlockN, kDimQK, C::kVec, Copies::kThreads>(
+          smem.q[stage], rows.q, p.q.stride_seq, p.seq_q - rows.query0, C::kDimQK, producer_thread);
+      copy_core_matrix_tile<kBlockN, kDimV, C::kVec, Copies::kThreads>(
+          smem.grad_o[stage], rows.grad_o, p.grad_o.stride_seq, p.seq_q - rows.query0, C::kDimV,
+          producer_thread);
+      Base::stage_row_stats(smem, stage, p, batch, rows.head, rows.query0, producer_thread,
+                            Copies::kThreads);
     });
   }
 

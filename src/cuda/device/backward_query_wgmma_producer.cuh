@@ -1,9 +1,10 @@
-// The wgmma query backward with a producer warp: one extra warpgroup, of
-// which one warp copies K and V (both kStages stages deep here) while the
-// other warpgroups only compute, and which hands most of its registers to
-// them (RegisterSplit). The stages and their full/empty barriers are a
-// StagePipeline (producer_pipeline.cuh): warpgroups wait for their data, not
-// for each other, instead of the lockstep of a __syncthreads per key block in
+// The wgmma query backward with a producer warpgroup: one extra warpgroup,
+// whose warps copy K and V (both kStages stages deep here; all four warps
+// with cp.async, one thread with TMA) while the other warpgroups only
+// compute, and which hands most of its registers to them (RegisterSplit).
+// The stages and their full/empty barriers are a StagePipeline
+// (producer_pipeline.cuh): warpgroups wait for their data, not for each
+// other, instead of the lockstep of a __syncthreads per key block in
 // backward_query_wgmma.cuh.
 //
 // Rows aligned to 4 bytes or more (the copies go straight into the
@@ -24,6 +25,7 @@ template <class C>
 struct BackwardQueryWgmmaProducer {
   typedef BackwardQueryWgmma<C> Base;
   typedef RegisterSplit<C::kWarps> Registers;
+  typedef ProducerCopies<C::kTma> Copies;
   // K[j] is read until the dQ product of block j (iteration j+1), V[j] by
   // dP(j): one stage holds both, released once both are done.
   static constexpr int kStages = 3;
@@ -43,12 +45,12 @@ struct BackwardQueryWgmmaProducer {
     StagePipeline<kStages> pipeline;  // a full and an empty barrier per stage
   };
 
-  // cp.async copies by the producer warp.
+  // cp.async copies by the producer warpgroup's four warps.
   static __device__ void run(const AttentionParams& p, unsigned char* shared_bytes) {
     static_assert(!C::kTma, "copy=tma kernels take the tensor maps");
     run_with(p, shared_bytes,
-             [&](SharedStorage& smem, int batch, int kv_head, int n_blocks, int lane) {
-               produce(smem, p, batch, kv_head, n_blocks, lane);
+             [&](SharedStorage& smem, int batch, int kv_head, int n_blocks, int producer_thread) {
+               produce(smem, p, batch, kv_head, n_blocks, producer_thread);
              });
   }
 
@@ -57,8 +59,8 @@ struct BackwardQueryWgmmaProducer {
                              unsigned char* shared_bytes) {
     static_assert(C::kTma, "only copy=tma kernels take the tensor maps");
     run_with(p, shared_bytes,
-             [&](SharedStorage& smem, int batch, int kv_head, int n_blocks, int lane) {
-               produce_with_tma(smem, maps, batch, kv_head, n_blocks, lane);
+             [&](SharedStorage& smem, int batch, int kv_head, int n_blocks, int producer_thread) {
+               produce_with_tma(smem, maps, batch, kv_head, n_blocks, producer_thread);
              });
   }
 
@@ -73,7 +75,7 @@ struct BackwardQueryWgmmaProducer {
     const int row0 = blockIdx.x * kBlockM;
     const int n_blocks = Base::key_blocks(p, row0);
 
-    if (thread == 0) smem.pipeline.init(kConsumerWarps);
+    if (thread == 0) smem.pipeline.init(kConsumerWarps, Copies::kWarps);
     if (warp < kConsumerWarps) {
       const u16* q = head_slice<const u16>(p.q, batch, head) + row0 * p.q.stride_seq;
       const u16* grad_o = head_slice<const u16>(p.grad_o, batch, head) + row0 * p.grad_o.stride_seq;
@@ -97,8 +99,11 @@ struct BackwardQueryWgmmaProducer {
     __syncthreads();
 
     if (Registers::is_producer(warp)) {
-      // Its first warp copies; the other three idle.
-      if (warp == kConsumerWarps) produce(smem, batch, kv_head, n_blocks, lane);
+      if constexpr (C::kTma) {  // the first warp (its first lane issues every copy)
+        if (warp == kConsumerWarps) produce(smem, batch, kv_head, n_blocks, lane);
+      } else {  // all four warps
+        produce(smem, batch, kv_head, n_blocks, thread - kConsumerThreads);
+      }
       return;
     }
     const int group = warp / 4;
@@ -115,19 +120,22 @@ struct BackwardQueryWgmmaProducer {
     Base::store_grad_q(p, batch, head, warp_row0, dq, lane);
   }
 
-  // The producer warp: K[j] and V[j] into stage j % kStages.
+  // The copying warps: K[j] and V[j] into stage j % kStages, each warp its
+  // share (producer_thread: 0 to Copies::kThreads - 1), signalling the stage
+  // once its copies have landed.
   static __device__ __forceinline__ void produce(SharedStorage& smem, const AttentionParams& p,
-                                                 int batch, int kv_head, int n_blocks, int lane) {
+                                                 int batch, int kv_head, int n_blocks,
+                                                 int producer_thread) {
     const u16* k = head_slice<const u16>(p.k, batch, kv_head);
     const u16* v = head_slice<const u16>(p.v, batch, kv_head);
-    smem.pipeline.produce(n_blocks, lane, [&](int j, int stage) {
+    smem.pipeline.produce(n_blocks, producer_thread & 31, [&](int j, int stage) {
       const int key0 = j * kBlockN;
-      copy_core_matrix_tile<kBlockN, kDimQK, C::kVec, 32>(smem.k[stage], k + key0 * p.k.stride_seq,
-                                                          p.k.stride_seq, p.seq_kv - key0,
-                                                          C::kDimQK, lane);
-      copy_core_matrix_tile<kBlockN, kDimV, C::kVec, 32>(smem.v[stage], v + key0 * p.v.stride_seq,
-                                                         p.v.stride_seq, p.seq_kv - key0,
-                                                         C::kDimV, lane);
+      copy_core_matrix_tile<kBlockN, kDimQK, C::kVec, Copies::kThreads>(
+          smem.k[stage], k + key0 * p.k.stride_seq, p.k.stride_seq, p.seq_kv - key0, C::kDimQK,
+          producer_thread);
+      copy_core_matrix_tile<kBlockN, kDimV, C::kVec, Copies::kThreads>(
+          smem.v[stage], v + key0 * p.v.stride_seq, p.v.stride_seq, p.seq_kv - key0, C::kDimV,
+          producer_thread);
     });
   }
 

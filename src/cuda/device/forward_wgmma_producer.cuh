@@ -1,7 +1,9 @@
-// The wgmma forward with a producer warp: one extra warpgroup, of which one
-// warp copies K and V into kStages stages while the other warpgroups only
-// compute, and which hands most of its registers to them (RegisterSplit).
-// Stage s has a "full" barrier (the producer arrives once K[j] and V[j] have landed) and
+// The wgmma forward with a producer warpgroup: one extra warpgroup, whose
+// warps copy K and V into kStages stages (all four with cp.async; with TMA
+// one thread issues every copy) while the other warpgroups only compute,
+// and which hands most of its registers to them (RegisterSplit). Stage s
+// has a "full" barrier (each copying warp arrives once its share of K[j]
+// and V[j] has landed; TMA: the copies' bytes complete it) and
 // an "empty" one (every consumer warp arrives once it no longer reads
 // block j), so warpgroups wait for their data, not for each other: one's
 // softmax can run while another's GEMMs do, instead of the lockstep of a
@@ -39,6 +41,7 @@ struct ForwardWgmmaProducer {
   static constexpr int kConsumerWarps = C::kWarps;
   static constexpr int kConsumerThreads = C::kWarps * 32;
   typedef RegisterSplit<C::kWarps> Registers;
+  typedef ProducerCopies<C::kTma> Copies;
 
   // Base's tiles, then a full and an empty barrier per stage of each
   // pipeline (`values` unused with cp.async copies).
@@ -48,21 +51,23 @@ struct ForwardWgmmaProducer {
   };
   static_assert(C::kTma || kStages >= 3, "cp.async copies signal block j-1 after issuing j");
 
-  // cp.async copies by the producer warp.
+  // cp.async copies by the producer warpgroup's four warps.
   static __device__ void run(const AttentionParams& p, unsigned char* shared_bytes) {
     static_assert(!C::kTma, "copy=tma kernels take the tensor maps");
-    run_with(p, shared_bytes, [&](SharedStorage& smem, const typename Base::Work& w, int lane) {
-      produce(smem, p, w, lane);
-    });
+    run_with(p, shared_bytes,
+             [&](SharedStorage& smem, const typename Base::Work& w, int producer_thread) {
+               produce(smem, p, w, producer_thread);
+             });
   }
 
   // TMA copies issued by the producer's first thread.
   static __device__ void run(const AttentionParams& p, const TraversedTensorMaps& maps,
                              unsigned char* shared_bytes) {
     static_assert(C::kTma, "only copy=tma kernels take the tensor maps");
-    run_with(p, shared_bytes, [&](SharedStorage& smem, const typename Base::Work& w, int lane) {
-      produce_with_tma(smem, maps, w, lane);
-    });
+    run_with(p, shared_bytes,
+             [&](SharedStorage& smem, const typename Base::Work& w, int producer_thread) {
+               produce_with_tma(smem, maps, w, producer_thread);  // the first warp: its lane
+             });
   }
 
   template <class Produce>
@@ -73,7 +78,7 @@ struct ForwardWgmmaProducer {
     const typename Base::Work w = Base::work_of(p);
 
     if (thread == 0) {
-      smem.keys.init(kConsumerWarps);
+      smem.keys.init(kConsumerWarps, Copies::kWarps);
       smem.values.init(kConsumerWarps);
     }
     if (warp < kConsumerWarps)
@@ -89,8 +94,11 @@ struct ForwardWgmmaProducer {
     __syncthreads();  // Q and the barriers are ready; no CTA-wide barrier after this
 
     if (Registers::is_producer(warp)) {
-      // Its first warp copies; the other three idle.
-      if (warp == kConsumerWarps) produce(smem, w, lane);
+      if constexpr (C::kTma) {  // the first warp (its first lane issues every copy)
+        if (warp == kConsumerWarps) produce(smem, w, lane);
+      } else {  // all four warps
+        produce(smem, w, thread - kConsumerThreads);
+      }
       return;
     }
     const int group = warp / 4;
@@ -148,19 +156,19 @@ struct ForwardWgmmaProducer {
     }
   }
 
-  // The producer warp: K[j] and V[j] into stage j % kStages.
+  // The producer warps: K[j] and V[j] into stage j % kStages, each warp
+  // copying its share and signalling the stage once its copies have landed.
   static __device__ __forceinline__ void produce(SharedStorage& smem, const AttentionParams& p,
-                                                 const typename Base::Work& w, int lane) {
-    smem.keys.produce(w.n_blocks, lane, [&](int n_block, int stage) {
+                                                 const typename Base::Work& w,
+                                                 int producer_thread) {
+    smem.keys.produce(w.n_blocks, producer_thread & 31, [&](int n_block, int stage) {
       const int key0 = n_block * kBlockN;
-      copy_core_matrix_tile<kBlockN, kDimQK, C::kVec, 32>(smem.k[stage],
-                                                          w.k + key0 * p.k.stride_seq,
-                                                          p.k.stride_seq, p.seq_kv - key0,
-                                                          C::kDimQK, lane);
-      copy_core_matrix_tile<kBlockN, kDimV, C::kVec, 32>(smem.v[stage],
-                                                         w.v + key0 * p.v.stride_seq,
-                                                         p.v.stride_seq, p.seq_kv - key0,
-                                                         w.value_cols, lane);
+      copy_core_matrix_tile<kBlockN, kDimQK, C::kVec, Copies::kThreads>(
+          smem.k[stage], w.k + key0 * p.k.stride_seq, p.k.stride_seq, p.seq_kv - key0, C::kDimQK,
+          producer_thread);
+      copy_core_matrix_tile<kBlockN, kDimV, C::kVec, Copies::kThreads>(
+          smem.v[stage], w.v + key0 * p.v.stride_seq, p.v.stride_seq, p.seq_kv - key0, w.value_cols,
+          producer_thread);
     });
   }
 };

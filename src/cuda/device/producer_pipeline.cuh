@@ -84,6 +84,15 @@ __device__ __forceinline__ void set_max_registers_inc() {
   asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(kRegisters));
 }
 
+// The warps of a producer warpgroup that copy: its first with TMA (one
+// thread issues every copy), all four with cp.async (one warp's cp.async
+// copies could not keep up with the tensor cores).
+template <bool kTma>
+struct ProducerCopies {
+  static constexpr int kWarps = kTma ? 1 : 4;
+  static constexpr int kThreads = kWarps * 32;
+};
+
 // The register file split between one producer warpgroup, which keeps few
 // registers, and kConsumerWarps computing warps, which share the rest
 // (setmaxnreg, per warpgroup). The pool is what the CTA was launched with:
@@ -157,10 +166,12 @@ struct StagePipeline {
   u64 full[kStages];
   u64 empty[kStages];
 
-  // One thread; a __syncthreads() must follow before any use.
-  __device__ __forceinline__ void init(int consumer_warps) {
+  // One thread; a __syncthreads() must follow before any use. A stage is
+  // full once `producer_warps` warps have signalled it (produce(): each
+  // producer warp copies its share of every block; TMA: one arrival).
+  __device__ __forceinline__ void init(int consumer_warps, int producer_warps = 1) {
     for (int s = 0; s < kStages; ++s) {
-      mbarrier_init(&full[s], 1);
+      mbarrier_init(&full[s], producer_warps);
       mbarrier_init(&empty[s], consumer_warps);
     }
   }
@@ -189,8 +200,10 @@ struct StagePipeline {
     }
   }
 
-  // The producer warp's loop: issue(j, stage) issues the cp.async copies (and
-  // any plain shared-memory stores) of block j into `stage`.
+  // A producer warp's loop (every producer warp runs it, init()'s
+  // producer_warps of them): issue(j, stage) issues this warp's share of the
+  // cp.async copies (and of any plain shared-memory stores) of block j into
+  // `stage`.
   template <class Issue>
   __device__ __forceinline__ void produce(int n_blocks, int lane, Issue issue) {
     static_assert(kStages >= 3, "block j-1 is signalled after block j is issued");
