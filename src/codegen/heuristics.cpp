@@ -88,8 +88,9 @@ TuningParams backward_atomic_tuning(const KernelSpec& spec) {
 // against 274 / 328 TFLOP/s at D = 64 / 128, 260 against 252 at D = 256, equal
 // at 384; the query kernel's GEMMs 500 / 510 against 341 / 340 at D = 64 /
 // 128; the key/value kernel's 316 / 416 against 268 / 373 (bench/NOTES.md).
-TuningParams with_tma_producer_where_aligned(const KernelSpec& spec, const TuningParams& t) {
-  return spec.vec == 8 ? with_tma_producer(t) : t;
+TuningParams with_tma_producer_where_aligned(const KernelSpec& spec, const TuningParams& t,
+                                             int stages = 0) {
+  return spec.vec == 8 ? with_tma_producer(t, stages) : t;
 }
 
 // Forward on Hopper's warpgroup MMA (sm_90a, any contiguous rows: rows only
@@ -142,7 +143,7 @@ TuningParams wgmma_forward_tuning(const KernelSpec& spec) {
     stages = 2;
   }
   t.wgmma = true;
-  if (spec.vec == 8) t = with_tma_producer(t, stages);
+  t = with_tma_producer_where_aligned(spec, t, stages);
   return t;
 }
 

@@ -90,7 +90,7 @@ struct TuningParams {
   // With copy=tma: 0, the traversed tiles in the no-swizzle core-matrix layout,
   // copied as 8-column slices (16 bytes a row: half an L2 sector per row); 32,
   // in the 32-byte-swizzled layout, copied as 16-column panels (a whole sector
-  // a row). The wgmma forward only.
+  // a row). The wgmma kernels (not the forward's split=dims or split=values).
   int swizzle = 0;
 
   // 16-row tiles per warp (one where two warpgroups split their 64 rows' work).
@@ -98,7 +98,8 @@ struct TuningParams {
     return split == WarpgroupSplit::rows ? block_rows / (16 * warps) : 1;
   }
   // "rows=128 cols=64 head=128 warps=4 cache=Q" [" mma=wgmma"] [" stages=3"]
-  // [" producer=warp"] [" copy=tma"] [" split=dims|values"] [" cluster=2"] [" swizzle=32"]
+  // [" producer=warp"] [" copy=tma"] [" split=dims|values|outputs"] [" cluster=2"]
+  // [" swizzle=32"]
   std::string to_string() const;
   bool operator==(const TuningParams&) const = default;
 };

@@ -50,6 +50,21 @@ struct QueryTraversal {
   }
 };
 
+// Issues the cp.async copies of a key/value CTA's kKeyRows rows of K and V,
+// from key0 on, into their core-matrix tiles (rows aligned to 4 bytes or
+// more: copied straight), kThreads threads from `thread` on sharing them.
+template <class C, int kKeyRows, int kThreads>
+__device__ __forceinline__ void copy_key_value_rows(u16* k_tile, u16* v_tile,
+                                                    const AttentionParams& p, int batch,
+                                                    int kv_head, int key0, int thread) {
+  const u16* k = head_slice<const u16>(p.k, batch, kv_head) + key0 * p.k.stride_seq;
+  const u16* v = head_slice<const u16>(p.v, batch, kv_head) + key0 * p.v.stride_seq;
+  copy_core_matrix_tile<kKeyRows, round_up(C::kDimQK, 16), C::kVec, kThreads>(
+      k_tile, k, p.k.stride_seq, p.seq_kv - key0, C::kDimQK, thread);
+  copy_core_matrix_tile<kKeyRows, round_up(C::kDimV, 16), C::kVec, kThreads>(
+      v_tile, v, p.v.stride_seq, p.seq_kv - key0, C::kDimV, thread);
+}
+
 // C (generated): kElement, kDimQK, kDimV, kWarps (a multiple of 4), kBlockN,
 // kVec (8, 4, 2 or 1), kCausal, kTma (Q and dO tiles in the layout TMA
 // writes: backward_key_value_wgmma_producer.cuh with copy=tma).
@@ -98,18 +113,15 @@ struct BackwardKeyValueWgmma {
     const int key0 = blockIdx.x * kBlockM;
     const int warp_key0 = key0 + warp * 16;
 
-    const u16* k = head_slice<const u16>(p.k, batch, kv_head) + key0 * p.k.stride_seq;
-    const u16* v = head_slice<const u16>(p.v, batch, kv_head) + key0 * p.v.stride_seq;
     if constexpr (kStaged) {  // once per CTA: aligned loads shifted in registers
+      const u16* k = head_slice<const u16>(p.k, batch, kv_head) + key0 * p.k.stride_seq;
+      const u16* v = head_slice<const u16>(p.v, batch, kv_head) + key0 * p.v.stride_seq;
       load_tile<kBlockM, kDimQK, 0, 1, kThreads, true>(smem.k, k, p.k.stride_seq, p.k.stride_dim,
                                                        p.seq_kv - key0, C::kDimQK, thread);
       load_tile<kBlockM, kDimV, 0, 1, kThreads, true>(smem.v, v, p.v.stride_seq, p.v.stride_dim,
                                                       p.seq_kv - key0, C::kDimV, thread);
     } else {
-      copy_core_matrix_tile<kBlockM, kDimQK, C::kVec, kThreads>(smem.k, k, p.k.stride_seq,
-                                                                p.seq_kv - key0, C::kDimQK, thread);
-      copy_core_matrix_tile<kBlockM, kDimV, C::kVec, kThreads>(smem.v, v, p.v.stride_seq,
-                                                               p.seq_kv - key0, C::kDimV, thread);
+      copy_key_value_rows<C, kBlockM, kThreads>(smem.k, smem.v, p, batch, kv_head, key0, thread);
     }
 
     const Traversal walk = traversal_of(p, key0);

@@ -92,14 +92,9 @@ struct BackwardKeyValueWgmmaProducer {
     const typename Base::Traversal walk = Base::traversal_of(p, key0);
 
     if (thread == 0) smem.pipeline.init(kConsumerWarps, Copies::kWarps);
-    if (warp < kConsumerWarps) {
-      const u16* k = head_slice<const u16>(p.k, batch, kv_head) + key0 * p.k.stride_seq;
-      const u16* v = head_slice<const u16>(p.v, batch, kv_head) + key0 * p.v.stride_seq;
-      copy_core_matrix_tile<kBlockM, kDimQK, C::kVec, kConsumerThreads>(
-          smem.k, k, p.k.stride_seq, p.seq_kv - key0, C::kDimQK, thread);
-      copy_core_matrix_tile<kBlockM, kDimV, C::kVec, kConsumerThreads>(
-          smem.v, v, p.v.stride_seq, p.seq_kv - key0, C::kDimV, thread);
-    }
+    if (warp < kConsumerWarps)
+      copy_key_value_rows<C, kBlockM, kConsumerThreads>(smem.k, smem.v, p, batch, kv_head, key0,
+                                                        thread);
     if constexpr (C::kTma)
       zero_unwritten_columns<kBlockN, kDimQK, kDimV>(smem.q, kQuerySlices * kSliceCols, smem.grad_o,
                                                      kGradOSlices * kSliceCols, thread,
