@@ -95,7 +95,9 @@ Arguments declare() {
       "Defaults: B=2 H=16 N=8192, D=64,128, bf16, non-causal, forward and backward,\n"
       "top 12, median of 7 after 2 warm-up calls, 2 input sets.");
   declare_dims_options(a);
-  a.option("kinds", "K,K", "forward, backward (query then key/value), backward_atomic");
+  a.option("kinds", "K,K",
+           "forward, backward (query then key/value), backward_query,\n"
+           "                          backward_key_value, backward_atomic");
   a.option("dtype", "T,T", "bf16 (default), f16, or both: bf16,f16");
   a.option("causal", "0|1|both", "causal mask (default 0)");
   a.option("batch", "B", "batch size of the timed problem");
@@ -126,7 +128,8 @@ Arguments declare() {
   a.flag("pipelines-only",
          "no search: time the table's tuning (--merge's, else the default)\n"
          "                          with each way of copying its traversed tiles (without\n"
-         "                          a producer warpgroup; with one copying by TMA, 3 or 4\n"
+         "                          a producer warpgroup; with one copying by TMA, or by\n"
+         "                          cp.async where TMA cannot read the rows; the forward's\n"
          "                          stages), and the default");
   a.flag("dry-run",
          "prune and rank only (no GPU): counts, top candidates, time estimate;\n"

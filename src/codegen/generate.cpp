@@ -276,18 +276,6 @@ std::string forced_only_path(const KernelSpec&, const TuningParams& t) {
   if (t.split == WarpgroupSplit::values)
     return "the wgmma forward whose warpgroups split the value columns and take turns on S "
            "(slower than without)";
-  // Written, compiled without spills, not yet run on a GPU (bench/NOTES.md,
-  // "Next" 1).
-  if (t.split == WarpgroupSplit::outputs)
-    return "the wgmma key/value backward whose warpgroups split dK and dV (not yet measured)";
-  // With one copying warp, correct on the H200 (forced GPU tests) but 1.7-2x
-  // slower than the same shapes without a producer (bench/NOTES.md): one
-  // warp's cp.async copies could not keep up with the tensor cores. All four
-  // of its warps copy now; not yet measured. With TMA (copy=tma) the same
-  // producer is the fastest copy there is, and is not forced-only.
-  if (t.producer && !t.tma)
-    return "the wgmma kernels whose producer warpgroup copies with cp.async (not yet measured "
-           "with its four warps copying)";
   return "";
 }
 
@@ -295,6 +283,14 @@ TuningParams without_producer(TuningParams t) {
   t.producer = false;
   t.tma = false;
   t.stages = 0;
+  t.swizzle = 0;
+  return t;
+}
+
+TuningParams with_copying_producer(TuningParams t, int stages) {
+  t.producer = true;
+  t.tma = false;
+  t.stages = stages;
   t.swizzle = 0;
   return t;
 }

@@ -144,6 +144,11 @@ TuningParams wgmma_forward_tuning(const KernelSpec& spec) {
   }
   t.wgmma = true;
   t = with_tma_producer_where_aligned(spec, t, stages);
+  // Rows TMA cannot read (8-byte aligned) from 65 to 96 columns: the
+  // producer's four warps copying four stages deep, +8% / +14% at D = 68 /
+  // 76 over all warps copying (three stages: -5% / +1%). Elsewhere the
+  // tuning tables may choose it.
+  if (spec.vec == 4 && widest > 64 && widest <= 96) t = with_copying_producer(t, 4);
   return t;
 }
 
@@ -190,6 +195,28 @@ bool wgmma_backward_key_value_fits(const KernelSpec& spec) {
          widest > 32 && widest <= 128;
 }
 
+// Key/value backward on wgmma from 161 to 256 columns (dK and dV each up to
+// 256, on 16-byte aligned rows): two warpgroups share 64 keys, one computing
+// Sᵀ, Pᵀ and dV, the other dPᵀ and dK (split=outputs), so Sᵀ and dPᵀ are
+// computed once where the mma.sync kernel recomputes them per column chunk.
+// Measured on the H200 against that kernel's tuned rows, TFLOP/s of its own
+// GEMMs (bench/NOTES.md): 253 / 228 / 240 against 176 / 168 / 171 at D =
+// 192 / 224 / 256, 289 against 175 at 256 causal; at 136 / 160 it lost
+// (171 / 234 against 226 / 267; 160 causal won, 233 against 221).
+bool wgmma_split_key_value_fits(const KernelSpec& spec) {
+  const int dqk = round_up(spec.dim_qk, 16), dv = round_up(spec.dim_v, 16);
+  const int widest = dqk > dv ? dqk : dv;
+  return spec.kind == KernelKind::backward_key_value && spec.arch == "sm_90a" && spec.vec == 8 &&
+         widest > 160 && widest <= 256;
+}
+
+TuningParams wgmma_split_key_value_tuning() {
+  TuningParams t{64, 64, 0, 8, 0};
+  t.wgmma = true;
+  t.split = WarpgroupSplit::outputs;
+  return with_tma_producer(t);
+}
+
 TuningParams wgmma_backward_key_value_tuning(const KernelSpec& spec) {
   const int widest = round_up(spec.dim_qk > spec.dim_v ? spec.dim_qk : spec.dim_v, 16);
   TuningParams t{128, widest <= 64 ? 96 : 64, 0, 8, 0};
@@ -218,6 +245,7 @@ TuningParams shape_for(const KernelSpec& spec) {
   if (wgmma_forward_fits(spec)) return wgmma_forward_tuning(spec);
   if (wgmma_backward_query_fits(spec)) return wgmma_backward_query_tuning(spec);
   if (wgmma_backward_key_value_fits(spec)) return wgmma_backward_key_value_tuning(spec);
+  if (wgmma_split_key_value_fits(spec)) return wgmma_split_key_value_tuning();
   return mma_sync_shape_for(spec);
 }
 

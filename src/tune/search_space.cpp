@@ -73,6 +73,21 @@ void compile_range(const KernelSpec& spec, const std::vector<Candidate>& jobs, s
   for (std::thread& t : pool) t.join();
 }
 
+// The key/value backward past Dqk + Dv = 256 on wgmma: two warpgroups over
+// the same 64 keys, one holding dK, the other dV (split=outputs: each at
+// most 256 columns, TMA copies).
+std::vector<TuningParams> outputs_split_space(const KernelSpec& spec) {
+  std::vector<TuningParams> space;
+  if (spec.vec != 8 || spec.dim_qk > 256 || spec.dim_v > 256) return space;
+  for (int cols : kWgmmaBlockCols) {
+    TuningParams t{64, cols, 0, 8, 0};
+    t.wgmma = true;
+    t.split = WarpgroupSplit::outputs;
+    space.push_back(with_tma_producer(t));
+  }
+  return space;
+}
+
 // The wgmma kernels (sm_90a): whole warpgroups of 64 rows. The forward keeps
 // at most 256 value columns per CTA (past that, chunks of 256); the backward
 // kernels split no dims; all take any contiguous rows (generate.cpp states
@@ -91,7 +106,7 @@ std::vector<TuningParams> wgmma_space(const KernelSpec& spec) {
       if (dqk > 256) return space;
       break;
     case KernelKind::backward_key_value:
-      if (dqk + dv > 256) return space;
+      if (dqk + dv > 256) return outputs_split_space(spec);
       break;
     default:
       return space;
@@ -101,6 +116,11 @@ std::vector<TuningParams> wgmma_space(const KernelSpec& spec) {
       TuningParams t{16 * warps, cols, head, warps, 0};
       t.wgmma = true;
       space.push_back(t);
+      if (spec.vec == 2 || spec.vec == 4) {
+        // Rows TMA cannot read: the producer's four warps copy with cp.async.
+        space.push_back(with_copying_producer(t));
+        if (spec.kind == KernelKind::forward) space.push_back(with_copying_producer(t, 4));
+      }
       if (spec.vec != 8) continue;
       space.push_back(with_tma_producer(t));
       // The forward two stages deep too: at D >= 200 the only TMA candidates
@@ -138,14 +158,21 @@ std::vector<TuningParams> pipeline_variants(const KernelSpec& spec, const Tuning
                                             std::size_t shared_limit) {
   std::vector<TuningParams> variants = {t};
   if (!t.wgmma || t.split != WarpgroupSplit::rows) return variants;
-  // TMA into swizzled tiles (the default) and as 8-column slices.
-  std::vector<TuningParams> others = {without_producer(t), with_tma_producer(t),
-                                      with_tma_producer(t, 0, 0)};
-  if (spec.kind == KernelKind::forward)
-    for (int stages : {2, 4}) {
-      others.push_back(with_tma_producer(t, stages));
-      others.push_back(with_tma_producer(t, stages, 0));
-    }
+  // TMA into swizzled tiles (the default) and as 8-column slices; where TMA
+  // cannot read the rows, the producer's four warps copying with cp.async.
+  std::vector<TuningParams> others = {without_producer(t)};
+  if (spec.vec == 8) {
+    others.push_back(with_tma_producer(t));
+    others.push_back(with_tma_producer(t, 0, 0));
+    if (spec.kind == KernelKind::forward)
+      for (int stages : {2, 4}) {
+        others.push_back(with_tma_producer(t, stages));
+        others.push_back(with_tma_producer(t, stages, 0));
+      }
+  } else {
+    others.push_back(with_copying_producer(t));
+    if (spec.kind == KernelKind::forward) others.push_back(with_copying_producer(t, 4));
+  }
   for (const TuningParams& v : others) {
     if (std::find(variants.begin(), variants.end(), v) != variants.end()) continue;
     try {

@@ -33,7 +33,9 @@ std::vector<TuningParams> search_space(const KernelSpec& spec);
 // The tunings that differ from `t` only in how the traversed tiles reach
 // shared memory: `t` without a producer warpgroup, with a producer copying by
 // TMA (16-byte aligned rows) into swizzled tiles or as 8-column slices, and
-// for the forward with that producer two and four stages deep. Those
+// for the forward with that producer two and four stages deep; on rows TMA
+// cannot read, with a producer copying by cp.async (the forward's also four
+// stages deep). Those
 // generate() refuses, forced-only paths and those over `shared_limit` are
 // left out; `t` itself (as given) always comes first.
 std::vector<TuningParams> pipeline_variants(const KernelSpec& spec, const TuningParams& t,

@@ -165,15 +165,17 @@ std::vector<KernelKind> kinds_named(const std::vector<std::string>& names) {
     return false;
   };
   if (has("forward")) kinds.push_back(KernelKind::forward);
-  if (has("backward")) {
-    kinds.push_back(KernelKind::backward_query);
-    kinds.push_back(KernelKind::backward_key_value);
-  }
+  // "backward" is both kernels of the deterministic backward; each may be named alone.
+  if (has("backward") || has("backward_query")) kinds.push_back(KernelKind::backward_query);
+  if (has("backward") || has("backward_key_value")) kinds.push_back(KernelKind::backward_key_value);
   if (has("backward_atomic")) kinds.push_back(KernelKind::backward_atomic);
   for (const std::string& n : names)
-    if (n != "forward" && n != "backward" && n != "backward_atomic")
+    if (n != "forward" && n != "backward" && n != "backward_query" && n != "backward_key_value" &&
+        n != "backward_atomic")
       throw Error(ErrorCode::invalid_argument,
-                  "kinds: '" + n + "' is not one of forward, backward, backward_atomic");
+                  "kinds: '" + n +
+                      "' is not one of forward, backward, backward_query, backward_key_value, "
+                      "backward_atomic");
   return kinds;
 }
 

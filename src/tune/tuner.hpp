@@ -108,7 +108,7 @@ std::vector<KindResult> tune_configuration(const Problem& p, int vec, CandidateR
                                            const TunerProgress& progress = {});
 
 // Kernel kinds of a `flashgen tune --kinds` name: forward, backward (query
-// then key/value), backward_atomic.
+// then key/value), backward_query, backward_key_value, backward_atomic.
 std::vector<KernelKind> kinds_named(const std::vector<std::string>& names);
 
 }  // namespace flashgen

@@ -159,10 +159,11 @@ TEST(Generate, TmaCopiesTheForwardProducersTilesOnAlignedRows) {
     EXPECT_NE(g_b.source.find("_wgmma_producer.cuh"), std::string::npos);
     EXPECT_NE(g_b.source.find("kTma = true;"), std::string::npos);
   }
-  // Measured faster than the kernels without a producer: a path the tables
-  // and the heuristics may choose; the cp.async producer stays forced-only.
+  // Both measured (TMA faster than the kernels without a producer, the
+  // cp.async producer on the rows TMA cannot read): paths the tables and the
+  // heuristics may choose.
   EXPECT_EQ(forced_only_path(s, t), "");
-  EXPECT_NE(forced_only_path(s, async), "");
+  EXPECT_EQ(forced_only_path(s, async), "");
 }
 
 TEST(Generate, AlternatingForwardInClustersOfTwo) {
@@ -238,7 +239,7 @@ TEST(Generate, KeyValueBackwardSplitsItsOutputsAcrossTwoWarpgroups) {
   EXPECT_EQ(g.shared_bytes,
             2u * (64 * 512 + 2 * 64 * 512) + 4 * (2 * 2 * 64 + 2 * 32 * 128) + 2 * 2 * 8);
   EXPECT_LE(g.shared_bytes, 232448u) << "sm_90a's opt-in limit";
-  EXPECT_NE(forced_only_path(s, t), "") << "not yet measured";
+  EXPECT_EQ(forced_only_path(s, t), "") << "measured faster at D = 192-256";
   refused(spec_of(KernelKind::backward_key_value, 257, 257), t, "Dqk <= 256 and Dv <= 256");
   refused(spec_of(KernelKind::backward_key_value, 256, 256, 4), t, "alignment class 8");
   refused(spec_of(KernelKind::forward, 256, 256), t, "backward_key_value kernel only");
@@ -368,6 +369,33 @@ TEST(DefaultTuning, WgmmaBackwardWhereItApplies) {
   EXPECT_TRUE(
       default_tuning(spec_of(KernelKind::backward_key_value, 127, 127, 1), kHopperSharedLimit).wgmma);
   EXPECT_FALSE(default_tuning(spec_of(KernelKind::backward_key_value, 144, 144), kHopperSharedLimit).wgmma);
+  // From 161 to 256 columns on 16-byte rows: two warpgroups splitting dK and dV.
+  for (int d : {176, 256}) {
+    const TuningParams split =
+        default_tuning(spec_of(KernelKind::backward_key_value, d, d), kHopperSharedLimit);
+    EXPECT_EQ(split.split, WarpgroupSplit::outputs) << d;
+    EXPECT_TRUE(split.tma) << d;
+    EXPECT_EQ(forced_only_path(spec_of(KernelKind::backward_key_value, d, d), split), "");
+  }
+  EXPECT_FALSE(
+      default_tuning(spec_of(KernelKind::backward_key_value, 199, 199, 1), kHopperSharedLimit)
+          .wgmma);
+  EXPECT_FALSE(
+      default_tuning(spec_of(KernelKind::backward_key_value, 288, 288), kHopperSharedLimit).wgmma);
+}
+
+TEST(DefaultTuning, CopyingProducerOnEightByteRows) {
+  // D = 68-96 on 8-byte rows: the producer's four warps copy, four stages deep.
+  const TuningParams d76 =
+      default_tuning(spec_of(KernelKind::forward, 76, 76, 4), kHopperSharedLimit);
+  EXPECT_TRUE(d76.producer);
+  EXPECT_FALSE(d76.tma);
+  EXPECT_EQ(d76.stages, 4);
+  EXPECT_FALSE(
+      default_tuning(spec_of(KernelKind::forward, 60, 60, 4), kHopperSharedLimit).producer);
+  EXPECT_FALSE(
+      default_tuning(spec_of(KernelKind::forward, 127, 127, 1), kHopperSharedLimit).producer);
+  EXPECT_TRUE(default_tuning(spec_of(KernelKind::forward, 96, 96), kHopperSharedLimit).tma);
 }
 
 TEST(TuningParams, ParseRejectsWhatItDoesNotKnow) {

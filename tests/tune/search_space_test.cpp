@@ -97,7 +97,12 @@ TEST(SearchSpace, WgmmaKernelsWhereTheyApply) {
   EXPECT_EQ(wgmma_heads(spec(KernelKind::backward_query, 256)), (std::set<int>{0}));
   EXPECT_EQ(wgmma_heads(spec(KernelKind::backward_query, 257)), (std::set<int>{}));
   EXPECT_EQ(wgmma_heads(spec(KernelKind::backward_key_value, 128)), (std::set<int>{0}));
-  EXPECT_EQ(wgmma_heads(spec(KernelKind::backward_key_value, 144)), (std::set<int>{}));
+  EXPECT_EQ(wgmma_heads(spec(KernelKind::backward_key_value, 144)), (std::set<int>{0}))
+      << "two warpgroups splitting dK and dV";
+  EXPECT_EQ(wgmma_heads(spec(KernelKind::backward_key_value, 257)), (std::set<int>{}));
+  KernelSpec unaligned = spec(KernelKind::backward_key_value, 140);
+  unaligned.vec = 4;
+  EXPECT_EQ(wgmma_heads(unaligned), (std::set<int>{})) << "split=outputs copies by TMA only";
   EXPECT_EQ(wgmma_heads(spec(KernelKind::backward_atomic, 64)), (std::set<int>{}));
   KernelSpec odd = spec(KernelKind::backward_key_value, 63);
   odd.vec = 1;
@@ -292,7 +297,7 @@ TEST(SearchSpace, LeavesOutForcedOnlyPaths) {
       EXPECT_EQ(forced_only_path(spec(kind, 128), t), "") << t.to_string();
 }
 
-TEST(SearchSpace, TmaProducersOnSixteenByteRowsOnly) {
+TEST(SearchSpace, ProducersCopyByTmaOnSixteenByteRowsByCpAsyncElsewhere) {
   for (KernelKind kind :
        {KernelKind::forward, KernelKind::backward_query, KernelKind::backward_key_value}) {
     KernelSpec s = spec(kind, 128);
@@ -306,7 +311,16 @@ TEST(SearchSpace, TmaProducersOnSixteenByteRowsOnly) {
     EXPECT_GT(with_tma, 0) << to_string(kind);
     // Every wgmma shape both ways; the forward's with TMA three and two stages deep.
     EXPECT_EQ(with_tma, (kind == KernelKind::forward ? 2 : 1) * without) << to_string(kind);
+    // 8-byte rows: every wgmma shape also with the cp.async producer (the
+    // forward's also four stages deep), never TMA.
     s.vec = 4;
+    int copying = 0, plain = 0;
+    for (const TuningParams& t : search_space(s)) {
+      EXPECT_FALSE(t.tma) << t.to_string();
+      if (t.wgmma) (t.producer ? copying : plain) += 1;
+    }
+    EXPECT_EQ(copying, (kind == KernelKind::forward ? 2 : 1) * plain) << to_string(kind);
+    s.vec = 1;  // 2-byte rows: staged, no producer
     for (const TuningParams& t : search_space(s)) EXPECT_FALSE(t.producer) << t.to_string();
   }
 }
@@ -334,7 +348,15 @@ TEST(PipelineVariants, TheSameShapeCopiedEachWay) {
   // The backward kernels have no stages to choose.
   EXPECT_EQ(pipeline_variants(spec(KernelKind::backward_query, 128), base, kHopperShared).size(),
             3u);
-  // Rows not 16-byte aligned: no TMA; mma.sync tunings: only themselves.
+  // 8-byte rows: no TMA, the producer copying by cp.async (the forward's
+  // three and four stages deep).
+  KernelSpec eight_byte = spec(KernelKind::forward, 76);
+  eight_byte.vec = 4;
+  const std::vector<TuningParams> copying = pipeline_variants(eight_byte, base, kHopperShared);
+  ASSERT_EQ(copying.size(), 3u);
+  EXPECT_EQ(copying[1].to_string(), base.to_string() + " producer=warp");
+  EXPECT_EQ(copying[2].to_string(), base.to_string() + " stages=4 producer=warp");
+  // Rows only 2-byte aligned: no producer; mma.sync tunings: only themselves.
   KernelSpec odd = spec(KernelKind::forward, 127);
   odd.vec = 1;
   EXPECT_EQ(pipeline_variants(odd, base, kHopperShared), std::vector<TuningParams>{base});

@@ -297,6 +297,10 @@ TEST(KindsNamed, ExpandsBackwardAndRefusesUnknownNames) {
             (std::vector<KernelKind>{KernelKind::forward, KernelKind::backward_atomic}));
   EXPECT_EQ(kinds_named({"backward"}),
             (std::vector<KernelKind>{KernelKind::backward_query, KernelKind::backward_key_value}));
+  EXPECT_EQ(kinds_named({"backward_key_value"}),
+            (std::vector<KernelKind>{KernelKind::backward_key_value}));
+  EXPECT_EQ(kinds_named({"backward_key_value", "backward"}),
+            (std::vector<KernelKind>{KernelKind::backward_query, KernelKind::backward_key_value}));
   EXPECT_THROW(kinds_named({"sideways"}), Error);
 }
 

@@ -166,15 +166,15 @@ TEST(FindRow, OnlyTheNearestRowStandsIn) {
 TEST(FindRow, ForcedOnlyPathsRunOnlyWhenForced) {
   // A row naming a kernel path kept for measurement only is skipped like an
   // invalid one: the heuristic applies.
-  TuningParams producer{192, 64, 0, 12, 0, true};
-  producer.producer = true;
+  TuningParams split_dims{64, 32, 0, 8, 0, true};
+  split_dims.split = WarpgroupSplit::dims;
   const KernelSpec forward = spec(KernelKind::forward, 128);
-  ASSERT_NE(forced_only_path(forward, producer), "");
-  EXPECT_FALSE(find_row(make_table_set({row(KernelKind::forward, 128, 128, producer)}, {}),
+  ASSERT_NE(forced_only_path(forward, split_dims), "");
+  EXPECT_FALSE(find_row(make_table_set({row(KernelKind::forward, 128, 128, split_dims)}, {}),
                         forward, 8192, kHopperShared));
   // An override still runs them.
-  const ScopedTuningOverride force(KernelKind::forward, producer);
-  EXPECT_EQ(lookup_tuning(forward, problem(8192, 128)), producer);
+  const ScopedTuningOverride force(KernelKind::forward, split_dims);
+  EXPECT_EQ(lookup_tuning(forward, problem(8192, 128)), split_dims);
 }
 
 TEST(FindRow, TmaRowsServeRowsTmaCannotReadWithoutTheProducer) {
