@@ -36,3 +36,31 @@ def test_only_the_asked_mask_and_flashgen_rows(tmp_path):
     default = write_run(tmp_path / "default.json", {64: (400.0, 300.0)}, causal=True)
     assert gain.main([tuned, default]) == 2  # no non-causal rows
     assert gain.main([tuned, default, "--causal"]) == 0
+
+
+def test_adopt_defaults_rewrites_only_the_losing_rows(tmp_path):
+    def run(path, bq, tuning):
+        row = {"backend": "flashgen", "D": 192, "N": 8192, "causal": False, "bq_tflops": bq,
+               "bwd_tflops": 200.0,
+               "kernels": ["backward_query bf16 dqk=192 dv=192 causal=0 vec=8 sm_90a | " + tuning]}
+        path.write_text(json.dumps({"device": "NVIDIA H200 (sm_90a)", "driver": "13.0",
+                                    "rows": [row]}))
+        return str(path)
+
+    def table_row(kind, dim, causal=False):
+        return json.dumps({"kind": kind, "dtype": "bf16", "dim_qk_min": dim, "dim_qk_max": dim,
+                           "dim_v_min": dim, "dim_v_max": dim, "causal": causal,
+                           "seq_min": 4097, "seq_max": 8192, "tuning": "rows=64 old",
+                           "tflops": 1.0, "default_tflops": 1.0})
+
+    lines = [table_row("backward_query", 192), table_row("backward_query", 192, True),
+             table_row("forward", 192), table_row("backward_query", 176)]
+    table = tmp_path / "table.json"
+    table.write_text('{\n "rows": [\n  ' + ",\n  ".join(lines) + "\n ]\n}\n")
+    tuned = run(tmp_path / "tuned.json", 400.0, "rows=64 old")
+    default = run(tmp_path / "default.json", 500.0, "rows=128 new")
+    assert gain.main([tuned, default, "--adopt-defaults", str(table)]) == 1
+    rows = json.loads(table.read_text())["rows"]
+    assert rows[0]["tuning"] == "rows=128 new" and rows[0]["tflops"] == 200.0
+    assert rows[0]["gpu"] == "NVIDIA H200"
+    assert [r["tuning"] for r in rows[1:]] == ["rows=64 old"] * 3  # causal, other kind, other D
