@@ -36,10 +36,13 @@ KINDS = [
 ]
 
 
-def rows_by_dim(path, causal):
-    """flashgen's rows of one file, by head dimension (one mask)."""
+def load_run(path):
     with open(path) as f:
-        data = json.load(f)
+        return json.load(f)
+
+
+def rows_by_dim(data, causal):
+    """flashgen's rows of one run, by head dimension (one mask)."""
     rows = {}
     for row in data.get("rows", []):
         if row.get("backend") != "flashgen" or bool(row.get("causal")) != causal:
@@ -65,7 +68,7 @@ def compare(tuned, default, tolerance):
     return table, losses
 
 
-# The table kind of each label, the rate its rows record, and its kernel name.
+# The table kind (and kernel name) of each label, and the rate its rows record.
 ADOPTABLE = {
     "fwd": ("forward", "fwd_tflops"),
     "bq": ("backward_query", "bwd_tflops"),
@@ -138,8 +141,10 @@ def main(argv=None):
                         help="rewrite TABLE's rows behind the losses to the defaults")
     args = parser.parse_args(argv)
 
-    default_rows = rows_by_dim(args.default, args.causal)
-    table, losses = compare(rows_by_dim(args.tuned, args.causal), default_rows, args.tolerance)
+    default_run = load_run(args.default)
+    default_rows = rows_by_dim(default_run, args.causal)
+    table, losses = compare(rows_by_dim(load_run(args.tuned), args.causal), default_rows,
+                            args.tolerance)
     if not table:
         print("tuning_gain.py: no head dimension is in both files", file=sys.stderr)
         return 2
@@ -152,10 +157,8 @@ def main(argv=None):
         for dim, label, a, b, gain in losses:
             print(f"  D={dim} {label}: {a:.1f} against {b:.1f} ({gain:+.1f}%)")
         if args.adopt_defaults:
-            with open(args.default) as f:
-                run = json.load(f)
             changed = adopt_defaults(args.adopt_defaults, losses, default_rows, args.causal,
-                                     run.get("device", ""), run.get("driver", ""))
+                                     default_run.get("device", ""), default_run.get("driver", ""))
             print(f"\nrows set to the default in {args.adopt_defaults}:")
             for line in changed:
                 print("  " + line)

@@ -147,7 +147,7 @@ Settings settings_from(const Arguments& a) {
   if (causal != "1") s.causal.push_back(false);
   if (causal != "0") s.causal.push_back(true);
   s.kind_names =
-      a.choice_list("kinds", {"forward", "backward"}, {"forward", "backward", "backward_query", "backward_key_value", "backward_atomic"});
+      a.choice_list("kinds", {"forward", "backward"}, tunable_kind_names());
   s.tuner.kinds = kinds_named(s.kind_names);
   s.base.batch = a.integer("batch", kBatch, 1);
   s.base.heads_q = s.base.heads_kv = a.integer("heads", kHeads, 1);

@@ -73,6 +73,16 @@ void compile_range(const KernelSpec& spec, const std::vector<Candidate>& jobs, s
   for (std::thread& t : pool) t.join();
 }
 
+// `t` with a producer warpgroup whose four warps copy by cp.async, where TMA
+// cannot read the rows (4- and 8-byte aligned); the forward's also four
+// stages deep.
+std::vector<TuningParams> copying_producer_variants(const KernelSpec& spec, const TuningParams& t) {
+  if (spec.vec != 2 && spec.vec != 4) return {};
+  std::vector<TuningParams> variants = {with_copying_producer(t)};
+  if (spec.kind == KernelKind::forward) variants.push_back(with_copying_producer(t, 4));
+  return variants;
+}
+
 // The key/value backward past Dqk + Dv = 256 on wgmma: two warpgroups over
 // the same 64 keys, one holding dK, the other dV (split=outputs: each at
 // most 256 columns, TMA copies).
@@ -116,11 +126,8 @@ std::vector<TuningParams> wgmma_space(const KernelSpec& spec) {
       TuningParams t{16 * warps, cols, head, warps, 0};
       t.wgmma = true;
       space.push_back(t);
-      if (spec.vec == 2 || spec.vec == 4) {
-        // Rows TMA cannot read: the producer's four warps copy with cp.async.
-        space.push_back(with_copying_producer(t));
-        if (spec.kind == KernelKind::forward) space.push_back(with_copying_producer(t, 4));
-      }
+      for (const TuningParams& copying : copying_producer_variants(spec, t))
+        space.push_back(copying);
       if (spec.vec != 8) continue;
       space.push_back(with_tma_producer(t));
       // The forward two stages deep too: at D >= 200 the only TMA candidates
@@ -169,10 +176,8 @@ std::vector<TuningParams> pipeline_variants(const KernelSpec& spec, const Tuning
         others.push_back(with_tma_producer(t, stages));
         others.push_back(with_tma_producer(t, stages, 0));
       }
-  } else {
-    others.push_back(with_copying_producer(t));
-    if (spec.kind == KernelKind::forward) others.push_back(with_copying_producer(t, 4));
   }
+  for (const TuningParams& copying : copying_producer_variants(spec, t)) others.push_back(copying);
   for (const TuningParams& v : others) {
     if (std::find(variants.begin(), variants.end(), v) != variants.end()) continue;
     try {

@@ -157,6 +157,12 @@ std::vector<TuningParams> tunings_to_keep(const TunerSettings& settings, const K
   return {};
 }
 
+const std::vector<std::string>& tunable_kind_names() {
+  static const std::vector<std::string> names = {"forward", "backward", "backward_query",
+                                                 "backward_key_value", "backward_atomic"};
+  return names;
+}
+
 std::vector<KernelKind> kinds_named(const std::vector<std::string>& names) {
   std::vector<KernelKind> kinds;
   auto has = [&](const char* name) {
@@ -169,13 +175,13 @@ std::vector<KernelKind> kinds_named(const std::vector<std::string>& names) {
   if (has("backward") || has("backward_query")) kinds.push_back(KernelKind::backward_query);
   if (has("backward") || has("backward_key_value")) kinds.push_back(KernelKind::backward_key_value);
   if (has("backward_atomic")) kinds.push_back(KernelKind::backward_atomic);
+  const std::vector<std::string>& known = tunable_kind_names();
   for (const std::string& n : names)
-    if (n != "forward" && n != "backward" && n != "backward_query" && n != "backward_key_value" &&
-        n != "backward_atomic")
-      throw Error(ErrorCode::invalid_argument,
-                  "kinds: '" + n +
-                      "' is not one of forward, backward, backward_query, backward_key_value, "
-                      "backward_atomic");
+    if (std::find(known.begin(), known.end(), n) == known.end()) {
+      std::string list;
+      for (const std::string& k : known) list += (list.empty() ? "" : ", ") + k;
+      throw Error(ErrorCode::invalid_argument, "kinds: '" + n + "' is not one of " + list);
+    }
   return kinds;
 }
 

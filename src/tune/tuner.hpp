@@ -107,8 +107,11 @@ std::vector<KindResult> tune_configuration(const Problem& p, int vec, CandidateR
                                            const TunerSettings& settings,
                                            const TunerProgress& progress = {});
 
-// Kernel kinds of a `flashgen tune --kinds` name: forward, backward (query
-// then key/value), backward_query, backward_key_value, backward_atomic.
+// The names `flashgen tune --kinds` takes: forward, backward (query then
+// key/value), backward_query, backward_key_value, backward_atomic.
+const std::vector<std::string>& tunable_kind_names();
+
+// Kernel kinds of `flashgen tune --kinds` names (tunable_kind_names()).
 std::vector<KernelKind> kinds_named(const std::vector<std::string>& names);
 
 }  // namespace flashgen
