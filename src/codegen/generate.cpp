@@ -59,6 +59,9 @@ KindInfo info_of(const KernelSpec& spec, const TuningParams& t) {
       if (t.wgmma) return {"forward_wgmma.cuh", "ForwardWgmma", "flashgen_forward"};
       return {"forward.cuh", "Forward", "flashgen_forward"};
     case KernelKind::backward_query:
+      if (t.split == WarpgroupSplit::dims)
+        return {"backward_query_wgmma_split.cuh", "BackwardQueryWgmmaSplit",
+                "flashgen_backward_query"};
       if (t.producer)
         return {"backward_query_wgmma_producer.cuh", "BackwardQueryWgmmaProducer",
                 "flashgen_backward_query"};
@@ -142,14 +145,41 @@ static void check_outputs_split_tuning(const KernelSpec& spec, const TuningParam
     fail("split=outputs needs rows, strides and pointers aligned to 16 bytes (alignment class 8)");
 }
 
+// The wide-head query backward whose two warpgroups share 64 query rows and
+// split the head dims (split=dims): K three stages deep by default.
+static void check_query_split_tuning(const KernelSpec& spec, const TuningParams& t,
+                                     const std::function<void(const std::string&)>& fail) {
+  if (!t.wgmma) fail("split=dims applies to the wgmma kernels only");
+  if (spec.arch != "sm_90a") fail("mma=wgmma needs sm_90a");
+  if (t.warps != 8 || t.block_rows != 64 || t.head_block != 0)
+    fail("split=dims needs rows=64 warps=8 head=0 (two warpgroups over the same 64 rows)");
+  if (t.block_cols < 16 || t.block_cols % 16 != 0 || t.block_cols > 256)
+    fail("cols must be a multiple of 16 up to 256");
+  if (t.cached != 0) fail("split=dims caches no operand (cache=none)");
+  if (round_up(spec.dim_qk, 32) / 2 > 256 || round_up(spec.dim_v, 32) / 2 > 256)
+    fail("split=dims needs Dqk <= 512 and Dv <= 512 (half of dQ in each warpgroup's registers)");
+  if (!(t.producer && t.tma))
+    fail("split=dims for backward_query needs producer=warp copy=tma (K and V copied by TMA)");
+  if (spec.vec != 8)
+    fail(
+        "split=dims for backward_query needs rows, strides and pointers aligned to 16 bytes "
+        "(alignment class 8)");
+  if (t.stages != 0 && (t.stages < 2 || t.stages > 4))
+    fail("split=dims for backward_query needs stages=2, 3 or 4 (of K; V has two)");
+}
+
 // The wgmma forwards whose two warpgroups share 64 rows (split=dims,
 // split=values): one shape of CTA, both warpgroups over all of Dv.
 static void check_split_tuning(const KernelSpec& spec, const TuningParams& t,
                                const std::function<void(const std::string&)>& fail) {
   if (t.split == WarpgroupSplit::outputs) return check_outputs_split_tuning(spec, t, fail);
+  if (t.split == WarpgroupSplit::dims && spec.kind == KernelKind::backward_query)
+    return check_query_split_tuning(spec, t, fail);
   const std::string name = std::string("split=") + to_string(t.split);
   if (!(t.wgmma && spec.kind == KernelKind::forward))
-    fail(name + " applies to the wgmma forward only");
+    fail(name + (t.split == WarpgroupSplit::dims
+                     ? " applies to the wgmma forward and backward_query only"
+                     : " applies to the wgmma forward only"));
   if (spec.arch != "sm_90a") fail("mma=wgmma needs sm_90a");
   if (t.warps != 8 || t.block_rows != 64 || t.head_block != 0)
     fail(name + " needs rows=64 warps=8 head=0 (two warpgroups over 64 rows and all of Dv)");
@@ -186,7 +216,8 @@ void check_tuning(const KernelSpec& spec, const TuningParams& t) {
   if (t.cluster != 1 && t.cluster != 2) fail("cluster must be 1 or 2");
   if (t.swizzle != 0 && t.swizzle != 32) fail("swizzle must be 0 or 32");
   if (t.swizzle != 0 &&
-      !(t.tma && (t.split == WarpgroupSplit::rows || t.split == WarpgroupSplit::outputs)))
+      !(t.tma && (t.split == WarpgroupSplit::rows || t.split == WarpgroupSplit::outputs ||
+                  spec.kind == KernelKind::backward_query)))
     fail(
         "swizzle=32 applies to the wgmma kernels with copy=tma (not the forward's split=dims or "
         "split=values)");
@@ -263,11 +294,11 @@ int head_chunks_of(const KernelSpec& spec, const TuningParams& t) {
   return (width + t.head_block - 1) / t.head_block;
 }
 
-std::string forced_only_path(const KernelSpec&, const TuningParams& t) {
+std::string forced_only_path(const KernelSpec& spec, const TuningParams& t) {
   // Correct on the H200 (forced GPU tests) but slower than the rows-split
   // forward with 256-column chunks at D = 256, 384 and 512 (146-153 against
   // 168-171 TFLOP/s; bench/NOTES.md).
-  if (t.split == WarpgroupSplit::dims)
+  if (t.split == WarpgroupSplit::dims && spec.kind == KernelKind::forward)
     return "the wgmma forward whose warpgroups split the head dims (slower than without)";
   // Correct on the H200 (forced GPU tests) but slower than the 256-column
   // chunks at every D from 256 to 512 (169 against 172 TFLOP/s at D = 512
@@ -307,6 +338,8 @@ int wgmma_forward_stages(const TuningParams& t) {
   if (t.stages != 0) return t.stages;
   return t.producer ? 3 : 2;
 }
+
+int split_query_key_stages(const TuningParams& t) { return t.stages != 0 ? t.stages : 3; }
 
 // A producer warp's pipeline: a full and an empty barrier per stage.
 static std::size_t producer_barrier_bytes(const TuningParams& t, std::size_t stages) {
@@ -393,6 +426,19 @@ std::size_t shared_bytes(const KernelSpec& spec, const TuningParams& t) {
                               stage_elements(spec, cols, dv));
     }
     case KernelKind::backward_query: {
+      // split=dims: q [64][dqk], dO [64][dv] (dims rounded up to 32); `stages`
+      // stages of k [cols][dqk], two of v [cols][dv]; lse and dterm [64]; the
+      // exchanges [2 warpgroups][128 threads] of partial S and dP (cols / 2
+      // floats) and of dS (cols / 8 words); a full and an empty barrier per
+      // stage of each pipeline
+      if (t.split == WarpgroupSplit::dims) {
+        const std::size_t dqk32 = round_up(spec.dim_qk, 32), dv32 = round_up(spec.dim_v, 32);
+        const std::size_t key_stages = split_query_key_stages(t);
+        return kElementBytes *
+                   (rows * (dqk32 + dv32) + key_stages * cols * dqk32 + 2 * cols * dv32) +
+               sizeof(float) * 2 * rows + 2 * 128 * 4 * (cols / 2 + cols / 8) +
+               producer_barrier_bytes(t, key_stages) + producer_barrier_bytes(t, 2);
+      }
       // wgmma: q [rows][dqk], dO [rows][dv], lse and dterm [rows]; three stages
       // of k [cols][dqk], two of v [cols][dv]; no padding (alignment class 1:
       // plus the staging of k and v)
@@ -485,6 +531,9 @@ GeneratedKernel generate(const KernelSpec& spec, const TuningParams& t) {
         << "  static constexpr int kSwizzle = " << t.swizzle << ";\n";
     if (t.split == WarpgroupSplit::values)
       s << "  static constexpr int kCluster = " << t.cluster << ";\n";
+    if (t.split == WarpgroupSplit::dims && spec.kind == KernelKind::backward_query)
+      s << "  static constexpr int kKeyStages = " << split_query_key_stages(t) << ";\n"
+        << "  static constexpr int kValueStages = 2;\n";
   }
   s << "};\n\n"
     << "using Kernel = fg::" << kind.kernel << "<Config>;\n";

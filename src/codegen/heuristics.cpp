@@ -217,6 +217,28 @@ TuningParams wgmma_split_key_value_tuning() {
   return with_tma_producer(t);
 }
 
+// Query backward on wgmma past 352 columns (each dim up to 512, on 16-byte
+// aligned rows): two warpgroups share 64 query rows and split the head dims
+// (split=dims), so S and dP are computed once where the mma.sync kernel
+// recomputes them per 256-column chunk of dQ. K three stages deep over the
+// widest key blocks that fit (16 keys at D = 384 and 512). Measured on the
+// H200, TFLOP/s of its GEMMs (bench/NOTES.md): 130 / 165 against 116 / 103
+// for the mma.sync kernel's tuned rows at D = 384 / 512; at 288 it lost
+// (117 against 267 for mma.sync without column chunks), so narrower heads
+// keep the mma.sync kernel unless a tuning table says otherwise.
+bool wgmma_split_query_fits(const KernelSpec& spec) {
+  const int dqk = round_up(spec.dim_qk, 32), dv = round_up(spec.dim_v, 32);
+  return spec.kind == KernelKind::backward_query && spec.arch == "sm_90a" && spec.vec == 8 &&
+         (dqk > 352 || dv > 352) && dqk <= 512 && dv <= 512;
+}
+
+TuningParams wgmma_split_query_tuning() {
+  TuningParams t{64, 32, 0, 8, 0};
+  t.wgmma = true;
+  t.split = WarpgroupSplit::dims;
+  return with_tma_producer(t, 3);
+}
+
 TuningParams wgmma_backward_key_value_tuning(const KernelSpec& spec) {
   const int widest = round_up(spec.dim_qk > spec.dim_v ? spec.dim_qk : spec.dim_v, 16);
   TuningParams t{128, widest <= 64 ? 96 : 64, 0, 8, 0};
@@ -246,6 +268,7 @@ TuningParams shape_for(const KernelSpec& spec) {
   if (wgmma_backward_query_fits(spec)) return wgmma_backward_query_tuning(spec);
   if (wgmma_backward_key_value_fits(spec)) return wgmma_backward_key_value_tuning(spec);
   if (wgmma_split_key_value_fits(spec)) return wgmma_split_key_value_tuning();
+  if (wgmma_split_query_fits(spec)) return wgmma_split_query_tuning();
   return mma_sync_shape_for(spec);
 }
 
@@ -277,6 +300,16 @@ static TuningParams f32_tuning(const KernelSpec& spec, std::size_t shared_limit)
 TuningParams default_tuning(const KernelSpec& spec, std::size_t shared_limit) {
   if (spec.dtype == DType::f32) return f32_tuning(spec, shared_limit);
   TuningParams t = shape_for(spec);
+  // The query kernel with split=dims: narrower key blocks, K three stages
+  // deep (at D = 384, 16 keys three deep beat 32 two deep by 9%), then two
+  // stages; else the mma.sync kernel.
+  if (t.split == WarpgroupSplit::dims) {
+    while (shared_bytes(spec, t) > shared_limit && t.block_cols > 16)
+      t.block_cols = narrower(t.block_cols);
+    if (shared_bytes(spec, t) > shared_limit) t.stages = 2;
+    if (shared_bytes(spec, t) <= shared_limit) return t;
+    t = mma_sync_shape_for(spec);
+  }
   // Two resident CTAs of 4 warps hide latency much better than one: narrow the
   // traversed block (not below 32) until two fit in half the limit.
   while (t.warps <= 4 && shared_bytes(spec, t) > shared_limit / 2 && t.block_cols > 32)

@@ -98,6 +98,24 @@ std::vector<TuningParams> outputs_split_space(const KernelSpec& spec) {
   return space;
 }
 
+// The query backward past Dqk = 256 on wgmma: two warpgroups over the same
+// 64 query rows, each with half of the head dims (split=dims: half of dQ in
+// its registers, TMA copies), K two to four stages deep.
+std::vector<TuningParams> query_split_space(const KernelSpec& spec) {
+  std::vector<TuningParams> space;
+  if (spec.vec != 8 || round_up(spec.dim_qk, 32) > 512 || round_up(spec.dim_v, 32) > 512)
+    return space;
+  // Wide heads leave room for narrow key blocks only (16 at D = 512).
+  for (int cols : {16, 32, 48, 64})
+    for (int stages : {2, 3, 4}) {
+      TuningParams t{64, cols, 0, 8, 0};
+      t.wgmma = true;
+      t.split = WarpgroupSplit::dims;
+      space.push_back(with_tma_producer(t, stages));
+    }
+  return space;
+}
+
 // The wgmma kernels (sm_90a): whole warpgroups of 64 rows. The forward keeps
 // at most 256 value columns per CTA (past that, chunks of 256); the backward
 // kernels split no dims; all take any contiguous rows (generate.cpp states
@@ -113,7 +131,7 @@ std::vector<TuningParams> wgmma_space(const KernelSpec& spec) {
       head = dv > 256 ? 256 : 0;
       break;
     case KernelKind::backward_query:
-      if (dqk > 256) return space;
+      if (dqk > 256 || dv > 256) return query_split_space(spec);
       break;
     case KernelKind::backward_key_value:
       if (dqk + dv > 256) return outputs_split_space(spec);

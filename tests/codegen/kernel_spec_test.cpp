@@ -270,8 +270,39 @@ TEST(Generate, SplitDimsForwardOwnsSixtyFourRowsOverAllOfDv) {
   rows128.block_rows = 128;
   refused(s, rows128, "rows=64 warps=8 head=0");
   refused(spec_of(KernelKind::forward, 127, 127, 1), t, "alignment class 2, 4 or 8");
-  refused(spec_of(KernelKind::backward_query, 128, 128), t, "wgmma forward only");
+  refused(spec_of(KernelKind::backward_key_value, 128, 128), t,
+          "wgmma forward and backward_query only");
+  refused(spec_of(KernelKind::backward_query, 128, 128), t, "producer=warp copy=tma");
   EXPECT_NE(forced_only_path(s, t), "");
+}
+
+// The query backward whose two warpgroups split the head dims (split=dims):
+// 64 rows over two warpgroups, TMA copies, dims up to 512; K `stages` deep
+// (three by default), V two.
+TEST(Generate, SplitDimsQueryBackwardSharesSixtyFourRows) {
+  TuningParams t = with_tma_producer(TuningParams{64, 32, 0, 8, 0, true}, 0);
+  t.split = WarpgroupSplit::dims;
+  const KernelSpec s = spec_of(KernelKind::backward_query, 384, 384);
+  const GeneratedKernel g = generate(s, t);
+  EXPECT_NE(g.source.find("backward_query_wgmma_split.cuh"), std::string::npos);
+  EXPECT_NE(g.source.find("kKeyStages = 3"), std::string::npos);
+  EXPECT_EQ(g.threads, 384) << "two computing warpgroups and the producer";
+  // q, dO [64][384]; three stages of k, two of v [32][384]; lse, dterm; the
+  // exchanges (16 + 4 words a thread, per warpgroup); 2 x (3 + 2) barriers.
+  EXPECT_EQ(shared_bytes(s, t), 2u * (64 * 768 + 3 * 32 * 384 + 2 * 32 * 384) + 4u * 128 +
+                                    2u * 128 * 4 * (16 + 4) + 8u * 2 * 5);
+  t.stages = 2;
+  EXPECT_LE(shared_bytes(s, t), kHopperSharedLimit);
+  refused(spec_of(KernelKind::backward_query, 520, 520), t, "Dqk <= 512 and Dv <= 512");
+  refused(spec_of(KernelKind::backward_query, 300, 300, 4), t, "alignment class 8");
+  TuningParams copying = t;
+  copying.tma = false;
+  copying.swizzle = 0;
+  refused(s, copying, "producer=warp copy=tma");
+  TuningParams five = t;
+  five.stages = 5;
+  refused(s, five, "stages=2, 3 or 4");
+  EXPECT_EQ(forced_only_path(s, t), "");
 }
 
 TEST(Generate, WgmmaNeedsAlignedRowsHopperAndWholeWarpgroups) {
@@ -351,8 +382,23 @@ TEST(DefaultTuning, WgmmaBackwardWhereItApplies) {
       default_tuning(spec_of(KernelKind::backward_query, 192, 192), kHopperSharedLimit).wgmma);
   EXPECT_TRUE(
       default_tuning(spec_of(KernelKind::backward_query, 256, 256), kHopperSharedLimit).wgmma);
+  // Past 352 columns on 16-byte rows: two warpgroups splitting the head dims,
+  // over key blocks narrow enough for K three stages deep.
   EXPECT_FALSE(
       default_tuning(spec_of(KernelKind::backward_query, 288, 288), kHopperSharedLimit).wgmma);
+  const TuningParams d384 =
+      default_tuning(spec_of(KernelKind::backward_query, 384, 384), kHopperSharedLimit);
+  EXPECT_EQ(d384.split, WarpgroupSplit::dims);
+  EXPECT_EQ(d384.block_cols, 16);
+  EXPECT_EQ(d384.stages, 3);
+  const TuningParams d512 =
+      default_tuning(spec_of(KernelKind::backward_query, 512, 512), kHopperSharedLimit);
+  EXPECT_EQ(d512.block_cols, 16);
+  EXPECT_EQ(d512.stages, 3);
+  EXPECT_FALSE(default_tuning(spec_of(KernelKind::backward_query, 512, 512), 166912).wgmma)
+      << "the mma.sync kernel where not even 16-key blocks fit";
+  EXPECT_FALSE(
+      default_tuning(spec_of(KernelKind::backward_query, 400, 400, 4), kHopperSharedLimit).wgmma);
   // Staged 2-byte rows: measured past 64 columns only.
   const TuningParams odd_query =
       default_tuning(spec_of(KernelKind::backward_query, 127, 127, 1), kHopperSharedLimit);

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "attention_case.hpp"
@@ -390,6 +391,45 @@ std::vector<Case> wgmma_key_value_split_cases() {
           Case{1, 300, 64, 2, 1, 64, 64, true, DType::f16, Layout::bshd}};
 }
 
+// The query backward whose two warpgroups share 64 query rows and split the
+// head dims (split=dims, K and V copied by TMA into swizzled tiles and as
+// slices): heads past 256 and narrow ones, Dqk != Dv, causal, GQA, a single
+// query row, edges of both sequences; K two to four stages deep, 16- to
+// 48-key blocks (those that fit the shared memory).
+class GpuBackwardWgmmaQuerySplit : public ::testing::TestWithParam<Case> {};
+
+constexpr std::size_t kH200SharedBytesPerBlock = 232448;  // the opt-in limit (sm_90)
+
+TEST_P(GpuBackwardWgmmaQuerySplit, MatchesReference) {
+  FLASHGEN_SKIP_WITHOUT_GPU();
+  const Case& c = GetParam();
+  KernelSpec spec;
+  spec.kind = KernelKind::backward_query;
+  spec.dim_qk = c.dim_qk;
+  spec.dim_v = c.dim_v;
+  int checked = 0;
+  for (const auto& [cols, stages, swizzle] : {std::tuple{32, 3, 32}, {16, 2, 0}, {48, 4, 32}}) {
+    TuningParams tuning = with_tma_producer(TuningParams{64, cols, 0, 8, 0, true}, stages, swizzle);
+    tuning.split = WarpgroupSplit::dims;
+    if (shared_bytes(spec, tuning) > kH200SharedBytesPerBlock) continue;
+    const ScopedTuningOverride force(KernelKind::backward_query, tuning);
+    EXPECT_TRUE(check_backward(c, gpu_options(true))) << tuning.to_string();
+    ++checked;
+  }
+  EXPECT_GT(checked, 0) << "no tuning fits the shared memory";
+}
+
+std::vector<Case> wgmma_query_split_cases() {
+  // batch, seq_q, seq_kv, heads_q, heads_kv, dim_qk, dim_v, causal, dtype, layout
+  return {Case{1, 200, 333, 4, 2, 384, 384, true, DType::bf16, Layout::bshd},
+          Case{2, 77, 130, 2, 2, 320, 512, false, DType::f16, Layout::bhsd},
+          Case{1, 130, 77, 3, 1, 512, 512, true, DType::bf16, Layout::padded},
+          Case{1, 1, 500, 2, 2, 288, 288, false, DType::bf16, Layout::bshd},
+          Case{1, 65, 200, 2, 2, 448, 256, false, DType::bf16, Layout::bshd},
+          Case{1, 150, 263, 2, 2, 136, 200, false, DType::bf16, Layout::bshd},
+          Case{1, 300, 64, 2, 1, 64, 64, true, DType::f16, Layout::bshd}};
+}
+
 // dQ in registers: Dqk <= 256; dK and dV: Dqk + Dv <= 256.
 std::vector<Case> wgmma_backward_tma_cases(bool key_value) {
   std::vector<Case> kept;
@@ -453,6 +493,8 @@ INSTANTIATE_TEST_SUITE_P(Forced, GpuBackwardWgmmaQueryTma,
                          ::testing::ValuesIn(wgmma_backward_tma_cases(false)), CaseName());
 INSTANTIATE_TEST_SUITE_P(Forced, GpuBackwardWgmmaKeyValueTma,
                          ::testing::ValuesIn(wgmma_backward_tma_cases(true)), CaseName());
+INSTANTIATE_TEST_SUITE_P(Forced, GpuBackwardWgmmaQuerySplit,
+                         ::testing::ValuesIn(wgmma_query_split_cases()), CaseName());
 INSTANTIATE_TEST_SUITE_P(Forced, GpuBackwardWgmmaKeyValueSplit,
                          ::testing::ValuesIn(wgmma_key_value_split_cases()), CaseName());
 INSTANTIATE_TEST_SUITE_P(Forced, GpuForwardWgmmaOptIn,

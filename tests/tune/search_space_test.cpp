@@ -95,7 +95,11 @@ TEST(SearchSpace, WgmmaKernelsWhereTheyApply) {
   EXPECT_EQ(wgmma_heads(spec(KernelKind::forward, 128)), (std::set<int>{0}));
   EXPECT_EQ(wgmma_heads(spec(KernelKind::forward, 512)), (std::set<int>{256}));
   EXPECT_EQ(wgmma_heads(spec(KernelKind::backward_query, 256)), (std::set<int>{0}));
-  EXPECT_EQ(wgmma_heads(spec(KernelKind::backward_query, 257)), (std::set<int>{}));
+  EXPECT_EQ(wgmma_heads(spec(KernelKind::backward_query, 257)), (std::set<int>{0}))
+      << "two warpgroups splitting the head dims";
+  KernelSpec unaligned_query = spec(KernelKind::backward_query, 300);
+  unaligned_query.vec = 4;
+  EXPECT_EQ(wgmma_heads(unaligned_query), (std::set<int>{})) << "split=dims copies by TMA only";
   EXPECT_EQ(wgmma_heads(spec(KernelKind::backward_key_value, 128)), (std::set<int>{0}));
   EXPECT_EQ(wgmma_heads(spec(KernelKind::backward_key_value, 144)), (std::set<int>{0}))
       << "two warpgroups splitting dK and dV";

@@ -1,0 +1,324 @@
+// The wgmma query backward for heads too wide for dQ in one warpgroup's
+// registers (Dqk past 256; split=dims): a CTA of two computing warpgroups
+// owns 64 query rows, and the warpgroups split the head dims instead of the
+// rows, so no GEMM is computed twice:
+//
+//   S_g = Q[:, half g]·K[:, half g]ᵀ,  dP_g = dO[:, half g]·V[:, half g]ᵀ
+//                                      wgmma, each warpgroup its halves
+//   S = S_0 + S_1, dP = dP_0 + dP_1    through shared memory; each warpgroup
+//   P, dS                              finishes one of the two rows each of
+//                                      its threads holds and hands its dS
+//                                      fragments to the other
+//   dQ[:, half g] += dS·K[:, half g]   wgmma, each warpgroup its half
+//
+// The alternative, CTAs that each own a column chunk of dQ, computes S and
+// dP once per chunk (1.67x the tensor work at D = 384 and 512). Q, dO, K
+// and V are zero-filled to a multiple of 32 columns, so both warpgroups run
+// the same instructions. A producer warpgroup copies K and V by TMA into
+// pipelines of their own: V[j] is read by dP(j) only, K[j] until the dQ
+// product of block j, one block later (three stages of K, two of V by
+// default). Deterministic: no atomics, a fixed order.
+#pragma once
+
+#include "backward_query_wgmma.cuh"
+#include "producer_pipeline.cuh"
+#include "tma.cuh"
+
+namespace flashgen_device {
+
+// C (generated): kElement, kDimQK, kDimV, kWarps (8: two computing
+// warpgroups), kBlockN, kVec (8), kCausal, kTma (true), kSwizzle,
+// kKeyStages, kValueStages.
+template <class C>
+struct BackwardQueryWgmmaSplit {
+  static constexpr int E = C::kElement;
+  static constexpr int kBlockM = 64;  // query rows per CTA, shared by both warpgroups
+  static constexpr int kBlockN = C::kBlockN;
+  static constexpr int kDimQK = round_up(C::kDimQK, 32), kDimV = round_up(C::kDimV, 32);
+  static constexpr int kHalfQK = kDimQK / 2, kHalfV = kDimV / 2;
+  static constexpr int kKeyStages = C::kKeyStages, kValueStages = C::kValueStages;
+  static constexpr int kKeyTiles = kBlockN / 8;
+  static constexpr int kConsumerWarps = C::kWarps;
+  static constexpr int kGroupThreads = 128, kBothGroups = 256;
+  static_assert(C::kWarps == 8 && C::kHeadChunks == 1, "two warpgroups over the same 64 rows");
+  static_assert(kBlockN % 16 == 0 && kBlockN <= 256 && kHalfQK <= 256,
+                "wgmma n is 16..256; half of dQ lives in each warpgroup's registers");
+  static_assert(C::kTma && C::kVec == 8, "K and V are copied by TMA");
+  typedef RegisterSplit<C::kWarps> Registers;
+  typedef TraversedTile<kBlockN, kDimQK, true, C::kSwizzle> Keys;
+  typedef TraversedTile<kBlockN, kDimV, true, C::kSwizzle> Values;
+
+  // BackwardQueryWgmma over one warpgroup's half of the head dims: its
+  // masking, P and dS, fragment packing and stores.
+  struct HalfConfig : C {
+    static constexpr int kDimQK = BackwardQueryWgmmaSplit::kHalfQK;
+    static constexpr int kDimV = BackwardQueryWgmmaSplit::kHalfV;
+  };
+  typedef BackwardQueryWgmma<HalfConfig> Half;
+
+  // A thread's fragments hold two rows (element pairs 0-1 and 2-3 of each
+  // 8-column tile); warpgroup g finishes the pair g. Exchanged per thread:
+  // the other pair's partial S and dP (2 + 2 floats a tile), then the own
+  // pair's dS (2 of the 4 words of each k step's A fragment).
+  static constexpr int kPartialFloats = 4 * kKeyTiles;
+  static constexpr int kGradWords = kBlockN / 16 * 2;
+
+  struct SharedStorage {
+    u16 q[kBlockM * kDimQK];  // core-matrix layout (wgmma.cuh)
+    u16 grad_o[kBlockM * kDimV];
+    u16 k[kKeyStages][kBlockN * kDimQK];  // TMA's layout (TraversedTile)
+    u16 v[kValueStages][kBlockN * kDimV];
+    float lse_log2[kBlockM];
+    float dterm[kBlockM];
+    // [writing warpgroup][value][thread]. One buffer each: a warpgroup
+    // writes again only after the barrier that follows the other's read.
+    float partial[2][kPartialFloats][kGroupThreads];
+    u32 grad_scores[2][kGradWords][kGroupThreads];
+    StagePipeline<kKeyStages> keys;
+    StagePipeline<kValueStages> values;
+  };
+
+  // Named barriers of the exchanges (0 is __syncthreads').
+  static constexpr int kPartialsBarrier = 1, kGradScoresBarrier = 2;
+
+  static constexpr int kSliceCols = tma_slice_columns(C::kSwizzle);
+  static constexpr int kKeySlices = ceil_div(C::kDimQK, kSliceCols);
+  static constexpr int kValueSlices = ceil_div(C::kDimV, kSliceCols);
+
+  static __device__ void run(const AttentionParams& p, const TraversedTensorMaps& maps,
+                             unsigned char* shared_bytes) {
+    SharedStorage& smem = *reinterpret_cast<SharedStorage*>(shared_bytes);
+    const int thread = threadIdx.x, lane = thread & 31, warp = thread >> 5;
+    const int head = blockIdx.y;
+    const int batch = blockIdx.z;
+    const int kv_head = head / p.group_size;
+    const int row0 = blockIdx.x * kBlockM;
+    const int n_blocks = key_blocks_for_rows<C::kCausal, kBlockN>(p, row0, kBlockM);
+
+    if (thread == 0) {
+      smem.keys.init(kConsumerWarps);
+      smem.values.init(kConsumerWarps);
+    }
+    if (warp < kConsumerWarps) {
+      const u16* q = head_slice<const u16>(p.q, batch, head) + row0 * p.q.stride_seq;
+      const u16* grad_o = head_slice<const u16>(p.grad_o, batch, head) + row0 * p.grad_o.stride_seq;
+      const u16* o = head_slice<const u16>(p.o, batch, head) + row0 * p.o.stride_seq;
+      copy_core_matrix_tile<kBlockM, kDimQK, C::kVec, kBothGroups>(
+          smem.q, q, p.q.stride_seq, p.seq_q - row0, C::kDimQK, thread);
+      copy_core_matrix_tile<kBlockM, kDimV, C::kVec, kBothGroups>(
+          smem.grad_o, grad_o, p.grad_o.stride_seq, p.seq_q - row0, C::kDimV, thread);
+      // Dterm and L2 of the CTA's rows while Q and dO stream in.
+      stage_query_rows<E, C::kDimV, kBlockM, kConsumerWarps>(
+          p, batch, head, row0, grad_o, o, smem.dterm, smem.lse_log2, true, warp, lane);
+    }
+    zero_columns_from<kBlockN, kDimQK>(smem.k, kKeySlices * kSliceCols, thread,
+                                       Registers::kThreads);
+    zero_columns_from<kBlockN, kDimV>(smem.v, kValueSlices * kSliceCols, thread,
+                                      Registers::kThreads);
+    cp_async_commit();
+    cp_async_wait<0>();
+    fence_async_shared();
+    // Q, dO, the row stats and the barriers are ready; no CTA-wide barrier after this.
+    __syncthreads();
+
+    if (Registers::is_producer(warp)) {
+      if (warp == kConsumerWarps && lane == 0) produce(smem, maps, batch, kv_head, n_blocks);
+      return;
+    }
+    // The warpgroup, broadcast so that the compiler sees a warp-uniform
+    // value: the branches on it hold wgmma instructions.
+    const int group = __shfl_sync(0xffffffffu, warp / 4, 0);
+    const int group_thread = thread & (kGroupThreads - 1);
+    const int warp_row0 = row0 + (warp & 3) * 16;  // both warpgroups cover the same rows
+    float dq[1][kHalfQK / 8][4];
+    traverse(smem, p, n_blocks, dq, group, group_thread, warp & 3, warp_row0, lane);
+    const float scale[1][2] = {{p.scale, p.scale}};
+    const int col0 = group * kHalfQK;
+    store_acc_tile<E, C::kVec>(head_slice<u16>(p.grad_q, batch, head) +
+                                   warp_row0 * p.grad_q.stride_seq + col0 * p.grad_q.stride_dim,
+                               p.grad_q.stride_seq, p.grad_q.stride_dim, dq, scale,
+                               p.seq_q - warp_row0, C::kDimQK - col0, lane);
+  }
+
+  // The producer warp's first lane: K[j] and V[j] into their pipelines, one
+  // TMA copy per slice (rows past the sequence end arrive as zeros).
+  static __device__ __forceinline__ void produce(SharedStorage& smem,
+                                                 const TraversedTensorMaps& maps, int batch,
+                                                 int kv_head, int n_blocks) {
+    for (int j = 0; j < n_blocks; ++j) {
+      const int key0 = j * kBlockN;
+      smem.keys.wait_empty(j);
+      tma_load_announced_slices<kBlockN, kSliceCols>(smem.k[j % kKeyStages], &maps.first,
+                                                     kKeySlices, 0, key0, kv_head, batch,
+                                                     smem.keys.full_barrier(j));
+      smem.values.wait_empty(j);
+      tma_load_announced_slices<kBlockN, kSliceCols>(smem.v[j % kValueStages], &maps.second,
+                                                     kValueSlices, 0, key0, kv_head, batch,
+                                                     smem.values.full_barrier(j));
+    }
+  }
+
+  // One warpgroup's key-block loop: S_g(j) and dP_g(j) go to the tensor
+  // cores beside dQ_g += dS(j-1)·K[j-1]; the exchanges and the dS side of
+  // block j run while the product does. Blocks 0 and n are peeled off, so
+  // no wgmma sits in a branch.
+  static __device__ __forceinline__ void traverse(SharedStorage& smem, const AttentionParams& p,
+                                                  int n_blocks, float (&dq)[1][kHalfQK / 8][4],
+                                                  int group, int group_thread, int warp_in_group,
+                                                  int warp_row0, int lane) {
+    // This warpgroup's half of the contraction: columns g·kHalfQK on of Q
+    // and K (of dQ too), g·kHalfV on of dO and V.
+    const u64 q_desc = matrix_descriptor(smem.q + 8 * group * kHalfQK, 128, kDimQK * 16);
+    const u64 grad_o_desc = matrix_descriptor(smem.grad_o + 8 * group * kHalfV, 128, kDimV * 16);
+    const int key_half = group * (kHalfQK / 16) * Keys::kKMajorStep;
+    const int value_half = group * (kHalfV / 16) * Values::kKMajorStep;
+    float l2_of_row[1][2], dterm_of_row[1][2];
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int r = warp_in_group * 16 + (lane >> 2) + 8 * h;
+      l2_of_row[0][h] = smem.lse_log2[r];
+      dterm_of_row[0][h] = smem.dterm[r];
+    }
+    zero(dq);
+    u32 ds_frag[kBlockN / 16][1][4];  // dS of block j-1 as A fragments
+
+    if (n_blocks > 0) {
+      smem.keys.wait_full(0);
+      smem.values.wait_full(0);
+      float s[1][kKeyTiles][4], dp[1][kKeyTiles][4];
+      wgmma_fence();
+      half_scores(s, dp, q_desc, grad_o_desc, smem.k[0], smem.v[0], key_half, value_half);
+      wgmma_commit();
+      wgmma_wait<0>();
+      fence_registers(flat(s));
+      fence_registers(flat(dp));
+      smem.values.release(0, lane);
+      finish_block(smem, s, dp, ds_frag, l2_of_row, dterm_of_row, p, 0, group, group_thread,
+                   warp_row0, lane);
+    }
+    for (int n_block = 1; n_block < n_blocks; ++n_block) {
+      smem.keys.wait_full(n_block);
+      smem.values.wait_full(n_block);
+      float s[1][kKeyTiles][4], dp[1][kKeyTiles][4];
+      fence_registers(flat(dq));
+      wgmma_fence();
+      half_scores(s, dp, q_desc, grad_o_desc, smem.k[n_block % kKeyStages],
+                  smem.v[n_block % kValueStages], key_half, value_half);
+      wgmma_commit();
+      half_product(dq, ds_frag, smem.k[(n_block - 1) % kKeyStages], key_half);
+      wgmma_commit();
+      wgmma_wait<1>();  // S_g(j) and dP_g(j) are done; the product may still run
+      fence_registers(flat(s));
+      fence_registers(flat(dp));
+      smem.values.release(n_block, lane);
+      exchange_partials(smem, s, dp, group, group_thread);
+      Half::query_side(s, dp, l2_of_row, dterm_of_row, p, n_block * kBlockN, warp_row0, lane);
+      wgmma_wait<0>();  // the dS fragments of block j-1 are free
+      fence_registers(flat(dq));
+      smem.keys.release(n_block - 1, lane);
+      Half::pack(ds_frag, dp);
+      exchange_grad_scores(smem, ds_frag, group, group_thread);
+    }
+    if (n_blocks > 0) {
+      fence_registers(flat(dq));
+      wgmma_fence();
+      half_product(dq, ds_frag, smem.k[(n_blocks - 1) % kKeyStages], key_half);
+      wgmma_commit();
+      wgmma_wait<0>();
+      fence_registers(flat(dq));
+      smem.keys.release(n_blocks - 1, lane);
+    }
+  }
+
+  // Block 0's side (no product runs beside it).
+  static __device__ __forceinline__ void finish_block(
+      SharedStorage& smem, float (&s)[1][kKeyTiles][4], float (&dp)[1][kKeyTiles][4],
+      u32 (&ds_frag)[kBlockN / 16][1][4], const float (&l2_of_row)[1][2],
+      const float (&dterm_of_row)[1][2], const AttentionParams& p, int key0, int group,
+      int group_thread, int warp_row0, int lane) {
+    exchange_partials(smem, s, dp, group, group_thread);
+    Half::query_side(s, dp, l2_of_row, dterm_of_row, p, key0, warp_row0, lane);
+    Half::pack(ds_frag, dp);
+    exchange_grad_scores(smem, ds_frag, group, group_thread);
+  }
+
+  // Issues S_g = Q_g·K_gᵀ and dP_g = dO_g·V_gᵀ (overwriting s, dp): Q and
+  // dO from shared memory, K and V read K-major, from this warpgroup's half.
+  static __device__ __forceinline__ void half_scores(float (&s)[1][kKeyTiles][4],
+                                                     float (&dp)[1][kKeyTiles][4], u64 q_desc,
+                                                     u64 grad_o_desc, const u16* k_tile,
+                                                     const u16* v_tile, int key_half,
+                                                     int value_half) {
+    const u64 k_desc = Keys::k_major(k_tile) + key_half;
+    const u64 v_desc = Values::k_major(v_tile) + value_half;
+#pragma unroll
+    for (int ks = 0; ks < kHalfQK / 16; ++ks)  // A (Q) steps 256 bytes
+      Wgmma<kBlockN>::template shared_shared<E>(flat(s), q_desc + ks * 16,
+                                                k_desc + ks * Keys::kKMajorStep, ks > 0);
+#pragma unroll
+    for (int ks = 0; ks < kHalfV / 16; ++ks)
+      Wgmma<kBlockN>::template shared_shared<E>(flat(dp), grad_o_desc + ks * 16,
+                                                v_desc + ks * Values::kKMajorStep, ks > 0);
+  }
+
+  // Issues dQ_g += dS·K_g (K read MN-major from this warpgroup's columns;
+  // 16 columns are one k step's distance in either reading).
+  static __device__ __forceinline__ void half_product(float (&dq)[1][kHalfQK / 8][4],
+                                                      const u32 (&ds_frag)[kBlockN / 16][1][4],
+                                                      const u16* k_tile, int key_half) {
+    const u64 k_desc = Keys::mn_major(k_tile) + key_half;
+#pragma unroll
+    for (int ks = 0; ks < kBlockN / 16; ++ks)
+      Wgmma<kHalfQK>::template registers_shared<E>(flat(dq), ds_frag[ks][0],
+                                                   k_desc + ks * Keys::kMnMajorStep, 1);
+  }
+
+  // S and dP of this warpgroup's row (element pair `group` of each tile):
+  // writes the other pair's partial sums, waits for both warpgroups, adds
+  // the other's partial sums of its own pair. The other pair is left as it
+  // was (not read again).
+  static __device__ __forceinline__ void exchange_partials(SharedStorage& smem,
+                                                           float (&s)[1][kKeyTiles][4],
+                                                           float (&dp)[1][kKeyTiles][4], int group,
+                                                           int group_thread) {
+    const int mine = 2 * group, theirs = 2 - mine;
+    float(&out)[kPartialFloats][kGroupThreads] = smem.partial[group];
+#pragma unroll
+    for (int t = 0; t < kKeyTiles; ++t)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        out[4 * t + e][group_thread] = s[0][t][theirs + e];
+        out[4 * t + 2 + e][group_thread] = dp[0][t][theirs + e];
+      }
+    named_barrier_sync(kPartialsBarrier, kBothGroups);
+    const float(&in)[kPartialFloats][kGroupThreads] = smem.partial[1 - group];
+#pragma unroll
+    for (int t = 0; t < kKeyTiles; ++t)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        s[0][t][mine + e] += in[4 * t + e][group_thread];
+        dp[0][t][mine + e] += in[4 * t + 2 + e][group_thread];
+      }
+  }
+
+  // dS as A fragments: words g and g + 2 of each k step hold this
+  // warpgroup's row (m16n8k16 A layout); hands them over and takes the
+  // other's.
+  static __device__ __forceinline__ void exchange_grad_scores(SharedStorage& smem,
+                                                              u32 (&ds_frag)[kBlockN / 16][1][4],
+                                                              int group, int group_thread) {
+    u32(&out)[kGradWords][kGroupThreads] = smem.grad_scores[group];
+#pragma unroll
+    for (int ks = 0; ks < kBlockN / 16; ++ks)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) out[2 * ks + e][group_thread] = ds_frag[ks][0][group + 2 * e];
+    named_barrier_sync(kGradScoresBarrier, kBothGroups);
+    const u32(&in)[kGradWords][kGroupThreads] = smem.grad_scores[1 - group];
+#pragma unroll
+    for (int ks = 0; ks < kBlockN / 16; ++ks)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) ds_frag[ks][0][1 - group + 2 * e] = in[2 * ks + e][group_thread];
+  }
+};
+
+}  // namespace flashgen_device
