@@ -68,6 +68,9 @@ KindInfo info_of(const KernelSpec& spec, const TuningParams& t) {
       if (t.wgmma) return {"backward_query_wgmma.cuh", "BackwardQueryWgmma", "flashgen_backward_query"};
       return {"backward_query.cuh", "BackwardQuery", "flashgen_backward_query"};
     case KernelKind::backward_key_value:
+      if (t.split == WarpgroupSplit::dims)
+        return {"backward_key_value_wgmma_dims.cuh", "BackwardKeyValueWgmmaDims",
+                "flashgen_backward_key_value"};
       if (t.split == WarpgroupSplit::outputs)
         return {"backward_key_value_wgmma_split.cuh", "BackwardKeyValueWgmmaSplit",
                 "flashgen_backward_key_value"};
@@ -145,27 +148,27 @@ static void check_outputs_split_tuning(const KernelSpec& spec, const TuningParam
     fail("split=outputs needs rows, strides and pointers aligned to 16 bytes (alignment class 8)");
 }
 
-// The wide-head query backward whose two warpgroups share 64 query rows and
-// split the head dims (split=dims): K three stages deep by default.
-static void check_query_split_tuning(const KernelSpec& spec, const TuningParams& t,
-                                     const std::function<void(const std::string&)>& fail) {
+// The wide-head backward kernels whose two warpgroups share 64 rows and
+// split the head dims (split=dims): the query kernel (K three stages deep
+// by default), and the key/value kernel, whose CTAs each accumulate dV or
+// dK (Q and dO two stages deep by default).
+static void check_backward_dims_split_tuning(const KernelSpec& spec, const TuningParams& t,
+                                             const std::function<void(const std::string&)>& fail) {
+  const std::string name = std::string("split=dims for ") + to_string(spec.kind);
   if (!t.wgmma) fail("split=dims applies to the wgmma kernels only");
   if (spec.arch != "sm_90a") fail("mma=wgmma needs sm_90a");
   if (t.warps != 8 || t.block_rows != 64 || t.head_block != 0)
-    fail("split=dims needs rows=64 warps=8 head=0 (two warpgroups over the same 64 rows)");
+    fail(name + " needs rows=64 warps=8 head=0 (two warpgroups over the same 64 rows)");
   if (t.block_cols < 16 || t.block_cols % 16 != 0 || t.block_cols > 256)
     fail("cols must be a multiple of 16 up to 256");
   if (t.cached != 0) fail("split=dims caches no operand (cache=none)");
   if (round_up(spec.dim_qk, 32) / 2 > 256 || round_up(spec.dim_v, 32) / 2 > 256)
-    fail("split=dims needs Dqk <= 512 and Dv <= 512 (half of dQ in each warpgroup's registers)");
+    fail(name + " needs Dqk <= 512 and Dv <= 512 (half of each output in a warpgroup's registers)");
   if (!(t.producer && t.tma))
-    fail("split=dims for backward_query needs producer=warp copy=tma (K and V copied by TMA)");
+    fail(name + " needs producer=warp copy=tma (the traversed tiles copied by TMA)");
   if (spec.vec != 8)
-    fail(
-        "split=dims for backward_query needs rows, strides and pointers aligned to 16 bytes "
-        "(alignment class 8)");
-  if (t.stages != 0 && (t.stages < 2 || t.stages > 4))
-    fail("split=dims for backward_query needs stages=2, 3 or 4 (of K; V has two)");
+    fail(name + " needs rows, strides and pointers aligned to 16 bytes (alignment class 8)");
+  if (t.stages != 0 && (t.stages < 2 || t.stages > 4)) fail(name + " needs stages=2, 3 or 4");
 }
 
 // The wgmma forwards whose two warpgroups share 64 rows (split=dims,
@@ -173,12 +176,13 @@ static void check_query_split_tuning(const KernelSpec& spec, const TuningParams&
 static void check_split_tuning(const KernelSpec& spec, const TuningParams& t,
                                const std::function<void(const std::string&)>& fail) {
   if (t.split == WarpgroupSplit::outputs) return check_outputs_split_tuning(spec, t, fail);
-  if (t.split == WarpgroupSplit::dims && spec.kind == KernelKind::backward_query)
-    return check_query_split_tuning(spec, t, fail);
+  if (t.split == WarpgroupSplit::dims &&
+      (spec.kind == KernelKind::backward_query || spec.kind == KernelKind::backward_key_value))
+    return check_backward_dims_split_tuning(spec, t, fail);
   const std::string name = std::string("split=") + to_string(t.split);
   if (!(t.wgmma && spec.kind == KernelKind::forward))
     fail(name + (t.split == WarpgroupSplit::dims
-                     ? " applies to the wgmma forward and backward_query only"
+                     ? " applies to the wgmma forward, backward_query and backward_key_value only"
                      : " applies to the wgmma forward only"));
   if (spec.arch != "sm_90a") fail("mma=wgmma needs sm_90a");
   if (t.warps != 8 || t.block_rows != 64 || t.head_block != 0)
@@ -215,9 +219,10 @@ void check_tuning(const KernelSpec& spec, const TuningParams& t) {
     fail("cluster=2 applies to the forward with split=values only");
   if (t.cluster != 1 && t.cluster != 2) fail("cluster must be 1 or 2");
   if (t.swizzle != 0 && t.swizzle != 32) fail("swizzle must be 0 or 32");
-  if (t.swizzle != 0 &&
-      !(t.tma && (t.split == WarpgroupSplit::rows || t.split == WarpgroupSplit::outputs ||
-                  spec.kind == KernelKind::backward_query)))
+  const bool backward_dims_split =
+      t.split == WarpgroupSplit::dims && spec.kind != KernelKind::forward;
+  if (t.swizzle != 0 && !(t.tma && (t.split == WarpgroupSplit::rows ||
+                                    t.split == WarpgroupSplit::outputs || backward_dims_split)))
     fail(
         "swizzle=32 applies to the wgmma kernels with copy=tma (not the forward's split=dims or "
         "split=values)");
@@ -289,6 +294,8 @@ int split_dim(const KernelSpec& spec) {
 }
 
 int head_chunks_of(const KernelSpec& spec, const TuningParams& t) {
+  // The key/value kernel with split=dims: a dV and a dK CTA per key block.
+  if (spec.kind == KernelKind::backward_key_value && t.split == WarpgroupSplit::dims) return 2;
   const int width = round_up(split_dim(spec), 16);
   if (t.head_block <= 0 || t.head_block >= width) return 1;
   return (width + t.head_block - 1) / t.head_block;
@@ -307,6 +314,10 @@ std::string forced_only_path(const KernelSpec& spec, const TuningParams& t) {
   if (t.split == WarpgroupSplit::values)
     return "the wgmma forward whose warpgroups split the value columns and take turns on S "
            "(slower than without)";
+  // Compiles without spills; not yet run on a GPU.
+  if (t.split == WarpgroupSplit::dims && spec.kind == KernelKind::backward_key_value)
+    return "the wgmma key/value backward whose CTAs each accumulate dV or dK and whose "
+           "warpgroups split the head dims (not yet measured)";
   return "";
 }
 
@@ -339,7 +350,10 @@ int wgmma_forward_stages(const TuningParams& t) {
   return t.producer ? 3 : 2;
 }
 
-int split_query_key_stages(const TuningParams& t) { return t.stages != 0 ? t.stages : 3; }
+int backward_dims_split_stages(const KernelSpec& spec, const TuningParams& t) {
+  if (t.stages != 0) return t.stages;
+  return spec.kind == KernelKind::backward_query ? 3 : 2;
+}
 
 // A producer warp's pipeline: a full and an empty barrier per stage.
 static std::size_t producer_barrier_bytes(const TuningParams& t, std::size_t stages) {
@@ -433,7 +447,7 @@ std::size_t shared_bytes(const KernelSpec& spec, const TuningParams& t) {
       // stage of each pipeline
       if (t.split == WarpgroupSplit::dims) {
         const std::size_t dqk32 = round_up(spec.dim_qk, 32), dv32 = round_up(spec.dim_v, 32);
-        const std::size_t key_stages = split_query_key_stages(t);
+        const std::size_t key_stages = backward_dims_split_stages(spec, t);
         return kElementBytes *
                    (rows * (dqk32 + dv32) + key_stages * cols * dqk32 + 2 * cols * dv32) +
                sizeof(float) * 2 * rows + 2 * 128 * 4 * (cols / 2 + cols / 8) +
@@ -459,6 +473,18 @@ std::size_t shared_bytes(const KernelSpec& spec, const TuningParams& t) {
              sizeof(float) * 2 * rows;
     }
     case KernelKind::backward_key_value:
+      // split=dims: k [64][dqk], v [64][dv] (dims rounded up to 32);
+      // `stages` stages of q [cols][dqk], dO [cols][dv], lse and dterm
+      // [cols]; the exchanges [2 warpgroups][128 threads] of partial Sᵀ and
+      // dPᵀ (cols / 2 floats) and of A fragments (cols / 8 words); a full and
+      // an empty barrier per stage
+      if (t.split == WarpgroupSplit::dims) {
+        const std::size_t dqk32 = round_up(spec.dim_qk, 32), dv32 = round_up(spec.dim_v, 32);
+        const std::size_t stages = backward_dims_split_stages(spec, t);
+        return kElementBytes * (rows + stages * cols) * (dqk32 + dv32) +
+               sizeof(float) * stages * 2 * cols + 2 * 128 * 4 * (cols / 2 + cols / 8) +
+               producer_barrier_bytes(t, stages);
+      }
       // split=outputs: k [64][dqk], v [64][dv]; two stages of q [cols][dqk],
       // dO [cols][dv], lse and dterm [cols]; the hand-over of Pᵀ [2][cols / 2][128
       // threads] fp32; a full and an empty barrier per stage
@@ -532,8 +558,10 @@ GeneratedKernel generate(const KernelSpec& spec, const TuningParams& t) {
     if (t.split == WarpgroupSplit::values)
       s << "  static constexpr int kCluster = " << t.cluster << ";\n";
     if (t.split == WarpgroupSplit::dims && spec.kind == KernelKind::backward_query)
-      s << "  static constexpr int kKeyStages = " << split_query_key_stages(t) << ";\n"
+      s << "  static constexpr int kKeyStages = " << backward_dims_split_stages(spec, t) << ";\n"
         << "  static constexpr int kValueStages = 2;\n";
+    if (t.split == WarpgroupSplit::dims && spec.kind == KernelKind::backward_key_value)
+      s << "  static constexpr int kStages = " << backward_dims_split_stages(spec, t) << ";\n";
   }
   s << "};\n\n"
     << "using Kernel = fg::" << kind.kernel << "<Config>;\n";

@@ -77,7 +77,8 @@ int head_chunks_of(const KernelSpec& spec, const TuningParams& tuning);
 int chunk_width(int dim, int chunks);
 // K/V pipeline stages of the wgmma forward under this tuning (its `stages`, or 2).
 int wgmma_forward_stages(const TuningParams& tuning);
-// Stages of K in the query backward with split=dims (V has two).
-int split_query_key_stages(const TuningParams& tuning);
+// Stages of the backward kernels with split=dims: of K in the query kernel
+// (V has two), of Q and dO in the key/value kernel.
+int backward_dims_split_stages(const KernelSpec& spec, const TuningParams& tuning);
 
 }  // namespace flashgen

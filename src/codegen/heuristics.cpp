@@ -35,16 +35,20 @@ TuningParams forward_tuning(const KernelSpec& spec) {
 }
 
 // Query backward: the warp holds dQ (head_block / 2 registers per row tile)
-// plus S and dP (cols / 2 each). Past 256 columns dQ is split across CTAs.
-// Up to 128 columns, two row tiles per warp (the tuner's winners on the
-// H200 at D = 32 to 128, and 223 against 164 TFLOP/s of its GEMMs at
-// D = 127, where 2-byte rows keep this kernel).
+// plus S and dP (cols / 2 each). Up to 128 columns, two row tiles per warp
+// (the tuner's winners on the H200 at D = 32 to 128, and 223 against 164
+// TFLOP/s of its GEMMs at D = 127, where 2-byte rows keep this kernel). To
+// 352 columns all of dQ in registers, over 16-key blocks past 320: the
+// tuner's winners at D = 257-352 on the H200 (268 / 226 / 216 against 138 /
+// 88 / 91 for 256-column chunks at D = 288 / 320 / 352). Past that dQ is
+// split across CTAs.
 TuningParams backward_query_tuning(const KernelSpec& spec) {
   const int dqk = round_up(spec.dim_qk, 16), dv = round_up(spec.dim_v, 16);
   const int widest = dqk > dv ? dqk : dv;
   if (widest <= 64) return {128, 64, 0, 4, 0};
   if (widest <= 128) return {128, 32, 0, 4, 0};
-  if (widest <= 256) return {64, 32, 0, 4, 0};
+  if (widest <= 320) return {64, 32, 0, 4, 0};
+  if (widest <= 352) return {64, 16, 0, 4, 0};
   return {64, 32, 256, 4, 0};
 }
 

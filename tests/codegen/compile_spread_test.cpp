@@ -175,7 +175,13 @@ TEST(CompileWgmmaOptIn, CandidatesCompileWithoutSpills) {
                          Shape{KernelKind::forward, 72, 64, 64, true, DType::f16, 8, 3, true, true, values},
                          Shape{key_value, 256, 64, 64, false, DType::bf16, 8, 0, true, true, outputs},
                          Shape{key_value, 192, 64, 48, true, DType::f16, 8, 0, true, true, outputs},
-                         Shape{key_value, 136, 64, 64, true, DType::bf16, 8, 0, true, true, outputs}}) {
+                         Shape{key_value, 136, 64, 64, true, DType::bf16, 8, 0, true, true, outputs},
+                         Shape{query, 384, 64, 16, false, DType::bf16, 8, 3, true, true, dims},
+                         Shape{query, 512, 64, 16, true, DType::f16, 8, 3, true, true, dims},
+                         Shape{query, 288, 64, 32, false, DType::bf16, 8, 3, true, true, dims},
+                         Shape{key_value, 512, 64, 16, false, DType::bf16, 8, 2, true, true, dims},
+                         Shape{key_value, 384, 64, 32, true, DType::bf16, 8, 2, true, true, dims},
+                         Shape{key_value, 288, 64, 32, false, DType::f16, 8, 2, true, true, dims}}) {
     KernelSpec spec;
     spec.kind = c.kind;
     spec.dtype = c.dtype;
@@ -184,7 +190,8 @@ TEST(CompileWgmmaOptIn, CandidatesCompileWithoutSpills) {
     spec.vec = c.vec;
     // Value dims past 256 are split across CTAs of 256 columns (split=dims,
     // split=values: across the two warpgroups of one CTA of 64 rows;
-    // split=outputs: dK and dV, one per warpgroup).
+    // split=outputs: dK and dV, one per warpgroup; the key/value kernel with
+    // split=dims: a dV and a dK CTA per key block).
     const bool split = c.split != WarpgroupSplit::rows;
     TuningParams tuning{c.rows, c.cols, c.dim > 256 && !split ? 256 : 0, split ? 8 : c.rows / 16,
                         0};

@@ -270,8 +270,8 @@ TEST(Generate, SplitDimsForwardOwnsSixtyFourRowsOverAllOfDv) {
   rows128.block_rows = 128;
   refused(s, rows128, "rows=64 warps=8 head=0");
   refused(spec_of(KernelKind::forward, 127, 127, 1), t, "alignment class 2, 4 or 8");
-  refused(spec_of(KernelKind::backward_key_value, 128, 128), t,
-          "wgmma forward and backward_query only");
+  refused(spec_of(KernelKind::backward_atomic, 128, 128), t,
+          "wgmma forward, backward_query and backward_key_value only");
   refused(spec_of(KernelKind::backward_query, 128, 128), t, "producer=warp copy=tma");
   EXPECT_NE(forced_only_path(s, t), "");
 }
@@ -303,6 +303,28 @@ TEST(Generate, SplitDimsQueryBackwardSharesSixtyFourRows) {
   five.stages = 5;
   refused(s, five, "stages=2, 3 or 4");
   EXPECT_EQ(forced_only_path(s, t), "");
+}
+
+// The key/value backward with split=dims: a dV and a dK CTA per block of 64
+// keys (two head chunks), each of two warpgroups splitting the head dims;
+// Q and dO two stages deep by default. Forced-only until measured.
+TEST(Generate, SplitDimsKeyValueBackwardTakesTwoCtasPerKeyBlock) {
+  TuningParams t = with_tma_producer(TuningParams{64, 32, 0, 8, 0, true}, 0);
+  t.split = WarpgroupSplit::dims;
+  const KernelSpec s = spec_of(KernelKind::backward_key_value, 384, 384);
+  const GeneratedKernel g = generate(s, t);
+  EXPECT_NE(g.source.find("backward_key_value_wgmma_dims.cuh"), std::string::npos);
+  EXPECT_NE(g.source.find("kStages = 2"), std::string::npos);
+  EXPECT_NE(g.source.find("kHeadChunks = 2"), std::string::npos);
+  EXPECT_EQ(head_chunks_of(s, t), 2);
+  // k, v [64][384]; two stages of q, dO [32][384]; lse, dterm [2][32]; the
+  // exchanges (16 + 4 words a thread, per warpgroup); 2 x 2 barriers.
+  EXPECT_EQ(shared_bytes(s, t),
+            2u * (64 + 2 * 32) * 768 + 4u * 2 * 2 * 32 + 2u * 128 * 4 * (16 + 4) + 8u * 2 * 2);
+  EXPECT_LE(shared_bytes(s, t), kHopperSharedLimit);
+  refused(spec_of(KernelKind::backward_key_value, 520, 520), t, "Dqk <= 512 and Dv <= 512");
+  refused(spec_of(KernelKind::backward_key_value, 300, 300, 4), t, "alignment class 8");
+  EXPECT_NE(forced_only_path(s, t), "");
 }
 
 TEST(Generate, WgmmaNeedsAlignedRowsHopperAndWholeWarpgroups) {
@@ -384,8 +406,20 @@ TEST(DefaultTuning, WgmmaBackwardWhereItApplies) {
       default_tuning(spec_of(KernelKind::backward_query, 256, 256), kHopperSharedLimit).wgmma);
   // Past 352 columns on 16-byte rows: two warpgroups splitting the head dims,
   // over key blocks narrow enough for K three stages deep.
-  EXPECT_FALSE(
-      default_tuning(spec_of(KernelKind::backward_query, 288, 288), kHopperSharedLimit).wgmma);
+  // To 352 columns the mma.sync kernel holds all of dQ (16-key blocks past 320).
+  const TuningParams d288 =
+      default_tuning(spec_of(KernelKind::backward_query, 288, 288), kHopperSharedLimit);
+  EXPECT_FALSE(d288.wgmma);
+  EXPECT_EQ(d288.head_block, 0);
+  EXPECT_EQ(d288.block_cols, 32);
+  const TuningParams d352 =
+      default_tuning(spec_of(KernelKind::backward_query, 352, 352), kHopperSharedLimit);
+  EXPECT_EQ(d352.head_block, 0);
+  EXPECT_EQ(d352.block_cols, 16);
+  EXPECT_EQ(default_tuning(spec_of(KernelKind::backward_query, 400, 400, 4), kHopperSharedLimit)
+                .head_block,
+            256)
+      << "past 352 columns, chunks of dQ where split=dims cannot run";
   const TuningParams d384 =
       default_tuning(spec_of(KernelKind::backward_query, 384, 384), kHopperSharedLimit);
   EXPECT_EQ(d384.split, WarpgroupSplit::dims);

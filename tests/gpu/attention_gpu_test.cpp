@@ -419,6 +419,31 @@ TEST_P(GpuBackwardWgmmaQuerySplit, MatchesReference) {
   EXPECT_GT(checked, 0) << "no tuning fits the shared memory";
 }
 
+// The key/value backward with split=dims: a dV and a dK CTA per block of
+// 64 keys, each of two warpgroups splitting the head dims (the query
+// kernel's cases; Q and dO two or three stages deep). Forced-only: not yet
+// measured.
+class GpuBackwardWgmmaKeyValueDims : public ::testing::TestWithParam<Case> {};
+
+TEST_P(GpuBackwardWgmmaKeyValueDims, MatchesReference) {
+  FLASHGEN_SKIP_WITHOUT_GPU();
+  const Case& c = GetParam();
+  KernelSpec spec;
+  spec.kind = KernelKind::backward_key_value;
+  spec.dim_qk = c.dim_qk;
+  spec.dim_v = c.dim_v;
+  int checked = 0;
+  for (const auto& [cols, stages, swizzle] : {std::tuple{32, 2, 32}, {16, 3, 0}, {48, 2, 32}}) {
+    TuningParams tuning = with_tma_producer(TuningParams{64, cols, 0, 8, 0, true}, stages, swizzle);
+    tuning.split = WarpgroupSplit::dims;
+    if (shared_bytes(spec, tuning) > kH200SharedBytesPerBlock) continue;
+    const ScopedTuningOverride force(KernelKind::backward_key_value, tuning);
+    EXPECT_TRUE(check_backward(c, gpu_options(true))) << tuning.to_string();
+    ++checked;
+  }
+  EXPECT_GT(checked, 0) << "no tuning fits the shared memory";
+}
+
 std::vector<Case> wgmma_query_split_cases() {
   // batch, seq_q, seq_kv, heads_q, heads_kv, dim_qk, dim_v, causal, dtype, layout
   return {Case{1, 200, 333, 4, 2, 384, 384, true, DType::bf16, Layout::bshd},
@@ -494,6 +519,8 @@ INSTANTIATE_TEST_SUITE_P(Forced, GpuBackwardWgmmaQueryTma,
 INSTANTIATE_TEST_SUITE_P(Forced, GpuBackwardWgmmaKeyValueTma,
                          ::testing::ValuesIn(wgmma_backward_tma_cases(true)), CaseName());
 INSTANTIATE_TEST_SUITE_P(Forced, GpuBackwardWgmmaQuerySplit,
+                         ::testing::ValuesIn(wgmma_query_split_cases()), CaseName());
+INSTANTIATE_TEST_SUITE_P(Forced, GpuBackwardWgmmaKeyValueDims,
                          ::testing::ValuesIn(wgmma_query_split_cases()), CaseName());
 INSTANTIATE_TEST_SUITE_P(Forced, GpuBackwardWgmmaKeyValueSplit,
                          ::testing::ValuesIn(wgmma_key_value_split_cases()), CaseName());

@@ -23,6 +23,7 @@
 #include "backward_query_wgmma.cuh"
 #include "producer_pipeline.cuh"
 #include "tma.cuh"
+#include "warpgroup_exchange.cuh"
 
 namespace flashgen_device {
 
@@ -39,7 +40,7 @@ struct BackwardQueryWgmmaSplit {
   static constexpr int kKeyStages = C::kKeyStages, kValueStages = C::kValueStages;
   static constexpr int kKeyTiles = kBlockN / 8;
   static constexpr int kConsumerWarps = C::kWarps;
-  static constexpr int kGroupThreads = 128, kBothGroups = 256;
+  static constexpr int kGroupThreads = kWarpgroupThreads, kBothGroups = 256;
   static_assert(C::kWarps == 8 && C::kHeadChunks == 1, "two warpgroups over the same 64 rows");
   static_assert(kBlockN % 16 == 0 && kBlockN <= 256 && kHalfQK <= 256,
                 "wgmma n is 16..256; half of dQ lives in each warpgroup's registers");
@@ -56,12 +57,10 @@ struct BackwardQueryWgmmaSplit {
   };
   typedef BackwardQueryWgmma<HalfConfig> Half;
 
-  // A thread's fragments hold two rows (element pairs 0-1 and 2-3 of each
-  // 8-column tile); warpgroup g finishes the pair g. Exchanged per thread:
-  // the other pair's partial S and dP (2 + 2 floats a tile), then the own
-  // pair's dS (2 of the 4 words of each k step's A fragment).
-  static constexpr int kPartialFloats = 4 * kKeyTiles;
-  static constexpr int kGradWords = kBlockN / 16 * 2;
+  // Exchanged per thread (warpgroup_exchange.cuh): the partial S and dP of
+  // the other warpgroup's rows, then the words of dS's A fragments of its own.
+  static constexpr int kPartialFloats = 2 * other_rows_floats<kKeyTiles>();
+  static constexpr int kGradWords = own_words<kBlockN / 16>();
 
   struct SharedStorage {
     u16 q[kBlockM * kDimQK];  // core-matrix layout (wgmma.cuh)
@@ -273,51 +272,27 @@ struct BackwardQueryWgmmaSplit {
                                                    k_desc + ks * Keys::kMnMajorStep, 1);
   }
 
-  // S and dP of this warpgroup's row (element pair `group` of each tile):
-  // writes the other pair's partial sums, waits for both warpgroups, adds
-  // the other's partial sums of its own pair. The other pair is left as it
-  // was (not read again).
+  // S and dP of this warpgroup's rows: hands the other's partial sums over,
+  // waits for both warpgroups, adds the other's (warpgroup_exchange.cuh).
   static __device__ __forceinline__ void exchange_partials(SharedStorage& smem,
                                                            float (&s)[1][kKeyTiles][4],
                                                            float (&dp)[1][kKeyTiles][4], int group,
                                                            int group_thread) {
-    const int mine = 2 * group, theirs = 2 - mine;
-    float(&out)[kPartialFloats][kGroupThreads] = smem.partial[group];
-#pragma unroll
-    for (int t = 0; t < kKeyTiles; ++t)
-#pragma unroll
-      for (int e = 0; e < 2; ++e) {
-        out[4 * t + e][group_thread] = s[0][t][theirs + e];
-        out[4 * t + 2 + e][group_thread] = dp[0][t][theirs + e];
-      }
+    constexpr int kScores = other_rows_floats<kKeyTiles>();
+    write_other_rows(smem.partial[group], s, group, group_thread);
+    write_other_rows(smem.partial[group] + kScores, dp, group, group_thread);
     named_barrier_sync(kPartialsBarrier, kBothGroups);
-    const float(&in)[kPartialFloats][kGroupThreads] = smem.partial[1 - group];
-#pragma unroll
-    for (int t = 0; t < kKeyTiles; ++t)
-#pragma unroll
-      for (int e = 0; e < 2; ++e) {
-        s[0][t][mine + e] += in[4 * t + e][group_thread];
-        dp[0][t][mine + e] += in[4 * t + 2 + e][group_thread];
-      }
+    add_own_rows(smem.partial[1 - group], s, group, group_thread);
+    add_own_rows(smem.partial[1 - group] + kScores, dp, group, group_thread);
   }
 
-  // dS as A fragments: words g and g + 2 of each k step hold this
-  // warpgroup's row (m16n8k16 A layout); hands them over and takes the
-  // other's.
+  // dS as A fragments: hands this warpgroup's rows over and takes the other's.
   static __device__ __forceinline__ void exchange_grad_scores(SharedStorage& smem,
                                                               u32 (&ds_frag)[kBlockN / 16][1][4],
                                                               int group, int group_thread) {
-    u32(&out)[kGradWords][kGroupThreads] = smem.grad_scores[group];
-#pragma unroll
-    for (int ks = 0; ks < kBlockN / 16; ++ks)
-#pragma unroll
-      for (int e = 0; e < 2; ++e) out[2 * ks + e][group_thread] = ds_frag[ks][0][group + 2 * e];
+    write_own_words(smem.grad_scores[group], ds_frag, group, group_thread);
     named_barrier_sync(kGradScoresBarrier, kBothGroups);
-    const u32(&in)[kGradWords][kGroupThreads] = smem.grad_scores[1 - group];
-#pragma unroll
-    for (int ks = 0; ks < kBlockN / 16; ++ks)
-#pragma unroll
-      for (int e = 0; e < 2; ++e) ds_frag[ks][0][1 - group + 2 * e] = in[2 * ks + e][group_thread];
+    read_other_words(smem.grad_scores[1 - group], ds_frag, group, group_thread);
   }
 };
 

@@ -1,0 +1,341 @@
+// The wgmma key/value backward for heads too wide for dK and dV of 64 keys
+// to share the register file (each up to 512 columns; split=dims). Two
+// kinds of CTA take each block of 64 keys: one accumulates dV, the other
+// dK, so each holds one output; inside a CTA two computing warpgroups split
+// the head dims, as the query kernel's split=dims does:
+//
+//   dV CTA:  Sᵀ_g = K[:, half g]·Q[:, half g]ᵀ        wgmma
+//            Sᵀ = Sᵀ_0 + Sᵀ_1, Pᵀ                      shared memory, as in
+//            dV[:, half g] += Pᵀ·dO[:, half g]         warpgroup_exchange.cuh
+//   dK CTA:  Sᵀ_g, dPᵀ_g = V[:, half g]·dO[:, half g]ᵀ
+//            Sᵀ, dPᵀ, Pᵀ, dSᵀ
+//            dK[:, half g] += dSᵀ·Q[:, half g]
+//
+// Five GEMMs instead of four (Sᵀ twice), against the mma.sync kernel's
+// column chunks, which recompute Sᵀ and dPᵀ per chunk. A producer
+// warpgroup copies the traversed Q and dO by TMA with their rows' L2 and
+// Dterm (the dV CTA reads no Dterm); block j's stage is read until the
+// product of block j, one block later. K, V, Q and dO are zero-filled to a
+// multiple of 32 columns, so both warpgroups run the same instructions.
+// Deterministic: no atomics, a fixed order; GQA summed inside the CTA.
+#pragma once
+
+#include "backward_key_value_wgmma_producer.cuh"
+#include "warpgroup_exchange.cuh"
+
+namespace flashgen_device {
+
+// C (generated): kElement, kDimQK, kDimV, kWarps (8: two computing
+// warpgroups), kBlockN, kVec (8), kCausal, kTma (true), kSwizzle, kStages,
+// kHeadChunks (2: the dV and the dK CTA of each key block).
+template <class C>
+struct BackwardKeyValueWgmmaDims {
+  static constexpr int E = C::kElement;
+  static constexpr int kBlockM = 64;  // key rows per CTA, shared by both warpgroups
+  static constexpr int kBlockN = C::kBlockN;
+  static constexpr int kDimQK = round_up(C::kDimQK, 32), kDimV = round_up(C::kDimV, 32);
+  static constexpr int kHalfQK = kDimQK / 2, kHalfV = kDimV / 2;
+  static constexpr int kStages = C::kStages;
+  static constexpr int kQueryTiles = kBlockN / 8;
+  static constexpr int kConsumerWarps = C::kWarps;
+  static constexpr int kBothGroups = 2 * kWarpgroupThreads;
+  static_assert(C::kWarps == 8 && C::kHeadChunks == 2,
+                "two warpgroups over the same 64 keys; a dV and a dK CTA per key block");
+  static_assert(kBlockN % 16 == 0 && kBlockN <= 256 && kHalfQK <= 256 && kHalfV <= 256,
+                "wgmma n is 16..256; half of dK (dV) lives in each warpgroup's registers");
+  static_assert(C::kTma && C::kVec == 8, "Q and dO are copied by TMA");
+  typedef RegisterSplit<C::kWarps> Registers;
+  typedef QueryTraversal<kBlockN> Traversal;
+  typedef TraversedTile<kBlockN, kDimQK, true, C::kSwizzle> Queries;
+  typedef TraversedTile<kBlockN, kDimV, true, C::kSwizzle> GradOs;
+
+  // Exchanged per thread: the partial Sᵀ and dPᵀ of the other warpgroup's
+  // rows, then the words of Pᵀ's (dSᵀ's) A fragments of its own.
+  static constexpr int kScoreFloats = other_rows_floats<kQueryTiles>();
+  static constexpr int kFragmentWords = own_words<kBlockN / 16>();
+
+  struct SharedStorage {
+    u16 k[kBlockM * kDimQK];  // core-matrix layout (wgmma.cuh)
+    u16 v[kBlockM * kDimV];
+    u16 q[kStages][kBlockN * kDimQK];  // TMA's layout (TraversedTile)
+    u16 grad_o[kStages][kBlockN * kDimV];
+    float lse_log2[kStages][kBlockN];
+    float dterm[kStages][kBlockN];
+    float partial[2][2 * kScoreFloats][kWarpgroupThreads];
+    u32 fragments[2][kFragmentWords][kWarpgroupThreads];
+    StagePipeline<kStages> pipeline;  // a full and an empty barrier per stage
+  };
+
+  // Named barriers of the exchanges (0 is __syncthreads').
+  static constexpr int kPartialsBarrier = 1, kFragmentsBarrier = 2;
+
+  static constexpr int kSliceCols = tma_slice_columns(C::kSwizzle);
+  static constexpr int kQuerySlices = ceil_div(C::kDimQK, kSliceCols);
+  static constexpr int kGradOSlices = ceil_div(C::kDimV, kSliceCols);
+
+  static __device__ void run(const AttentionParams& p, const TraversedTensorMaps& maps,
+                             unsigned char* shared_bytes) {
+    SharedStorage& smem = *reinterpret_cast<SharedStorage*>(shared_bytes);
+    const int thread = threadIdx.x, lane = thread & 31, warp = thread >> 5;
+    const int kv_head = blockIdx.y;
+    const int batch = blockIdx.z / 2;
+    const bool grad_keys = blockIdx.z % 2 == 1;  // this CTA's output: dK, else dV
+    const int key0 = blockIdx.x * kBlockM;
+    const Traversal walk = Traversal::template of<C::kCausal>(p, key0);
+
+    if (thread == 0) smem.pipeline.init(kConsumerWarps);
+    if (warp < kConsumerWarps) {
+      const u16* k = head_slice<const u16>(p.k, batch, kv_head) + key0 * p.k.stride_seq;
+      copy_core_matrix_tile<kBlockM, kDimQK, C::kVec, kBothGroups>(
+          smem.k, k, p.k.stride_seq, p.seq_kv - key0, C::kDimQK, thread);
+      if (grad_keys) {
+        const u16* v = head_slice<const u16>(p.v, batch, kv_head) + key0 * p.v.stride_seq;
+        copy_core_matrix_tile<kBlockM, kDimV, C::kVec, kBothGroups>(
+            smem.v, v, p.v.stride_seq, p.seq_kv - key0, C::kDimV, thread);
+      }
+    }
+    zero_unwritten_columns<kBlockN, kDimQK, kDimV>(smem.q, kQuerySlices * kSliceCols, smem.grad_o,
+                                                   kGradOSlices * kSliceCols, thread,
+                                                   Registers::kThreads);
+    cp_async_commit();
+    cp_async_wait<0>();
+    fence_async_shared();
+    __syncthreads();  // K, V and the barriers are ready; no CTA-wide barrier after this
+
+    if (Registers::is_producer(warp)) {
+      if (warp == kConsumerWarps)
+        produce_query_blocks_with_tma<kSliceCols, kQuerySlices, kGradOSlices>(smem, maps, p, walk,
+                                                                              batch, kv_head, lane);
+      return;
+    }
+    // The warpgroup, broadcast so that the compiler sees a warp-uniform
+    // value: the branches on it hold wgmma instructions.
+    const int group = __shfl_sync(0xffffffffu, warp / 4, 0);
+    const int group_thread = thread & (kWarpgroupThreads - 1);
+    const int warp_key0 = key0 + (warp & 3) * 16;  // both warpgroups cover the same keys
+    if (grad_keys) {
+      float dk[1][kHalfQK / 8][4];
+      accumulate_keys(smem, p, walk, dk, group, group_thread, warp_key0, lane);
+      const float scale[1][2] = {{p.scale, p.scale}};
+      const int col0 = group * kHalfQK;
+      store_acc_tile<E, C::kVec>(head_slice<u16>(p.grad_k, batch, kv_head) +
+                                     warp_key0 * p.grad_k.stride_seq + col0 * p.grad_k.stride_dim,
+                                 p.grad_k.stride_seq, p.grad_k.stride_dim, dk, scale,
+                                 p.seq_kv - warp_key0, C::kDimQK - col0, lane);
+    } else {
+      float dv[1][kHalfV / 8][4];
+      accumulate_values(smem, p, walk, dv, group, group_thread, warp_key0, lane);
+      const float ones[1][2] = {{1.0f, 1.0f}};
+      const int col0 = group * kHalfV;
+      store_acc_tile<E, C::kVec>(head_slice<u16>(p.grad_v, batch, kv_head) +
+                                     warp_key0 * p.grad_v.stride_seq + col0 * p.grad_v.stride_dim,
+                                 p.grad_v.stride_seq, p.grad_v.stride_dim, dv, ones,
+                                 p.seq_kv - warp_key0, C::kDimV - col0, lane);
+    }
+  }
+
+  // This warpgroup's half of the head dims: K's and Q's columns g·kHalfQK
+  // on, V's and dO's g·kHalfV on (16 columns are one k step's distance in
+  // either reading of a traversed tile).
+  static __device__ __forceinline__ u64 key_half_descriptor(const SharedStorage& smem, int group) {
+    return matrix_descriptor(smem.k + 8 * group * kHalfQK, 128, kDimQK * 16);
+  }
+  static __device__ __forceinline__ u64 value_half_descriptor(const SharedStorage& smem,
+                                                              int group) {
+    return matrix_descriptor(smem.v + 8 * group * kHalfV, 128, kDimV * 16);
+  }
+  static __device__ __forceinline__ int query_half(int group) {
+    return group * (kHalfQK / 16) * Queries::kKMajorStep;
+  }
+  static __device__ __forceinline__ int grad_o_half(int group) {
+    return group * (kHalfV / 16) * GradOs::kKMajorStep;
+  }
+
+  // The dV CTA: Sᵀ_g(j) beside dV_g += Pᵀ(j−1)·dO(j−1).
+  static __device__ __forceinline__ void accumulate_values(
+      SharedStorage& smem, const AttentionParams& p, const Traversal& walk,
+      float (&dv)[1][kHalfV / 8][4], int group, int group_thread, int warp_key0, int lane) {
+    const u64 k_desc = key_half_descriptor(smem, group);
+    const int q_half = query_half(group), o_half = grad_o_half(group);
+    traverse(
+        smem, walk.total, dv,
+        [&](float(&st)[1][kQueryTiles][4], float(&)[1][kQueryTiles][4], int j) {
+          half_scores(st, k_desc, smem.q[j % kStages], q_half);
+        },
+        [&](const u32(&pt_frag)[kBlockN / 16][1][4], int j) {
+          half_value_product(dv, pt_frag, smem.grad_o[j % kStages], o_half);
+        },
+        [&](float(&st)[1][kQueryTiles][4], float(&)[1][kQueryTiles][4], int j) {
+          write_other_rows(smem.partial[group], st, group, group_thread);
+          named_barrier_sync(kPartialsBarrier, kBothGroups);
+          add_own_rows(smem.partial[1 - group], st, group, group_thread);
+          probabilities(st, smem, p, walk, j, warp_key0, lane);
+        },
+        group, group_thread, lane);
+  }
+
+  // The dK CTA: Sᵀ_g(j) and dPᵀ_g(j) beside dK_g += dSᵀ(j−1)·Q(j−1).
+  static __device__ __forceinline__ void accumulate_keys(
+      SharedStorage& smem, const AttentionParams& p, const Traversal& walk,
+      float (&dk)[1][kHalfQK / 8][4], int group, int group_thread, int warp_key0, int lane) {
+    const u64 k_desc = key_half_descriptor(smem, group);
+    const u64 v_desc = value_half_descriptor(smem, group);
+    const int q_half = query_half(group), o_half = grad_o_half(group);
+    traverse(
+        smem, walk.total, dk,
+        [&](float(&st)[1][kQueryTiles][4], float(&dpt)[1][kQueryTiles][4], int j) {
+          half_scores(st, k_desc, smem.q[j % kStages], q_half);
+          half_grad_scores(dpt, v_desc, smem.grad_o[j % kStages], o_half);
+        },
+        [&](const u32(&dst_frag)[kBlockN / 16][1][4], int j) {
+          half_key_product(dk, dst_frag, smem.q[j % kStages], q_half);
+        },
+        [&](float(&st)[1][kQueryTiles][4], float(&dpt)[1][kQueryTiles][4], int j) {
+          write_other_rows(smem.partial[group], st, group, group_thread);
+          write_other_rows(smem.partial[group] + kScoreFloats, dpt, group, group_thread);
+          named_barrier_sync(kPartialsBarrier, kBothGroups);
+          add_own_rows(smem.partial[1 - group], st, group, group_thread);
+          add_own_rows(smem.partial[1 - group] + kScoreFloats, dpt, group, group_thread);
+          probabilities(st, smem, p, walk, j, warp_key0, lane);
+          subtract_columns_times(dpt, st, smem.dterm[j % kStages], lane);
+          copy_fragments(st, dpt);  // dSᵀ becomes the product's A operand
+        },
+        group, group_thread, lane);
+  }
+
+  // One warpgroup's loop over the traversed blocks, accumulating into acc:
+  // gemms(a, b, j) issues block j's GEMMs (overwriting a and b, the dV CTA
+  // only a), product(frag, j) its product of block j, side(a, b, j) the
+  // exchange and the element-wise work, leaving the product's A operand in
+  // a (own rows); block j's GEMMs run beside block j−1's product, the side
+  // while the product still runs. Blocks 0 and n are peeled off, so no
+  // wgmma sits in a branch.
+  template <int kAccTiles, class Gemms, class Product, class Side>
+  static __device__ __forceinline__ void traverse(SharedStorage& smem, int total,
+                                                  float (&acc)[1][kAccTiles][4], Gemms gemms,
+                                                  Product product, Side side, int group,
+                                                  int group_thread, int lane) {
+    zero(acc);
+    u32 frag[kBlockN / 16][1][4];  // block j−1's A fragments
+    if (total > 0) {
+      smem.pipeline.wait_full(0);
+      float a[1][kQueryTiles][4], b[1][kQueryTiles][4];
+      wgmma_fence();
+      gemms(a, b, 0);
+      wgmma_commit();
+      wgmma_wait<0>();
+      fence_registers(flat(a));
+      fence_registers(flat(b));
+      side(a, b, 0);
+      pack_and_exchange(smem, frag, a, group, group_thread);
+    }
+    for (int j = 1; j < total; ++j) {
+      smem.pipeline.wait_full(j);
+      float a[1][kQueryTiles][4], b[1][kQueryTiles][4];
+      fence_registers(flat(acc));
+      wgmma_fence();
+      gemms(a, b, j);
+      wgmma_commit();
+      product(frag, j - 1);
+      wgmma_commit();
+      wgmma_wait<1>();  // block j's GEMMs are done; block j−1's product may still run
+      fence_registers(flat(a));
+      fence_registers(flat(b));
+      side(a, b, j);
+      wgmma_wait<0>();  // the A fragments of block j−1 are free
+      fence_registers(flat(acc));
+      smem.pipeline.release(j - 1, lane);
+      pack_and_exchange(smem, frag, a, group, group_thread);
+    }
+    if (total > 0) {
+      fence_registers(flat(acc));
+      wgmma_fence();
+      product(frag, total - 1);
+      wgmma_commit();
+      wgmma_wait<0>();
+      fence_registers(flat(acc));
+      smem.pipeline.release(total - 1, lane);
+    }
+  }
+
+  // Packs this warpgroup's rows of Pᵀ (dSᵀ) as A fragments, hands its words
+  // over and takes the other's.
+  static __device__ __forceinline__ void pack_and_exchange(SharedStorage& smem,
+                                                           u32 (&frag)[kBlockN / 16][1][4],
+                                                           const float (&a)[1][kQueryTiles][4],
+                                                           int group, int group_thread) {
+#pragma unroll
+    for (int ks = 0; ks < kBlockN / 16; ++ks) pack_a_from_acc<E>(frag[ks], a, ks);
+    write_own_words(smem.fragments[group], frag, group, group_thread);
+    named_barrier_sync(kFragmentsBarrier, kBothGroups);
+    read_other_words(smem.fragments[1 - group], frag, group, group_thread);
+  }
+
+  static __device__ __forceinline__ void copy_fragments(float (&to)[1][kQueryTiles][4],
+                                                        const float (&from)[1][kQueryTiles][4]) {
+#pragma unroll
+    for (int t = 0; t < kQueryTiles; ++t)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) to[0][t][i] = from[0][t][i];
+  }
+
+  // Issues Sᵀ_g = K_g·Q_gᵀ (overwriting st): K from shared memory, Q read K-major.
+  static __device__ __forceinline__ void half_scores(float (&st)[1][kQueryTiles][4], u64 k_desc,
+                                                     const u16* q_tile, int q_half) {
+    const u64 q_desc = Queries::k_major(q_tile) + q_half;
+#pragma unroll
+    for (int ks = 0; ks < kHalfQK / 16; ++ks)  // A (K) steps 256 bytes
+      Wgmma<kBlockN>::template shared_shared<E>(flat(st), k_desc + ks * 16,
+                                                q_desc + ks * Queries::kKMajorStep, ks > 0);
+  }
+
+  // Issues dPᵀ_g = V_g·dO_gᵀ (overwriting dpt): V from shared memory, dO read K-major.
+  static __device__ __forceinline__ void half_grad_scores(float (&dpt)[1][kQueryTiles][4],
+                                                          u64 v_desc, const u16* grad_o_tile,
+                                                          int o_half) {
+    const u64 grad_o_desc = GradOs::k_major(grad_o_tile) + o_half;
+#pragma unroll
+    for (int ks = 0; ks < kHalfV / 16; ++ks)
+      Wgmma<kBlockN>::template shared_shared<E>(flat(dpt), v_desc + ks * 16,
+                                                grad_o_desc + ks * GradOs::kKMajorStep, ks > 0);
+  }
+
+  // Issues dV_g += Pᵀ·dO_g (dO read MN-major, 16 queries a k step).
+  static __device__ __forceinline__ void half_value_product(
+      float (&dv)[1][kHalfV / 8][4], const u32 (&pt_frag)[kBlockN / 16][1][4],
+      const u16* grad_o_tile, int o_half) {
+    const u64 grad_o_desc = GradOs::mn_major(grad_o_tile) + o_half;
+#pragma unroll
+    for (int ks = 0; ks < kBlockN / 16; ++ks)
+      Wgmma<kHalfV>::template registers_shared<E>(flat(dv), pt_frag[ks][0],
+                                                  grad_o_desc + ks * GradOs::kMnMajorStep, 1);
+  }
+
+  // Issues dK_g += dSᵀ·Q_g (Q read MN-major).
+  static __device__ __forceinline__ void half_key_product(float (&dk)[1][kHalfQK / 8][4],
+                                                          const u32 (&dst_frag)[kBlockN / 16][1][4],
+                                                          const u16* q_tile, int q_half) {
+    const u64 q_desc = Queries::mn_major(q_tile) + q_half;
+#pragma unroll
+    for (int ks = 0; ks < kBlockN / 16; ++ks)
+      Wgmma<kHalfQK>::template registers_shared<E>(flat(dk), dst_frag[ks][0],
+                                                   q_desc + ks * Queries::kMnMajorStep, 1);
+  }
+
+  // Pᵀ = exp2(Sᵀ·scale·log2e − L2[query]) in st, masked (sequence ends, causal).
+  static __device__ __forceinline__ void probabilities(float (&st)[1][kQueryTiles][4],
+                                                       const SharedStorage& smem,
+                                                       const AttentionParams& p,
+                                                       const Traversal& walk, int j, int warp_key0,
+                                                       int lane) {
+    const int query0 = walk.query0_of(j);
+    scale_scores(st, p.scale_log2);
+    if (query0 + kBlockN > p.seq_q || warp_key0 + 16 > p.seq_kv ||
+        (C::kCausal && warp_key0 + 15 > query0 + p.causal_offset))
+      mask_scores_transposed<1, kQueryTiles, C::kCausal>(st, warp_key0, query0, p.seq_q, p.seq_kv,
+                                                         p.causal_offset, lane);
+    exp2_columns(st, smem.lse_log2[j % kStages], lane);
+  }
+};
+
+}  // namespace flashgen_device
