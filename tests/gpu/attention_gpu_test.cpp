@@ -400,23 +400,30 @@ class GpuBackwardWgmmaQuerySplit : public ::testing::TestWithParam<Case> {};
 
 constexpr std::size_t kH200SharedBytesPerBlock = 232448;  // the opt-in limit (sm_90)
 
-TEST_P(GpuBackwardWgmmaQuerySplit, MatchesReference) {
-  FLASHGEN_SKIP_WITHOUT_GPU();
-  const Case& c = GetParam();
+// Checks the backward with `kind` forced to split=dims over each of `shapes`
+// (key blocks, stages, swizzle) that fits the shared memory.
+void check_backward_dims_split(KernelKind kind, const Case& c,
+                               std::initializer_list<std::tuple<int, int, int>> shapes) {
   KernelSpec spec;
-  spec.kind = KernelKind::backward_query;
+  spec.kind = kind;
   spec.dim_qk = c.dim_qk;
   spec.dim_v = c.dim_v;
   int checked = 0;
-  for (const auto& [cols, stages, swizzle] : {std::tuple{32, 3, 32}, {16, 2, 0}, {48, 4, 32}}) {
+  for (const auto& [cols, stages, swizzle] : shapes) {
     TuningParams tuning = with_tma_producer(TuningParams{64, cols, 0, 8, 0, true}, stages, swizzle);
     tuning.split = WarpgroupSplit::dims;
     if (shared_bytes(spec, tuning) > kH200SharedBytesPerBlock) continue;
-    const ScopedTuningOverride force(KernelKind::backward_query, tuning);
+    const ScopedTuningOverride force(kind, tuning);
     EXPECT_TRUE(check_backward(c, gpu_options(true))) << tuning.to_string();
     ++checked;
   }
   EXPECT_GT(checked, 0) << "no tuning fits the shared memory";
+}
+
+TEST_P(GpuBackwardWgmmaQuerySplit, MatchesReference) {
+  FLASHGEN_SKIP_WITHOUT_GPU();
+  check_backward_dims_split(KernelKind::backward_query, GetParam(),
+                            {{32, 3, 32}, {16, 2, 0}, {48, 4, 32}});
 }
 
 // The key/value backward with split=dims: a dV and a dK CTA per block of
@@ -427,21 +434,8 @@ class GpuBackwardWgmmaKeyValueDims : public ::testing::TestWithParam<Case> {};
 
 TEST_P(GpuBackwardWgmmaKeyValueDims, MatchesReference) {
   FLASHGEN_SKIP_WITHOUT_GPU();
-  const Case& c = GetParam();
-  KernelSpec spec;
-  spec.kind = KernelKind::backward_key_value;
-  spec.dim_qk = c.dim_qk;
-  spec.dim_v = c.dim_v;
-  int checked = 0;
-  for (const auto& [cols, stages, swizzle] : {std::tuple{32, 2, 32}, {16, 3, 0}, {48, 2, 32}}) {
-    TuningParams tuning = with_tma_producer(TuningParams{64, cols, 0, 8, 0, true}, stages, swizzle);
-    tuning.split = WarpgroupSplit::dims;
-    if (shared_bytes(spec, tuning) > kH200SharedBytesPerBlock) continue;
-    const ScopedTuningOverride force(KernelKind::backward_key_value, tuning);
-    EXPECT_TRUE(check_backward(c, gpu_options(true))) << tuning.to_string();
-    ++checked;
-  }
-  EXPECT_GT(checked, 0) << "no tuning fits the shared memory";
+  check_backward_dims_split(KernelKind::backward_key_value, GetParam(),
+                            {{32, 2, 32}, {16, 3, 0}, {48, 2, 32}});
 }
 
 std::vector<Case> wgmma_query_split_cases() {

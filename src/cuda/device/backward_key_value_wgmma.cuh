@@ -50,6 +50,22 @@ struct QueryTraversal {
   }
 };
 
+// Pᵀ = exp2(Sᵀ·scale·log2e − L2[query]) in st, the scores of one warp's 16
+// keys from warp_key0 against the traversed block's queries from query0,
+// masked where the block crosses a sequence end or the causal diagonal;
+// l2: the block's L2 per query (the wgmma key/value kernels).
+template <bool kCausal, int kQueryTiles>
+__device__ __forceinline__ void transposed_probabilities(float (&st)[1][kQueryTiles][4],
+                                                         const float* l2, const AttentionParams& p,
+                                                         int query0, int warp_key0, int lane) {
+  scale_scores(st, p.scale_log2);
+  if (query0 + 8 * kQueryTiles > p.seq_q || warp_key0 + 16 > p.seq_kv ||
+      (kCausal && warp_key0 + 15 > query0 + p.causal_offset))
+    mask_scores_transposed<1, kQueryTiles, kCausal>(st, warp_key0, query0, p.seq_q, p.seq_kv,
+                                                    p.causal_offset, lane);
+  exp2_columns(st, l2, lane);
+}
+
 // Issues the cp.async copies of a key/value CTA's kKeyRows rows of K and V,
 // from key0 on, into their core-matrix tiles (rows aligned to 4 bytes or
 // more: copied straight), kThreads threads from `thread` on sharing them.
@@ -346,13 +362,8 @@ struct BackwardKeyValueWgmma {
                                                       const Traversal& walk, int j, int warp_key0,
                                                       int lane) {
     const int stage = j % kStages;
-    const int query0 = walk.query0_of(j);
-    scale_scores(st, p.scale_log2);
-    if (query0 + kBlockN > p.seq_q || warp_key0 + 16 > p.seq_kv ||
-        (C::kCausal && warp_key0 + 15 > query0 + p.causal_offset))
-      mask_scores_transposed<1, kQueryTiles, C::kCausal>(st, warp_key0, query0, p.seq_q,
-                                                         p.seq_kv, p.causal_offset, lane);
-    exp2_columns(st, smem.lse_log2[stage], lane);
+    transposed_probabilities<C::kCausal>(st, smem.lse_log2[stage], p, walk.query0_of(j), warp_key0,
+                                         lane);
     subtract_columns_times(dpt, st, smem.dterm[stage], lane);
   }
 

@@ -262,13 +262,8 @@ struct BackwardKeyValueWgmmaSplit {
                                                        const AttentionParams& p,
                                                        const Traversal& walk, int j, int warp_key0,
                                                        int lane) {
-    const int query0 = walk.query0_of(j);
-    scale_scores(st, p.scale_log2);
-    if (query0 + kBlockN > p.seq_q || warp_key0 + 16 > p.seq_kv ||
-        (C::kCausal && warp_key0 + 15 > query0 + p.causal_offset))
-      mask_scores_transposed<1, kQueryTiles, C::kCausal>(st, warp_key0, query0, p.seq_q, p.seq_kv,
-                                                         p.causal_offset, lane);
-    exp2_columns(st, smem.lse_log2[j % kStages], lane);
+    transposed_probabilities<C::kCausal>(st, smem.lse_log2[j % kStages], p, walk.query0_of(j),
+                                         warp_key0, lane);
   }
 
   // Warpgroup 0 writes Pᵀ(j) into buffer j % 2, once warpgroup 1 has read
