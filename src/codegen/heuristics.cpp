@@ -301,6 +301,17 @@ static TuningParams f32_tuning(const KernelSpec& spec, std::size_t shared_limit)
   return t;
 }
 
+TuningParams tuning_without_tma(const KernelSpec& spec, const TuningParams& t,
+                                std::size_t shared_limit) {
+  if (!t.tma) return t;
+  if (t.split == WarpgroupSplit::rows) return without_producer(t);
+  // The warpgroup splits copy by TMA only: the defaults of rows TMA cannot
+  // read (8-byte aligned ones), valid on 16-byte rows too.
+  KernelSpec untiled = spec;
+  untiled.vec = 4;
+  return default_tuning(untiled, shared_limit);
+}
+
 TuningParams default_tuning(const KernelSpec& spec, std::size_t shared_limit) {
   if (spec.dtype == DType::f32) return f32_tuning(spec, shared_limit);
   TuningParams t = shape_for(spec);

@@ -12,6 +12,13 @@ namespace flashgen {
 // block cols shrink (down to 16), then rows, until the kernel fits.
 TuningParams default_tuning(const KernelSpec& spec, std::size_t shared_limit);
 
+// The tuning to run in place of `tuning` where TMA cannot read the
+// traversed tensors (a zero stride): the same shape copied without the
+// producer, or, for the kernels whose warpgroups split the work (they copy
+// by TMA only), the default of rows TMA cannot read.
+TuningParams tuning_without_tma(const KernelSpec& spec, const TuningParams& tuning,
+                                std::size_t shared_limit);
+
 // Whether the atomic-dQ backward is expected to beat the two-kernel one
 // (when the caller allows non-determinism). Measured on the H200: only past
 // 256 columns, where the key/value kernel splits dK/dV across CTAs and

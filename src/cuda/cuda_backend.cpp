@@ -45,7 +45,7 @@ const GeneratedKernel& generated_kernel(const KernelSpec& spec, const TuningPara
 
 // `tma_readable`: whether TMA can read the tensors the kernel traverses
 // (tma_can_read); where it cannot, a tuning whose producer copies by TMA
-// runs the same shape without the producer.
+// runs the same shape without the producer (tuning_without_tma).
 KernelChoice choose(KernelKind kind, const Problem& p, int vec, bool tma_readable, int ordinal) {
   KernelChoice c;
   c.spec.kind = kind;
@@ -57,7 +57,7 @@ KernelChoice choose(KernelKind kind, const Problem& p, int vec, bool tma_readabl
   const DeviceInfo& device = device_info(ordinal);
   c.spec.arch = device.arch();
   c.tuning = tuning_for(c.spec, p, device.shared_per_block_optin);
-  if (c.tuning.tma && !tma_readable) c.tuning = without_producer(c.tuning);
+  if (!tma_readable) c.tuning = tuning_without_tma(c.spec, c.tuning, device.shared_per_block_optin);
   c.generated = &generated_kernel(c.spec, c.tuning);
   return c;
 }

@@ -396,6 +396,28 @@ TEST(DefaultTuning, WgmmaForwardWhereItApplies) {
   EXPECT_FALSE(default_tuning(ampere, 166912).wgmma);
 }
 
+// Where TMA cannot read the traversed tensors (a zero stride), a TMA
+// tuning runs without its producer, and the warpgroup splits (TMA only) give
+// way to defaults that copy otherwise; every result generates for the
+// 16-byte aligned spec it serves.
+TEST(DefaultTuning, WithoutTmaEveryKernelStillGenerates) {
+  for (KernelKind kind : {KernelKind::forward, KernelKind::backward_query,
+                          KernelKind::backward_key_value, KernelKind::backward_atomic})
+    for (int dim : {64, 128, 192, 256, 384, 512}) {
+      const KernelSpec s = spec_of(kind, dim, dim);
+      const TuningParams t =
+          tuning_without_tma(s, default_tuning(s, kHopperSharedLimit), kHopperSharedLimit);
+      EXPECT_FALSE(t.tma) << s.to_string() << " | " << t.to_string();
+      EXPECT_NO_THROW(generate(s, t)) << s.to_string() << " | " << t.to_string();
+      EXPECT_LE(shared_bytes(s, t), kHopperSharedLimit) << s.to_string() << " | " << t.to_string();
+    }
+  const KernelSpec query = spec_of(KernelKind::backward_query, 128, 128);
+  const TuningParams rows = default_tuning(query, kHopperSharedLimit);
+  ASSERT_TRUE(rows.tma);
+  EXPECT_EQ(tuning_without_tma(query, rows, kHopperSharedLimit), without_producer(rows))
+      << "the same shape without the producer";
+}
+
 TEST(DefaultTuning, WgmmaBackwardWhereItApplies) {
   EXPECT_EQ(default_tuning(spec_of(KernelKind::backward_query, 64, 64), kHopperSharedLimit).warps, 12);
   EXPECT_TRUE(default_tuning(spec_of(KernelKind::backward_query, 128, 128), kHopperSharedLimit).wgmma);

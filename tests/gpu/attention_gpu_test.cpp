@@ -577,21 +577,23 @@ TEST(GpuAttention, DeterministicBackwardIsBitIdentical) {
 
 // K and V shared by the batch through a zero batch stride (a broadcast
 // view, as torch's expand makes): TMA cannot describe them, so the kernels
-// whose producer copies by TMA run without it. Checked against the CPU
-// backend on the same views.
+// whose producer copies by TMA run without it, and those that copy by TMA
+// only (the warpgroup splits: split=outputs at D = 192, split=dims at 384)
+// give way to the defaults that do not. Checked against the CPU backend on
+// the same views.
 TEST(GpuAttention, BroadcastKeysAndValuesRunWithoutTma) {
   FLASHGEN_SKIP_WITHOUT_GPU();
-  constexpr std::int64_t kBatch = 2, kSeq = 200, kHeads = 2, kDim = 64;
+  constexpr std::int64_t kBatch = 2, kSeq = 200, kHeads = 2;
   struct Side {
-    explicit Side(MemoryKind memory)
-        : q(memory, DType::bf16, kBatch, kSeq, kHeads, kDim, Layout::bshd),
-          k(memory, DType::bf16, 1, kSeq, kHeads, kDim, Layout::bshd),
-          v(memory, DType::bf16, 1, kSeq, kHeads, kDim, Layout::bshd),
-          grad_o(memory, DType::bf16, kBatch, kSeq, kHeads, kDim, Layout::bshd),
-          o(memory, DType::bf16, kBatch, kSeq, kHeads, kDim, Layout::bshd),
-          grad_q(memory, DType::bf16, kBatch, kSeq, kHeads, kDim, Layout::bshd),
-          grad_k(memory, DType::bf16, kBatch, kSeq, kHeads, kDim, Layout::bshd),
-          grad_v(memory, DType::bf16, kBatch, kSeq, kHeads, kDim, Layout::bshd),
+    Side(MemoryKind memory, std::int64_t dim)
+        : q(memory, DType::bf16, kBatch, kSeq, kHeads, dim, Layout::bshd),
+          k(memory, DType::bf16, 1, kSeq, kHeads, dim, Layout::bshd),
+          v(memory, DType::bf16, 1, kSeq, kHeads, dim, Layout::bshd),
+          grad_o(memory, DType::bf16, kBatch, kSeq, kHeads, dim, Layout::bshd),
+          o(memory, DType::bf16, kBatch, kSeq, kHeads, dim, Layout::bshd),
+          grad_q(memory, DType::bf16, kBatch, kSeq, kHeads, dim, Layout::bshd),
+          grad_k(memory, DType::bf16, kBatch, kSeq, kHeads, dim, Layout::bshd),
+          grad_v(memory, DType::bf16, kBatch, kSeq, kHeads, dim, Layout::bshd),
           lse(TestTensor::row_stats(memory, kBatch, kHeads, kSeq)) {
       q.fill_random(1), k.fill_random(2), v.fill_random(3), grad_o.fill_random(4);
     }
@@ -616,19 +618,8 @@ TEST(GpuAttention, BroadcastKeysAndValuesRunWithoutTma) {
     }
     TestTensor q, k, v, grad_o, o, grad_q, grad_k, grad_v, lse;
   };
-  Side gpu(MemoryKind::cuda), cpu(MemoryKind::host);
-  Options on_cpu;
-  on_cpu.backend = Backend::cpu;
-  for (const std::string& kernel : plan_forward(gpu.forward_args(), gpu_options()).kernels)
-    EXPECT_EQ(kernel.find("copy=tma"), std::string::npos) << kernel;
-  for (const std::string& kernel : plan_backward(gpu.backward_args(), gpu_options()).kernels)
-    EXPECT_EQ(kernel.find("copy=tma"), std::string::npos) << kernel;
-  forward(gpu.forward_args(), gpu_options());
-  forward(cpu.forward_args(), on_cpu);
-  backward(gpu.backward_args(), gpu_options());
-  backward(cpu.backward_args(), on_cpu);
   // Both round the same fp32 arithmetic to bf16: a few bf16 steps apart at most.
-  auto expect_close = [](const char* name, const TestTensor& a, const TestTensor& b) {
+  auto expect_close = [](const std::string& name, const TestTensor& a, const TestTensor& b) {
     const std::vector<double> x = a.values(a.download()), y = b.values(b.download());
     ASSERT_EQ(x.size(), y.size());
     double worst = 0;
@@ -636,10 +627,24 @@ TEST(GpuAttention, BroadcastKeysAndValuesRunWithoutTma) {
       worst = std::max(worst, std::abs(x[i] - y[i]) / (0.05 + std::abs(y[i])));
     EXPECT_LT(worst, 0.05) << name << ": GPU and CPU differ by " << worst << " (relative)";
   };
-  expect_close("o", gpu.o, cpu.o);
-  expect_close("grad_q", gpu.grad_q, cpu.grad_q);
-  expect_close("grad_k", gpu.grad_k, cpu.grad_k);
-  expect_close("grad_v", gpu.grad_v, cpu.grad_v);
+  for (std::int64_t dim : {64, 192, 384}) {
+    Side gpu(MemoryKind::cuda, dim), cpu(MemoryKind::host, dim);
+    Options on_cpu;
+    on_cpu.backend = Backend::cpu;
+    for (const std::string& kernel : plan_forward(gpu.forward_args(), gpu_options()).kernels)
+      EXPECT_EQ(kernel.find("copy=tma"), std::string::npos) << kernel;
+    for (const std::string& kernel : plan_backward(gpu.backward_args(), gpu_options()).kernels)
+      EXPECT_EQ(kernel.find("copy=tma"), std::string::npos) << kernel;
+    forward(gpu.forward_args(), gpu_options());
+    forward(cpu.forward_args(), on_cpu);
+    backward(gpu.backward_args(), gpu_options());
+    backward(cpu.backward_args(), on_cpu);
+    const std::string at = " at D = " + std::to_string(dim);
+    expect_close("o" + at, gpu.o, cpu.o);
+    expect_close("grad_q" + at, gpu.grad_q, cpu.grad_q);
+    expect_close("grad_k" + at, gpu.grad_k, cpu.grad_k);
+    expect_close("grad_v" + at, gpu.grad_v, cpu.grad_v);
+  }
 }
 
 // The fp32 kernels (CUDA cores, fp32 throughout) against the fp32 rule: the
