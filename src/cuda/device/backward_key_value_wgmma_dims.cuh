@@ -166,9 +166,7 @@ struct BackwardKeyValueWgmmaDims {
           half_value_product(dv, pt_frag, smem.grad_o[j % kStages], o_half);
         },
         [&](float(&st)[1][kQueryTiles][4], float(&)[1][kQueryTiles][4], int j) {
-          write_other_rows(smem.partial[group], st, group, group_thread);
-          named_barrier_sync(kPartialsBarrier, kBothGroups);
-          add_own_rows(smem.partial[1 - group], st, group, group_thread);
+          sum_partials(smem.partial, kPartialsBarrier, group, group_thread, st);
           probabilities(st, smem, p, walk, j, warp_key0, lane);
         },
         group, group_thread, lane);
@@ -181,24 +179,20 @@ struct BackwardKeyValueWgmmaDims {
     const u64 k_desc = key_half_descriptor(smem, group);
     const u64 v_desc = value_half_descriptor(smem, group);
     const int q_half = query_half(group), o_half = grad_o_half(group);
+    // dPᵀ (then dSᵀ, the product's A operand) first, Sᵀ (then Pᵀ) second.
     traverse(
         smem, walk.total, dk,
-        [&](float(&st)[1][kQueryTiles][4], float(&dpt)[1][kQueryTiles][4], int j) {
+        [&](float(&dpt)[1][kQueryTiles][4], float(&st)[1][kQueryTiles][4], int j) {
           half_scores(st, k_desc, smem.q[j % kStages], q_half);
           half_grad_scores(dpt, v_desc, smem.grad_o[j % kStages], o_half);
         },
         [&](const u32(&dst_frag)[kBlockN / 16][1][4], int j) {
           half_key_product(dk, dst_frag, smem.q[j % kStages], q_half);
         },
-        [&](float(&st)[1][kQueryTiles][4], float(&dpt)[1][kQueryTiles][4], int j) {
-          write_other_rows(smem.partial[group], st, group, group_thread);
-          write_other_rows(smem.partial[group] + kScoreFloats, dpt, group, group_thread);
-          named_barrier_sync(kPartialsBarrier, kBothGroups);
-          add_own_rows(smem.partial[1 - group], st, group, group_thread);
-          add_own_rows(smem.partial[1 - group] + kScoreFloats, dpt, group, group_thread);
+        [&](float(&dpt)[1][kQueryTiles][4], float(&st)[1][kQueryTiles][4], int j) {
+          sum_partials(smem.partial, kPartialsBarrier, group, group_thread, st, dpt);
           probabilities(st, smem, p, walk, j, warp_key0, lane);
           subtract_columns_times(dpt, st, smem.dterm[j % kStages], lane);
-          copy_fragments(st, dpt);  // dSᵀ becomes the product's A operand
         },
         group, group_thread, lane);
   }
@@ -266,17 +260,7 @@ struct BackwardKeyValueWgmmaDims {
                                                            int group, int group_thread) {
 #pragma unroll
     for (int ks = 0; ks < kBlockN / 16; ++ks) pack_a_from_acc<E>(frag[ks], a, ks);
-    write_own_words(smem.fragments[group], frag, group, group_thread);
-    named_barrier_sync(kFragmentsBarrier, kBothGroups);
-    read_other_words(smem.fragments[1 - group], frag, group, group_thread);
-  }
-
-  static __device__ __forceinline__ void copy_fragments(float (&to)[1][kQueryTiles][4],
-                                                        const float (&from)[1][kQueryTiles][4]) {
-#pragma unroll
-    for (int t = 0; t < kQueryTiles; ++t)
-#pragma unroll
-      for (int i = 0; i < 4; ++i) to[0][t][i] = from[0][t][i];
+    exchange_words(smem.fragments, kFragmentsBarrier, group, group_thread, frag);
   }
 
   // Issues Sᵀ_g = K_g·Q_gᵀ (overwriting st): K from shared memory, Q read K-major.

@@ -210,13 +210,13 @@ struct BackwardQueryWgmmaSplit {
       fence_registers(flat(s));
       fence_registers(flat(dp));
       smem.values.release(n_block, lane);
-      exchange_partials(smem, s, dp, group, group_thread);
+      sum_partials(smem.partial, kPartialsBarrier, group, group_thread, s, dp);
       Half::query_side(s, dp, l2_of_row, dterm_of_row, p, n_block * kBlockN, warp_row0, lane);
       wgmma_wait<0>();  // the dS fragments of block j-1 are free
       fence_registers(flat(dq));
       smem.keys.release(n_block - 1, lane);
       Half::pack(ds_frag, dp);
-      exchange_grad_scores(smem, ds_frag, group, group_thread);
+      exchange_words(smem.grad_scores, kGradScoresBarrier, group, group_thread, ds_frag);
     }
     if (n_blocks > 0) {
       fence_registers(flat(dq));
@@ -235,10 +235,10 @@ struct BackwardQueryWgmmaSplit {
       u32 (&ds_frag)[kBlockN / 16][1][4], const float (&l2_of_row)[1][2],
       const float (&dterm_of_row)[1][2], const AttentionParams& p, int key0, int group,
       int group_thread, int warp_row0, int lane) {
-    exchange_partials(smem, s, dp, group, group_thread);
+    sum_partials(smem.partial, kPartialsBarrier, group, group_thread, s, dp);
     Half::query_side(s, dp, l2_of_row, dterm_of_row, p, key0, warp_row0, lane);
     Half::pack(ds_frag, dp);
-    exchange_grad_scores(smem, ds_frag, group, group_thread);
+    exchange_words(smem.grad_scores, kGradScoresBarrier, group, group_thread, ds_frag);
   }
 
   // Issues S_g = Q_g·K_gᵀ and dP_g = dO_g·V_gᵀ (overwriting s, dp): Q and
@@ -270,29 +270,6 @@ struct BackwardQueryWgmmaSplit {
     for (int ks = 0; ks < kBlockN / 16; ++ks)
       Wgmma<kHalfQK>::template registers_shared<E>(flat(dq), ds_frag[ks][0],
                                                    k_desc + ks * Keys::kMnMajorStep, 1);
-  }
-
-  // S and dP of this warpgroup's rows: hands the other's partial sums over,
-  // waits for both warpgroups, adds the other's (warpgroup_exchange.cuh).
-  static __device__ __forceinline__ void exchange_partials(SharedStorage& smem,
-                                                           float (&s)[1][kKeyTiles][4],
-                                                           float (&dp)[1][kKeyTiles][4], int group,
-                                                           int group_thread) {
-    constexpr int kScores = other_rows_floats<kKeyTiles>();
-    write_other_rows(smem.partial[group], s, group, group_thread);
-    write_other_rows(smem.partial[group] + kScores, dp, group, group_thread);
-    named_barrier_sync(kPartialsBarrier, kBothGroups);
-    add_own_rows(smem.partial[1 - group], s, group, group_thread);
-    add_own_rows(smem.partial[1 - group] + kScores, dp, group, group_thread);
-  }
-
-  // dS as A fragments: hands this warpgroup's rows over and takes the other's.
-  static __device__ __forceinline__ void exchange_grad_scores(SharedStorage& smem,
-                                                              u32 (&ds_frag)[kBlockN / 16][1][4],
-                                                              int group, int group_thread) {
-    write_own_words(smem.grad_scores[group], ds_frag, group, group_thread);
-    named_barrier_sync(kGradScoresBarrier, kBothGroups);
-    read_other_words(smem.grad_scores[1 - group], ds_frag, group, group_thread);
   }
 };
 

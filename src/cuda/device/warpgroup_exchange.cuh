@@ -4,13 +4,13 @@
 // of the other holds. A thread's fragments cover two rows (elements 0-1 and
 // 2-3 of each 8-column tile); warpgroup g finishes row pair g:
 //
-//   write_other_rows   the other pair's partial sums, for the other warpgroup
-//   (named barrier)
-//   add_own_rows       the other's partial sums of its own pair, added
+//   sum_partials       hands the other pair's partial sums over, waits for
+//                      both warpgroups (a named barrier), adds the other's
+//                      partial sums of its own pair
 //   ... finish its rows (softmax side), pack them as A fragments ...
-//   write_own_words    its words of each A fragment (m16n8k16 layout: words
-//   (named barrier)    g and g + 2 hold row pair g)
-//   read_other_words   the other's words
+//   exchange_words     hands its words of each A fragment over (m16n8k16
+//                      layout: words g and g + 2 hold row pair g), waits,
+//                      takes the other's
 //
 // Buffers are [warpgroup][value][thread] (conflict-free); one buffer per
 // warpgroup does when the two barriers alternate: a warpgroup writes again
@@ -18,13 +18,14 @@
 #pragma once
 
 #include "common.cuh"
+#include "producer_pipeline.cuh"
 
 namespace flashgen_device {
 
 constexpr int kWarpgroupThreads = 128;
 
-// The floats write_other_rows writes per array of kTiles tiles, and the
-// words write_own_words writes per kSteps k steps.
+// The floats sum_partials exchanges per array of kTiles tiles, and the
+// words exchange_words exchanges per kSteps k steps.
 template <int kTiles>
 constexpr int other_rows_floats() {
   return 2 * kTiles;
@@ -90,6 +91,41 @@ __device__ __forceinline__ void read_other_words(const u32 (*in)[kWarpgroupThrea
         frag[ks][0][2 * e] = other;
       }
     }
+}
+
+// The partial sums of `a` (and `b`) through `buffers` (kFloats: those of
+// every array), both warpgroups meeting at named barrier `barrier`.
+template <int kFloats, int kTiles>
+__device__ __forceinline__ void sum_partials(float (&buffers)[2][kFloats][kWarpgroupThreads],
+                                             int barrier, int group, int group_thread,
+                                             float (&a)[1][kTiles][4]) {
+  static_assert(kFloats >= other_rows_floats<kTiles>(), "room for one array");
+  write_other_rows(buffers[group], a, group, group_thread);
+  named_barrier_sync(barrier, 2 * kWarpgroupThreads);
+  add_own_rows(buffers[1 - group], a, group, group_thread);
+}
+template <int kFloats, int kTiles>
+__device__ __forceinline__ void sum_partials(float (&buffers)[2][kFloats][kWarpgroupThreads],
+                                             int barrier, int group, int group_thread,
+                                             float (&a)[1][kTiles][4], float (&b)[1][kTiles][4]) {
+  constexpr int kSecond = other_rows_floats<kTiles>();
+  static_assert(kFloats >= 2 * kSecond, "room for two arrays");
+  write_other_rows(buffers[group], a, group, group_thread);
+  write_other_rows(buffers[group] + kSecond, b, group, group_thread);
+  named_barrier_sync(barrier, 2 * kWarpgroupThreads);
+  add_own_rows(buffers[1 - group], a, group, group_thread);
+  add_own_rows(buffers[1 - group] + kSecond, b, group, group_thread);
+}
+
+// The A fragments `frag`, whole in both warpgroups after it.
+template <int kWords, int kSteps>
+__device__ __forceinline__ void exchange_words(u32 (&buffers)[2][kWords][kWarpgroupThreads],
+                                               int barrier, int group, int group_thread,
+                                               u32 (&frag)[kSteps][1][4]) {
+  static_assert(kWords >= own_words<kSteps>(), "room for a warpgroup's words");
+  write_own_words(buffers[group], frag, group, group_thread);
+  named_barrier_sync(barrier, 2 * kWarpgroupThreads);
+  read_other_words(buffers[1 - group], frag, group, group_thread);
 }
 
 }  // namespace flashgen_device
