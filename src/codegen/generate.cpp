@@ -314,10 +314,6 @@ std::string forced_only_path(const KernelSpec& spec, const TuningParams& t) {
   if (t.split == WarpgroupSplit::values)
     return "the wgmma forward whose warpgroups split the value columns and take turns on S "
            "(slower than without)";
-  // Compiles without spills; not yet run on a GPU.
-  if (t.split == WarpgroupSplit::dims && spec.kind == KernelKind::backward_key_value)
-    return "the wgmma key/value backward whose CTAs each accumulate dV or dK and whose "
-           "warpgroups split the head dims (not yet measured)";
   return "";
 }
 

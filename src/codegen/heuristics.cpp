@@ -243,6 +243,25 @@ TuningParams wgmma_split_query_tuning() {
   return with_tma_producer(t, 3);
 }
 
+// Key/value backward past 256 columns (each dim up to 512, on 16-byte
+// aligned rows): a dV and a dK CTA per block of 64 keys, whose two
+// warpgroups split the head dims (split=dims), so Sᵀ (and, in the dK CTA,
+// dPᵀ) is computed once per CTA where the mma.sync kernel recomputes both
+// per column chunk. Q and dO two stages deep over the widest query blocks
+// that fit (32 at D = 384, 16 at 512).
+bool wgmma_dims_key_value_fits(const KernelSpec& spec) {
+  const int dqk = round_up(spec.dim_qk, 32), dv = round_up(spec.dim_v, 32);
+  return spec.kind == KernelKind::backward_key_value && spec.arch == "sm_90a" && spec.vec == 8 &&
+         (dqk > 256 || dv > 256) && dqk <= 512 && dv <= 512;
+}
+
+TuningParams wgmma_dims_key_value_tuning() {
+  TuningParams t{64, 32, 0, 8, 0};
+  t.wgmma = true;
+  t.split = WarpgroupSplit::dims;
+  return with_tma_producer(t, 2);
+}
+
 TuningParams wgmma_backward_key_value_tuning(const KernelSpec& spec) {
   const int widest = round_up(spec.dim_qk > spec.dim_v ? spec.dim_qk : spec.dim_v, 16);
   TuningParams t{128, widest <= 64 ? 96 : 64, 0, 8, 0};
@@ -273,6 +292,7 @@ TuningParams shape_for(const KernelSpec& spec) {
   if (wgmma_backward_key_value_fits(spec)) return wgmma_backward_key_value_tuning(spec);
   if (wgmma_split_key_value_fits(spec)) return wgmma_split_key_value_tuning();
   if (wgmma_split_query_fits(spec)) return wgmma_split_query_tuning();
+  if (wgmma_dims_key_value_fits(spec)) return wgmma_dims_key_value_tuning();
   return mma_sync_shape_for(spec);
 }
 
@@ -315,9 +335,9 @@ TuningParams tuning_without_tma(const KernelSpec& spec, const TuningParams& t,
 TuningParams default_tuning(const KernelSpec& spec, std::size_t shared_limit) {
   if (spec.dtype == DType::f32) return f32_tuning(spec, shared_limit);
   TuningParams t = shape_for(spec);
-  // The query kernel with split=dims: narrower key blocks, K three stages
-  // deep (at D = 384, 16 keys three deep beat 32 two deep by 9%), then two
-  // stages; else the mma.sync kernel.
+  // The kernels with split=dims: narrower traversed blocks, then two stages
+  // (the query kernel's K: at D = 384, 16 keys three deep beat 32 two deep by
+  // 9%); else the mma.sync kernel.
   if (t.split == WarpgroupSplit::dims) {
     while (shared_bytes(spec, t) > shared_limit && t.block_cols > 16)
       t.block_cols = narrower(t.block_cols);

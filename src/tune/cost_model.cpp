@@ -11,6 +11,7 @@ namespace {
 // Rates per SM per cycle on sm_80/sm_90 with mma.sync (order of magnitude;
 // the ranking depends on their ratios only).
 constexpr double kMmaFlopsPerCycle = 2048;  // bf16/f16 mma.sync, fp32 accumulate
+constexpr double kWgmmaSpeedup = 2;         // wgmma (sm_90a) over mma.sync
 constexpr double kSharedBytesPerCycle = 128;
 constexpr double kExpPerCycle = 16;          // MUFU.EX2
 constexpr double kAtomicBytesPerCycle = 32;  // fp32 reductions to L2
@@ -54,13 +55,18 @@ Widths widths_of(const KernelSpec& spec, const TuningParams& t) {
 // The work of one CTA iteration (rows x cols block of scores).
 struct Iteration {
   double flops = 0, shared_bytes = 0, exps = 0, atomic_bytes = 0;
+  double mma_flops_per_cycle = kMmaFlopsPerCycle;
 };
 
 Iteration iteration_of(const KernelSpec& spec, const TuningParams& t) {
   const Widths w = widths_of(spec, t);
-  const double rows = t.block_rows, cols = t.block_cols, warps = t.warps;
+  const double rows = t.block_rows, cols = t.block_cols;
+  // Readers of each traversed tile: every warp of mma.sync, every warpgroup
+  // of wgmma; warpgroups splitting the head dims read disjoint halves.
+  const double warps = t.split == WarpgroupSplit::dims ? 1 : t.wgmma ? t.warps / 4.0 : t.warps;
   Iteration it;
   it.exps = rows * cols;
+  if (t.wgmma) it.mma_flops_per_cycle *= kWgmmaSpeedup;
   switch (spec.kind) {
     case KernelKind::forward: {
       // S = Q·Kᵀ over Dqk, O += P·V over the value chunk. Every warp reads all
@@ -103,7 +109,7 @@ Iteration iteration_of(const KernelSpec& spec, const TuningParams& t) {
 
 double iteration_cycles(const Iteration& it, int resident_ctas) {
   const double pipes =
-      std::max(it.flops / kMmaFlopsPerCycle, it.shared_bytes / kSharedBytesPerCycle);
+      std::max(it.flops / it.mma_flops_per_cycle, it.shared_bytes / kSharedBytesPerCycle);
   // Other resident CTAs fill this one's barrier waits.
   return pipes + it.exps / kExpPerCycle + it.atomic_bytes / kAtomicBytesPerCycle +
          kIterationCycles / resident_ctas;

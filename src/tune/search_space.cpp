@@ -98,16 +98,20 @@ std::vector<TuningParams> outputs_split_space(const KernelSpec& spec) {
   return space;
 }
 
-// The query backward past Dqk = 256 on wgmma: two warpgroups over the same
-// 64 query rows, each with half of the head dims (split=dims: half of dQ in
-// its registers, TMA copies), K two to four stages deep.
-std::vector<TuningParams> query_split_space(const KernelSpec& spec) {
+// The backward past 256 columns on wgmma: two warpgroups over the same 64
+// rows, each with half of the head dims (split=dims, TMA copies). The query
+// kernel holds half of dQ per warpgroup, K two to four stages deep; the
+// key/value kernel a dV or a dK CTA per key block, Q and dO two or three
+// stages deep.
+std::vector<TuningParams> dims_split_space(const KernelSpec& spec) {
   std::vector<TuningParams> space;
   if (spec.vec != 8 || round_up(spec.dim_qk, 32) > 512 || round_up(spec.dim_v, 32) > 512)
     return space;
-  // Wide heads leave room for narrow key blocks only (16 at D = 512).
+  const std::vector<int> stage_counts =
+      spec.kind == KernelKind::backward_query ? std::vector<int>{2, 3, 4} : std::vector<int>{2, 3};
+  // Wide heads leave room for narrow traversed blocks only (16 at D = 512).
   for (int cols : {16, 32, 48, 64})
-    for (int stages : {2, 3, 4}) {
+    for (int stages : stage_counts) {
       TuningParams t{64, cols, 0, 8, 0};
       t.wgmma = true;
       t.split = WarpgroupSplit::dims;
@@ -131,9 +135,10 @@ std::vector<TuningParams> wgmma_space(const KernelSpec& spec) {
       head = dv > 256 ? 256 : 0;
       break;
     case KernelKind::backward_query:
-      if (dqk > 256 || dv > 256) return query_split_space(spec);
+      if (dqk > 256 || dv > 256) return dims_split_space(spec);
       break;
     case KernelKind::backward_key_value:
+      if (dqk > 256 || dv > 256) return dims_split_space(spec);
       if (dqk + dv > 256) return outputs_split_space(spec);
       break;
     default:

@@ -307,7 +307,7 @@ TEST(Generate, SplitDimsQueryBackwardSharesSixtyFourRows) {
 
 // The key/value backward with split=dims: a dV and a dK CTA per block of 64
 // keys (two head chunks), each of two warpgroups splitting the head dims;
-// Q and dO two stages deep by default. Forced-only until measured.
+// Q and dO two stages deep by default.
 TEST(Generate, SplitDimsKeyValueBackwardTakesTwoCtasPerKeyBlock) {
   TuningParams t = with_tma_producer(TuningParams{64, 32, 0, 8, 0, true}, 0);
   t.split = WarpgroupSplit::dims;
@@ -324,7 +324,7 @@ TEST(Generate, SplitDimsKeyValueBackwardTakesTwoCtasPerKeyBlock) {
   EXPECT_LE(shared_bytes(s, t), kHopperSharedLimit);
   refused(spec_of(KernelKind::backward_key_value, 520, 520), t, "Dqk <= 512 and Dv <= 512");
   refused(spec_of(KernelKind::backward_key_value, 300, 300, 4), t, "alignment class 8");
-  EXPECT_NE(forced_only_path(s, t), "");
+  EXPECT_EQ(forced_only_path(s, t), "");
 }
 
 TEST(Generate, WgmmaNeedsAlignedRowsHopperAndWholeWarpgroups) {
@@ -482,8 +482,21 @@ TEST(DefaultTuning, WgmmaBackwardWhereItApplies) {
   EXPECT_FALSE(
       default_tuning(spec_of(KernelKind::backward_key_value, 199, 199, 1), kHopperSharedLimit)
           .wgmma);
+  // Past 256 columns on 16-byte rows: a dV and a dK CTA whose warpgroups
+  // split the head dims, Q and dO two stages deep over the widest query
+  // blocks that fit.
+  const TuningParams kv384 =
+      default_tuning(spec_of(KernelKind::backward_key_value, 384, 384), kHopperSharedLimit);
+  EXPECT_EQ(kv384.split, WarpgroupSplit::dims);
+  EXPECT_EQ(kv384.block_cols, 32);
+  EXPECT_EQ(kv384.stages, 2);
+  const TuningParams kv512 =
+      default_tuning(spec_of(KernelKind::backward_key_value, 512, 512), kHopperSharedLimit);
+  EXPECT_EQ(kv512.split, WarpgroupSplit::dims);
+  EXPECT_EQ(kv512.block_cols, 16);
   EXPECT_FALSE(
-      default_tuning(spec_of(KernelKind::backward_key_value, 288, 288), kHopperSharedLimit).wgmma);
+      default_tuning(spec_of(KernelKind::backward_key_value, 288, 288, 4), kHopperSharedLimit)
+          .wgmma);
 }
 
 TEST(DefaultTuning, CopyingProducerOnEightByteRows) {

@@ -435,7 +435,7 @@ class GpuBackwardWgmmaKeyValueDims : public ::testing::TestWithParam<Case> {};
 TEST_P(GpuBackwardWgmmaKeyValueDims, MatchesReference) {
   FLASHGEN_SKIP_WITHOUT_GPU();
   check_backward_dims_split(KernelKind::backward_key_value, GetParam(),
-                            {{32, 2, 32}, {16, 3, 0}, {48, 2, 32}});
+                            {{32, 2, 32}, {16, 3, 0}, {48, 2, 32}, {16, 2, 32}});
 }
 
 std::vector<Case> wgmma_query_split_cases() {

@@ -103,7 +103,11 @@ TEST(SearchSpace, WgmmaKernelsWhereTheyApply) {
   EXPECT_EQ(wgmma_heads(spec(KernelKind::backward_key_value, 128)), (std::set<int>{0}));
   EXPECT_EQ(wgmma_heads(spec(KernelKind::backward_key_value, 144)), (std::set<int>{0}))
       << "two warpgroups splitting dK and dV";
-  EXPECT_EQ(wgmma_heads(spec(KernelKind::backward_key_value, 257)), (std::set<int>{}));
+  EXPECT_EQ(wgmma_heads(spec(KernelKind::backward_key_value, 257)), (std::set<int>{0}))
+      << "a dV and a dK CTA, two warpgroups splitting the head dims";
+  KernelSpec unaligned_key_value = spec(KernelKind::backward_key_value, 300);
+  unaligned_key_value.vec = 4;
+  EXPECT_EQ(wgmma_heads(unaligned_key_value), (std::set<int>{})) << "split=dims copies by TMA only";
   KernelSpec unaligned = spec(KernelKind::backward_key_value, 140);
   unaligned.vec = 4;
   EXPECT_EQ(wgmma_heads(unaligned), (std::set<int>{})) << "split=outputs copies by TMA only";
