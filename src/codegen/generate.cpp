@@ -161,7 +161,12 @@ static void check_backward_dims_split_tuning(const KernelSpec& spec, const Tunin
     fail(name + " needs rows=64 warps=8 head=0 (two warpgroups over the same 64 rows)");
   if (t.block_cols < 16 || t.block_cols % 16 != 0 || t.block_cols > 256)
     fail("cols must be a multiple of 16 up to 256");
-  if (t.cached != 0) fail("split=dims caches no operand (cache=none)");
+  // The key/value kernel's dV CTA may hold K, its dK CTA V, in registers.
+  const unsigned cacheable = spec.kind == KernelKind::backward_key_value ? kCacheK | kCacheV : 0u;
+  if ((t.cached & ~cacheable) != 0)
+    fail(spec.kind == KernelKind::backward_key_value
+             ? name + " caches K, V or both (cache=K, cache=V, cache=K,V or cache=none)"
+             : name + " caches no operand (cache=none)");
   if (round_up(spec.dim_qk, 32) / 2 > 256 || round_up(spec.dim_v, 32) / 2 > 256)
     fail(name + " needs Dqk <= 512 and Dv <= 512 (half of each output in a warpgroup's registers)");
   if (!(t.producer && t.tma))
@@ -469,15 +474,16 @@ std::size_t shared_bytes(const KernelSpec& spec, const TuningParams& t) {
              sizeof(float) * 2 * rows;
     }
     case KernelKind::backward_key_value:
-      // split=dims: k [64][dqk], v [64][dv] (dims rounded up to 32);
-      // `stages` stages of q [cols][dqk], dO [cols][dv], lse and dterm
-      // [cols]; the exchanges [2 warpgroups][128 threads] of partial Sᵀ and
-      // dPᵀ (cols / 2 floats) and of A fragments (cols / 8 words); a full and
-      // an empty barrier per stage
+      // split=dims: k [64][dqk], v [64][dv] (dims rounded up to 32; V held
+      // in registers: 8 elements, a placeholder); `stages` stages of q
+      // [cols][dqk], dO [cols][dv], lse and dterm [cols]; the exchanges [2
+      // warpgroups][128 threads] of partial Sᵀ and dPᵀ (cols / 2 floats) and
+      // of A fragments (cols / 8 words); a full and an empty barrier per stage
       if (t.split == WarpgroupSplit::dims) {
         const std::size_t dqk32 = round_up(spec.dim_qk, 32), dv32 = round_up(spec.dim_v, 32);
         const std::size_t stages = backward_dims_split_stages(spec, t);
-        return kElementBytes * (rows + stages * cols) * (dqk32 + dv32) +
+        const std::size_t v_tile = (t.cached & kCacheV) ? 8 : rows * dv32;
+        return kElementBytes * (rows * dqk32 + v_tile + stages * cols * (dqk32 + dv32)) +
                sizeof(float) * stages * 2 * cols + 2 * 128 * 4 * (cols / 2 + cols / 8) +
                producer_barrier_bytes(t, stages);
       }

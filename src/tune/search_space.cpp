@@ -102,21 +102,25 @@ std::vector<TuningParams> outputs_split_space(const KernelSpec& spec) {
 // rows, each with half of the head dims (split=dims, TMA copies). The query
 // kernel holds half of dQ per warpgroup, K two to four stages deep; the
 // key/value kernel a dV or a dK CTA per key block, Q and dO two or three
-// stages deep.
+// stages deep, K (dV CTA) and V (dK CTA) in shared memory or registers.
 std::vector<TuningParams> dims_split_space(const KernelSpec& spec) {
   std::vector<TuningParams> space;
   if (spec.vec != 8 || round_up(spec.dim_qk, 32) > 512 || round_up(spec.dim_v, 32) > 512)
     return space;
-  const std::vector<int> stage_counts =
-      spec.kind == KernelKind::backward_query ? std::vector<int>{2, 3, 4} : std::vector<int>{2, 3};
+  const bool query = spec.kind == KernelKind::backward_query;
+  const std::vector<int> stage_counts = query ? std::vector<int>{2, 3, 4} : std::vector<int>{2, 3};
+  const std::vector<unsigned> caches =
+      query ? std::vector<unsigned>{0u}
+            : std::vector<unsigned>{0u, kCacheK, kCacheV, kCacheK | kCacheV};
   // Wide heads leave room for narrow traversed blocks only (16 at D = 512).
   for (int cols : {16, 32, 48, 64})
-    for (int stages : stage_counts) {
-      TuningParams t{64, cols, 0, 8, 0};
-      t.wgmma = true;
-      t.split = WarpgroupSplit::dims;
-      space.push_back(with_tma_producer(t, stages));
-    }
+    for (int stages : stage_counts)
+      for (unsigned cached : caches) {
+        TuningParams t{64, cols, 0, 8, cached};
+        t.wgmma = true;
+        t.split = WarpgroupSplit::dims;
+        space.push_back(with_tma_producer(t, stages));
+      }
   return space;
 }
 

@@ -118,8 +118,10 @@ TuningParams tuning_of(const RowReader& r, const TuningRow& row) {
   }
   if ((t.cached & ~cacheable_operands(row.kind)) != 0)
     r.fail("tuning", std::string("the ") + to_string(row.kind) + " kernel caches " +
-                         (cacheable_operands(row.kind) ? "only Q (cache=Q or cache=none)"
-                                                       : "no operand (cache=none)") +
+                         (row.kind == KernelKind::forward ? "only Q (cache=Q or cache=none)"
+                          : row.kind == KernelKind::backward_key_value
+                              ? "only K and V (cache=K, V, K,V or none; with split=dims)"
+                              : "no operand (cache=none)") +
                          ", got '" + text + "'");
   return t;
 }
@@ -236,8 +238,12 @@ std::string table_name_of_arch(const std::string& arch) {
 
 unsigned cacheable_operands(KernelKind kind) {
   // The forward template holds Q fragments in registers when asked (forward.cuh,
-  // kCacheQ); the backward templates read every operand from shared memory.
-  return kind == KernelKind::forward ? kCacheQ : 0u;
+  // kCacheQ); the key/value backward with split=dims K (its dV CTA) and V (its
+  // dK CTA; backward_key_value_wgmma_dims.cuh); the others read every operand
+  // from shared memory (generate() refuses the rest).
+  if (kind == KernelKind::forward) return kCacheQ;
+  if (kind == KernelKind::backward_key_value) return kCacheK | kCacheV;
+  return 0u;
 }
 
 KernelKind tunable_kind_named(const std::string& name) {

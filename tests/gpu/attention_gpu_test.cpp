@@ -401,16 +401,18 @@ class GpuBackwardWgmmaQuerySplit : public ::testing::TestWithParam<Case> {};
 constexpr std::size_t kH200SharedBytesPerBlock = 232448;  // the opt-in limit (sm_90)
 
 // Checks the backward with `kind` forced to split=dims over each of `shapes`
-// (key blocks, stages, swizzle) that fits the shared memory.
+// (traversed blocks, stages, swizzle, operands held in registers) that fits
+// the shared memory.
 void check_backward_dims_split(KernelKind kind, const Case& c,
-                               std::initializer_list<std::tuple<int, int, int>> shapes) {
+                               std::initializer_list<std::tuple<int, int, int, unsigned>> shapes) {
   KernelSpec spec;
   spec.kind = kind;
   spec.dim_qk = c.dim_qk;
   spec.dim_v = c.dim_v;
   int checked = 0;
-  for (const auto& [cols, stages, swizzle] : shapes) {
-    TuningParams tuning = with_tma_producer(TuningParams{64, cols, 0, 8, 0, true}, stages, swizzle);
+  for (const auto& [cols, stages, swizzle, cached] : shapes) {
+    TuningParams tuning =
+        with_tma_producer(TuningParams{64, cols, 0, 8, cached, true}, stages, swizzle);
     tuning.split = WarpgroupSplit::dims;
     if (shared_bytes(spec, tuning) > kH200SharedBytesPerBlock) continue;
     const ScopedTuningOverride force(kind, tuning);
@@ -423,19 +425,24 @@ void check_backward_dims_split(KernelKind kind, const Case& c,
 TEST_P(GpuBackwardWgmmaQuerySplit, MatchesReference) {
   FLASHGEN_SKIP_WITHOUT_GPU();
   check_backward_dims_split(KernelKind::backward_query, GetParam(),
-                            {{32, 3, 32}, {16, 2, 0}, {48, 4, 32}});
+                            {{32, 3, 32, 0}, {16, 2, 0, 0}, {48, 4, 32, 0}});
 }
 
 // The key/value backward with split=dims: a dV and a dK CTA per block of
 // 64 keys, each of two warpgroups splitting the head dims (the query
-// kernel's cases; Q and dO two or three stages deep). Forced-only: not yet
-// measured.
+// kernel's cases; Q and dO two or three stages deep; K of the dV CTA and V of
+// the dK CTA in shared memory or registers).
 class GpuBackwardWgmmaKeyValueDims : public ::testing::TestWithParam<Case> {};
 
 TEST_P(GpuBackwardWgmmaKeyValueDims, MatchesReference) {
   FLASHGEN_SKIP_WITHOUT_GPU();
   check_backward_dims_split(KernelKind::backward_key_value, GetParam(),
-                            {{32, 2, 32}, {16, 3, 0}, {48, 2, 32}, {16, 2, 32}});
+                            {{32, 2, 32, 0},
+                             {16, 3, 0, 0},
+                             {48, 2, 32, kCacheK | kCacheV},
+                             {16, 2, 32, kCacheK},
+                             {16, 3, 32, kCacheV},
+                             {32, 3, 32, kCacheK | kCacheV}});
 }
 
 std::vector<Case> wgmma_query_split_cases() {

@@ -18,6 +18,15 @@
 // product of block j, one block later. K, V, Q and dO are zero-filled to a
 // multiple of 32 columns, so both warpgroups run the same instructions.
 // Deterministic: no atomics, a fixed order; GQA summed inside the CTA.
+//
+// Operands kept in registers (cache=K, cache=V): the dV CTA may hold its
+// half of K and the dK CTA its half of V as the A fragments of Sᵀ and dPᵀ
+// (Dqk / 4, Dv / 4 registers a thread beside the half of dV, dK), read from
+// global memory once. Each such GEMM then reads only the query tile from
+// shared memory: with 16-query blocks, K's tile is four times the bytes of
+// Q's, and shared memory bandwidth, not the tensor cores, set the pace. A
+// V in registers also leaves V's tile out of shared memory, room for a
+// deeper pipeline.
 #pragma once
 
 #include "backward_key_value_wgmma_producer.cuh"
@@ -27,7 +36,8 @@ namespace flashgen_device {
 
 // C (generated): kElement, kDimQK, kDimV, kWarps (8: two computing
 // warpgroups), kBlockN, kVec (8), kCausal, kTma (true), kSwizzle, kStages,
-// kHeadChunks (2: the dV and the dK CTA of each key block).
+// kHeadChunks (2: the dV and the dK CTA of each key block), kCacheK (the
+// dV CTA's K in registers), kCacheV (the dK CTA's V in registers).
 template <class C>
 struct BackwardKeyValueWgmmaDims {
   static constexpr int E = C::kElement;
@@ -39,6 +49,9 @@ struct BackwardKeyValueWgmmaDims {
   static constexpr int kQueryTiles = kBlockN / 8;
   static constexpr int kConsumerWarps = C::kWarps;
   static constexpr int kBothGroups = 2 * kWarpgroupThreads;
+  static constexpr bool kKeysInRegisters = C::kCacheK, kValuesInRegisters = C::kCacheV;
+  // A placeholder of one 16-byte chunk where V's tile is not kept.
+  static constexpr int kValueTileElements = kValuesInRegisters ? 8 : kBlockM * kDimV;
   static_assert(C::kWarps == 8 && C::kHeadChunks == 2,
                 "two warpgroups over the same 64 keys; a dV and a dK CTA per key block");
   static_assert(kBlockN % 16 == 0 && kBlockN <= 256 && kHalfQK <= 256 && kHalfV <= 256,
@@ -56,7 +69,7 @@ struct BackwardKeyValueWgmmaDims {
 
   struct SharedStorage {
     u16 k[kBlockM * kDimQK];  // core-matrix layout (wgmma.cuh)
-    u16 v[kBlockM * kDimV];
+    u16 v[kValueTileElements];
     u16 q[kStages][kBlockN * kDimQK];  // TMA's layout (TraversedTile)
     u16 grad_o[kStages][kBlockN * kDimV];
     float lse_log2[kStages][kBlockN];
@@ -86,9 +99,10 @@ struct BackwardKeyValueWgmmaDims {
     if (thread == 0) smem.pipeline.init(kConsumerWarps);
     if (warp < kConsumerWarps) {
       const u16* k = head_slice<const u16>(p.k, batch, kv_head) + key0 * p.k.stride_seq;
-      copy_core_matrix_tile<kBlockM, kDimQK, C::kVec, kBothGroups>(
-          smem.k, k, p.k.stride_seq, p.seq_kv - key0, C::kDimQK, thread);
-      if (grad_keys) {
+      if (grad_keys || !kKeysInRegisters)
+        copy_core_matrix_tile<kBlockM, kDimQK, C::kVec, kBothGroups>(
+            smem.k, k, p.k.stride_seq, p.seq_kv - key0, C::kDimQK, thread);
+      if (grad_keys && !kValuesInRegisters) {
         const u16* v = head_slice<const u16>(p.v, batch, kv_head) + key0 * p.v.stride_seq;
         copy_core_matrix_tile<kBlockM, kDimV, C::kVec, kBothGroups>(
             smem.v, v, p.v.stride_seq, p.seq_kv - key0, C::kDimV, thread);
@@ -115,7 +129,7 @@ struct BackwardKeyValueWgmmaDims {
     const int warp_key0 = key0 + (warp & 3) * 16;  // both warpgroups cover the same keys
     if (grad_keys) {
       float dk[1][kHalfQK / 8][4];
-      accumulate_keys(smem, p, walk, dk, group, group_thread, warp_key0, lane);
+      accumulate_keys(smem, p, walk, dk, batch, kv_head, group, group_thread, warp_key0, lane);
       const float scale[1][2] = {{p.scale, p.scale}};
       const int col0 = group * kHalfQK;
       store_acc_tile<E, C::kVec>(head_slice<u16>(p.grad_k, batch, kv_head) +
@@ -124,7 +138,7 @@ struct BackwardKeyValueWgmmaDims {
                                  p.seq_kv - warp_key0, C::kDimQK - col0, lane);
     } else {
       float dv[1][kHalfV / 8][4];
-      accumulate_values(smem, p, walk, dv, group, group_thread, warp_key0, lane);
+      accumulate_values(smem, p, walk, dv, batch, kv_head, group, group_thread, warp_key0, lane);
       const float ones[1][2] = {{1.0f, 1.0f}};
       const int col0 = group * kHalfV;
       store_acc_tile<E, C::kVec>(head_slice<u16>(p.grad_v, batch, kv_head) +
@@ -151,16 +165,35 @@ struct BackwardKeyValueWgmmaDims {
     return group * (kHalfV / 16) * GradOs::kKMajorStep;
   }
 
+  // This warp's 16 rows of a warpgroup's half of K (V) as A fragments.
+  template <int kDim>
+  static __device__ __forceinline__ void load_half_fragments(u32 (&frag)[kDim / 32][4],
+                                                             const TensorArg& t, int batch,
+                                                             int kv_head, int dim, int group,
+                                                             int seq_kv, int warp_key0, int lane) {
+    load_a_fragments_global(frag,
+                            head_slice<const u16>(t, batch, kv_head) + warp_key0 * t.stride_seq,
+                            t.stride_seq, seq_kv - warp_key0, group * (kDim / 2), dim, lane);
+  }
+
   // The dV CTA: Sᵀ_g(j) beside dV_g += Pᵀ(j−1)·dO(j−1).
   static __device__ __forceinline__ void accumulate_values(
       SharedStorage& smem, const AttentionParams& p, const Traversal& walk,
-      float (&dv)[1][kHalfV / 8][4], int group, int group_thread, int warp_key0, int lane) {
+      float (&dv)[1][kHalfV / 8][4], int batch, int kv_head, int group, int group_thread,
+      int warp_key0, int lane) {
     const u64 k_desc = key_half_descriptor(smem, group);
     const int q_half = query_half(group), o_half = grad_o_half(group);
+    u32 k_frag[kHalfQK / 16][4];  // unused (no registers) unless K is held
+    if constexpr (kKeysInRegisters)
+      load_half_fragments<kDimQK>(k_frag, p.k, batch, kv_head, C::kDimQK, group, p.seq_kv,
+                                  warp_key0, lane);
     traverse(
         smem, walk.total, dv,
         [&](float(&st)[1][kQueryTiles][4], float(&)[1][kQueryTiles][4], int j) {
-          half_scores(st, k_desc, smem.q[j % kStages], q_half);
+          if constexpr (kKeysInRegisters)
+            half_scores_from_registers(st, k_frag, smem.q[j % kStages], q_half);
+          else
+            half_scores(st, k_desc, smem.q[j % kStages], q_half);
         },
         [&](const u32(&pt_frag)[kBlockN / 16][1][4], int j) {
           half_value_product(dv, pt_frag, smem.grad_o[j % kStages], o_half);
@@ -175,16 +208,24 @@ struct BackwardKeyValueWgmmaDims {
   // The dK CTA: Sᵀ_g(j) and dPᵀ_g(j) beside dK_g += dSᵀ(j−1)·Q(j−1).
   static __device__ __forceinline__ void accumulate_keys(
       SharedStorage& smem, const AttentionParams& p, const Traversal& walk,
-      float (&dk)[1][kHalfQK / 8][4], int group, int group_thread, int warp_key0, int lane) {
+      float (&dk)[1][kHalfQK / 8][4], int batch, int kv_head, int group, int group_thread,
+      int warp_key0, int lane) {
     const u64 k_desc = key_half_descriptor(smem, group);
     const u64 v_desc = value_half_descriptor(smem, group);
     const int q_half = query_half(group), o_half = grad_o_half(group);
+    u32 v_frag[kHalfV / 16][4];  // unused (no registers) unless V is held
+    if constexpr (kValuesInRegisters)
+      load_half_fragments<kDimV>(v_frag, p.v, batch, kv_head, C::kDimV, group, p.seq_kv,
+                                 warp_key0, lane);
     // dPᵀ (then dSᵀ, the product's A operand) first, Sᵀ (then Pᵀ) second.
     traverse(
         smem, walk.total, dk,
         [&](float(&dpt)[1][kQueryTiles][4], float(&st)[1][kQueryTiles][4], int j) {
           half_scores(st, k_desc, smem.q[j % kStages], q_half);
-          half_grad_scores(dpt, v_desc, smem.grad_o[j % kStages], o_half);
+          if constexpr (kValuesInRegisters)
+            half_grad_scores_from_registers(dpt, v_frag, smem.grad_o[j % kStages], o_half);
+          else
+            half_grad_scores(dpt, v_desc, smem.grad_o[j % kStages], o_half);
         },
         [&](const u32(&dst_frag)[kBlockN / 16][1][4], int j) {
           half_key_product(dk, dst_frag, smem.q[j % kStages], q_half);
@@ -271,6 +312,28 @@ struct BackwardKeyValueWgmmaDims {
     for (int ks = 0; ks < kHalfQK / 16; ++ks)  // A (K) steps 256 bytes
       Wgmma<kBlockN>::template shared_shared<E>(flat(st), k_desc + ks * 16,
                                                 q_desc + ks * Queries::kKMajorStep, ks > 0);
+  }
+
+  // Sᵀ_g with K_g's A fragments in registers.
+  static __device__ __forceinline__ void half_scores_from_registers(
+      float (&st)[1][kQueryTiles][4], const u32 (&k_frag)[kHalfQK / 16][4], const u16* q_tile,
+      int q_half) {
+    const u64 q_desc = Queries::k_major(q_tile) + q_half;
+#pragma unroll
+    for (int ks = 0; ks < kHalfQK / 16; ++ks)
+      Wgmma<kBlockN>::template registers_shared<E>(flat(st), k_frag[ks],
+                                                   q_desc + ks * Queries::kKMajorStep, ks > 0);
+  }
+
+  // dPᵀ_g with V_g's A fragments in registers.
+  static __device__ __forceinline__ void half_grad_scores_from_registers(
+      float (&dpt)[1][kQueryTiles][4], const u32 (&v_frag)[kHalfV / 16][4],
+      const u16* grad_o_tile, int o_half) {
+    const u64 grad_o_desc = GradOs::k_major(grad_o_tile) + o_half;
+#pragma unroll
+    for (int ks = 0; ks < kHalfV / 16; ++ks)
+      Wgmma<kBlockN>::template registers_shared<E>(flat(dpt), v_frag[ks],
+                                                   grad_o_desc + ks * GradOs::kKMajorStep, ks > 0);
   }
 
   // Issues dPᵀ_g = V_g·dO_gᵀ (overwriting dpt): V from shared memory, dO read K-major.

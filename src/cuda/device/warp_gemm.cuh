@@ -30,6 +30,28 @@ __device__ __forceinline__ void load_a_rows(u32 (&a)[kRowTiles][4], const u16* t
     load_a_fragment(a[rt], tile + rt * 16 * stride + k0, stride, lane);
 }
 
+// A-fragments of kSteps k steps (16 columns each, from column col0) of a
+// warp's 16 rows, read straight from global memory (contiguous columns,
+// 4-byte aligned pairs): for operands a CTA loads once and keeps. Rows at or
+// past valid_rows and columns at or past valid_cols (an even count) read as
+// zero.
+template <int kSteps>
+__device__ __forceinline__ void load_a_fragments_global(u32 (&a)[kSteps][4], const u16* rows,
+                                                        index_t row_stride, int valid_rows,
+                                                        int col0, int valid_cols, int lane) {
+  const int row = lane >> 2, col = col0 + (lane & 3) * 2;
+#pragma unroll
+  for (int ks = 0; ks < kSteps; ++ks)
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      // The A layout: rows g and g + 8, columns 2t and 2t + 8 (i = 0..3).
+      const int r = row + (i & 1) * 8, c = col + ks * 16 + (i >> 1) * 8;
+      a[ks][i] = r < valid_rows && c < valid_cols
+                     ? *reinterpret_cast<const u32*>(rows + r * row_stride + c)
+                     : 0u;
+    }
+}
+
 // A-fragments for one k step (16 columns) from fp32 accumulators of the same
 // rows: the C layout of two adjacent n-tiles is the A layout of one k step.
 template <int E, int kRowTiles, int kTiles>
