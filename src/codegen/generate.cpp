@@ -475,14 +475,14 @@ std::size_t shared_bytes(const KernelSpec& spec, const TuningParams& t) {
     }
     case KernelKind::backward_key_value:
       // split=dims: k [64][dqk], v [64][dv] (dims rounded up to 32; V held
-      // in registers: 8 elements, a placeholder); `stages` stages of q
+      // in registers: a placeholder of 1024 bytes); `stages` stages of q
       // [cols][dqk], dO [cols][dv], lse and dterm [cols]; the exchanges [2
       // warpgroups][128 threads] of partial Sᵀ and dPᵀ (cols / 2 floats) and
       // of A fragments (cols / 8 words); a full and an empty barrier per stage
       if (t.split == WarpgroupSplit::dims) {
         const std::size_t dqk32 = round_up(spec.dim_qk, 32), dv32 = round_up(spec.dim_v, 32);
         const std::size_t stages = backward_dims_split_stages(spec, t);
-        const std::size_t v_tile = (t.cached & kCacheV) ? 8 : rows * dv32;
+        const std::size_t v_tile = (t.cached & kCacheV) ? 512 : rows * dv32;
         return kElementBytes * (rows * dqk32 + v_tile + stages * cols * (dqk32 + dv32)) +
                sizeof(float) * stages * 2 * cols + 2 * 128 * 4 * (cols / 2 + cols / 8) +
                producer_barrier_bytes(t, stages);
