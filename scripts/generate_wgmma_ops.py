@@ -34,16 +34,20 @@ def shared_shared(n, ptx_type):
         f'          : "l"(a), "l"(b), "r"(accumulate));\n')
 
 
-def registers_shared(n, ptx_type):
+def registers_shared(n, ptx_type, transpose_b=1):
     count, names, outs = accumulators(n)
     a = ", ".join(f"%{count + i}" for i in range(4))
     return (
         f'      asm volatile(\n'
         f'          "{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{count + 5}, 0;\\n"\n'
         f'          "wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{ptx_type}.{ptx_type} "\n'
-        f'          "{{{names}}}, {{{a}}}, %{count + 4}, p, 1, 1, 1;\\n}}\\n"\n'
+        f'          "{{{names}}}, {{{a}}}, %{count + 4}, p, 1, 1, {transpose_b};\\n}}\\n"\n'
         f'          : {outs}\n'
         f'          : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(accumulate));\n')
+
+
+def registers_k_major(n, ptx_type):
+    return registers_shared(n, ptx_type, transpose_b=0)
 
 
 def specialization(n):
@@ -51,6 +55,8 @@ def specialization(n):
     for form, body, signature in (
         ("shared_shared", shared_shared, f"float (&d)[{n // 2}], u64 a, u64 b, int accumulate"),
         ("registers_shared", registers_shared,
+         f"float (&d)[{n // 2}], const u32 (&a)[4], u64 b, int accumulate"),
+        ("registers_k_major", registers_k_major,
          f"float (&d)[{n // 2}], const u32 (&a)[4], u64 b, int accumulate"),
     ):
         lines.append(f"  template <int E>\n  static __device__ __forceinline__ void {form}({signature}) {{\n")
@@ -72,6 +78,7 @@ def main():
         "//   shared_shared:    D (+)= A·B, A and B from shared-memory descriptors, both K-major\n",
         "//   registers_shared: D (+)= A·B, A from registers (the m16n8k16 A-fragment layout per\n",
         "//                     warp), B from a descriptor of an MN-major tile (transposed)\n",
+        "//   registers_k_major: the same with B K-major (not transposed)\n",
         "// `accumulate` = 0 overwrites D. The caller fences, commits and waits (wgmma.cuh).\n",
         "#pragma once\n\n#include \"common.cuh\"\n\nnamespace flashgen_device {\n\n",
         "template <int N>\nstruct Wgmma;\n\n",

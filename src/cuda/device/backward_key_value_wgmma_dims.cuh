@@ -322,7 +322,7 @@ struct BackwardKeyValueWgmmaDims {
     const u64 q_desc = Queries::k_major(q_tile) + q_half;
 #pragma unroll
     for (int ks = 0; ks < kHalfQK / 16; ++ks)
-      Wgmma<kBlockN>::template registers_shared<E>(flat(st), k_frag[ks],
+      Wgmma<kBlockN>::template registers_k_major<E>(flat(st), k_frag[ks],
                                                    q_desc + ks * Queries::kKMajorStep, ks > 0);
   }
 
@@ -333,7 +333,7 @@ struct BackwardKeyValueWgmmaDims {
     const u64 grad_o_desc = GradOs::k_major(grad_o_tile) + o_half;
 #pragma unroll
     for (int ks = 0; ks < kHalfV / 16; ++ks)
-      Wgmma<kBlockN>::template registers_shared<E>(flat(dpt), v_frag[ks],
+      Wgmma<kBlockN>::template registers_k_major<E>(flat(dpt), v_frag[ks],
                                                    grad_o_desc + ks * GradOs::kKMajorStep, ks > 0);
   }
 
