@@ -247,19 +247,24 @@ TuningParams wgmma_split_query_tuning() {
 // aligned rows): a dV and a dK CTA per block of 64 keys, whose two
 // warpgroups split the head dims (split=dims), so Sᵀ (and, in the dK CTA,
 // dPᵀ) is computed once per CTA where the mma.sync kernel recomputes both
-// per column chunk. Q and dO two stages deep over the widest query blocks
-// that fit (32 at D = 384, 16 at 512).
+// per column chunk; the dV CTA's K and the dK CTA's V held in registers
+// (cache=K,V). Measured on the H200 (bench/NOTES.md), milliseconds of the
+// kernel at B=2 H=16 N=8192, bf16, tuned rows: 36.2 / 61.9 / 84.5 at D =
+// 384 / 448 / 512 against 65.2 / 107.2 / 129.9 for the mma.sync kernel's
+// column chunks. Query blocks of 32 to 448 columns (past that the kernel
+// spills), three stages deep where they fit, else two.
 bool wgmma_dims_key_value_fits(const KernelSpec& spec) {
   const int dqk = round_up(spec.dim_qk, 32), dv = round_up(spec.dim_v, 32);
   return spec.kind == KernelKind::backward_key_value && spec.arch == "sm_90a" && spec.vec == 8 &&
          (dqk > 256 || dv > 256) && dqk <= 512 && dv <= 512;
 }
 
-TuningParams wgmma_dims_key_value_tuning() {
-  TuningParams t{64, 32, 0, 8, 0};
+TuningParams wgmma_dims_key_value_tuning(const KernelSpec& spec) {
+  const int widest = round_up(spec.dim_qk > spec.dim_v ? spec.dim_qk : spec.dim_v, 32);
+  TuningParams t{64, widest > 448 ? 16 : 32, 0, 8, kCacheK | kCacheV};
   t.wgmma = true;
   t.split = WarpgroupSplit::dims;
-  return with_tma_producer(t, 2);
+  return with_tma_producer(t, 3);
 }
 
 TuningParams wgmma_backward_key_value_tuning(const KernelSpec& spec) {
@@ -292,7 +297,7 @@ TuningParams shape_for(const KernelSpec& spec) {
   if (wgmma_backward_key_value_fits(spec)) return wgmma_backward_key_value_tuning(spec);
   if (wgmma_split_key_value_fits(spec)) return wgmma_split_key_value_tuning();
   if (wgmma_split_query_fits(spec)) return wgmma_split_query_tuning();
-  if (wgmma_dims_key_value_fits(spec)) return wgmma_dims_key_value_tuning();
+  if (wgmma_dims_key_value_fits(spec)) return wgmma_dims_key_value_tuning(spec);
   return mma_sync_shape_for(spec);
 }
 
@@ -335,10 +340,13 @@ TuningParams tuning_without_tma(const KernelSpec& spec, const TuningParams& t,
 TuningParams default_tuning(const KernelSpec& spec, std::size_t shared_limit) {
   if (spec.dtype == DType::f32) return f32_tuning(spec, shared_limit);
   TuningParams t = shape_for(spec);
-  // The kernels with split=dims: narrower traversed blocks, then two stages
-  // (the query kernel's K: at D = 384, 16 keys three deep beat 32 two deep by
-  // 9%); else the mma.sync kernel.
+  // The kernels with split=dims: the query kernel narrower key blocks, then
+  // K two stages deep (at D = 384, 16 keys three deep beat 32 two deep by
+  // 9%); the key/value kernel the other way round (the tuner's choice at
+  // D = 448: 32 queries two deep); else the mma.sync kernel.
   if (t.split == WarpgroupSplit::dims) {
+    if (spec.kind == KernelKind::backward_key_value && shared_bytes(spec, t) > shared_limit)
+      t.stages = 2;
     while (shared_bytes(spec, t) > shared_limit && t.block_cols > 16)
       t.block_cols = narrower(t.block_cols);
     if (shared_bytes(spec, t) > shared_limit) t.stages = 2;

@@ -483,17 +483,23 @@ TEST(DefaultTuning, WgmmaBackwardWhereItApplies) {
       default_tuning(spec_of(KernelKind::backward_key_value, 199, 199, 1), kHopperSharedLimit)
           .wgmma);
   // Past 256 columns on 16-byte rows: a dV and a dK CTA whose warpgroups
-  // split the head dims, Q and dO two stages deep over the widest query
-  // blocks that fit.
+  // split the head dims, K and V in registers, 32-query blocks (16 past 448
+  // columns) three stages deep where they fit, else two.
   const TuningParams kv384 =
       default_tuning(spec_of(KernelKind::backward_key_value, 384, 384), kHopperSharedLimit);
   EXPECT_EQ(kv384.split, WarpgroupSplit::dims);
+  EXPECT_EQ(kv384.cached, unsigned(kCacheK | kCacheV));
   EXPECT_EQ(kv384.block_cols, 32);
-  EXPECT_EQ(kv384.stages, 2);
+  EXPECT_EQ(kv384.stages, 3);
+  const TuningParams kv448 =
+      default_tuning(spec_of(KernelKind::backward_key_value, 448, 448), kHopperSharedLimit);
+  EXPECT_EQ(kv448.block_cols, 32);
+  EXPECT_EQ(kv448.stages, 2);
   const TuningParams kv512 =
       default_tuning(spec_of(KernelKind::backward_key_value, 512, 512), kHopperSharedLimit);
   EXPECT_EQ(kv512.split, WarpgroupSplit::dims);
   EXPECT_EQ(kv512.block_cols, 16);
+  EXPECT_EQ(kv512.stages, 3);
   EXPECT_FALSE(
       default_tuning(spec_of(KernelKind::backward_key_value, 288, 288, 4), kHopperSharedLimit)
           .wgmma);
