@@ -232,6 +232,13 @@ void check_tuning(const KernelSpec& spec, const TuningParams& t) {
         "swizzle=32 applies to the wgmma kernels with copy=tma (not the forward's split=dims or "
         "split=values)");
   if (t.split != WarpgroupSplit::rows) return check_split_tuning(spec, t, fail);
+  // Of these kernels only the mma.sync forward holds an operand (Q) in
+  // registers; the others would ignore the field.
+  const unsigned holdable = spec.kind == KernelKind::forward && !t.wgmma ? kCacheQ : 0u;
+  if ((t.cached & ~holdable) != 0)
+    fail(holdable ? "the mma.sync forward caches only Q (cache=Q or cache=none)"
+                  : "this kernel caches no operand (cache=none; the mma.sync forward holds Q, "
+                    "the key/value backward with split=dims K and V)");
   if (t.warps < 1 || t.warps > 16) fail("warps must be 1..16");
   if (t.block_rows < 16 * t.warps || t.block_rows % (16 * t.warps) != 0)
     fail("rows must be a positive multiple of 16 * warps");

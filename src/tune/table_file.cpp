@@ -100,7 +100,7 @@ DType dtype_of(const RowReader& r) {
 
 // The tuning string, with every rule that does not depend on the device:
 // generate()'s rules (checked on the row's smallest dims; they do not depend
-// on the dims) and the cached operands the kind honors.
+// on the dims), the operands a kernel may hold in registers among them.
 TuningParams tuning_of(const RowReader& r, const TuningRow& row) {
   const std::string text = r.text("tuning", false);
   TuningParams t;
@@ -116,13 +116,6 @@ TuningParams tuning_of(const RowReader& r, const TuningRow& row) {
   } catch (const Error& e) {
     r.fail("tuning", e.what());
   }
-  if ((t.cached & ~cacheable_operands(row.kind)) != 0)
-    r.fail("tuning", std::string("the ") + to_string(row.kind) + " kernel caches " +
-                         (row.kind == KernelKind::forward ? "only Q (cache=Q or cache=none)"
-                          : row.kind == KernelKind::backward_key_value
-                              ? "only K and V (cache=K, V, K,V or none; with split=dims)"
-                              : "no operand (cache=none)") +
-                         ", got '" + text + "'");
   return t;
 }
 

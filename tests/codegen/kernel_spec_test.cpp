@@ -325,6 +325,18 @@ TEST(Generate, SplitDimsKeyValueBackwardTakesTwoCtasPerKeyBlock) {
   refused(spec_of(KernelKind::backward_key_value, 520, 520), t, "Dqk <= 512 and Dv <= 512");
   refused(spec_of(KernelKind::backward_key_value, 300, 300, 4), t, "alignment class 8");
   EXPECT_EQ(forced_only_path(s, t), "");
+  // V held in registers (the dK CTA): V's tile leaves shared memory, a
+  // 1024-byte placeholder keeps the tiles after it aligned.
+  TuningParams held = t;
+  held.cached = kCacheK | kCacheV;
+  EXPECT_EQ(shared_bytes(s, t) - shared_bytes(s, held), 2u * (64 * 384 - 512));
+  const GeneratedKernel g_held = generate(s, held);
+  EXPECT_NE(g_held.source.find("kCacheK = true"), std::string::npos);
+  EXPECT_NE(g_held.source.find("kCacheV = true"), std::string::npos);
+  TuningParams query_held = held;
+  query_held.cached = kCacheQ;
+  refused(s, query_held, "cache=K, cache=V, cache=K,V or cache=none");
+  refused(spec_of(KernelKind::backward_query, 384, 384), held, "caches no operand");
 }
 
 TEST(Generate, WgmmaNeedsAlignedRowsHopperAndWholeWarpgroups) {

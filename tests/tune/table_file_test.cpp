@@ -72,13 +72,19 @@ std::vector<BadField> bad_fields() {
        "unknown key 'depth'"},
       {"tuning_forward_caches_k",
        [](json& r) { r["tuning"] = "rows=64 cols=64 head=0 warps=4 cache=K"; }, "tuning",
-       "the forward kernel caches only Q"},
+       "the mma.sync forward caches only Q"},
       {"tuning_backward_caches_q",
        [](json& r) {
          r["kind"] = "backward_query";
          r["tuning"] = "rows=64 cols=64 head=0 warps=4 cache=Q";
        },
-       "tuning", "the backward_query kernel caches no operand"},
+       "tuning", "this kernel caches no operand"},
+      {"tuning_key_value_caches_k_without_split",
+       [](json& r) {
+         r["kind"] = "backward_key_value";
+         r["tuning"] = "rows=64 cols=64 head=0 warps=4 cache=K";
+       },
+       "tuning", "this kernel caches no operand"},
       {"tflops_negative", [](json& r) { r["tflops"] = -1; }, "tflops", "must be >= 0"},
       {"tflops_text", [](json& r) { r["tflops"] = "fast"; }, "tflops", "must be a number"},
       {"default_tflops_text", [](json& r) { r["default_tflops"] = "slow"; }, "default_tflops",
