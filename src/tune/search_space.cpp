@@ -174,7 +174,8 @@ std::vector<TuningParams> search_space(const KernelSpec& spec) {
   for (int h : kHeadBlocks)
     if (h < split) heads.push_back(h);  // only a block that splits the dim
   std::vector<unsigned> caches = {0u};
-  if ((cacheable_operands(spec.kind) & kCacheQ) && spec.dim_qk <= kMaxCachedQDim)
+  // The mma.sync forward may hold Q (the wgmma kernels' holds: wgmma_space).
+  if (spec.kind == KernelKind::forward && spec.dim_qk <= kMaxCachedQDim)
     caches.push_back(kCacheQ);
   for (int rows : kBlockRows)
     for (int warps : kWarps) {

@@ -229,16 +229,6 @@ std::string table_name_of_arch(const std::string& arch) {
   return "sm" + digits;
 }
 
-unsigned cacheable_operands(KernelKind kind) {
-  // The forward template holds Q fragments in registers when asked (forward.cuh,
-  // kCacheQ); the key/value backward with split=dims K (its dV CTA) and V (its
-  // dK CTA; backward_key_value_wgmma_dims.cuh); the others read every operand
-  // from shared memory (generate() refuses the rest).
-  if (kind == KernelKind::forward) return kCacheQ;
-  if (kind == KernelKind::backward_key_value) return kCacheK | kCacheV;
-  return 0u;
-}
-
 KernelKind tunable_kind_named(const std::string& name) {
   for (KernelKind kind : {KernelKind::forward, KernelKind::backward_query,
                           KernelKind::backward_key_value, KernelKind::backward_atomic})

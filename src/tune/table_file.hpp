@@ -74,10 +74,6 @@ void write_tuning_table(const std::string& path, const TuningTable& table);
 // appended; the result is sorted in canonical order.
 void merge_rows(TuningTable& table, const std::vector<TuningRow>& rows);
 
-// The cached operands the device template of `kind` honors (CachedOperand
-// bits); a row asking for another one is refused.
-unsigned cacheable_operands(KernelKind kind);
-
 // Tunable kinds by name ("forward", ...); throws Error(invalid_argument)
 // for any other name, including the untuned backward_prepare/convert_grad_q.
 KernelKind tunable_kind_named(const std::string& name);
