@@ -175,8 +175,7 @@ std::vector<TuningParams> search_space(const KernelSpec& spec) {
     if (h < split) heads.push_back(h);  // only a block that splits the dim
   std::vector<unsigned> caches = {0u};
   // The mma.sync forward may hold Q (the wgmma kernels' holds: wgmma_space).
-  if (spec.kind == KernelKind::forward && spec.dim_qk <= kMaxCachedQDim)
-    caches.push_back(kCacheQ);
+  if (spec.kind == KernelKind::forward && spec.dim_qk <= kMaxCachedQDim) caches.push_back(kCacheQ);
   for (int rows : kBlockRows)
     for (int warps : kWarps) {
       if (rows % (16 * warps) != 0 || rows / (16 * warps) > kMaxRowTiles) continue;

@@ -178,10 +178,12 @@ struct BackwardKeyValueWgmmaDims {
   }
 
   // The dV CTA: Sᵀ_g(j) beside dV_g += Pᵀ(j−1)·dO(j−1).
-  static __device__ __forceinline__ void accumulate_values(
-      SharedStorage& smem, const AttentionParams& p, const Traversal& walk,
-      float (&dv)[1][kHalfV / 8][4], int batch, int kv_head, int group, int group_thread,
-      int warp_key0, int lane) {
+  static __device__ __forceinline__ void accumulate_values(SharedStorage& smem,
+                                                           const AttentionParams& p,
+                                                           const Traversal& walk,
+                                                           float (&dv)[1][kHalfV / 8][4], int batch,
+                                                           int kv_head, int group, int group_thread,
+                                                           int warp_key0, int lane) {
     const u64 k_desc = key_half_descriptor(smem, group);
     const int q_half = query_half(group), o_half = grad_o_half(group);
     u32 k_frag[kHalfQK / 16][4];  // unused (no registers) unless K is held
@@ -207,17 +209,19 @@ struct BackwardKeyValueWgmmaDims {
   }
 
   // The dK CTA: Sᵀ_g(j) and dPᵀ_g(j) beside dK_g += dSᵀ(j−1)·Q(j−1).
-  static __device__ __forceinline__ void accumulate_keys(
-      SharedStorage& smem, const AttentionParams& p, const Traversal& walk,
-      float (&dk)[1][kHalfQK / 8][4], int batch, int kv_head, int group, int group_thread,
-      int warp_key0, int lane) {
+  static __device__ __forceinline__ void accumulate_keys(SharedStorage& smem,
+                                                         const AttentionParams& p,
+                                                         const Traversal& walk,
+                                                         float (&dk)[1][kHalfQK / 8][4], int batch,
+                                                         int kv_head, int group, int group_thread,
+                                                         int warp_key0, int lane) {
     const u64 k_desc = key_half_descriptor(smem, group);
     const u64 v_desc = value_half_descriptor(smem, group);
     const int q_half = query_half(group), o_half = grad_o_half(group);
     u32 v_frag[kHalfV / 16][4];  // unused (no registers) unless V is held
     if constexpr (kValuesInRegisters)
-      load_half_fragments<kDimV>(v_frag, p.v, batch, kv_head, C::kDimV, group, p.seq_kv,
-                                 warp_key0, lane);
+      load_half_fragments<kDimV>(v_frag, p.v, batch, kv_head, C::kDimV, group, p.seq_kv, warp_key0,
+                                 lane);
     // dPᵀ (then dSᵀ, the product's A operand) first, Sᵀ (then Pᵀ) second.
     traverse(
         smem, walk.total, dk,
@@ -323,18 +327,18 @@ struct BackwardKeyValueWgmmaDims {
 #pragma unroll
     for (int ks = 0; ks < kHalfQK / 16; ++ks)
       Wgmma<kBlockN>::template registers_k_major<E>(flat(st), k_frag[ks],
-                                                   q_desc + ks * Queries::kKMajorStep, ks > 0);
+                                                    q_desc + ks * Queries::kKMajorStep, ks > 0);
   }
 
   // dPᵀ_g with V_g's A fragments in registers.
   static __device__ __forceinline__ void half_grad_scores_from_registers(
-      float (&dpt)[1][kQueryTiles][4], const u32 (&v_frag)[kHalfV / 16][4],
-      const u16* grad_o_tile, int o_half) {
+      float (&dpt)[1][kQueryTiles][4], const u32 (&v_frag)[kHalfV / 16][4], const u16* grad_o_tile,
+      int o_half) {
     const u64 grad_o_desc = GradOs::k_major(grad_o_tile) + o_half;
 #pragma unroll
     for (int ks = 0; ks < kHalfV / 16; ++ks)
       Wgmma<kBlockN>::template registers_k_major<E>(flat(dpt), v_frag[ks],
-                                                   grad_o_desc + ks * GradOs::kKMajorStep, ks > 0);
+                                                    grad_o_desc + ks * GradOs::kKMajorStep, ks > 0);
   }
 
   // Issues dPᵀ_g = V_g·dO_gᵀ (overwriting dpt): V from shared memory, dO read K-major.
