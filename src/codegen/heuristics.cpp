@@ -308,7 +308,10 @@ TuningParams shape_for(const KernelSpec& spec) {
 static int narrower(int cols) { return (cols / 2) % 16 == 0 ? cols / 2 : cols - 16; }
 
 bool prefer_atomic_backward(int dim_qk, int dim_v) {
-  return round_up(dim_qk, 16) > 256 || round_up(dim_v, 16) > 256;
+  const bool wide = round_up(dim_qk, 16) > 256 || round_up(dim_v, 16) > 256;
+  // Dims that are multiples of 8 give 16-byte rows in the usual layouts.
+  const bool whole_sectors = dim_qk % 8 == 0 && dim_v % 8 == 0;
+  return wide && !whole_sectors;
 }
 
 // fp32 (the CUDA-core kernels, simt_f32.cuh): 4 warps of 8 rows, one

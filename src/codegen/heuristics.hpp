@@ -20,9 +20,15 @@ TuningParams tuning_without_tma(const KernelSpec& spec, const TuningParams& tuni
                                 std::size_t shared_limit);
 
 // Whether the atomic-dQ backward is expected to beat the two-kernel one
-// (when the caller allows non-determinism). Measured on the H200: only past
-// 256 columns, where the key/value kernel splits dK/dV across CTAs and
-// recomputes Sᵀ and dPᵀ per chunk (bench/NOTES.md).
+// (when the caller allows non-determinism). Measured on the H200
+// (bench/NOTES.md): only past 256 columns on rows that are not 16-byte
+// aligned (D = 257 / 385: 69 / 26 against 67 / 21 TFLOP/s), where the
+// key/value kernel splits dK and dV into column chunks that each recompute
+// Sᵀ and dPᵀ; on 16-byte rows its CTAs split the head dims instead and the
+// two-kernel backward wins (D = 384 / 512: 135 / 95 against 85 / 65; at
+// 288-352 it won even with the chunks: 138 / 124 / 109 against 120 / 122 /
+// 102). Decided from the dims alone, so the workspace size is known before
+// the tensors are.
 bool prefer_atomic_backward(int dim_qk, int dim_v);
 
 }  // namespace flashgen
