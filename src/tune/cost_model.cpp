@@ -15,6 +15,8 @@ constexpr double kWgmmaSpeedup = 2;         // wgmma (sm_90a) over mma.sync
 constexpr double kSharedBytesPerCycle = 128;
 constexpr double kExpPerCycle = 16;          // MUFU.EX2
 constexpr double kAtomicBytesPerCycle = 32;  // fp32 reductions to L2
+// L2 to one SM, when the copy of the next traversed tile is not hidden.
+constexpr double kCopyBytesPerCycle = 42;
 // Per iteration: barriers, the wait for the next tile, softmax bookkeeping.
 constexpr double kIterationCycles = 300;
 // Warps an SM needs resident before latency stops mattering; throughput
@@ -55,6 +57,7 @@ Widths widths_of(const KernelSpec& spec, const TuningParams& t) {
 // The work of one CTA iteration (rows x cols block of scores).
 struct Iteration {
   double flops = 0, shared_bytes = 0, exps = 0, atomic_bytes = 0;
+  double exposed_copy_bytes = 0;  // traversed tiles copied while nothing else runs
   double mma_flops_per_cycle = kMmaFlopsPerCycle;
 };
 
@@ -111,6 +114,13 @@ Iteration iteration_of(const KernelSpec& spec, const TuningParams& t) {
     case KernelKind::convert_grad_q:
       break;
   }
+  // The backward kernels splitting the head dims read a stage until the
+  // product of the next block: with two stages the producer cannot copy
+  // ahead, so each traversed tile's copy is exposed (measured: a third
+  // stage 20-40% faster on the H200, bench/NOTES.md).
+  if (t.split == WarpgroupSplit::dims && spec.kind != KernelKind::forward &&
+      backward_dims_split_stages(spec, t) <= 2)
+    it.exposed_copy_bytes = kElementBytes * cols * (w.dqk + w.dv);
   return it;
 }
 
@@ -119,6 +129,7 @@ double iteration_cycles(const Iteration& it, int resident_ctas) {
       std::max(it.flops / it.mma_flops_per_cycle, it.shared_bytes / kSharedBytesPerCycle);
   // Other resident CTAs fill this one's barrier waits.
   return pipes + it.exps / kExpPerCycle + it.atomic_bytes / kAtomicBytesPerCycle +
+         it.exposed_copy_bytes / kCopyBytesPerCycle +
          kIterationCycles / resident_ctas;
 }
 
