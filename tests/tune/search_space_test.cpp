@@ -302,6 +302,22 @@ TEST(CostModel, CountsWorkTheWayTheKernelsDo) {
             2 * estimated_cycles(s, {128, 64, 0, 8, 0}, full, device));
 }
 
+// The key/value kernel splitting the head dims: operands held in registers
+// read less shared memory, and a third stage hides the copies.
+TEST(CostModel, RanksHeldOperandsAndDeeperPipelinesAhead) {
+  const KernelSpec s = spec(KernelKind::backward_key_value, 384);
+  const CostProblem problem;
+  const CostDevice device;
+  auto cycles = [&](unsigned cached, int stages) {
+    TuningParams t = with_tma_producer(TuningParams{64, 32, 0, 8, cached, true}, stages);
+    t.split = WarpgroupSplit::dims;
+    return estimated_cycles(s, t, problem, device);
+  };
+  EXPECT_LT(cycles(kCacheK | kCacheV, 3), cycles(kCacheV, 3));
+  EXPECT_LT(cycles(kCacheV, 3), cycles(0, 3));
+  EXPECT_LT(cycles(0, 3), cycles(0, 2));
+}
+
 TEST(SearchSpace, LeavesOutForcedOnlyPaths) {
   for (KernelKind kind :
        {KernelKind::forward, KernelKind::backward_query, KernelKind::backward_key_value})
