@@ -129,8 +129,7 @@ double iteration_cycles(const Iteration& it, int resident_ctas) {
       std::max(it.flops / it.mma_flops_per_cycle, it.shared_bytes / kSharedBytesPerCycle);
   // Other resident CTAs fill this one's barrier waits.
   return pipes + it.exps / kExpPerCycle + it.atomic_bytes / kAtomicBytesPerCycle +
-         it.exposed_copy_bytes / kCopyBytesPerCycle +
-         kIterationCycles / resident_ctas;
+         it.exposed_copy_bytes / kCopyBytesPerCycle + kIterationCycles / resident_ctas;
 }
 
 // Iterations of each CTA row block over the traversed sequence (causal:
