@@ -161,12 +161,13 @@ static void check_backward_dims_split_tuning(const KernelSpec& spec, const Tunin
     fail(name + " needs rows=64 warps=8 head=0 (two warpgroups over the same 64 rows)");
   if (t.block_cols < 16 || t.block_cols % 16 != 0 || t.block_cols > 256)
     fail("cols must be a multiple of 16 up to 256");
-  // The key/value kernel's dV CTA may hold K, its dK CTA V, in registers.
-  const unsigned cacheable = spec.kind == KernelKind::backward_key_value ? kCacheK | kCacheV : 0u;
+  // The key/value kernel's dV CTA may hold K, its dK CTA V, in registers;
+  // the query kernel's warpgroups Q and dO.
+  const bool key_value = spec.kind == KernelKind::backward_key_value;
+  const unsigned cacheable = key_value ? kCacheK | kCacheV : kCacheQ | kCacheGradO;
   if ((t.cached & ~cacheable) != 0)
-    fail(spec.kind == KernelKind::backward_key_value
-             ? name + " caches K, V or both (cache=K, cache=V, cache=K,V or cache=none)"
-             : name + " caches no operand (cache=none)");
+    fail(key_value ? name + " caches K, V or both (cache=K, cache=V, cache=K,V or cache=none)"
+                   : name + " caches Q, dO or both (cache=Q, cache=dO, cache=Q,dO or cache=none)");
   if (round_up(spec.dim_qk, 32) / 2 > 256 || round_up(spec.dim_v, 32) / 2 > 256)
     fail(name + " needs Dqk <= 512 and Dv <= 512 (half of each output in a warpgroup's registers)");
   if (!(t.producer && t.tma))
@@ -326,6 +327,10 @@ std::string forced_only_path(const KernelSpec& spec, const TuningParams& t) {
   if (t.split == WarpgroupSplit::values)
     return "the wgmma forward whose warpgroups split the value columns and take turns on S "
            "(slower than without)";
+  // Compiles without spills where the tuner would try it; not yet run on a GPU.
+  if (t.split == WarpgroupSplit::dims && spec.kind == KernelKind::backward_query && t.cached != 0)
+    return "the wgmma query backward splitting the head dims with Q or dO held in registers "
+           "(not yet measured)";
   return "";
 }
 
@@ -448,16 +453,19 @@ std::size_t shared_bytes(const KernelSpec& spec, const TuningParams& t) {
                               stage_elements(spec, cols, dv));
     }
     case KernelKind::backward_query: {
-      // split=dims: q [64][dqk], dO [64][dv] (dims rounded up to 32); `stages`
-      // stages of k [cols][dqk], two of v [cols][dv]; lse and dterm [64]; the
-      // exchanges [2 warpgroups][128 threads] of partial S and dP (cols / 2
-      // floats) and of dS (cols / 8 words); a full and an empty barrier per
-      // stage of each pipeline
+      // split=dims: q [64][dqk], dO [64][dv] (dims rounded up to 32; one held
+      // in registers: a placeholder of 1024 bytes); `stages` stages of k
+      // [cols][dqk], two of v [cols][dv]; lse and dterm [64]; the exchanges
+      // [2 warpgroups][128 threads] of partial S and dP (cols / 2 floats) and
+      // of dS (cols / 8 words); a full and an empty barrier per stage of each
+      // pipeline
       if (t.split == WarpgroupSplit::dims) {
         const std::size_t dqk32 = round_up(spec.dim_qk, 32), dv32 = round_up(spec.dim_v, 32);
         const std::size_t key_stages = backward_dims_split_stages(spec, t);
+        const std::size_t q_tile = (t.cached & kCacheQ) ? 512 : rows * dqk32;
+        const std::size_t grad_o_tile = (t.cached & kCacheGradO) ? 512 : rows * dv32;
         return kElementBytes *
-                   (rows * (dqk32 + dv32) + key_stages * cols * dqk32 + 2 * cols * dv32) +
+                   (q_tile + grad_o_tile + key_stages * cols * dqk32 + 2 * cols * dv32) +
                sizeof(float) * 2 * rows + 2 * 128 * 4 * (cols / 2 + cols / 8) +
                producer_barrier_bytes(t, key_stages) + producer_barrier_bytes(t, 2);
       }

@@ -118,10 +118,12 @@ TEST(CompileWgmmaOptIn, CandidatesCompileWithoutSpills) {
     bool producer = false;
     bool tma = false;
     WarpgroupSplit split = WarpgroupSplit::rows;
+    unsigned cached = 0;  // operands held in registers
   };
   const WarpgroupSplit dims = WarpgroupSplit::dims, values = WarpgroupSplit::values,
                        outputs = WarpgroupSplit::outputs;
   const KernelKind query = KernelKind::backward_query, key_value = KernelKind::backward_key_value;
+  const unsigned kv_held = kCacheK | kCacheV, query_held = kCacheQ | kCacheGradO;
   for (const Shape& c : {Shape{query, 64, 192, 64, true, DType::bf16, 8},
                          Shape{query, 128, 128, 64, false, DType::f16, 8},
                          Shape{query, 250, 128, 32, true, DType::bf16, 2},
@@ -181,7 +183,15 @@ TEST(CompileWgmmaOptIn, CandidatesCompileWithoutSpills) {
                          Shape{query, 288, 64, 32, false, DType::bf16, 8, 3, true, true, dims},
                          Shape{key_value, 512, 64, 16, false, DType::bf16, 8, 2, true, true, dims},
                          Shape{key_value, 384, 64, 32, true, DType::bf16, 8, 2, true, true, dims},
-                         Shape{key_value, 288, 64, 32, false, DType::f16, 8, 2, true, true, dims}}) {
+                         Shape{key_value, 288, 64, 32, false, DType::f16, 8, 2, true, true, dims},
+                         Shape{key_value, 288, 64, 32, true, DType::bf16, 8, 3, true, true, dims, kv_held},
+                         Shape{key_value, 384, 64, 32, false, DType::bf16, 8, 3, true, true, dims, kCacheV},
+                         Shape{key_value, 448, 64, 32, true, DType::f16, 8, 2, true, true, dims, kv_held},
+                         Shape{key_value, 512, 64, 16, false, DType::bf16, 8, 3, true, true, dims, kv_held},
+                         Shape{query, 384, 64, 16, false, DType::bf16, 8, 3, true, true, dims, query_held},
+                         Shape{query, 384, 64, 32, true, DType::f16, 8, 3, true, true, dims, kCacheQ},
+                         Shape{query, 512, 64, 16, false, DType::bf16, 8, 3, true, true, dims, kCacheQ},
+                         Shape{query, 512, 64, 16, true, DType::bf16, 8, 3, true, true, dims, kCacheGradO}}) {
     KernelSpec spec;
     spec.kind = c.kind;
     spec.dtype = c.dtype;
@@ -200,6 +210,7 @@ TEST(CompileWgmmaOptIn, CandidatesCompileWithoutSpills) {
     tuning.producer = c.producer;
     tuning.tma = c.tma;
     tuning.split = c.split;
+    tuning.cached = c.cached;
     const GeneratedKernel g = generate(spec, tuning);
     EXPECT_EQ(g.tensor_maps, c.tma) << g.name;
     EXPECT_LE(g.shared_bytes, shared_limit_of_arch(spec.arch)) << g.name;

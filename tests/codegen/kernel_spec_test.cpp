@@ -336,7 +336,25 @@ TEST(Generate, SplitDimsKeyValueBackwardTakesTwoCtasPerKeyBlock) {
   TuningParams query_held = held;
   query_held.cached = kCacheQ;
   refused(s, query_held, "cache=K, cache=V, cache=K,V or cache=none");
-  refused(spec_of(KernelKind::backward_query, 384, 384), held, "caches no operand");
+  refused(spec_of(KernelKind::backward_query, 384, 384), held,
+          "cache=Q, cache=dO, cache=Q,dO or cache=none");
+}
+
+// The query kernel with split=dims holding Q and dO in registers: their
+// tiles leave shared memory (1024-byte placeholders); forced-only until
+// measured.
+TEST(Generate, SplitDimsQueryBackwardHoldsQueryAndGradOutput) {
+  TuningParams t = with_tma_producer(TuningParams{64, 32, 0, 8, 0, true}, 0);
+  t.split = WarpgroupSplit::dims;
+  const KernelSpec s = spec_of(KernelKind::backward_query, 384, 384);
+  TuningParams held = t;
+  held.cached = kCacheQ | kCacheGradO;
+  EXPECT_EQ(shared_bytes(s, t) - shared_bytes(s, held), 2u * 2 * (64 * 384 - 512));
+  const GeneratedKernel g = generate(s, held);
+  EXPECT_NE(g.source.find("kCacheQ = true"), std::string::npos);
+  EXPECT_NE(g.source.find("kCacheGradO = true"), std::string::npos);
+  EXPECT_NE(forced_only_path(s, held), "");
+  EXPECT_EQ(forced_only_path(s, t), "");
 }
 
 TEST(Generate, WgmmaNeedsAlignedRowsHopperAndWholeWarpgroups) {

@@ -395,7 +395,8 @@ std::vector<Case> wgmma_key_value_split_cases() {
 // head dims (split=dims, K and V copied by TMA into swizzled tiles and as
 // slices): heads past 256 and narrow ones, Dqk != Dv, causal, GQA, a single
 // query row, edges of both sequences; K two to four stages deep, 16- to
-// 48-key blocks (those that fit the shared memory).
+// 48-key blocks (those that fit the shared memory); Q and dO in shared
+// memory or held in registers.
 class GpuBackwardWgmmaQuerySplit : public ::testing::TestWithParam<Case> {};
 
 constexpr std::size_t kH200SharedBytesPerBlock = 232448;  // the opt-in limit (sm_90)
@@ -425,7 +426,12 @@ void check_backward_dims_split(KernelKind kind, const Case& c,
 TEST_P(GpuBackwardWgmmaQuerySplit, MatchesReference) {
   FLASHGEN_SKIP_WITHOUT_GPU();
   check_backward_dims_split(KernelKind::backward_query, GetParam(),
-                            {{32, 3, 32, 0}, {16, 2, 0, 0}, {48, 4, 32, 0}});
+                            {{32, 3, 32, 0},
+                             {16, 2, 0, 0},
+                             {48, 4, 32, 0},
+                             {16, 3, 32, kCacheQ | kCacheGradO},
+                             {32, 3, 32, kCacheQ},
+                             {16, 3, 0, kCacheGradO}});
 }
 
 // The key/value backward with split=dims: a dV and a dK CTA per block of

@@ -18,6 +18,12 @@
 // pipelines of their own: V[j] is read by dP(j) only, K[j] until the dQ
 // product of block j, one block later (three stages of K, two of V by
 // default). Deterministic: no atomics, a fixed order.
+//
+// Operands kept in registers (cache=Q, cache=dO): each warpgroup may hold
+// its half of Q (dO) as the A fragments of S (dP), read once from global
+// memory (Dqk / 4, Dv / 4 registers a thread beside half of dQ), so those
+// GEMMs read only the key (value) tile from shared memory, and the held
+// tile leaves shared memory (as the key/value kernel's cache=K / cache=V).
 #pragma once
 
 #include "backward_query_wgmma.cuh"
@@ -29,7 +35,7 @@ namespace flashgen_device {
 
 // C (generated): kElement, kDimQK, kDimV, kWarps (8: two computing
 // warpgroups), kBlockN, kVec (8), kCausal, kTma (true), kSwizzle,
-// kKeyStages, kValueStages.
+// kKeyStages, kValueStages, kCacheQ and kCacheGradO (Q, dO in registers).
 template <class C>
 struct BackwardQueryWgmmaSplit {
   static constexpr int E = C::kElement;
@@ -48,6 +54,11 @@ struct BackwardQueryWgmmaSplit {
   typedef RegisterSplit<C::kWarps> Registers;
   typedef TraversedTile<kBlockN, kDimQK, true, C::kSwizzle> Keys;
   typedef TraversedTile<kBlockN, kDimV, true, C::kSwizzle> Values;
+  static constexpr bool kQueriesInRegisters = C::kCacheQ, kGradOsInRegisters = C::kCacheGradO;
+  // A held operand's tile is a placeholder of 1024 bytes, which keeps the
+  // tiles after it aligned as TMA and the swizzled layouts need.
+  static constexpr int kQueryTileElements = kQueriesInRegisters ? 512 : kBlockM * kDimQK;
+  static constexpr int kGradOTileElements = kGradOsInRegisters ? 512 : kBlockM * kDimV;
 
   // BackwardQueryWgmma over one warpgroup's half of the head dims: its
   // masking, P and dS, fragment packing and stores.
@@ -63,8 +74,8 @@ struct BackwardQueryWgmmaSplit {
   static constexpr int kGradWords = own_words<kBlockN / 16>();
 
   struct SharedStorage {
-    u16 q[kBlockM * kDimQK];  // core-matrix layout (wgmma.cuh)
-    u16 grad_o[kBlockM * kDimV];
+    u16 q[kQueryTileElements];  // core-matrix layout (wgmma.cuh)
+    u16 grad_o[kGradOTileElements];
     u16 k[kKeyStages][kBlockN * kDimQK];  // TMA's layout (TraversedTile)
     u16 v[kValueStages][kBlockN * kDimV];
     float lse_log2[kBlockM];
@@ -102,10 +113,12 @@ struct BackwardQueryWgmmaSplit {
       const u16* q = head_slice<const u16>(p.q, batch, head) + row0 * p.q.stride_seq;
       const u16* grad_o = head_slice<const u16>(p.grad_o, batch, head) + row0 * p.grad_o.stride_seq;
       const u16* o = head_slice<const u16>(p.o, batch, head) + row0 * p.o.stride_seq;
-      copy_core_matrix_tile<kBlockM, kDimQK, C::kVec, kBothGroups>(
-          smem.q, q, p.q.stride_seq, p.seq_q - row0, C::kDimQK, thread);
-      copy_core_matrix_tile<kBlockM, kDimV, C::kVec, kBothGroups>(
-          smem.grad_o, grad_o, p.grad_o.stride_seq, p.seq_q - row0, C::kDimV, thread);
+      if (!kQueriesInRegisters)
+        copy_core_matrix_tile<kBlockM, kDimQK, C::kVec, kBothGroups>(
+            smem.q, q, p.q.stride_seq, p.seq_q - row0, C::kDimQK, thread);
+      if (!kGradOsInRegisters)
+        copy_core_matrix_tile<kBlockM, kDimV, C::kVec, kBothGroups>(
+            smem.grad_o, grad_o, p.grad_o.stride_seq, p.seq_q - row0, C::kDimV, thread);
       // Dterm and L2 of the CTA's rows while Q and dO stream in.
       stage_query_rows<E, C::kDimV, kBlockM, kConsumerWarps>(
           p, batch, head, row0, grad_o, o, smem.dterm, smem.lse_log2, true, warp, lane);
@@ -130,7 +143,7 @@ struct BackwardQueryWgmmaSplit {
     const int group_thread = thread & (kGroupThreads - 1);
     const int warp_row0 = row0 + (warp & 3) * 16;  // both warpgroups cover the same rows
     float dq[1][kHalfQK / 8][4];
-    traverse(smem, p, n_blocks, dq, group, group_thread, warp & 3, warp_row0, lane);
+    traverse(smem, p, n_blocks, dq, batch, head, group, group_thread, warp & 3, warp_row0, lane);
     const float scale[1][2] = {{p.scale, p.scale}};
     const int col0 = group * kHalfQK;
     store_acc_tile<E, C::kVec>(head_slice<u16>(p.grad_q, batch, head) +
@@ -163,7 +176,8 @@ struct BackwardQueryWgmmaSplit {
   // no wgmma sits in a branch.
   static __device__ __forceinline__ void traverse(SharedStorage& smem, const AttentionParams& p,
                                                   int n_blocks, float (&dq)[1][kHalfQK / 8][4],
-                                                  int group, int group_thread, int warp_in_group,
+                                                  int batch, int head, int group,
+                                                  int group_thread, int warp_in_group,
                                                   int warp_row0, int lane) {
     // This warpgroup's half of the contraction: columns g·kHalfQK on of Q
     // and K (of dQ too), g·kHalfV on of dO and V.
@@ -171,6 +185,18 @@ struct BackwardQueryWgmmaSplit {
     const u64 grad_o_desc = matrix_descriptor(smem.grad_o + 8 * group * kHalfV, 128, kDimV * 16);
     const int key_half = group * (kHalfQK / 16) * Keys::kKMajorStep;
     const int value_half = group * (kHalfV / 16) * Values::kKMajorStep;
+    // Held operands: this warp's 16 rows of the warpgroup's half (unused, no
+    // registers, unless held).
+    u32 q_frag[kHalfQK / 16][4], grad_o_frag[kHalfV / 16][4];
+    if constexpr (kQueriesInRegisters)
+      load_a_fragments_global(q_frag,
+                              head_slice<const u16>(p.q, batch, head) + warp_row0 * p.q.stride_seq,
+                              p.q.stride_seq, p.seq_q - warp_row0, group * kHalfQK, C::kDimQK,
+                              lane);
+    if constexpr (kGradOsInRegisters)
+      load_a_fragments_global(
+          grad_o_frag, head_slice<const u16>(p.grad_o, batch, head) + warp_row0 * p.grad_o.stride_seq,
+          p.grad_o.stride_seq, p.seq_q - warp_row0, group * kHalfV, C::kDimV, lane);
     float l2_of_row[1][2], dterm_of_row[1][2];
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
@@ -186,7 +212,8 @@ struct BackwardQueryWgmmaSplit {
       smem.values.wait_full(0);
       float s[1][kKeyTiles][4], dp[1][kKeyTiles][4];
       wgmma_fence();
-      half_scores(s, dp, q_desc, grad_o_desc, smem.k[0], smem.v[0], key_half, value_half);
+      half_scores(s, dp, q_desc, grad_o_desc, q_frag, grad_o_frag, smem.k[0], smem.v[0], key_half,
+                  value_half);
       wgmma_commit();
       wgmma_wait<0>();
       fence_registers(flat(s));
@@ -201,7 +228,7 @@ struct BackwardQueryWgmmaSplit {
       float s[1][kKeyTiles][4], dp[1][kKeyTiles][4];
       fence_registers(flat(dq));
       wgmma_fence();
-      half_scores(s, dp, q_desc, grad_o_desc, smem.k[n_block % kKeyStages],
+      half_scores(s, dp, q_desc, grad_o_desc, q_frag, grad_o_frag, smem.k[n_block % kKeyStages],
                   smem.v[n_block % kValueStages], key_half, value_half);
       wgmma_commit();
       half_product(dq, ds_frag, smem.k[(n_block - 1) % kKeyStages], key_half);
@@ -242,22 +269,32 @@ struct BackwardQueryWgmmaSplit {
   }
 
   // Issues S_g = Q_g·K_gᵀ and dP_g = dO_g·V_gᵀ (overwriting s, dp): Q and
-  // dO from shared memory, K and V read K-major, from this warpgroup's half.
-  static __device__ __forceinline__ void half_scores(float (&s)[1][kKeyTiles][4],
-                                                     float (&dp)[1][kKeyTiles][4], u64 q_desc,
-                                                     u64 grad_o_desc, const u16* k_tile,
-                                                     const u16* v_tile, int key_half,
-                                                     int value_half) {
+  // dO from shared memory or their held fragments, K and V read K-major,
+  // from this warpgroup's half.
+  static __device__ __forceinline__ void half_scores(
+      float (&s)[1][kKeyTiles][4], float (&dp)[1][kKeyTiles][4], u64 q_desc, u64 grad_o_desc,
+      const u32 (&q_frag)[kHalfQK / 16][4], const u32 (&grad_o_frag)[kHalfV / 16][4],
+      const u16* k_tile, const u16* v_tile, int key_half, int value_half) {
     const u64 k_desc = Keys::k_major(k_tile) + key_half;
     const u64 v_desc = Values::k_major(v_tile) + value_half;
 #pragma unroll
-    for (int ks = 0; ks < kHalfQK / 16; ++ks)  // A (Q) steps 256 bytes
-      Wgmma<kBlockN>::template shared_shared<E>(flat(s), q_desc + ks * 16,
-                                                k_desc + ks * Keys::kKMajorStep, ks > 0);
+    for (int ks = 0; ks < kHalfQK / 16; ++ks) {  // A (Q) steps 256 bytes
+      if constexpr (kQueriesInRegisters)
+        Wgmma<kBlockN>::template registers_k_major<E>(flat(s), q_frag[ks],
+                                                      k_desc + ks * Keys::kKMajorStep, ks > 0);
+      else
+        Wgmma<kBlockN>::template shared_shared<E>(flat(s), q_desc + ks * 16,
+                                                  k_desc + ks * Keys::kKMajorStep, ks > 0);
+    }
 #pragma unroll
-    for (int ks = 0; ks < kHalfV / 16; ++ks)
-      Wgmma<kBlockN>::template shared_shared<E>(flat(dp), grad_o_desc + ks * 16,
-                                                v_desc + ks * Values::kKMajorStep, ks > 0);
+    for (int ks = 0; ks < kHalfV / 16; ++ks) {
+      if constexpr (kGradOsInRegisters)
+        Wgmma<kBlockN>::template registers_k_major<E>(flat(dp), grad_o_frag[ks],
+                                                      v_desc + ks * Values::kKMajorStep, ks > 0);
+      else
+        Wgmma<kBlockN>::template shared_shared<E>(flat(dp), grad_o_desc + ks * 16,
+                                                  v_desc + ks * Values::kKMajorStep, ks > 0);
+    }
   }
 
   // Issues dQ_g += dS·K_g (K read MN-major from this warpgroup's columns;
