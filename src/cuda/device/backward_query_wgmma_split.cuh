@@ -176,9 +176,8 @@ struct BackwardQueryWgmmaSplit {
   // no wgmma sits in a branch.
   static __device__ __forceinline__ void traverse(SharedStorage& smem, const AttentionParams& p,
                                                   int n_blocks, float (&dq)[1][kHalfQK / 8][4],
-                                                  int batch, int head, int group,
-                                                  int group_thread, int warp_in_group,
-                                                  int warp_row0, int lane) {
+                                                  int batch, int head, int group, int group_thread,
+                                                  int warp_in_group, int warp_row0, int lane) {
     // This warpgroup's half of the contraction: columns g·kHalfQK on of Q
     // and K (of dQ too), g·kHalfV on of dO and V.
     const u64 q_desc = matrix_descriptor(smem.q + 8 * group * kHalfQK, 128, kDimQK * 16);
@@ -189,13 +188,13 @@ struct BackwardQueryWgmmaSplit {
     // registers, unless held).
     u32 q_frag[kHalfQK / 16][4], grad_o_frag[kHalfV / 16][4];
     if constexpr (kQueriesInRegisters)
-      load_a_fragments_global(q_frag,
-                              head_slice<const u16>(p.q, batch, head) + warp_row0 * p.q.stride_seq,
-                              p.q.stride_seq, p.seq_q - warp_row0, group * kHalfQK, C::kDimQK,
-                              lane);
+      load_a_fragments_global(
+          q_frag, head_slice<const u16>(p.q, batch, head) + warp_row0 * p.q.stride_seq,
+          p.q.stride_seq, p.seq_q - warp_row0, group * kHalfQK, C::kDimQK, lane);
     if constexpr (kGradOsInRegisters)
       load_a_fragments_global(
-          grad_o_frag, head_slice<const u16>(p.grad_o, batch, head) + warp_row0 * p.grad_o.stride_seq,
+          grad_o_frag,
+          head_slice<const u16>(p.grad_o, batch, head) + warp_row0 * p.grad_o.stride_seq,
           p.grad_o.stride_seq, p.seq_q - warp_row0, group * kHalfV, C::kDimV, lane);
     float l2_of_row[1][2], dterm_of_row[1][2];
 #pragma unroll
