@@ -194,7 +194,7 @@ struct BackwardKeyValueWgmmaDims {
         smem, walk.total, dv,
         [&](float(&st)[1][kQueryTiles][4], float(&)[1][kQueryTiles][4], int j) {
           if constexpr (kKeysInRegisters)
-            half_scores_from_registers(st, k_frag, smem.q[j % kStages], q_half);
+            half_scores_from_registers<Queries>(st, k_frag, smem.q[j % kStages], q_half);
           else
             half_scores(st, k_desc, smem.q[j % kStages], q_half);
         },
@@ -228,7 +228,7 @@ struct BackwardKeyValueWgmmaDims {
         [&](float(&dpt)[1][kQueryTiles][4], float(&st)[1][kQueryTiles][4], int j) {
           half_scores(st, k_desc, smem.q[j % kStages], q_half);
           if constexpr (kValuesInRegisters)
-            half_grad_scores_from_registers(dpt, v_frag, smem.grad_o[j % kStages], o_half);
+            half_scores_from_registers<GradOs>(dpt, v_frag, smem.grad_o[j % kStages], o_half);
           else
             half_grad_scores(dpt, v_desc, smem.grad_o[j % kStages], o_half);
         },
@@ -319,26 +319,17 @@ struct BackwardKeyValueWgmmaDims {
                                                 q_desc + ks * Queries::kKMajorStep, ks > 0);
   }
 
-  // Sᵀ_g with K_g's A fragments in registers.
+  // Issues Sᵀ_g (dPᵀ_g) from K_g's (V_g's) A fragments held in registers
+  // and the query (dO) tile read K-major, overwriting scores.
+  template <class Tile, int kSteps>
   static __device__ __forceinline__ void half_scores_from_registers(
-      float (&st)[1][kQueryTiles][4], const u32 (&k_frag)[kHalfQK / 16][4], const u16* q_tile,
-      int q_half) {
-    const u64 q_desc = Queries::k_major(q_tile) + q_half;
+      float (&scores)[1][kQueryTiles][4], const u32 (&frag)[kSteps][4], const u16* tile,
+      int half) {
+    const u64 desc = Tile::k_major(tile) + half;
 #pragma unroll
-    for (int ks = 0; ks < kHalfQK / 16; ++ks)
-      Wgmma<kBlockN>::template registers_k_major<E>(flat(st), k_frag[ks],
-                                                    q_desc + ks * Queries::kKMajorStep, ks > 0);
-  }
-
-  // dPᵀ_g with V_g's A fragments in registers.
-  static __device__ __forceinline__ void half_grad_scores_from_registers(
-      float (&dpt)[1][kQueryTiles][4], const u32 (&v_frag)[kHalfV / 16][4], const u16* grad_o_tile,
-      int o_half) {
-    const u64 grad_o_desc = GradOs::k_major(grad_o_tile) + o_half;
-#pragma unroll
-    for (int ks = 0; ks < kHalfV / 16; ++ks)
-      Wgmma<kBlockN>::template registers_k_major<E>(flat(dpt), v_frag[ks],
-                                                    grad_o_desc + ks * GradOs::kKMajorStep, ks > 0);
+    for (int ks = 0; ks < kSteps; ++ks)
+      Wgmma<kBlockN>::template registers_k_major<E>(flat(scores), frag[ks],
+                                                    desc + ks * Tile::kKMajorStep, ks > 0);
   }
 
   // Issues dPᵀ_g = V_g·dO_gᵀ (overwriting dpt): V from shared memory, dO read K-major.
