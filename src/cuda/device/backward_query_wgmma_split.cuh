@@ -274,25 +274,27 @@ struct BackwardQueryWgmmaSplit {
       float (&s)[1][kKeyTiles][4], float (&dp)[1][kKeyTiles][4], u64 q_desc, u64 grad_o_desc,
       const u32 (&q_frag)[kHalfQK / 16][4], const u32 (&grad_o_frag)[kHalfV / 16][4],
       const u16* k_tile, const u16* v_tile, int key_half, int value_half) {
-    const u64 k_desc = Keys::k_major(k_tile) + key_half;
-    const u64 v_desc = Values::k_major(v_tile) + value_half;
+    half_contraction<kQueriesInRegisters, Keys>(s, q_desc, q_frag, Keys::k_major(k_tile) + key_half);
+    half_contraction<kGradOsInRegisters, Values>(dp, grad_o_desc, grad_o_frag,
+                                                 Values::k_major(v_tile) + value_half);
+  }
+
+  // acc = A·Bᵀ over a warpgroup's half: A (Q or dO, 64 rows) from its
+  // core-matrix tile (steps of 256 bytes) or its held fragments, B (K or V)
+  // read K-major from a traversed tile.
+  template <bool kHeld, class Tile, int kSteps>
+  static __device__ __forceinline__ void half_contraction(float (&acc)[1][kKeyTiles][4],
+                                                          u64 a_desc,
+                                                          const u32 (&a_frag)[kSteps][4],
+                                                          u64 b_desc) {
 #pragma unroll
-    for (int ks = 0; ks < kHalfQK / 16; ++ks) {  // A (Q) steps 256 bytes
-      if constexpr (kQueriesInRegisters)
-        Wgmma<kBlockN>::template registers_k_major<E>(flat(s), q_frag[ks],
-                                                      k_desc + ks * Keys::kKMajorStep, ks > 0);
+    for (int ks = 0; ks < kSteps; ++ks) {
+      if constexpr (kHeld)
+        Wgmma<kBlockN>::template registers_k_major<E>(flat(acc), a_frag[ks],
+                                                      b_desc + ks * Tile::kKMajorStep, ks > 0);
       else
-        Wgmma<kBlockN>::template shared_shared<E>(flat(s), q_desc + ks * 16,
-                                                  k_desc + ks * Keys::kKMajorStep, ks > 0);
-    }
-#pragma unroll
-    for (int ks = 0; ks < kHalfV / 16; ++ks) {
-      if constexpr (kGradOsInRegisters)
-        Wgmma<kBlockN>::template registers_k_major<E>(flat(dp), grad_o_frag[ks],
-                                                      v_desc + ks * Values::kKMajorStep, ks > 0);
-      else
-        Wgmma<kBlockN>::template shared_shared<E>(flat(dp), grad_o_desc + ks * 16,
-                                                  v_desc + ks * Values::kKMajorStep, ks > 0);
+        Wgmma<kBlockN>::template shared_shared<E>(flat(acc), a_desc + ks * 16,
+                                                  b_desc + ks * Tile::kKMajorStep, ks > 0);
     }
   }
 
