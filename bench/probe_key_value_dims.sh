@@ -8,9 +8,7 @@
 # Usage: bash bench/probe_key_value_dims.sh [--causal]
 set -uo pipefail
 cd "$(dirname "$0")/.."
-(cd build-gpu && ctest -L gpu -R 'GpuBackwardWgmma(KeyValueDims|QuerySplit)' --parallel 6 \
-  --timeout 120 --output-on-failure | tail -5) ||
-  { echo "probe_key_value_dims.sh: the forced tests failed" >&2; exit 1; }
+bash bench/forced_tests.sh 'GpuBackwardWgmma(KeyValueDims|QuerySplit)' probe_key_value_dims.sh || exit 1
 [ "${1:-}" = "--causal" ] && export BENCH_ARGS=--causal
 export KINDS=backward
 dims="rows=64 head=0 warps=8 mma=wgmma producer=warp copy=tma split=dims swizzle=32"

@@ -7,9 +7,7 @@
 # Usage: bash bench/probe_query_held.sh [--causal]
 set -uo pipefail
 cd "$(dirname "$0")/.."
-(cd build-gpu && ctest -L gpu -R 'GpuBackwardWgmmaQuerySplit' --parallel 6 --timeout 120 \
-  --output-on-failure | tail -5) ||
-  { echo "probe_query_held.sh: the forced tests failed" >&2; exit 1; }
+bash bench/forced_tests.sh 'GpuBackwardWgmmaQuerySplit' probe_query_held.sh || exit 1
 [ "${1:-}" = "--causal" ] && export BENCH_ARGS=--causal
 export KINDS=backward
 dims="rows=64 head=0 warps=8 mma=wgmma producer=warp copy=tma split=dims swizzle=32"

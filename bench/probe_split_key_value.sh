@@ -7,9 +7,7 @@
 # Usage: bash bench/probe_split_key_value.sh [--causal]
 set -uo pipefail
 cd "$(dirname "$0")/.."
-(cd build-gpu && ctest -L gpu -R 'GpuBackwardWgmmaKeyValueSplit' --parallel 6 --timeout 120 \
-  --output-on-failure | tail -5) ||
-  { echo "probe_split_key_value.sh: the forced tests failed" >&2; exit 1; }
+bash bench/forced_tests.sh 'GpuBackwardWgmmaKeyValueSplit' probe_split_key_value.sh || exit 1
 [ "${1:-}" = "--causal" ] && export BENCH_ARGS=--causal
 export KINDS=backward
 split="head=0 warps=8 cache=none mma=wgmma producer=warp copy=tma split=outputs swizzle=32"

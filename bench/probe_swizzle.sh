@@ -16,9 +16,7 @@ for arg in "$@"; do
     *) echo "probe_swizzle.sh: unknown option $arg" >&2; exit 2 ;;
   esac
 done
-(cd build-gpu && ctest -L gpu -R 'GpuForwardWgmmaSwizzled|GpuBackwardWgmma.*Tma' --parallel 8 \
-  --timeout 120 --output-on-failure | tail -5) ||
-  { echo "probe_swizzle.sh: the forced tests failed" >&2; exit 1; }
+bash bench/forced_tests.sh 'GpuForwardWgmmaSwizzled|GpuBackwardWgmma.*Tma' probe_swizzle.sh || exit 1
 [ "$causal" = 1 ] && export BENCH_ARGS=--causal
 tma="cache=none mma=wgmma producer=warp copy=tma"
 # D, then the 8-column-slice tunings of the table's rows at D (the table's own
