@@ -63,6 +63,7 @@ struct Settings {
   double time_limit_s = 0;  // 0: none
   bool resume = false;      // skip configurations the output table already holds
   bool dry_run = false;
+  bool list_timed = false;  // print every timed candidate
   std::string arch;  // of --dry-run
 };
 
@@ -83,7 +84,7 @@ Arguments declare() {
       "                     [--dtype bf16,f16] [--causal 0|1|both] [--seq N --batch B --heads H]\n"
       "                     [--top N] [--out table.json] [--merge data/tuning/sm90.json]\n"
       "                     [--copy-rows-to f16] [--time-limit MIN] [--resume]\n"
-      "                     [--pipelines-only] [--dry-run [--arch sm_90a]]",
+      "                     [--pipelines-only] [--list-timed] [--dry-run [--arch sm_90a]]",
       "For each dtype, head dimension D (Dqk = Dv) and causal setting, and each kernel kind:\n"
       "prunes the search space without the GPU (invalid tunings, shared memory over the\n"
       "device limit, register spills), checks the best --top candidates by a cost model and\n"
@@ -131,6 +132,7 @@ Arguments declare() {
          "                          a producer warpgroup; with one copying by TMA, or by\n"
          "                          cp.async where TMA cannot read the rows; the forward's\n"
          "                          stages), and the default");
+  a.flag("list-timed", "under each kind, every candidate timed (ms, TFLOP/s), fastest first");
   a.flag("dry-run",
          "prune and rank only (no GPU): counts, top candidates, time estimate;\n"
          "                          the kernels compiled land in the disk cache");
@@ -178,6 +180,7 @@ Settings settings_from(const Arguments& a) {
   s.time_limit_s = 60 * a.number("time-limit", 1e9, 0.0);
   if (!a.given("time-limit")) s.time_limit_s = 0;
   s.resume = a.given("resume");
+  s.list_timed = a.given("list-timed");
   s.dry_run = a.given("dry-run");
   s.arch = a.text("arch", "sm_90a");
   return s;
@@ -483,7 +486,7 @@ int gpu_run(const Settings& s) {
           progress.advance(
               2 * settings.tuner.confirm_rounds * candidate_seconds(settings, p, r.kind), 0);
         progress.clear();
-        print_configuration(c.title(), results);
+        print_configuration(c.title(), results, settings.list_timed);
         for (const KindResult& r : results) any_failed = any_failed || !r.ok();
         merge_rows(table, rows_of(settings, c, results, device));
         write_tuning_table(settings.out_path, table);

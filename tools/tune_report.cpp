@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <map>
@@ -90,7 +91,22 @@ std::string duration_text(double seconds) {
   return text;
 }
 
-void print_configuration(const std::string& title, const std::vector<KindResult>& results) {
+// Every timed candidate of a kind, fastest first ("cut": stopped after a
+// few calls, clearly slower than the best so far).
+static void print_timed(const KindResult& r) {
+  std::vector<const CandidateOutcome*> timed;
+  for (const CandidateOutcome& o : r.outcomes)
+    if (o.ms >= 0) timed.push_back(&o);
+  std::stable_sort(timed.begin(), timed.end(),
+                   [](const CandidateOutcome* a, const CandidateOutcome* b) { return a->ms < b->ms; });
+  for (const CandidateOutcome* o : timed)
+    std::printf("    %9.3f ms %8.1f TFLOP/s  %s%s%s\n", o->ms, tflops(r.flops, o->ms),
+                o->tuning.to_string().c_str(), o->is_default ? "  (default)" : "",
+                o->cut ? "  (cut)" : "");
+}
+
+void print_configuration(const std::string& title, const std::vector<KindResult>& results,
+                         bool list_timed) {
   std::printf("\n%s\n", title.c_str());
   std::printf("  %-19s %-40s %9s %8s   %-40s %9s %8s %7s  %s\n", "kind", "default", "ms", "TFLOP/s",
               "winner", "ms", "TFLOP/s", "gain", "timed / space (pruned)");
@@ -117,6 +133,7 @@ void print_configuration(const std::string& title, const std::vector<KindResult>
     for (const CandidateOutcome& o : r.outcomes)
       if (!o.rejected.empty())
         std::printf("    dropped %s: %s\n", o.tuning.to_string().c_str(), o.rejected.c_str());
+    if (list_timed) print_timed(r);
   }
   std::fflush(stdout);
 }

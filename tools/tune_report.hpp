@@ -1,7 +1,8 @@
 // What `flashgen tune` shows: a progress bar on stderr (candidates done of
 // the planned total, elapsed time, time left), and per configuration one
 // row per kernel kind on stdout: the default's time, the winner's, the gain,
-// and every candidate that gave wrong results.
+// every candidate that gave wrong results, and on request every candidate
+// timed.
 #pragma once
 
 #include <chrono>
@@ -43,7 +44,9 @@ class TuneProgress {
 // "1h02m", "12m40s", "35s".
 std::string duration_text(double seconds);
 
-// The configuration's header and one line per kind.
-void print_configuration(const std::string& title, const std::vector<KindResult>& results);
+// The configuration's header and one line per kind; with list_timed, under
+// each kind every timed candidate, fastest first.
+void print_configuration(const std::string& title, const std::vector<KindResult>& results,
+                         bool list_timed = false);
 
 }  // namespace flashgen::cli
