@@ -97,8 +97,9 @@ static void print_timed(const KindResult& r) {
   std::vector<const CandidateOutcome*> timed;
   for (const CandidateOutcome& o : r.outcomes)
     if (o.ms >= 0) timed.push_back(&o);
-  std::stable_sort(timed.begin(), timed.end(),
-                   [](const CandidateOutcome* a, const CandidateOutcome* b) { return a->ms < b->ms; });
+  std::stable_sort(
+      timed.begin(), timed.end(),
+      [](const CandidateOutcome* a, const CandidateOutcome* b) { return a->ms < b->ms; });
   for (const CandidateOutcome* o : timed)
     std::printf("    %9.3f ms %8.1f TFLOP/s  %s%s%s\n", o->ms, tflops(r.flops, o->ms),
                 o->tuning.to_string().c_str(), o->is_default ? "  (default)" : "",
