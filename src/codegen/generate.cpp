@@ -4,6 +4,8 @@
 #include <functional>
 #include <sstream>
 
+#include "cuda/device/params.cuh"
+
 namespace flashgen {
 namespace {
 
@@ -462,8 +464,10 @@ std::size_t shared_bytes(const KernelSpec& spec, const TuningParams& t) {
       if (t.split == WarpgroupSplit::dims) {
         const std::size_t dqk32 = round_up(spec.dim_qk, 32), dv32 = round_up(spec.dim_v, 32);
         const std::size_t key_stages = backward_dims_split_stages(spec, t);
-        const std::size_t q_tile = (t.cached & kCacheQ) ? 512 : rows * dqk32;
-        const std::size_t grad_o_tile = (t.cached & kCacheGradO) ? 512 : rows * dv32;
+        const std::size_t q_tile =
+            flashgen_device::held_tile_elements(t.cached & kCacheQ, int(rows * dqk32));
+        const std::size_t grad_o_tile =
+            flashgen_device::held_tile_elements(t.cached & kCacheGradO, int(rows * dv32));
         return kElementBytes *
                    (q_tile + grad_o_tile + key_stages * cols * dqk32 + 2 * cols * dv32) +
                sizeof(float) * 2 * rows + 2 * 128 * 4 * (cols / 2 + cols / 8) +
@@ -497,7 +501,8 @@ std::size_t shared_bytes(const KernelSpec& spec, const TuningParams& t) {
       if (t.split == WarpgroupSplit::dims) {
         const std::size_t dqk32 = round_up(spec.dim_qk, 32), dv32 = round_up(spec.dim_v, 32);
         const std::size_t stages = backward_dims_split_stages(spec, t);
-        const std::size_t v_tile = (t.cached & kCacheV) ? 512 : rows * dv32;
+        const std::size_t v_tile =
+            flashgen_device::held_tile_elements(t.cached & kCacheV, int(rows * dv32));
         return kElementBytes * (rows * dqk32 + v_tile + stages * cols * (dqk32 + dv32)) +
                sizeof(float) * stages * 2 * cols + 2 * 128 * 4 * (cols / 2 + cols / 8) +
                producer_barrier_bytes(t, stages);

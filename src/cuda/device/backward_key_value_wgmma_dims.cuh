@@ -50,9 +50,7 @@ struct BackwardKeyValueWgmmaDims {
   static constexpr int kConsumerWarps = C::kWarps;
   static constexpr int kBothGroups = 2 * kWarpgroupThreads;
   static constexpr bool kKeysInRegisters = C::kCacheK, kValuesInRegisters = C::kCacheV;
-  // Where V's tile is not kept, a placeholder of 1024 bytes: the tiles after
-  // it stay aligned as TMA and the swizzled layouts need.
-  static constexpr int kValueTileElements = kValuesInRegisters ? 512 : kBlockM * kDimV;
+  static constexpr int kValueTileElements = held_tile_elements(kValuesInRegisters, kBlockM * kDimV);
   static_assert(C::kWarps == 8 && C::kHeadChunks == 2,
                 "two warpgroups over the same 64 keys; a dV and a dK CTA per key block");
   static_assert(kBlockN % 16 == 0 && kBlockN <= 256 && kHalfQK <= 256 && kHalfV <= 256,

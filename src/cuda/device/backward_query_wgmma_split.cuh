@@ -55,10 +55,8 @@ struct BackwardQueryWgmmaSplit {
   typedef TraversedTile<kBlockN, kDimQK, true, C::kSwizzle> Keys;
   typedef TraversedTile<kBlockN, kDimV, true, C::kSwizzle> Values;
   static constexpr bool kQueriesInRegisters = C::kCacheQ, kGradOsInRegisters = C::kCacheGradO;
-  // A held operand's tile is a placeholder of 1024 bytes, which keeps the
-  // tiles after it aligned as TMA and the swizzled layouts need.
-  static constexpr int kQueryTileElements = kQueriesInRegisters ? 512 : kBlockM * kDimQK;
-  static constexpr int kGradOTileElements = kGradOsInRegisters ? 512 : kBlockM * kDimV;
+  static constexpr int kQueryTileElements = held_tile_elements(kQueriesInRegisters, kBlockM * kDimQK);
+  static constexpr int kGradOTileElements = held_tile_elements(kGradOsInRegisters, kBlockM * kDimV);
 
   // BackwardQueryWgmma over one warpgroup's half of the head dims: its
   // masking, P and dS, fragment packing and stores.
