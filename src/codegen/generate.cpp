@@ -241,7 +241,7 @@ void check_tuning(const KernelSpec& spec, const TuningParams& t) {
   if ((t.cached & ~holdable) != 0)
     fail(holdable ? "the mma.sync forward caches only Q (cache=Q or cache=none)"
                   : "this kernel caches no operand (cache=none; the mma.sync forward holds Q, "
-                    "the key/value backward with split=dims K and V)");
+                    "the backward kernels with split=dims K and V or Q and dO)");
   if (t.warps < 1 || t.warps > 16) fail("warps must be 1..16");
   if (t.block_rows < 16 * t.warps || t.block_rows % (16 * t.warps) != 0)
     fail("rows must be a positive multiple of 16 * warps");
