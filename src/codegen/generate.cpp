@@ -329,10 +329,6 @@ std::string forced_only_path(const KernelSpec& spec, const TuningParams& t) {
   if (t.split == WarpgroupSplit::values)
     return "the wgmma forward whose warpgroups split the value columns and take turns on S "
            "(slower than without)";
-  // Compiles without spills where the tuner would try it; not yet run on a GPU.
-  if (t.split == WarpgroupSplit::dims && spec.kind == KernelKind::backward_query && t.cached != 0)
-    return "the wgmma query backward splitting the head dims with Q or dO held in registers "
-           "(not yet measured)";
   return "";
 }
 

@@ -221,23 +221,24 @@ TuningParams wgmma_split_key_value_tuning() {
   return with_tma_producer(t);
 }
 
-// Query backward on wgmma past 352 columns (each dim up to 512, on 16-byte
+// Query backward on wgmma past 256 columns (each dim up to 512, on 16-byte
 // aligned rows): two warpgroups share 64 query rows and split the head dims
 // (split=dims), so S and dP are computed once where the mma.sync kernel
-// recomputes them per 256-column chunk of dQ. K three stages deep over the
-// widest key blocks that fit (16 keys at D = 384 and 512). Measured on the
-// H200, TFLOP/s of its GEMMs (bench/NOTES.md): 130 / 165 against 116 / 103
-// for the mma.sync kernel's tuned rows at D = 384 / 512; at 288 it lost
-// (117 against 267 for mma.sync without column chunks), so narrower heads
-// keep the mma.sync kernel unless a tuning table says otherwise.
+// recomputes them per 256-column chunk of dQ. Q, the A operand of S, held
+// in registers (cache=Q): it leaves Q's tile out of shared memory, room
+// for 32-key blocks three stages deep up to 448 columns (16 keys past
+// that). Measured on the H200, milliseconds of the kernel at B=2 H=16
+// N=8192 bf16 (bench/NOTES.md): 11.1 / 13.9 at D = 288 / 384 against 13.8
+// (mma.sync) / 24.8 (16 keys, Q in shared memory); 5.9 / 7.5 causal against
+// 7.2 / 13.0; at 512, 16 keys, 31.3 against 31.6.
 bool wgmma_split_query_fits(const KernelSpec& spec) {
   const int dqk = round_up(spec.dim_qk, 32), dv = round_up(spec.dim_v, 32);
   return spec.kind == KernelKind::backward_query && spec.arch == "sm_90a" && spec.vec == 8 &&
-         (dqk > 352 || dv > 352) && dqk <= 512 && dv <= 512;
+         (dqk > 256 || dv > 256) && dqk <= 512 && dv <= 512;
 }
 
 TuningParams wgmma_split_query_tuning() {
-  TuningParams t{64, 32, 0, 8, 0};
+  TuningParams t{64, 32, 0, 8, kCacheQ};
   t.wgmma = true;
   t.split = WarpgroupSplit::dims;
   return with_tma_producer(t, 3);

@@ -100,7 +100,8 @@ std::vector<TuningParams> outputs_split_space(const KernelSpec& spec) {
 
 // The backward past 256 columns on wgmma: two warpgroups over the same 64
 // rows, each with half of the head dims (split=dims, TMA copies). The query
-// kernel holds half of dQ per warpgroup, K two to four stages deep; the
+// kernel holds half of dQ per warpgroup, K two to four stages deep, Q and
+// dO (the A operands of S and dP) in shared memory or registers; the
 // key/value kernel a dV or a dK CTA per key block, Q and dO two or three
 // stages deep, K (dV CTA) and V (dK CTA) in shared memory or registers.
 std::vector<TuningParams> dims_split_space(const KernelSpec& spec) {
@@ -110,7 +111,7 @@ std::vector<TuningParams> dims_split_space(const KernelSpec& spec) {
   const bool query = spec.kind == KernelKind::backward_query;
   const std::vector<int> stage_counts = query ? std::vector<int>{2, 3, 4} : std::vector<int>{2, 3};
   const std::vector<unsigned> caches =
-      query ? std::vector<unsigned>{0u}
+      query ? std::vector<unsigned>{0u, kCacheQ, kCacheGradO, kCacheQ | kCacheGradO}
             : std::vector<unsigned>{0u, kCacheK, kCacheV, kCacheK | kCacheV};
   // Wide heads leave room for narrow traversed blocks only (16 at D = 512).
   for (int cols : {16, 32, 48, 64})

@@ -341,8 +341,7 @@ TEST(Generate, SplitDimsKeyValueBackwardTakesTwoCtasPerKeyBlock) {
 }
 
 // The query kernel with split=dims holding Q and dO in registers: their
-// tiles leave shared memory (1024-byte placeholders); forced-only until
-// measured.
+// tiles leave shared memory (1024-byte placeholders).
 TEST(Generate, SplitDimsQueryBackwardHoldsQueryAndGradOutput) {
   TuningParams t = with_tma_producer(TuningParams{64, 32, 0, 8, 0, true}, 0);
   t.split = WarpgroupSplit::dims;
@@ -353,7 +352,7 @@ TEST(Generate, SplitDimsQueryBackwardHoldsQueryAndGradOutput) {
   const GeneratedKernel g = generate(s, held);
   EXPECT_NE(g.source.find("kCacheQ = true"), std::string::npos);
   EXPECT_NE(g.source.find("kCacheGradO = true"), std::string::npos);
-  EXPECT_NE(forced_only_path(s, held), "");
+  EXPECT_EQ(forced_only_path(s, held), "");
   EXPECT_EQ(forced_only_path(s, t), "");
 }
 
@@ -456,32 +455,26 @@ TEST(DefaultTuning, WgmmaBackwardWhereItApplies) {
       default_tuning(spec_of(KernelKind::backward_query, 192, 192), kHopperSharedLimit).wgmma);
   EXPECT_TRUE(
       default_tuning(spec_of(KernelKind::backward_query, 256, 256), kHopperSharedLimit).wgmma);
-  // Past 352 columns on 16-byte rows: two warpgroups splitting the head dims,
-  // over key blocks narrow enough for K three stages deep.
-  // To 352 columns the mma.sync kernel holds all of dQ (16-key blocks past 320).
-  const TuningParams d288 =
-      default_tuning(spec_of(KernelKind::backward_query, 288, 288), kHopperSharedLimit);
-  EXPECT_FALSE(d288.wgmma);
-  EXPECT_EQ(d288.head_block, 0);
-  EXPECT_EQ(d288.block_cols, 32);
-  const TuningParams d352 =
-      default_tuning(spec_of(KernelKind::backward_query, 352, 352), kHopperSharedLimit);
-  EXPECT_EQ(d352.head_block, 0);
-  EXPECT_EQ(d352.block_cols, 16);
+  // Past 256 columns on 16-byte rows: two warpgroups splitting the head dims,
+  // Q held in registers, over 32-key blocks three stages deep to 448 columns,
+  // 16-key blocks past that.
+  for (int dim : {264, 288, 352, 384, 448}) {
+    const TuningParams d =
+        default_tuning(spec_of(KernelKind::backward_query, dim, dim), kHopperSharedLimit);
+    EXPECT_EQ(d.split, WarpgroupSplit::dims) << dim;
+    EXPECT_EQ(d.cached, unsigned(kCacheQ)) << dim;
+    EXPECT_EQ(d.block_cols, 32) << dim;
+    EXPECT_EQ(d.stages, 3) << dim;
+  }
   EXPECT_EQ(default_tuning(spec_of(KernelKind::backward_query, 400, 400, 4), kHopperSharedLimit)
                 .head_block,
             256)
-      << "past 352 columns, chunks of dQ where split=dims cannot run";
-  const TuningParams d384 =
-      default_tuning(spec_of(KernelKind::backward_query, 384, 384), kHopperSharedLimit);
-  EXPECT_EQ(d384.split, WarpgroupSplit::dims);
-  EXPECT_EQ(d384.block_cols, 16);
-  EXPECT_EQ(d384.stages, 3);
+      << "past 256 columns, chunks of dQ where split=dims cannot run";
   const TuningParams d512 =
       default_tuning(spec_of(KernelKind::backward_query, 512, 512), kHopperSharedLimit);
   EXPECT_EQ(d512.block_cols, 16);
   EXPECT_EQ(d512.stages, 3);
-  EXPECT_FALSE(default_tuning(spec_of(KernelKind::backward_query, 512, 512), 166912).wgmma)
+  EXPECT_FALSE(default_tuning(spec_of(KernelKind::backward_query, 512, 512), 100000).wgmma)
       << "the mma.sync kernel where not even 16-key blocks fit";
   EXPECT_FALSE(
       default_tuning(spec_of(KernelKind::backward_query, 400, 400, 4), kHopperSharedLimit).wgmma);

@@ -62,11 +62,14 @@ TEST(SearchSpace, OnlyValidTunings) {
         EXPECT_TRUE(seen.insert(t.to_string()).second) << "twice: " << name;
         // A head block only where it splits the output dim.
         if (t.head_block != 0) EXPECT_GT(head_chunks_of(s, t), 1) << name;
-        // The forward caches Q at Dqk <= 128; the key/value backward with
-        // split=dims K and V; nothing else caches.
+        // The forward caches Q at Dqk <= 128; with split=dims the key/value
+        // backward K and V, the query backward Q and dO; nothing else caches.
         if (t.cached != 0 && kind == KernelKind::backward_key_value) {
           EXPECT_EQ(t.split, WarpgroupSplit::dims) << name;
           EXPECT_EQ(t.cached & ~unsigned(kCacheK | kCacheV), 0u) << name;
+        } else if (t.cached != 0 && kind == KernelKind::backward_query) {
+          EXPECT_EQ(t.split, WarpgroupSplit::dims) << name;
+          EXPECT_EQ(t.cached & ~unsigned(kCacheQ | kCacheGradO), 0u) << name;
         } else if (t.cached != 0) {
           EXPECT_EQ(kind, KernelKind::forward) << name;
           EXPECT_EQ(t.cached, unsigned(kCacheQ)) << name;
