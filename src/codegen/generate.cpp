@@ -223,8 +223,11 @@ void check_tuning(const KernelSpec& spec, const TuningParams& t) {
   if (is_row_kernel(spec.kind)) return;
   if (spec.dim_qk < 1 || spec.dim_v < 1) fail("dims must be >= 1");
   if (spec.dtype == DType::f32) return check_f32_tuning(spec, t, fail);
-  if (t.cluster != 1 && t.split != WarpgroupSplit::values)
-    fail("cluster=2 applies to the forward with split=values only");
+  const bool key_value_dims =
+      spec.kind == KernelKind::backward_key_value && t.split == WarpgroupSplit::dims;
+  if (t.cluster != 1 && t.split != WarpgroupSplit::values && !key_value_dims)
+    fail("cluster=2 applies to the forward with split=values and the key/value backward with "
+         "split=dims only");
   if (t.cluster != 1 && t.cluster != 2) fail("cluster must be 1 or 2");
   if (t.swizzle != 0 && t.swizzle != 32) fail("swizzle must be 0 or 32");
   const bool backward_dims_split =
@@ -490,18 +493,24 @@ std::size_t shared_bytes(const KernelSpec& spec, const TuningParams& t) {
     }
     case KernelKind::backward_key_value:
       // split=dims: k [64][dqk], v [64][dv] (dims rounded up to 32; V held
-      // in registers: a placeholder of 1024 bytes); `stages` stages of q
-      // [cols][dqk], dO [cols][dv], lse and dterm [cols]; the exchanges [2
-      // warpgroups][128 threads] of partial Sᵀ and dPᵀ (cols / 2 floats) and
-      // of A fragments (cols / 8 words); a full and an empty barrier per stage
+      // in registers: a placeholder of 1024 bytes, K too where paired);
+      // `stages` stages of q [cols][dqk], dO [cols][dv], lse and dterm
+      // [cols]; the exchanges [2 warpgroups][128 threads] of partial Sᵀ and
+      // dPᵀ (cols / 2 floats) and of A fragments (cols / 8 words); a full and
+      // an empty barrier per stage; paired (cluster=2), the hand-over of Pᵀ
+      // [2 slots][2 warpgroups][cols / 4][128 threads] fp32 and its four barriers
       if (t.split == WarpgroupSplit::dims) {
         const std::size_t dqk32 = round_up(spec.dim_qk, 32), dv32 = round_up(spec.dim_v, 32);
         const std::size_t stages = backward_dims_split_stages(spec, t);
+        const bool paired = t.cluster == 2;
+        const std::size_t k_tile =
+            flashgen_device::held_tile_elements(paired && (t.cached & kCacheK), int(rows * dqk32));
         const std::size_t v_tile =
             flashgen_device::held_tile_elements(t.cached & kCacheV, int(rows * dv32));
-        return kElementBytes * (rows * dqk32 + v_tile + stages * cols * (dqk32 + dv32)) +
+        const std::size_t handoff = paired ? sizeof(float) * 2 * 2 * (cols / 4) * 128 + 4 * 8 : 0;
+        return kElementBytes * (k_tile + v_tile + stages * cols * (dqk32 + dv32)) +
                sizeof(float) * stages * 2 * cols + 2 * 128 * 4 * (cols / 2 + cols / 8) +
-               producer_barrier_bytes(t, stages);
+               producer_barrier_bytes(t, stages) + handoff;
       }
       // split=outputs: k [64][dqk], v [64][dv]; two stages of q [cols][dqk],
       // dO [cols][dv], lse and dterm [cols]; the hand-over of Pᵀ [2][cols / 2][128
@@ -573,7 +582,8 @@ GeneratedKernel generate(const KernelSpec& spec, const TuningParams& t) {
     if (t.wgmma)
       s << "  static constexpr bool kTma = " << (t.tma ? "true" : "false") << ";\n"
         << "  static constexpr int kSwizzle = " << t.swizzle << ";\n";
-    if (t.split == WarpgroupSplit::values)
+    if (t.split == WarpgroupSplit::values ||
+        (t.split == WarpgroupSplit::dims && spec.kind == KernelKind::backward_key_value))
       s << "  static constexpr int kCluster = " << t.cluster << ";\n";
     if (t.split == WarpgroupSplit::dims && spec.kind == KernelKind::backward_query)
       s << "  static constexpr int kKeyStages = " << backward_dims_split_stages(spec, t) << ";\n"

@@ -126,9 +126,14 @@ LaunchShape block_grid(const KernelChoice& c, std::int64_t rows, std::int64_t he
   const std::int64_t chunks = row_kernel ? 1 : head_chunks_of(c.spec, c.tuning);
   const std::int64_t cluster = c.generated->cluster;
   const std::int64_t row_blocks = (rows + block_rows - 1) / block_rows;
-  shape.grid[0] = to_unsigned((row_blocks + cluster - 1) / cluster * cluster);
+  // The key/value kernel's dV and dK CTAs of one key block (its two chunks)
+  // in a cluster: side by side along x; elsewhere chunks run along z.
+  const bool paired_chunks = c.spec.kind == KernelKind::backward_key_value &&
+                             c.tuning.split == WarpgroupSplit::dims && cluster == 2;
+  shape.grid[0] = to_unsigned(paired_chunks ? row_blocks * 2
+                                            : (row_blocks + cluster - 1) / cluster * cluster);
   shape.grid[1] = to_unsigned(heads);
-  shape.grid[2] = to_unsigned(batch * chunks);
+  shape.grid[2] = to_unsigned(batch * (paired_chunks ? 1 : chunks));
   shape.block[0] = static_cast<unsigned>(c.generated->threads);
   shape.dynamic_shared_bytes = c.generated->shared_bytes;
   return shape;

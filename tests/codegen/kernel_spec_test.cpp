@@ -182,7 +182,8 @@ TEST(Generate, AlternatingForwardInClustersOfTwo) {
   EXPECT_NE(forced_only_path(s, t), "") << "measured slower than the 256-column chunks";
   TuningParams rows_split{128, 32, 256, 8, 0, true};
   rows_split.cluster = 2;
-  EXPECT_THROW(generate(s, rows_split), Error) << "only split=values shares tiles in a cluster";
+  EXPECT_THROW(generate(s, rows_split), Error)
+      << "of the forwards only split=values shares tiles in a cluster";
   t.cluster = 3;
   EXPECT_THROW(generate(s, t), Error);
   t.cluster = 1;
@@ -338,6 +339,22 @@ TEST(Generate, SplitDimsKeyValueBackwardTakesTwoCtasPerKeyBlock) {
   refused(s, query_held, "cache=K, cache=V, cache=K,V or cache=none");
   refused(spec_of(KernelKind::backward_query, 384, 384), held,
           "cache=Q, cache=dO, cache=Q,dO or cache=none");
+  // In pairs (cluster=2): the dK CTA reads no K, so a held K leaves K's
+  // tile out too; the hand-over of Pᵀ (2 slots x 2 warpgroups x 8 floats x
+  // 128 threads) and its four barriers are added.
+  TuningParams paired = held;
+  paired.cluster = 2;
+  EXPECT_EQ(shared_bytes(s, paired) + 2u * (64 * 384 - 512),
+            shared_bytes(s, held) + 4u * 2 * 2 * 8 * 128 + 8u * 4);
+  const GeneratedKernel g_paired = generate(s, paired);
+  EXPECT_EQ(g_paired.cluster, 2);
+  EXPECT_NE(g_paired.source.find("kCluster = 2"), std::string::npos);
+  EXPECT_NE(g_paired.source.find("__cluster_dims__(2, 1, 1)"), std::string::npos);
+  EXPECT_NE(g_held.source.find("kCluster = 1"), std::string::npos);
+  TuningParams query_paired = t;
+  query_paired.cluster = 2;
+  refused(spec_of(KernelKind::backward_query, 384, 384), query_paired,
+          "the key/value backward with split=dims");
 }
 
 // The query kernel with split=dims holding Q and dO in registers: their

@@ -401,20 +401,28 @@ class GpuBackwardWgmmaQuerySplit : public ::testing::TestWithParam<Case> {};
 
 constexpr std::size_t kH200SharedBytesPerBlock = 232448;  // the opt-in limit (sm_90)
 
+// A tuning with split=dims: traversed blocks, stages, swizzle, operands held
+// in registers, CTAs per cluster (the key/value kernel's dV and dK CTAs in pairs).
+struct DimsSplitShape {
+  int cols, stages, swizzle;
+  unsigned cached;
+  int cluster = 1;
+};
+
 // Checks the backward with `kind` forced to split=dims over each of `shapes`
-// (traversed blocks, stages, swizzle, operands held in registers) that fits
-// the shared memory.
+// that fits the shared memory.
 void check_backward_dims_split(KernelKind kind, const Case& c,
-                               std::initializer_list<std::tuple<int, int, int, unsigned>> shapes) {
+                               std::initializer_list<DimsSplitShape> shapes) {
   KernelSpec spec;
   spec.kind = kind;
   spec.dim_qk = c.dim_qk;
   spec.dim_v = c.dim_v;
   int checked = 0;
-  for (const auto& [cols, stages, swizzle, cached] : shapes) {
-    TuningParams tuning =
-        with_tma_producer(TuningParams{64, cols, 0, 8, cached, true}, stages, swizzle);
+  for (const DimsSplitShape& shape : shapes) {
+    TuningParams tuning = with_tma_producer(
+        TuningParams{64, shape.cols, 0, 8, shape.cached, true}, shape.stages, shape.swizzle);
     tuning.split = WarpgroupSplit::dims;
+    tuning.cluster = shape.cluster;
     if (shared_bytes(spec, tuning) > kH200SharedBytesPerBlock) continue;
     const ScopedTuningOverride force(kind, tuning);
     EXPECT_TRUE(check_backward(c, gpu_options(true))) << tuning.to_string();
@@ -437,7 +445,8 @@ TEST_P(GpuBackwardWgmmaQuerySplit, MatchesReference) {
 // The key/value backward with split=dims: a dV and a dK CTA per block of
 // 64 keys, each of two warpgroups splitting the head dims (the query
 // kernel's cases; Q and dO two or three stages deep; K of the dV CTA and V of
-// the dK CTA in shared memory or registers).
+// the dK CTA in shared memory or registers; the two CTAs alone or in pairs,
+// the dV CTA handing Pᵀ to the dK CTA).
 class GpuBackwardWgmmaKeyValueDims : public ::testing::TestWithParam<Case> {};
 
 TEST_P(GpuBackwardWgmmaKeyValueDims, MatchesReference) {
@@ -448,7 +457,11 @@ TEST_P(GpuBackwardWgmmaKeyValueDims, MatchesReference) {
                              {48, 2, 32, kCacheK | kCacheV},
                              {16, 2, 32, kCacheK},
                              {16, 3, 32, kCacheV},
-                             {32, 3, 32, kCacheK | kCacheV}});
+                             {32, 3, 32, kCacheK | kCacheV},
+                             {32, 3, 32, kCacheK | kCacheV, 2},
+                             {16, 2, 0, 0, 2},
+                             {48, 2, 32, kCacheK, 2},
+                             {16, 3, 32, kCacheV, 2}});
 }
 
 std::vector<Case> wgmma_query_split_cases() {

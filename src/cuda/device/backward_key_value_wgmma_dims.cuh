@@ -12,7 +12,10 @@
 //            dK[:, half g] += dSᵀ·Q[:, half g]
 //
 // Five GEMMs instead of four (Sᵀ twice), against the mma.sync kernel's
-// column chunks, which recompute Sᵀ and dPᵀ per chunk. A producer
+// column chunks, which recompute Sᵀ and dPᵀ per chunk. In pairs
+// (cluster=2: the dV CTA rank 0, the dK CTA rank 1 of a cluster of two),
+// the dV CTA hands each block's Pᵀ to the dK CTA (pair_handoff.cuh), which
+// then computes neither Sᵀ nor Pᵀ and reads no K: four GEMMs, two a CTA. A producer
 // warpgroup copies the traversed Q and dO by TMA with their rows' L2 and
 // Dterm (the dV CTA reads no Dterm); block j's stage is read until the
 // product of block j, one block later. K, V, Q and dO are zero-filled to a
@@ -30,6 +33,7 @@
 #pragma once
 
 #include "backward_key_value_wgmma_producer.cuh"
+#include "pair_handoff.cuh"
 #include "warpgroup_exchange.cuh"
 
 namespace flashgen_device {
@@ -37,7 +41,8 @@ namespace flashgen_device {
 // C (generated): kElement, kDimQK, kDimV, kWarps (8: two computing
 // warpgroups), kBlockN, kVec (8), kCausal, kTma (true), kSwizzle, kStages,
 // kHeadChunks (2: the dV and the dK CTA of each key block), kCacheK (the
-// dV CTA's K in registers), kCacheV (the dK CTA's V in registers).
+// dV CTA's K in registers), kCacheV (the dK CTA's V in registers),
+// kCluster (2: the dV and the dK CTA of a key block in a cluster, Pᵀ handed over).
 template <class C>
 struct BackwardKeyValueWgmmaDims {
   static constexpr int E = C::kElement;
@@ -50,12 +55,17 @@ struct BackwardKeyValueWgmmaDims {
   static constexpr int kConsumerWarps = C::kWarps;
   static constexpr int kBothGroups = 2 * kWarpgroupThreads;
   static constexpr bool kKeysInRegisters = C::kCacheK, kValuesInRegisters = C::kCacheV;
+  static constexpr bool kPaired = C::kCluster == 2;
+  // Paired, only the dV CTA reads K: where it holds K, no CTA needs K's tile.
+  static constexpr int kKeyTileElements =
+      held_tile_elements(kPaired && kKeysInRegisters, kBlockM * kDimQK);
   static constexpr int kValueTileElements = held_tile_elements(kValuesInRegisters, kBlockM * kDimV);
   static_assert(C::kWarps == 8 && C::kHeadChunks == 2,
                 "two warpgroups over the same 64 keys; a dV and a dK CTA per key block");
   static_assert(kBlockN % 16 == 0 && kBlockN <= 256 && kHalfQK <= 256 && kHalfV <= 256,
                 "wgmma n is 16..256; half of dK (dV) lives in each warpgroup's registers");
   static_assert(C::kTma && C::kVec == 8, "Q and dO are copied by TMA");
+  static_assert(C::kCluster == 1 || C::kCluster == 2, "alone, or a dV and a dK CTA in pairs");
   typedef RegisterSplit<C::kWarps> Registers;
   typedef QueryTraversal<kBlockN> Traversal;
   typedef TraversedTile<kBlockN, kDimQK, true, C::kSwizzle> Queries;
@@ -66,8 +76,8 @@ struct BackwardKeyValueWgmmaDims {
   static constexpr int kScoreFloats = other_rows_floats<kQueryTiles>();
   static constexpr int kFragmentWords = own_words<kBlockN / 16>();
 
-  struct SharedStorage {
-    u16 k[kBlockM * kDimQK];  // core-matrix layout (wgmma.cuh)
+  struct Tiles {
+    u16 k[kKeyTileElements];  // core-matrix layout (wgmma.cuh)
     u16 v[kValueTileElements];
     u16 q[kStages][kBlockN * kDimQK];  // TMA's layout (TraversedTile)
     u16 grad_o[kStages][kBlockN * kDimV];
@@ -77,6 +87,13 @@ struct BackwardKeyValueWgmmaDims {
     u32 fragments[2][kFragmentWords][kWarpgroupThreads];
     StagePipeline<kStages> pipeline;  // a full and an empty barrier per stage
   };
+  // Paired: the dV CTA's Pᵀ of two blocks, in the dK CTA's (both CTAs have
+  // the same layout; the dV CTA uses only the slots' empty barriers).
+  struct PairedTiles : Tiles {
+    PairHandoff<kQueryTiles> handoff;
+  };
+  typedef typename select_type<kPaired, PairedTiles, Tiles>::type SharedStorage;
+  static constexpr u32 kValueRank = 0, kKeyRank = 1;  // cluster ranks, paired
 
   // Named barriers of the exchanges (0 is __syncthreads').
   static constexpr int kPartialsBarrier = 1, kFragmentsBarrier = 2;
@@ -90,15 +107,25 @@ struct BackwardKeyValueWgmmaDims {
     SharedStorage& smem = *reinterpret_cast<SharedStorage*>(shared_bytes);
     const int thread = threadIdx.x, lane = thread & 31, warp = thread >> 5;
     const int kv_head = blockIdx.y;
-    const int batch = blockIdx.z / 2;
-    const bool grad_keys = blockIdx.z % 2 == 1;  // this CTA's output: dK, else dV
-    const int key0 = blockIdx.x * kBlockM;
+    // Alone: the dV and dK CTAs of a key block along z; paired: side by side along x.
+    const int batch = kPaired ? blockIdx.z : blockIdx.z / 2;
+    const bool grad_keys =  // this CTA's output: dK, else dV
+        kPaired ? cluster_rank() == kKeyRank : blockIdx.z % 2 == 1;
+    const int key0 = (kPaired ? blockIdx.x / 2 : blockIdx.x) * kBlockM;
     const Traversal walk = Traversal::template of<C::kCausal>(p, key0);
 
-    if (thread == 0) smem.pipeline.init(kConsumerWarps);
+    if (thread == 0) {
+      smem.pipeline.init(kConsumerWarps);
+      if constexpr (kPaired) {
+        smem.handoff.init();
+        fence_barrier_init();
+      }
+    }
     if (warp < kConsumerWarps) {
       const u16* k = head_slice<const u16>(p.k, batch, kv_head) + key0 * p.k.stride_seq;
-      if (grad_keys || !kKeysInRegisters)
+      const bool reads_key_tile =
+          kPaired ? !grad_keys && !kKeysInRegisters : grad_keys || !kKeysInRegisters;
+      if (reads_key_tile)
         copy_core_matrix_tile<kBlockM, kDimQK, C::kVec, kBothGroups>(
             smem.k, k, p.k.stride_seq, p.seq_kv - key0, C::kDimQK, thread);
       if (grad_keys && !kValuesInRegisters) {
@@ -113,12 +140,18 @@ struct BackwardKeyValueWgmmaDims {
     cp_async_commit();
     cp_async_wait<0>();
     fence_async_shared();
-    __syncthreads();  // K, V and the barriers are ready; no CTA-wide barrier after this
+    // K, V and the barriers are ready (paired: in both CTAs); no CTA-wide
+    // barrier after this but, paired, the cluster's last.
+    if constexpr (kPaired)
+      cluster_sync();
+    else
+      __syncthreads();
 
     if (Registers::is_producer(warp)) {
       if (warp == kConsumerWarps)
         produce_query_blocks_with_tma<kSliceCols, kQuerySlices, kGradOSlices>(smem, maps, p, walk,
                                                                               batch, kv_head, lane);
+      if constexpr (kPaired) cluster_sync();
       return;
     }
     // The warpgroup, broadcast so that the compiler sees a warp-uniform
@@ -145,6 +178,8 @@ struct BackwardKeyValueWgmmaDims {
                                  p.grad_v.stride_seq, p.grad_v.stride_dim, dv, ones,
                                  p.seq_kv - warp_key0, C::kDimV - col0, lane);
     }
+    // No CTA leaves while the other may still reach its shared memory.
+    if constexpr (kPaired) cluster_sync();
   }
 
   // This warpgroup's half of the head dims: K's and Q's columns g·kHalfQK
@@ -202,6 +237,7 @@ struct BackwardKeyValueWgmmaDims {
         [&](float(&st)[1][kQueryTiles][4], float(&)[1][kQueryTiles][4], int j) {
           sum_partials(smem.partial, kPartialsBarrier, group, group_thread, st);
           probabilities(st, smem, p, walk, j, warp_key0, lane);
+          if constexpr (kPaired) smem.handoff.send(st, j, kKeyRank, group, group_thread, lane);
         },
         group, group_thread, lane);
   }
@@ -220,11 +256,12 @@ struct BackwardKeyValueWgmmaDims {
     if constexpr (kValuesInRegisters)
       load_half_fragments<kDimV>(v_frag, p.v, batch, kv_head, C::kDimV, group, p.seq_kv, warp_key0,
                                  lane);
-    // dPᵀ (then dSᵀ, the product's A operand) first, Sᵀ (then Pᵀ) second.
+    // dPᵀ (then dSᵀ, the product's A operand) first, Sᵀ (then Pᵀ; paired,
+    // Pᵀ from the dV CTA) second.
     traverse(
         smem, walk.total, dk,
         [&](float(&dpt)[1][kQueryTiles][4], float(&st)[1][kQueryTiles][4], int j) {
-          half_scores(st, k_desc, smem.q[j % kStages], q_half);
+          if constexpr (!kPaired) half_scores(st, k_desc, smem.q[j % kStages], q_half);
           if constexpr (kValuesInRegisters)
             half_scores_from_registers<GradOs>(dpt, v_frag, smem.grad_o[j % kStages], o_half);
           else
@@ -234,8 +271,13 @@ struct BackwardKeyValueWgmmaDims {
           half_key_product(dk, dst_frag, smem.q[j % kStages], q_half);
         },
         [&](float(&dpt)[1][kQueryTiles][4], float(&st)[1][kQueryTiles][4], int j) {
-          sum_partials(smem.partial, kPartialsBarrier, group, group_thread, st, dpt);
-          probabilities(st, smem, p, walk, j, warp_key0, lane);
+          if constexpr (kPaired) {
+            sum_partials(smem.partial, kPartialsBarrier, group, group_thread, dpt);
+            smem.handoff.receive(st, j, kValueRank, group, group_thread, lane);
+          } else {
+            sum_partials(smem.partial, kPartialsBarrier, group, group_thread, st, dpt);
+            probabilities(st, smem, p, walk, j, warp_key0, lane);
+          }
           subtract_columns_times(dpt, st, smem.dterm[j % kStages], lane);
         },
         group, group_thread, lane);
