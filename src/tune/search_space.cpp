@@ -102,9 +102,9 @@ std::vector<TuningParams> outputs_split_space(const KernelSpec& spec) {
 // rows, each with half of the head dims (split=dims, TMA copies). The query
 // kernel holds half of dQ per warpgroup, K two to four stages deep, Q and
 // dO (the A operands of S and dP) in shared memory or registers; the
-// key/value kernel a dV or a dK CTA per key block, alone or in pairs, Q and
-// dO two or three stages deep, K (dV CTA) and V (dK CTA) in shared memory or
-// registers.
+// key/value kernel a dV or a dK CTA per key block, Q and dO two or three
+// stages deep, K (dV CTA) and V (dK CTA) in shared memory or registers (in
+// pairs, cluster=2, only where forced: slower).
 std::vector<TuningParams> dims_split_space(const KernelSpec& spec) {
   std::vector<TuningParams> space;
   if (spec.vec != 8 || round_up(spec.dim_qk, 32) > 512 || round_up(spec.dim_v, 32) > 512)
@@ -114,19 +114,15 @@ std::vector<TuningParams> dims_split_space(const KernelSpec& spec) {
   const std::vector<unsigned> caches =
       query ? std::vector<unsigned>{0u, kCacheQ, kCacheGradO, kCacheQ | kCacheGradO}
             : std::vector<unsigned>{0u, kCacheK, kCacheV, kCacheK | kCacheV};
-  // The key/value kernel's dV and dK CTAs alone or in pairs (cluster=2).
-  const std::vector<int> clusters = query ? std::vector<int>{1} : std::vector<int>{1, 2};
   // Wide heads leave room for narrow traversed blocks only (16 at D = 512).
   for (int cols : {16, 32, 48, 64})
     for (int stages : stage_counts)
-      for (unsigned cached : caches)
-        for (int cluster : clusters) {
-          TuningParams t{64, cols, 0, 8, cached};
-          t.wgmma = true;
-          t.split = WarpgroupSplit::dims;
-          t.cluster = cluster;
-          space.push_back(with_tma_producer(t, stages));
-        }
+      for (unsigned cached : caches) {
+        TuningParams t{64, cols, 0, 8, cached};
+        t.wgmma = true;
+        t.split = WarpgroupSplit::dims;
+        space.push_back(with_tma_producer(t, stages));
+      }
   return space;
 }
 

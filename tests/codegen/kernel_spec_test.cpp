@@ -351,6 +351,7 @@ TEST(Generate, SplitDimsKeyValueBackwardTakesTwoCtasPerKeyBlock) {
   EXPECT_NE(g_paired.source.find("kCluster = 2"), std::string::npos);
   EXPECT_NE(g_paired.source.find("__cluster_dims__(2, 1, 1)"), std::string::npos);
   EXPECT_NE(g_held.source.find("kCluster = 1"), std::string::npos);
+  EXPECT_NE(forced_only_path(s, paired), "") << "measured slower than the CTAs alone";
   TuningParams query_paired = t;
   query_paired.cluster = 2;
   refused(spec_of(KernelKind::backward_query, 384, 384), query_paired,
