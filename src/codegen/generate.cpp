@@ -226,8 +226,9 @@ void check_tuning(const KernelSpec& spec, const TuningParams& t) {
   const bool key_value_dims =
       spec.kind == KernelKind::backward_key_value && t.split == WarpgroupSplit::dims;
   if (t.cluster != 1 && t.split != WarpgroupSplit::values && !key_value_dims)
-    fail("cluster=2 applies to the forward with split=values and the key/value backward with "
-         "split=dims only");
+    fail(
+        "cluster=2 applies to the forward with split=values and the key/value backward with "
+        "split=dims only");
   if (t.cluster != 1 && t.cluster != 2) fail("cluster must be 1 or 2");
   if (t.swizzle != 0 && t.swizzle != 32) fail("swizzle must be 0 or 32");
   const bool backward_dims_split =

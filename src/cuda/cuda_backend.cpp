@@ -130,8 +130,8 @@ LaunchShape block_grid(const KernelChoice& c, std::int64_t rows, std::int64_t he
   // in a cluster: side by side along x; elsewhere chunks run along z.
   const bool paired_chunks = c.spec.kind == KernelKind::backward_key_value &&
                              c.tuning.split == WarpgroupSplit::dims && cluster == 2;
-  shape.grid[0] = to_unsigned(paired_chunks ? row_blocks * 2
-                                            : (row_blocks + cluster - 1) / cluster * cluster);
+  shape.grid[0] =
+      to_unsigned(paired_chunks ? row_blocks * 2 : (row_blocks + cluster - 1) / cluster * cluster);
   shape.grid[1] = to_unsigned(heads);
   shape.grid[2] = to_unsigned(batch * (paired_chunks ? 1 : chunks));
   shape.block[0] = static_cast<unsigned>(c.generated->threads);

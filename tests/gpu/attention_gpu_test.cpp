@@ -419,8 +419,8 @@ void check_backward_dims_split(KernelKind kind, const Case& c,
   spec.dim_v = c.dim_v;
   int checked = 0;
   for (const DimsSplitShape& shape : shapes) {
-    TuningParams tuning = with_tma_producer(
-        TuningParams{64, shape.cols, 0, 8, shape.cached, true}, shape.stages, shape.swizzle);
+    TuningParams tuning = with_tma_producer(TuningParams{64, shape.cols, 0, 8, shape.cached, true},
+                                            shape.stages, shape.swizzle);
     tuning.split = WarpgroupSplit::dims;
     tuning.cluster = shape.cluster;
     if (shared_bytes(spec, tuning) > kH200SharedBytesPerBlock) continue;

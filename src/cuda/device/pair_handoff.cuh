@@ -51,8 +51,8 @@ __device__ __forceinline__ void store_in_cluster(u32 address, float value) {
 template <int kTiles>
 struct PairHandoff {
   static constexpr int kFloats = other_rows_floats<kTiles>();  // one row pair
-  static constexpr int kWarps = 8;                              // two warpgroups
-  float slots[2][2][kFloats][kWarpgroupThreads];  // [slot][warpgroup][value][thread]
+  static constexpr int kWarps = 8;                             // two warpgroups
+  float slots[2][2][kFloats][kWarpgroupThreads];               // [slot][warpgroup][value][thread]
   u64 full[2];
   u64 empty[2];
 
