@@ -230,6 +230,13 @@ void check_tuning(const KernelSpec& spec, const TuningParams& t) {
         "cluster=2 applies to the forward with split=values and the key/value backward with "
         "split=dims only");
   if (t.cluster != 1 && t.cluster != 2) fail("cluster must be 1 or 2");
+  if (t.ahead != 0 && !key_value_dims)
+    fail("ahead=1 applies to the key/value backward with split=dims only");
+  if (t.ahead != 0 && t.ahead != 1) fail("ahead must be 0 or 1");
+  if (t.ahead == 1 && backward_dims_split_stages(spec, t) < 3)
+    fail(
+        "ahead=1 needs stages >= 3 (a stage is read until the product issued after the next "
+        "block's GEMMs)");
   if (t.swizzle != 0 && t.swizzle != 32) fail("swizzle must be 0 or 32");
   const bool backward_dims_split =
       t.split == WarpgroupSplit::dims && spec.kind != KernelKind::forward;
@@ -336,6 +343,9 @@ std::string forced_only_path(const KernelSpec& spec, const TuningParams& t) {
   // Correct on the H200 (forced GPU tests) but slower than the dV and dK
   // CTAs alone: 43.6 against 36.3 ms at D = 384, 107.9 against 84.5 at 512
   // (bench/NOTES.md).
+  // Compiles; not yet run on a GPU.
+  if (t.ahead == 1)
+    return "the key/value backward issuing the next block's GEMMs ahead (not yet measured)";
   if (t.cluster == 2 && spec.kind == KernelKind::backward_key_value)
     return "the key/value backward whose dV CTA hands Pᵀ to its dK CTA in a cluster (slower than "
            "without)";
@@ -596,7 +606,8 @@ GeneratedKernel generate(const KernelSpec& spec, const TuningParams& t) {
       s << "  static constexpr int kKeyStages = " << backward_dims_split_stages(spec, t) << ";\n"
         << "  static constexpr int kValueStages = 2;\n";
     if (t.split == WarpgroupSplit::dims && spec.kind == KernelKind::backward_key_value)
-      s << "  static constexpr int kStages = " << backward_dims_split_stages(spec, t) << ";\n";
+      s << "  static constexpr int kStages = " << backward_dims_split_stages(spec, t) << ";\n"
+        << "  static constexpr bool kAhead = " << (t.ahead == 1 ? "true" : "false") << ";\n";
   }
   s << "};\n\n"
     << "using Kernel = fg::" << kind.kernel << "<Config>;\n";

@@ -72,6 +72,7 @@ std::string TuningParams::to_string() const {
   if (split != WarpgroupSplit::rows) s << " split=" << flashgen::to_string(split);  // rows: omitted
   if (cluster != 1) s << " cluster=" << cluster;  // omitted for CTAs on their own
   if (swizzle != 0) s << " swizzle=" << swizzle;  // omitted for the core-matrix layout
+  if (ahead != 0) s << " ahead=" << ahead;        // omitted for GEMMs issued block by block
   return s.str();
 }
 
@@ -93,6 +94,7 @@ TuningParams parse_tuning(const std::string& text) {
       else if (key == "stages") t.stages = std::stoi(value);
       else if (key == "cluster") t.cluster = std::stoi(value);
       else if (key == "swizzle") t.swizzle = std::stoi(value);
+      else if (key == "ahead") t.ahead = std::stoi(value);
       else if (key == "producer" && (value == "warp" || value == "none")) t.producer = value == "warp";
       else if (key == "producer") throw Error(ErrorCode::invalid_argument, "tuning: producer must be warp or none, got '" + value + "'");
       else if (key == "copy" && (value == "tma" || value == "async")) t.tma = value == "tma";

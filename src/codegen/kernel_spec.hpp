@@ -92,6 +92,11 @@ struct TuningParams {
   // in the 32-byte-swizzled layout, copied as 16-column panels (a whole sector
   // a row). The wgmma kernels (not the forward's split=dims or split=values).
   int swizzle = 0;
+  // The key/value backward with split=dims: 1 issues block j+1's score GEMMs
+  // before block j's exchanges and exponentials (two sets of score
+  // registers, three stages or more), so the tensor cores run them
+  // meanwhile; 0 issues each block's GEMMs after the last one's exchanges.
+  int ahead = 0;
 
   // 16-row tiles per warp (one where two warpgroups split their 64 rows' work).
   int row_tiles() const {

@@ -119,6 +119,7 @@ TEST(CompileWgmmaOptIn, CandidatesCompileWithoutSpills) {
     bool tma = false;
     WarpgroupSplit split = WarpgroupSplit::rows;
     unsigned cached = 0;  // operands held in registers
+    int ahead = 0;        // the next block's GEMMs issued ahead
   };
   const WarpgroupSplit dims = WarpgroupSplit::dims, values = WarpgroupSplit::values,
                        outputs = WarpgroupSplit::outputs;
@@ -191,7 +192,10 @@ TEST(CompileWgmmaOptIn, CandidatesCompileWithoutSpills) {
                          Shape{query, 384, 64, 16, false, DType::bf16, 8, 3, true, true, dims, query_held},
                          Shape{query, 384, 64, 32, true, DType::f16, 8, 3, true, true, dims, kCacheQ},
                          Shape{query, 512, 64, 16, false, DType::bf16, 8, 3, true, true, dims, kCacheQ},
-                         Shape{query, 512, 64, 16, true, DType::bf16, 8, 3, true, true, dims, kCacheGradO}}) {
+                         Shape{query, 512, 64, 16, true, DType::bf16, 8, 3, true, true, dims, kCacheGradO},
+                         Shape{key_value, 288, 64, 32, false, DType::bf16, 8, 3, true, true, dims, kv_held, 1},
+                         Shape{key_value, 320, 64, 32, true, DType::f16, 8, 3, true, true, dims, kv_held, 1},
+                         Shape{key_value, 384, 64, 16, false, DType::bf16, 8, 3, true, true, dims, kv_held, 1}}) {
     KernelSpec spec;
     spec.kind = c.kind;
     spec.dtype = c.dtype;
@@ -211,6 +215,7 @@ TEST(CompileWgmmaOptIn, CandidatesCompileWithoutSpills) {
     tuning.tma = c.tma;
     tuning.split = c.split;
     tuning.cached = c.cached;
+    tuning.ahead = c.ahead;
     const GeneratedKernel g = generate(spec, tuning);
     EXPECT_EQ(g.tensor_maps, c.tma) << g.name;
     EXPECT_LE(g.shared_bytes, shared_limit_of_arch(spec.arch)) << g.name;
@@ -223,6 +228,11 @@ TEST(CompileWgmmaOptIn, CandidatesCompileWithoutSpills) {
     }
     EXPECT_EQ(compiled.resources.spill_store_bytes, 0) << g.name << "\n" << compiled.log;
     EXPECT_EQ(compiled.resources.stack_frame_bytes, 0) << g.name << "\n" << compiled.log;
+    // GEMMs issued ahead are worth it only if ptxas keeps them asynchronous.
+    if (c.ahead != 0)
+      EXPECT_EQ(compiled.log.find("wgmma.mma_async instructions are serialized"),
+                std::string::npos)
+          << g.name << "\n" << compiled.log;
   }
 }
 

@@ -352,6 +352,28 @@ TEST(Generate, SplitDimsKeyValueBackwardTakesTwoCtasPerKeyBlock) {
   EXPECT_NE(g_paired.source.find("__cluster_dims__(2, 1, 1)"), std::string::npos);
   EXPECT_NE(g_held.source.find("kCluster = 1"), std::string::npos);
   EXPECT_NE(forced_only_path(s, paired), "") << "measured slower than the CTAs alone";
+  // The next block's GEMMs issued ahead: three stages or more, the
+  // key/value kernel only; forced-only until measured.
+  TuningParams ahead = held;
+  ahead.stages = 3;
+  ahead.ahead = 1;
+  EXPECT_EQ(ahead.to_string(),
+            "rows=64 cols=32 head=0 warps=8 cache=K,V mma=wgmma stages=3 producer=warp copy=tma "
+            "split=dims swizzle=32 ahead=1");
+  EXPECT_EQ(parse_tuning(ahead.to_string()), ahead);
+  EXPECT_NE(generate(s, ahead).source.find("kAhead = true"), std::string::npos);
+  EXPECT_NE(g_held.source.find("kAhead = false"), std::string::npos);
+  EXPECT_NE(forced_only_path(s, ahead), "");
+  TuningParams block_by_block = ahead;
+  block_by_block.ahead = 0;
+  EXPECT_EQ(shared_bytes(s, ahead), shared_bytes(s, block_by_block)) << "registers only";
+  TuningParams two_stages = ahead;
+  two_stages.stages = 2;
+  refused(s, two_stages, "ahead=1 needs stages >= 3");
+  TuningParams query_ahead = ahead;
+  query_ahead.cached = 0;
+  refused(spec_of(KernelKind::backward_query, 384, 384), query_ahead,
+          "ahead=1 applies to the key/value backward with split=dims only");
   TuningParams query_paired = t;
   query_paired.cluster = 2;
   refused(spec_of(KernelKind::backward_query, 384, 384), query_paired,

@@ -46,7 +46,8 @@ namespace flashgen_device {
 // warpgroups), kBlockN, kVec (8), kCausal, kTma (true), kSwizzle, kStages,
 // kHeadChunks (2: the dV and the dK CTA of each key block), kCacheK (the
 // dV CTA's K in registers), kCacheV (the dK CTA's V in registers),
-// kCluster (2: the dV and the dK CTA of a key block in a cluster, Pᵀ handed over).
+// kCluster (2: the dV and the dK CTA of a key block in a cluster, Pᵀ handed over),
+// kAhead (block j+1's GEMMs issued before block j's exchanges: traverse_ahead).
 template <class C>
 struct BackwardKeyValueWgmmaDims {
   static constexpr int E = C::kElement;
@@ -299,6 +300,10 @@ struct BackwardKeyValueWgmmaDims {
                                                   float (&acc)[1][kAccTiles][4], Gemms gemms,
                                                   Product product, Side side, int group,
                                                   int group_thread, int lane) {
+    if constexpr (C::kAhead) {
+      traverse_ahead(smem, total, acc, gemms, product, side, group, group_thread, lane);
+      return;
+    }
     zero(acc);
     u32 frag[kBlockN / 16][1][4];  // block j−1's A fragments
     if (total > 0) {
@@ -340,6 +345,87 @@ struct BackwardKeyValueWgmmaDims {
       fence_registers(flat(acc));
       smem.pipeline.release(total - 1, lane);
     }
+  }
+
+  // traverse() with block j+1's GEMMs issued before block j's side and
+  // exchange, into a second set of score registers, so the tensor cores run
+  // them (and block j−1's product) while this warpgroup exchanges partial
+  // sums and exponentiates; block j's product follows block j+1's GEMMs.
+  // Commit groups in order: G(j), P(j−1), G(j+1), P(j), ...: waiting for
+  // all but the last two leaves G(j) done, then all but the last one
+  // P(j−1). Every block must find the same groups ahead of it, on the
+  // accumulators they write, or ptxas serializes the wgmma (C7515): P(−1)
+  // is a product of zero fragments into dK (dV), and the block after the
+  // last an empty group (it writes nothing). A stage is read until its
+  // product, issued after the next block's GEMMs: three stages or more.
+  // The blocks go in pairs, even ones in set 0, odd ones in set 1, so each
+  // set is named at compile time; the last one or two are peeled off.
+  template <int kAccTiles, class Gemms, class Product, class Side>
+  static __device__ __forceinline__ void traverse_ahead(SharedStorage& smem, int total,
+                                                        float (&acc)[1][kAccTiles][4], Gemms gemms,
+                                                        Product product, Side side, int group,
+                                                        int group_thread, int lane) {
+    static_assert(kStages >= 3, "a stage is held until the product after the next GEMMs");
+    zero(acc);
+    if (total <= 0) return;
+    u32 frag[kBlockN / 16][1][4];  // block j's A fragments
+    float a0[1][kQueryTiles][4], b0[1][kQueryTiles][4], a1[1][kQueryTiles][4],
+        b1[1][kQueryTiles][4];
+    smem.pipeline.wait_full(0);
+    wgmma_fence();
+    gemms(a0, b0, 0);
+    wgmma_commit();
+#pragma unroll
+    for (int ks = 0; ks < kBlockN / 16; ++ks)
+#pragma unroll
+      for (int w = 0; w < 4; ++w) frag[ks][0][w] = 0u;
+    product(frag, 0);  // P(−1): zero times block 0's tile, which block 0's product reads too
+    wgmma_commit();
+    // Block j's side, exchange and product; its GEMMs ran into (a, b).
+    auto finish = [&](float(&a)[1][kQueryTiles][4], float(&b)[1][kQueryTiles][4], int j) {
+      fence_registers(flat(a));
+      fence_registers(flat(b));
+      side(a, b, j);
+      wgmma_wait<1>();  // P(j−1) is done: its fragments and stage are free
+      fence_registers(flat(acc));
+      if (j > 0) smem.pipeline.release(j - 1, lane);
+      pack_and_exchange(smem, frag, a, group, group_thread);
+      fence_registers(flat(acc));
+      wgmma_fence();
+      product(frag, j);
+      wgmma_commit();
+    };
+    // Block j with block j+1 after it: (a, b) hold block j, (na, nb) take j+1.
+    auto step = [&](float(&a)[1][kQueryTiles][4], float(&b)[1][kQueryTiles][4],
+                    float(&na)[1][kQueryTiles][4], float(&nb)[1][kQueryTiles][4], int j) {
+      smem.pipeline.wait_full(j + 1);
+      wgmma_fence();
+      gemms(na, nb, j + 1);
+      wgmma_commit();
+      wgmma_wait<2>();  // G(j) is done; P(j−1) and G(j+1) may run
+      finish(a, b, j);
+    };
+    // The last block: an empty group in place of the next block's GEMMs.
+    auto last = [&](float(&a)[1][kQueryTiles][4], float(&b)[1][kQueryTiles][4], int j) {
+      wgmma_commit();
+      wgmma_wait<2>();
+      finish(a, b, j);
+    };
+    int j = 0;
+    for (; j + 2 < total; j += 2) {
+      step(a0, b0, a1, b1, j);
+      step(a1, b1, a0, b0, j + 1);
+    }
+    if (j + 2 == total) {  // two blocks left
+      step(a0, b0, a1, b1, j);
+      last(a1, b1, j + 1);
+      j += 1;
+    } else {
+      last(a0, b0, j);
+    }
+    wgmma_wait<0>();
+    fence_registers(flat(acc));
+    smem.pipeline.release(j, lane);
   }
 
   // Packs this warpgroup's rows of Pᵀ (dSᵀ) as A fragments, hands its words
