@@ -204,17 +204,6 @@ struct BackwardKeyValueWgmmaDims {
     return group * (kHalfV / 16) * GradOs::kKMajorStep;
   }
 
-  // This warp's 16 rows of a warpgroup's half of K (V) as A fragments.
-  template <int kDim>
-  static __device__ __forceinline__ void load_half_fragments(u32 (&frag)[kDim / 32][4],
-                                                             const TensorArg& t, int batch,
-                                                             int kv_head, int dim, int group,
-                                                             int seq_kv, int warp_key0, int lane) {
-    load_a_fragments_global(frag,
-                            head_slice<const u16>(t, batch, kv_head) + warp_key0 * t.stride_seq,
-                            t.stride_seq, seq_kv - warp_key0, group * (kDim / 2), dim, lane);
-  }
-
   // The dV CTA: Sᵀ_g(j) beside dV_g += Pᵀ(j−1)·dO(j−1).
   static __device__ __forceinline__ void accumulate_values(SharedStorage& smem,
                                                            const AttentionParams& p,
@@ -226,8 +215,8 @@ struct BackwardKeyValueWgmmaDims {
     const int q_half = query_half(group), o_half = grad_o_half(group);
     u32 k_frag[kHalfQK / 16][4];  // unused (no registers) unless K is held
     if constexpr (kKeysInRegisters)
-      load_half_fragments<kDimQK>(k_frag, p.k, batch, kv_head, C::kDimQK, group, p.seq_kv,
-                                  warp_key0, lane);
+      load_a_fragments_global(k_frag, p.k, batch, kv_head, warp_key0, p.seq_kv, group * kHalfQK,
+                              C::kDimQK, lane);
     traverse(
         smem, walk.total, dv,
         [&](float(&st)[1][kQueryTiles][4], float(&)[1][kQueryTiles][4], int j) {
@@ -259,8 +248,8 @@ struct BackwardKeyValueWgmmaDims {
     const int q_half = query_half(group), o_half = grad_o_half(group);
     u32 v_frag[kHalfV / 16][4];  // unused (no registers) unless V is held
     if constexpr (kValuesInRegisters)
-      load_half_fragments<kDimV>(v_frag, p.v, batch, kv_head, C::kDimV, group, p.seq_kv, warp_key0,
-                                 lane);
+      load_a_fragments_global(v_frag, p.v, batch, kv_head, warp_key0, p.seq_kv, group * kHalfV,
+                              C::kDimV, lane);
     // dPᵀ (then dSᵀ, the product's A operand) first, Sᵀ (then Pᵀ; paired,
     // Pᵀ from the dV CTA) second.
     traverse(
@@ -375,10 +364,7 @@ struct BackwardKeyValueWgmmaDims {
     wgmma_fence();
     gemms(a0, b0, 0);
     wgmma_commit();
-#pragma unroll
-    for (int ks = 0; ks < kBlockN / 16; ++ks)
-#pragma unroll
-      for (int w = 0; w < 4; ++w) frag[ks][0][w] = 0u;
+    zero(frag);
     product(frag, 0);  // P(−1): zero times block 0's tile, which block 0's product reads too
     wgmma_commit();
     // Block j's side, exchange and product; its GEMMs ran into (a, b).

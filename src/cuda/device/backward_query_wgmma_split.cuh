@@ -186,14 +186,11 @@ struct BackwardQueryWgmmaSplit {
     // registers, unless held).
     u32 q_frag[kHalfQK / 16][4], grad_o_frag[kHalfV / 16][4];
     if constexpr (kQueriesInRegisters)
-      load_a_fragments_global(
-          q_frag, head_slice<const u16>(p.q, batch, head) + warp_row0 * p.q.stride_seq,
-          p.q.stride_seq, p.seq_q - warp_row0, group * kHalfQK, C::kDimQK, lane);
+      load_a_fragments_global(q_frag, p.q, batch, head, warp_row0, p.seq_q, group * kHalfQK,
+                              C::kDimQK, lane);
     if constexpr (kGradOsInRegisters)
-      load_a_fragments_global(
-          grad_o_frag,
-          head_slice<const u16>(p.grad_o, batch, head) + warp_row0 * p.grad_o.stride_seq,
-          p.grad_o.stride_seq, p.seq_q - warp_row0, group * kHalfV, C::kDimV, lane);
+      load_a_fragments_global(grad_o_frag, p.grad_o, batch, head, warp_row0, p.seq_q,
+                              group * kHalfV, C::kDimV, lane);
     float l2_of_row[1][2], dterm_of_row[1][2];
 #pragma unroll
     for (int h = 0; h < 2; ++h) {

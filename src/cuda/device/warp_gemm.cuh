@@ -11,14 +11,15 @@
 
 namespace flashgen_device {
 
-template <int kRowTiles, int kNTiles>
-__device__ __forceinline__ void zero(float (&acc)[kRowTiles][kNTiles][4]) {
+// Accumulators (float) or A fragments (u32 words) set to zero.
+template <class T, int kRowTiles, int kNTiles>
+__device__ __forceinline__ void zero(T (&acc)[kRowTiles][kNTiles][4]) {
 #pragma unroll
   for (int rt = 0; rt < kRowTiles; ++rt)
 #pragma unroll
     for (int nt = 0; nt < kNTiles; ++nt)
 #pragma unroll
-      for (int i = 0; i < 4; ++i) acc[rt][nt][i] = 0.0f;
+      for (int i = 0; i < 4; ++i) acc[rt][nt][i] = T(0);
 }
 
 // A-fragments for one k step, from a row-major shared tile (rows of the warp).
@@ -50,6 +51,15 @@ __device__ __forceinline__ void load_a_fragments_global(u32 (&a)[kSteps][4], con
                      ? *reinterpret_cast<const u32*>(rows + r * row_stride + c)
                      : 0u;
     }
+}
+
+// The same for the 16 rows from row0 of one head of `t` (sequence length seq_len).
+template <int kSteps>
+__device__ __forceinline__ void load_a_fragments_global(u32 (&a)[kSteps][4], const TensorArg& t,
+                                                        int batch, int head, int row0, int seq_len,
+                                                        int col0, int valid_cols, int lane) {
+  load_a_fragments_global(a, head_slice<const u16>(t, batch, head) + row0 * t.stride_seq,
+                          t.stride_seq, seq_len - row0, col0, valid_cols, lane);
 }
 
 // A-fragments for one k step (16 columns) from fp32 accumulators of the same
