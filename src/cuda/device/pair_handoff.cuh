@@ -19,34 +19,6 @@
 
 namespace flashgen_device {
 
-// Waits for the phase of this parity at cluster scope (acquire): what the
-// arriving CTA wrote before its arrival is visible after it.
-__device__ __forceinline__ void mbarrier_wait_cluster(u64* barrier, u32 parity) {
-  asm volatile(
-      "{\n"
-      "  .reg .pred done;\n"
-      "waiting:\n"
-      "  mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 done, [%0], %1;\n"
-      "  @!done bra waiting;\n"
-      "}\n" ::"r"(shared_address(barrier)),
-      "r"(parity)
-      : "memory");
-}
-
-// The shared-memory address in the cluster's CTA of rank `rank` of what
-// sits at `local` in this one.
-__device__ __forceinline__ u32 cluster_address(const void* local, u32 rank) {
-  u32 remote;
-  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;"
-               : "=r"(remote)
-               : "r"(shared_address(local)), "r"(rank));
-  return remote;
-}
-
-__device__ __forceinline__ void store_in_cluster(u32 address, float value) {
-  asm volatile("st.shared::cluster.f32 [%0], %1;" ::"r"(address), "f"(value) : "memory");
-}
-
 // kTiles: the 8-column tiles of the handed-over accumulator (one row tile).
 template <int kTiles>
 struct PairHandoff {

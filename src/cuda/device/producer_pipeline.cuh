@@ -46,10 +46,14 @@ __device__ __forceinline__ void mbarrier_wait(u64* barrier, u32 parity) {
 // Thread block clusters (sm_90): this CTA's rank in its cluster; an arrival
 // on the barrier at `barrier`'s offset in the cluster's CTA of rank `rank`
 // (release at cluster scope: this thread's reads and writes before it are
-// ordered before that CTA's waits); a barrier of every thread of the cluster
-// that has not exited (release / acquire: shared-memory writes before it,
-// by any CTA, are visible after it); and the fence that makes barriers
-// initialised by one thread visible to the other CTAs before that barrier.
+// ordered before that CTA's waits); a wait for a phase of this CTA's barrier
+// at cluster scope (acquire: what the arriving CTA wrote before its arrival
+// is visible after it); the shared-memory address in the CTA of rank `rank`
+// of what sits at `local` in this one, and a store there; a barrier of every
+// thread of the cluster that has not exited (release / acquire:
+// shared-memory writes before it, by any CTA, are visible after it); and the
+// fence that makes barriers initialised by one thread visible to the other
+// CTAs before that barrier.
 __device__ __forceinline__ u32 cluster_rank() {
   u32 rank;
   asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(rank));
@@ -64,6 +68,27 @@ __device__ __forceinline__ void mbarrier_arrive_in_cta(u64* barrier, u32 rank) {
       "}\n" ::"r"(shared_address(barrier)),
       "r"(rank)
       : "memory");
+}
+__device__ __forceinline__ void mbarrier_wait_cluster(u64* barrier, u32 parity) {
+  asm volatile(
+      "{\n"
+      "  .reg .pred done;\n"
+      "waiting:\n"
+      "  mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 done, [%0], %1;\n"
+      "  @!done bra waiting;\n"
+      "}\n" ::"r"(shared_address(barrier)),
+      "r"(parity)
+      : "memory");
+}
+__device__ __forceinline__ u32 cluster_address(const void* local, u32 rank) {
+  u32 remote;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;"
+               : "=r"(remote)
+               : "r"(shared_address(local)), "r"(rank));
+  return remote;
+}
+__device__ __forceinline__ void store_in_cluster(u32 address, float value) {
+  asm volatile("st.shared::cluster.f32 [%0], %1;" ::"r"(address), "f"(value) : "memory");
 }
 __device__ __forceinline__ void cluster_sync() {
   asm volatile("barrier.cluster.arrive.release;\nbarrier.cluster.wait.acquire;" ::: "memory");
