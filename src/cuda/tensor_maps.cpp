@@ -8,56 +8,85 @@
 namespace flashgen::cuda {
 namespace {
 
-std::string list(const unsigned long long* values, int count) {
-  std::string text;
-  for (int i = 0; i < count; ++i) text += (i ? "," : "") + std::to_string(values[i]);
+template <class T>
+std::string list(const T* values, unsigned count, const char* separator = ",") {
+  std::string text = std::to_string(values[0]);
+  for (unsigned i = 1; i < count; ++i) text.append(separator).append(std::to_string(values[i]));
   return text;
 }
 
-flashgen_device::TensorMap encode(const TensorView& t, int box_rows, int swizzle,
-                                  const char* name) {
+constexpr std::uint64_t kElementBytes = 2;
+
+flashgen_device::TensorMap encode(const TensorView& t, const TensorMapGeometry& g, int swizzle,
+                                  const std::string& name) {
   const driver::Api& api = driver::api();
   if (api.cuTensorMapEncodeTiled == nullptr)
     throw Error(ErrorCode::unsupported,
                 "copy=tma: the NVIDIA driver has no cuTensorMapEncodeTiled (CUDA 12 or newer "
                 "is needed)");
-  const int box_cols = flashgen_device::tma_slice_columns(swizzle);
-  TensorMapGeometry g = tensor_map_geometry(t, box_rows, box_cols);
-  const unsigned element_strides[4] = {1, 1, 1, 1};
+  const unsigned element_strides[5] = {1, 1, 1, 1, 1};
   flashgen_device::TensorMap map{};
   const driver::CUresult result = api.cuTensorMapEncodeTiled(
-      &map, driver::CU_TENSOR_MAP_DATA_TYPE_UINT16, 4, t.data, g.dims, g.byte_strides, g.box,
+      &map, driver::CU_TENSOR_MAP_DATA_TYPE_UINT16, g.rank, t.data, g.dims, g.byte_strides, g.box,
       element_strides, driver::CU_TENSOR_MAP_INTERLEAVE_NONE,
       swizzle == 32 ? driver::CU_TENSOR_MAP_SWIZZLE_32B : driver::CU_TENSOR_MAP_SWIZZLE_NONE,
       driver::CU_TENSOR_MAP_L2_PROMOTION_L2_128B, driver::CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  if (result != driver::CUDA_SUCCESS)
-    throw Error(ErrorCode::runtime, std::string("cuTensorMapEncodeTiled failed for ") + name +
-                                        " (dims " + list(g.dims, 4) + ", byte strides " +
-                                        list(g.byte_strides, 3) + ", box " +
-                                        std::to_string(box_cols) + "x" + std::to_string(box_rows) +
+  if (result != driver::CUDA_SUCCESS) {
+    throw Error(ErrorCode::runtime, "cuTensorMapEncodeTiled failed for " + name + " (dims " +
+                                        list(g.dims, g.rank) + ", byte strides " +
+                                        list(g.byte_strides, g.rank - 1) + ", box " +
+                                        list(g.box, g.rank, "x") +
                                         "): " + driver::error_text(result));
+  }
   return map;
+}
+
+// The geometry of dims of these sizes (fastest first) and strides in
+// elements (the first dim's, 1, not among them): a dim of size 1 gets the
+// packed stride instead of its own, which TMA may refuse and never steps.
+TensorMapGeometry geometry_of(unsigned rank, const std::int64_t* sizes,
+                              const std::int64_t* strides) {
+  TensorMapGeometry g{};
+  g.rank = rank;
+  std::uint64_t packed = kElementBytes;
+  for (unsigned i = 0; i < rank; ++i) {
+    g.dims[i] = static_cast<unsigned long long>(sizes[i] > 0 ? sizes[i] : 1);
+    if (i > 0) {
+      const std::uint64_t own = static_cast<std::uint64_t>(strides[i - 1]) * kElementBytes;
+      g.byte_strides[i - 1] = g.dims[i] > 1 ? own : (packed + 15) / 16 * 16;
+    }
+    packed *= g.dims[i];
+    g.box[i] = 1;
+  }
+  return g;
+}
+
+// Whole slices of `slice_cols` columns in a row of the tensor.
+int whole_slices(const TensorView& t, int slice_cols) {
+  return static_cast<int>(t.shape[3] / slice_cols);
 }
 
 }  // namespace
 
 TensorMapGeometry tensor_map_geometry(const TensorView& t, int box_rows, int box_cols) {
-  constexpr std::uint64_t kElementBytes = 2;
-  const int order[4] = {3, 1, 2, 0};  // TensorView index of each tensor-map dim
-  TensorMapGeometry g{};
-  std::uint64_t packed = kElementBytes;
-  for (int i = 0; i < 4; ++i) {
-    const int d = order[i];
-    g.dims[i] = static_cast<unsigned long long>(t.shape[d] > 0 ? t.shape[d] : 1);
-    if (i > 0) {
-      const std::uint64_t own = static_cast<std::uint64_t>(t.stride[d]) * kElementBytes;
-      g.byte_strides[i - 1] = g.dims[i] > 1 ? own : (packed + 15) / 16 * 16;
-    }
-    packed *= g.dims[i];
-  }
+  const std::int64_t sizes[4] = {t.shape[3], t.shape[1], t.shape[2], t.shape[0]};
+  const std::int64_t strides[3] = {t.stride[1], t.stride[2], t.stride[0]};
+  TensorMapGeometry g = geometry_of(4, sizes, strides);
   g.box[0] = static_cast<unsigned>(box_cols);
   g.box[1] = static_cast<unsigned>(box_rows);
-  g.box[2] = g.box[3] = 1;
+  return g;
+}
+
+TensorMapGeometry sliced_tensor_map_geometry(const TensorView& t, int box_rows, int slice_cols) {
+  const int slices = whole_slices(t, slice_cols);
+  const std::int64_t sizes[5] = {slice_cols, t.shape[1], slices, t.shape[2], t.shape[0]};
+  // A row's elements are adjacent (TMA reads no other rows), so a slice
+  // starts slice_cols elements after the one before.
+  const std::int64_t strides[4] = {t.stride[1], slice_cols, t.stride[2], t.stride[0]};
+  TensorMapGeometry g = geometry_of(5, sizes, strides);
+  g.box[0] = static_cast<unsigned>(slice_cols);
+  g.box[1] = static_cast<unsigned>(box_rows);
+  g.box[2] = static_cast<unsigned>(slices);
   return g;
 }
 
@@ -76,8 +105,20 @@ bool tma_can_read(const TensorView& t) {
 flashgen_device::TraversedTensorMaps traversed_tensor_maps(const TensorView& first,
                                                            const TensorView& second, int box_rows,
                                                            int swizzle) {
-  return {encode(first, box_rows, swizzle, "the first traversed tensor"),
-          encode(second, box_rows, swizzle, "the second traversed tensor")};
+  const int slice_cols = flashgen_device::tma_slice_columns(swizzle);
+  flashgen_device::TraversedTensorMaps maps{};
+  const TensorView* tensors[2] = {&first, &second};
+  flashgen_device::TensorMap* views[2] = {&maps.first, &maps.second};
+  flashgen_device::TensorMap* sliced[2] = {&maps.first_sliced, &maps.second_sliced};
+  for (int i = 0; i < 2; ++i) {
+    const TensorView& t = *tensors[i];
+    const std::string name = i == 0 ? "the first traversed tensor" : "the second traversed tensor";
+    *views[i] = encode(t, tensor_map_geometry(t, box_rows, slice_cols), swizzle, name);
+    if (whole_slices(t, slice_cols) > 0)
+      *sliced[i] = encode(t, sliced_tensor_map_geometry(t, box_rows, slice_cols), swizzle,
+                          name + "'s whole slices");
+  }
+  return maps;
 }
 
 }  // namespace flashgen::cuda

@@ -7,19 +7,28 @@
 
 namespace flashgen::cuda {
 
-// What cuTensorMapEncodeTiled gets for one tensor: dims fastest first (dim,
-// seq, heads, batch), byte strides of the outer three, and the box.
+// What cuTensorMapEncodeTiled gets for one tensor: `rank` dims fastest
+// first, byte strides of all but the first, and the box.
 struct TensorMapGeometry {
-  unsigned long long dims[4];
-  unsigned long long byte_strides[3];
-  unsigned box[4];
+  unsigned rank;
+  unsigned long long dims[5];
+  unsigned long long byte_strides[4];
+  unsigned box[5];
 };
 
 // The geometry of a 16-bit [batch][seq][heads][dim] view read in boxes of
 // `box_cols` columns (8, or 16 for 32-byte-swizzled tiles) by `box_rows`
-// rows. A dim of size 1 is never stepped, but TMA still wants its stride a
-// multiple of 16 bytes: it gets the packed one.
+// rows: dims (dim, seq, heads, batch). A dim of size 1 is never stepped,
+// but TMA still wants its stride a multiple of 16 bytes: it gets the packed
+// one.
 TensorMapGeometry tensor_map_geometry(const TensorView& t, int box_rows, int box_cols = 8);
+
+// The sliced view of the same tensor: its whole slices of `slice_cols`
+// columns (dim / slice_cols of them, at least one) as dims (slice_cols, seq,
+// slice, heads, batch), the slices slice_cols elements apart, read in one
+// box of all of them by `box_rows` rows. TMA writes such a box slice after
+// slice, each as a box of the view above would be.
+TensorMapGeometry sliced_tensor_map_geometry(const TensorView& t, int box_rows, int slice_cols);
 
 // Whether TMA can describe the view: every stepped dim (size > 1) has a
 // positive byte stride below 2^40 (a broadcast view's zero stride cannot be
@@ -31,7 +40,8 @@ bool tma_can_read(const TensorView& t);
 // the key/value backward), each a [batch][heads][seq][dim] view of the
 // tensor as it is (its own strides), read in boxes of 8 columns by
 // `box_rows` rows (swizzle 0), or of 16 columns written swizzled by 32
-// bytes (swizzle 32: GeneratedKernel::swizzle).
+// bytes (swizzle 32: GeneratedKernel::swizzle); and each one's sliced view
+// (sliced_tensor_map_geometry), left zero where it has no whole slice.
 // The tensors must be 16-byte aligned with 16-byte aligned strides
 // (alignment class 8). Throws Error(unsupported) when the driver cannot
 // encode tensor maps, Error(runtime) when it refuses one.

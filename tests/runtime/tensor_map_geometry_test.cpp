@@ -46,6 +46,24 @@ TEST(TensorMapGeometry, ADimOfOneGetsAStrideTmaAccepts) {
   }
 }
 
+TEST(TensorMapGeometry, TheSlicedViewStepsSlicesBetweenRowsAndHeads) {
+  // D = 300 in 32-byte-swizzled slices of 16 columns: 18 whole slices (the
+  // 12 columns after them are the per-slice view's), one box of them all.
+  const TensorView t = TensorView::bshd(nullptr, DType::bf16, 2, 1000, 4, 300);
+  const TensorMapGeometry g = sliced_tensor_map_geometry(t, 32, 16);
+  EXPECT_EQ(g.rank, 5u);
+  const unsigned long long dims[5] = {16, 1000, 18, 4, 2};
+  const unsigned long long strides[4] = {2u * 4 * 300, 2u * 16, 2u * 300, 2u * 1000 * 4 * 300};
+  const unsigned box[5] = {16, 32, 18, 1, 1};
+  for (int i = 0; i < 5; ++i) {
+    EXPECT_EQ(g.dims[i], dims[i]) << i;
+    EXPECT_EQ(g.box[i], box[i]) << i;
+    if (i < 4) EXPECT_EQ(g.byte_strides[i], strides[i]) << i;
+  }
+  // The per-slice view of the same tensor has rank 4.
+  EXPECT_EQ(tensor_map_geometry(t, 32, 16).rank, 4u);
+}
+
 TEST(TmaCanRead, PackedAndStridedViewsButNotBroadcastOnes) {
   EXPECT_TRUE(tma_can_read(TensorView::bshd(nullptr, DType::bf16, 2, 300, 4, 128)));
   EXPECT_TRUE(tma_can_read(TensorView::bhsd(nullptr, DType::f16, 3, 77, 5, 40)));

@@ -154,8 +154,8 @@ struct BackwardKeyValueWgmmaDims {
 
     if (Registers::is_producer(warp)) {
       if (warp == kConsumerWarps)
-        produce_query_blocks_with_tma<kSliceCols, kQuerySlices, kGradOSlices>(smem, maps, p, walk,
-                                                                              batch, kv_head, lane);
+        produce_query_blocks_with_tma<kSliceCols, C::kDimQK, C::kDimV>(smem, maps, p, walk, batch,
+                                                                       kv_head, lane);
       if constexpr (kPaired) cluster_sync();
       return;
     }

@@ -9,10 +9,11 @@
 //
 // Rows aligned to 4 bytes or more (the copies go straight into the
 // core-matrix tiles); everything else is BackwardKeyValueWgmma's. With
-// C::kTma (copy=tma; 16-byte aligned rows) the producer's first lane issues
-// a TMA copy per slice of Q[j] and dO[j] (16 columns into swizzled tiles
-// with swizzle=32, else 8), completing on the stage's full barrier, and the
-// tiles have the layout TMA writes (TraversedTile).
+// C::kTma (copy=tma; 16-byte aligned rows) the producer's first lane copies
+// Q[j] and dO[j] by TMA in slices of 16 columns (into swizzled tiles with
+// swizzle=32, else 8), a tensor's whole slices in one copy (tma_load_tile),
+// completing on the stage's full barrier, and the tiles have the layout TMA
+// writes (TraversedTile).
 #pragma once
 
 #include "backward_key_value_wgmma.cuh"
@@ -21,14 +22,16 @@
 
 namespace flashgen_device {
 
-// The producer warp of a key/value kernel whose traversed Q and dO come by
-// TMA (slices of kSliceCols columns): for each traversed block j, the rows'
-// L2 and Dterm by every lane (plain stores), then the first lane's arrival,
-// which announces the bytes of Q[j] and dO[j], and their TMA copies (rows
-// past the sequence end arrive as zeros), all on the stage's full barrier.
-// Storage: the kernel's shared memory (q, grad_o, lse_log2, dterm stages and
-// their StagePipeline).
-template <int kSliceCols, int kQuerySlices, int kGradOSlices, class Storage, int kBlockN>
+// The producer warp of a key/value kernel whose traversed Q and dO (kQueryCols,
+// kGradOCols columns) come by TMA (slices of kSliceCols columns): for each
+// traversed block j, the first lane announces the bytes of Q[j] and dO[j]
+// and issues their TMA copies (rows past the sequence end arrive as zeros);
+// while they fly, every lane fetches its rows' L2 and Dterm (plain stores),
+// and the first lane's arrival publishes them, all on the stage's full
+// barrier. The copies first: the fetch's latency (a global load's) would
+// otherwise precede them in every block. Storage: the kernel's shared
+// memory (q, grad_o, lse_log2, dterm stages and their StagePipeline).
+template <int kSliceCols, int kQueryCols, int kGradOCols, class Storage, int kBlockN>
 __device__ __forceinline__ void produce_query_blocks_with_tma(Storage& smem,
                                                               const TraversedTensorMaps& maps,
                                                               const AttentionParams& p,
@@ -36,12 +39,13 @@ __device__ __forceinline__ void produce_query_blocks_with_tma(Storage& smem,
                                                               int batch, int kv_head, int lane) {
   smem.pipeline.produce_with_transactions(walk.total, [&](int j, int stage, u64* full) {
     const int head = walk.head_of(j, kv_head, p.group_size), query0 = walk.query0_of(j);
+    if (lane == 0)
+      tma_load_traversed_block<kBlockN, kSliceCols, kQueryCols, kGradOCols, false>(
+          smem.q[stage], smem.grad_o[stage], maps, query0, head, batch, full);
     stage_traversed_rows<kBlockN>(p, batch, head, query0, smem.lse_log2[stage], smem.dterm[stage],
                                   lane, 32);
     __syncwarp();  // the row statistics are in before the arrival publishes them
-    if (lane != 0) return;
-    tma_load_traversed_block<kBlockN, kSliceCols>(smem.q[stage], kQuerySlices, smem.grad_o[stage],
-                                                  kGradOSlices, 0, maps, query0, head, batch, full);
+    if (lane == 0) mbarrier_arrive(full);
   });
 }
 
@@ -155,8 +159,8 @@ struct BackwardKeyValueWgmmaProducer {
                                                           const AttentionParams& p,
                                                           const typename Base::Traversal& walk,
                                                           int batch, int kv_head, int lane) {
-    produce_query_blocks_with_tma<kSliceCols, kQuerySlices, kGradOSlices>(smem, maps, p, walk,
-                                                                          batch, kv_head, lane);
+    produce_query_blocks_with_tma<kSliceCols, C::kDimQK, C::kDimV>(smem, maps, p, walk, batch,
+                                                                   kv_head, lane);
   }
 };
 

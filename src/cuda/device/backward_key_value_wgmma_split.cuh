@@ -91,8 +91,8 @@ struct BackwardKeyValueWgmmaSplit {
 
     if (Registers::is_producer(warp)) {
       if (warp == kConsumerWarps)
-        produce_query_blocks_with_tma<kSliceCols, kQuerySlices, kGradOSlices>(smem, maps, p, walk,
-                                                                              batch, kv_head, lane);
+        produce_query_blocks_with_tma<kSliceCols, C::kDimQK, C::kDimV>(smem, maps, p, walk, batch,
+                                                                       kv_head, lane);
       return;
     }
     // The warpgroup, broadcast so that the compiler sees a warp-uniform

@@ -148,17 +148,17 @@ struct BackwardQueryWgmmaProducer {
   static constexpr int kValueSlices = ceil_div(C::kDimV, kSliceCols);
 
   // The producer warp's first lane: K[j] and V[j] into stage j % kStages,
-  // one TMA copy per slice, all completing on the stage's full
-  // barrier. Rows past the sequence end arrive as zeros.
+  // each tensor's whole slices in one TMA copy (tma_load_tile), all
+  // completing on the stage's full barrier. Rows past the sequence end
+  // arrive as zeros.
   static __device__ __forceinline__ void produce_with_tma(SharedStorage& smem,
                                                           const TraversedTensorMaps& maps,
                                                           int batch, int kv_head, int n_blocks,
                                                           int lane) {
     smem.pipeline.produce_with_transactions(n_blocks, [&](int j, int stage, u64* full) {
       if (lane != 0) return;
-      tma_load_traversed_block<kBlockN, kSliceCols>(smem.k[stage], kKeySlices, smem.v[stage],
-                                                    kValueSlices, 0, maps, j * kBlockN, kv_head,
-                                                    batch, full);
+      tma_load_traversed_block<kBlockN, kSliceCols, C::kDimQK, C::kDimV>(
+          smem.k[stage], smem.v[stage], maps, j * kBlockN, kv_head, batch, full);
     });
   }
 };

@@ -150,21 +150,22 @@ struct BackwardQueryWgmmaSplit {
                                p.seq_q - warp_row0, C::kDimQK - col0, lane);
   }
 
-  // The producer warp's first lane: K[j] and V[j] into their pipelines, one
-  // TMA copy per slice (rows past the sequence end arrive as zeros).
+  // The producer warp's first lane: K[j] and V[j] into their pipelines, each
+  // tensor's whole slices in one TMA copy (rows past the sequence end arrive
+  // as zeros).
   static __device__ __forceinline__ void produce(SharedStorage& smem,
                                                  const TraversedTensorMaps& maps, int batch,
                                                  int kv_head, int n_blocks) {
     for (int j = 0; j < n_blocks; ++j) {
       const int key0 = j * kBlockN;
       smem.keys.wait_empty(j);
-      tma_load_announced_slices<kBlockN, kSliceCols>(smem.k[j % kKeyStages], &maps.first,
-                                                     kKeySlices, 0, key0, kv_head, batch,
-                                                     smem.keys.full_barrier(j));
+      tma_load_announced_tile<kBlockN, kSliceCols, C::kDimQK>(
+          smem.k[j % kKeyStages], &maps.first_sliced, &maps.first, key0, kv_head, batch,
+          smem.keys.full_barrier(j));
       smem.values.wait_empty(j);
-      tma_load_announced_slices<kBlockN, kSliceCols>(smem.v[j % kValueStages], &maps.second,
-                                                     kValueSlices, 0, key0, kv_head, batch,
-                                                     smem.values.full_barrier(j));
+      tma_load_announced_tile<kBlockN, kSliceCols, C::kDimV>(
+          smem.v[j % kValueStages], &maps.second_sliced, &maps.second, key0, kv_head, batch,
+          smem.values.full_barrier(j));
     }
   }
 

@@ -20,10 +20,10 @@
 // Rows aligned to 4 bytes or more (the copies go straight into the
 // core-matrix tiles); everything else (shapes, masking, softmax, stores) is
 // ForwardWgmma's. With C::kTma (copy=tma; 16-byte aligned rows) one thread
-// of the producer issues a TMA copy per slice of K[j] and V[j] (16 columns
-// into swizzled tiles with swizzle=32, else 8), which complete on the
-// stage's full barrier; the tiles then have the layout TMA writes
-// (TraversedTile).
+// of the producer copies K[j] and V[j] by TMA in slices of 16 columns (into
+// swizzled tiles with swizzle=32, else 8), a tensor's whole slices in one
+// copy (a value chunk's a copy per slice), which complete on the stage's
+// full barrier; the tiles then have the layout TMA writes (TraversedTile).
 #pragma once
 
 #include "forward_wgmma.cuh"
@@ -136,8 +136,9 @@ struct ForwardWgmmaProducer {
   }
 
   // The producer warp's first lane: K[j] and V[j] into stage j % kStages of
-  // their pipelines, one TMA copy per slice, completing on the stage's full
-  // barrier. Rows (and a last slice's columns) past the ends arrive as zeros.
+  // their pipelines (tma_load_announced_tile; a value chunk a copy per
+  // slice), completing on the stage's full barrier. Rows (and a last slice's
+  // columns) past the ends arrive as zeros.
   static __device__ __forceinline__ void produce_with_tma(SharedStorage& smem,
                                                           const TraversedTensorMaps& maps,
                                                           const typename Base::Work& w, int lane) {
@@ -146,13 +147,18 @@ struct ForwardWgmmaProducer {
     for (int j = 0; j < w.n_blocks; ++j) {
       const int stage = j % kStages, key0 = j * kBlockN;
       smem.keys.wait_empty(j);
-      tma_load_announced_slices<kBlockN, kSliceCols>(smem.k[stage], &maps.first, kKeySlices, 0,
-                                                     key0, w.kv_head, w.batch,
-                                                     smem.keys.full_barrier(j));
+      tma_load_announced_tile<kBlockN, kSliceCols, C::kDimQK>(smem.k[stage], &maps.first_sliced,
+                                                              &maps.first, key0, w.kv_head,
+                                                              w.batch, smem.keys.full_barrier(j));
       smem.values.wait_empty(j);
-      tma_load_announced_slices<kBlockN, kSliceCols>(smem.v[stage], &maps.second, value_slice_count,
-                                                     w.dv0, key0, w.kv_head, w.batch,
-                                                     smem.values.full_barrier(j));
+      if constexpr (C::kHeadChunks == 1)  // all of V: its whole slices in one copy
+        tma_load_announced_tile<kBlockN, kSliceCols, C::kDimV>(
+            smem.v[stage], &maps.second_sliced, &maps.second, key0, w.kv_head, w.batch,
+            smem.values.full_barrier(j));
+      else  // this CTA's chunk of V's columns, a copy per slice
+        tma_load_announced_slices<kBlockN, kSliceCols>(smem.v[stage], &maps.second,
+                                                       value_slice_count, w.dv0, key0, w.kv_head,
+                                                       w.batch, smem.values.full_barrier(j));
     }
   }
 

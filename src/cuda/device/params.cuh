@@ -42,10 +42,16 @@ struct alignas(64) TensorMap {
 
 // The tensor maps of a kernel whose producer copies its traversed tiles with
 // TMA (copy=tma): K and V for the forward, Q and dO for the key/value
-// backward; each tensor viewed as [batch][heads][seq][dim], in boxes of
-// tma_slice_columns() columns by the traversed block's rows.
+// backward, K and V for the query backward. Each tensor twice: viewed as
+// [batch][heads][seq][dim], in boxes of tma_slice_columns() columns by the
+// traversed block's rows (first, second); and its whole slices viewed as
+// [batch][heads][slice][seq][column], a slice's columns adjacent and the
+// slices a slice's width apart, in one box of all of them by the block's
+// rows (first_sliced, second_sliced: zero where the tensor has no whole
+// slice), which TMA writes as the per-slice boxes one after the other.
 struct TraversedTensorMaps {
   TensorMap first, second;
+  TensorMap first_sliced, second_sliced;
 };
 
 // Columns of one TMA box (a "slice" of a tile) for tiles with this swizzle

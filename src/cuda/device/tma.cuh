@@ -18,6 +18,15 @@ __device__ __forceinline__ void mbarrier_arrive_expect_bytes(u64* barrier, u32 b
                : "memory");
 }
 
+// Announces `bytes` more bytes without an arrival: the copies that follow
+// may fly while the caller prepares what its later arrival publishes.
+__device__ __forceinline__ void mbarrier_expect_bytes(u64* barrier, u32 bytes) {
+  asm volatile("mbarrier.expect_tx.relaxed.cta.shared::cta.b64 [%0], %1;" ::"r"(
+                   shared_address(barrier)),
+               "r"(bytes)
+               : "memory");
+}
+
 // The box of `map` at coordinates (c0 fastest .. c3) into `destination`
 // (16-byte aligned; elements past the tensor's ends are zero), completing
 // on `barrier`. `map` is a kernel parameter (__grid_constant__).
@@ -28,6 +37,17 @@ __device__ __forceinline__ void tma_load_4d(void* destination, const TensorMap* 
       " [%0], [%1, {%2, %3, %4, %5}], [%6];" ::"r"(shared_address(destination)),
       "l"(reinterpret_cast<unsigned long long>(map)), "r"(c0), "r"(c1), "r"(c2), "r"(c3),
       "r"(shared_address(barrier))
+      : "memory");
+}
+
+// The same for a map of five dims (the sliced view: TraversedTensorMaps).
+__device__ __forceinline__ void tma_load_5d(void* destination, const TensorMap* map, int c0,
+                                            int c1, int c2, int c3, int c4, u64* barrier) {
+  asm volatile(
+      "cp.async.bulk.tensor.5d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+      " [%0], [%1, {%2, %3, %4, %5, %6}], [%7];" ::"r"(shared_address(destination)),
+      "l"(reinterpret_cast<unsigned long long>(map)), "r"(c0), "r"(c1), "r"(c2), "r"(c3),
+      "r"(c4), "r"(shared_address(barrier))
       : "memory");
 }
 
@@ -87,22 +107,53 @@ __device__ __forceinline__ void tma_load_slices_multicast(u16* tile, const Tenso
                           cta_mask);
 }
 
+// All kCols columns (the tensor's own: Dqk or Dv) of rows [row0, row0 +
+// kRows) of one (head, batch) into `tile`, completing on `full`: the whole
+// slices with one copy of the sliced view (whose box is all of them), a
+// last partial slice with one of the per-slice map. A copy per slice costs
+// the issuing thread about ten instructions; at 384 columns, 48 of them a
+// block of Q and dO kept the key/value kernel's producer behind its
+// consumers.
+template <int kRows, int kSliceCols, int kCols>
+__device__ __forceinline__ void tma_load_tile(u16* tile, const TensorMap* sliced,
+                                              const TensorMap* map, int row0, int head, int batch,
+                                              u64* full) {
+  constexpr int kWhole = kCols / kSliceCols;
+  if constexpr (kWhole > 0) tma_load_5d(tile, sliced, 0, row0, 0, head, batch, full);
+  if constexpr (kCols % kSliceCols != 0)
+    tma_load_4d(tile + kWhole * kRows * kSliceCols, map, kWhole * kSliceCols, row0, head, batch,
+                full);
+}
+
+// The same after announcing the tile's bytes on `full` (its one arrival).
+template <int kRows, int kSliceCols, int kCols>
+__device__ __forceinline__ void tma_load_announced_tile(u16* tile, const TensorMap* sliced,
+                                                        const TensorMap* map, int row0, int head,
+                                                        int batch, u64* full) {
+  mbarrier_arrive_expect_bytes(full,
+                               tma_slice_bytes<kRows, kSliceCols>(ceil_div(kCols, kSliceCols)));
+  tma_load_tile<kRows, kSliceCols, kCols>(tile, sliced, map, row0, head, batch, full);
+}
+
 // One traversed block of both tensors of `maps` (rows row0 on, of one head
-// and batch) into its stage's tiles: announces the bytes of both on `full`,
-// then issues their slices. `second_col0`: the second tensor's first column
-// (a value chunk's).
-template <int kRows, int kSliceCols = 8>
-__device__ __forceinline__ void tma_load_traversed_block(u16* first_tile, int first_slices,
-                                                         u16* second_tile, int second_slices,
-                                                         int second_col0,
+// and batch; all kFirstCols and kSecondCols columns) into its stage's
+// tiles: announces the bytes of both on `full` (with the caller's one
+// arrival if kArrive, else without: the caller arrives later), then issues
+// their copies.
+template <int kRows, int kSliceCols, int kFirstCols, int kSecondCols, bool kArrive = true>
+__device__ __forceinline__ void tma_load_traversed_block(u16* first_tile, u16* second_tile,
                                                          const TraversedTensorMaps& maps, int row0,
                                                          int head, int batch, u64* full) {
-  mbarrier_arrive_expect_bytes(full,
-                               tma_slice_bytes<kRows, kSliceCols>(first_slices + second_slices));
-  tma_load_slices<kRows, kSliceCols>(first_tile, &maps.first, first_slices, 0, row0, head, batch,
-                                     full);
-  tma_load_slices<kRows, kSliceCols>(second_tile, &maps.second, second_slices, second_col0, row0,
-                                     head, batch, full);
+  const u32 bytes = tma_slice_bytes<kRows, kSliceCols>(ceil_div(kFirstCols, kSliceCols) +
+                                                       ceil_div(kSecondCols, kSliceCols));
+  if constexpr (kArrive)
+    mbarrier_arrive_expect_bytes(full, bytes);
+  else
+    mbarrier_expect_bytes(full, bytes);
+  tma_load_tile<kRows, kSliceCols, kFirstCols>(first_tile, &maps.first_sliced, &maps.first, row0,
+                                               head, batch, full);
+  tma_load_tile<kRows, kSliceCols, kSecondCols>(second_tile, &maps.second_sliced, &maps.second,
+                                                row0, head, batch, full);
 }
 
 // Zeroes columns [first_col, kCols) of every stage (first_col a multiple
