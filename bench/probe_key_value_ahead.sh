@@ -3,8 +3,8 @@
 # GEMMs ahead of this block's exchanges (ahead=1) against the tuning table's
 # rows (the first run of each group) at D = 288-448: 32-query blocks where
 # the second set of score registers fits beside K and V held (to 352
-# columns), 16-query ones past that (three and four stages deep). Runs the kernel's forced GPU tests
-# first and stops if they fail.
+# columns), 16-query ones past that (three and four stages deep). Runs the
+# kernel's forced GPU tests first and stops if they fail.
 # Usage: bash bench/probe_key_value_ahead.sh [--causal]
 set -uo pipefail
 cd "$(dirname "$0")/.."

@@ -340,12 +340,15 @@ std::string forced_only_path(const KernelSpec& spec, const TuningParams& t) {
   if (t.split == WarpgroupSplit::values)
     return "the wgmma forward whose warpgroups split the value columns and take turns on S "
            "(slower than without)";
-  // Compiles; not yet run on a GPU.
+  // Correct on the H200 (forced GPU tests) but slower than without: the
+  // kernel alone 31.9 against 18.1 ms at D = 288 (32 queries three deep),
+  // 29.0 against 23.3 at 384 (16 queries four deep against the table's 32
+  // three deep; bench/NOTES.md).
   if (t.ahead == 1)
-    return "the key/value backward issuing the next block's GEMMs ahead (not yet measured)";
+    return "the key/value backward issuing the next block's GEMMs ahead (slower than without)";
   // Correct on the H200 (forced GPU tests) but slower than the dV and dK
-  // CTAs alone: 43.6 against 36.3 ms at D = 384, 107.9 against 84.5 at 512
-  // (bench/NOTES.md).
+  // CTAs alone: 43.6 against 36.3 ms at D = 384, 107.9 against 84.5 at 512,
+  // measured while the producer copied a slice at a time (bench/NOTES.md).
   if (t.cluster == 2 && spec.kind == KernelKind::backward_key_value)
     return "the key/value backward whose dV CTA hands Pᵀ to its dK CTA in a cluster (slower than "
            "without)";

@@ -353,7 +353,7 @@ TEST(Generate, SplitDimsKeyValueBackwardTakesTwoCtasPerKeyBlock) {
   EXPECT_NE(g_held.source.find("kCluster = 1"), std::string::npos);
   EXPECT_NE(forced_only_path(s, paired), "") << "measured slower than the CTAs alone";
   // The next block's GEMMs issued ahead: three stages or more, the
-  // key/value kernel only; forced-only until measured.
+  // key/value kernel only; forced-only (measured slower).
   TuningParams ahead = held;
   ahead.stages = 3;
   ahead.ahead = 1;

@@ -16,15 +16,14 @@
 // (cluster=2: the dV CTA rank 0, the dK CTA rank 1 of a cluster of two),
 // the dV CTA hands each block's Pᵀ to the dK CTA (pair_handoff.cuh), which
 // then computes neither Sᵀ nor Pᵀ and reads no K: four GEMMs, two a CTA.
-// Measured slower on the H200 (43.6 against 36.3 ms at D = 384): the kernel
-// is bound by each block's chain of GEMM, exchange and exponentials (the
-// tensor cores busy about a quarter of the time), to which the hand-over
-// adds, rather than by the GEMMs it saves; a forced-only option. A producer
-// warpgroup copies the traversed Q and dO by TMA with their rows' L2 and
-// Dterm (the dV CTA reads no Dterm); block j's stage is read until the
-// product of block j, one block later. K, V, Q and dO are zero-filled to a
-// multiple of 32 columns, so both warpgroups run the same instructions.
-// Deterministic: no atomics, a fixed order; GQA summed inside the CTA.
+// Measured slower on the H200 (43.6 against 36.3 ms at D = 384, while the
+// producer still copied a slice at a time and starved both); a forced-only
+// option. A producer warpgroup copies the traversed Q and dO by TMA with
+// their rows' L2 and Dterm (the dV CTA reads no Dterm); block j's stage is
+// read until the product of block j, one block later. K, V, Q and dO are
+// zero-filled to a multiple of 32 columns, so both warpgroups run the same
+// instructions. Deterministic: no atomics, a fixed order; GQA summed
+// inside the CTA.
 //
 // Operands kept in registers (cache=K, cache=V): the dV CTA may hold its
 // half of K and the dK CTA its half of V as the A fragments of Sᵀ and dPᵀ
