@@ -233,6 +233,9 @@ void check_tuning(const KernelSpec& spec, const TuningParams& t) {
   if (t.ahead != 0 && !key_value_dims)
     fail("ahead=1 applies to the key/value backward with split=dims only");
   if (t.ahead != 0 && t.ahead != 1) fail("ahead must be 0 or 1");
+  if (t.handoff != 0 && !(key_value_dims && t.cluster == 2))
+    fail("handoff=1 applies to the key/value backward with split=dims and cluster=2 only");
+  if (t.handoff != 0 && t.handoff != 1) fail("handoff must be 0 or 1");
   if (t.ahead == 1 && backward_dims_split_stages(spec, t) < 3)
     fail(
         "ahead=1 needs stages >= 3 (a stage is read until the product issued after the next "
@@ -348,9 +351,16 @@ std::string forced_only_path(const KernelSpec& spec, const TuningParams& t) {
     return "the key/value backward issuing the next block's GEMMs ahead (slower than without)";
   // Correct on the H200 (forced GPU tests) but slower than the dV and dK
   // CTAs alone: 43.6 against 36.3 ms at D = 384, 107.9 against 84.5 at 512,
-  // measured while the producer copied a slice at a time (bench/NOTES.md).
-  if (t.cluster == 2 && spec.kind == KernelKind::backward_key_value)
+  // measured before Q and dO were multicast, while the producer copied a
+  // slice at a time (bench/NOTES.md).
+  if (t.handoff == 1)
     return "the key/value backward whose dV CTA hands Pᵀ to its dK CTA in a cluster (slower than "
+           "without)";
+  // Correct on the H200 (forced GPU tests) but slower than the CTAs alone:
+  // 30.9 against 23.1 ms at D = 384, 56.5 against 35.7 at 512 (the pair
+  // runs at the pace of its dK CTA, which has a GEMM more; bench/NOTES.md).
+  if (t.cluster == 2 && spec.kind == KernelKind::backward_key_value)
+    return "the key/value backward whose dV and dK CTAs share Q and dO in a cluster (slower than "
            "without)";
   return "";
 }
@@ -513,21 +523,22 @@ std::size_t shared_bytes(const KernelSpec& spec, const TuningParams& t) {
     }
     case KernelKind::backward_key_value:
       // split=dims: k [64][dqk], v [64][dv] (dims rounded up to 32; V held
-      // in registers: a placeholder of 1024 bytes, K too where paired);
+      // in registers: a placeholder of 1024 bytes, K too with handoff=1);
       // `stages` stages of q [cols][dqk], dO [cols][dv], lse and dterm
       // [cols]; the exchanges [2 warpgroups][128 threads] of partial Sᵀ and
       // dPᵀ (cols / 2 floats) and of A fragments (cols / 8 words); a full and
-      // an empty barrier per stage; paired (cluster=2), the hand-over of Pᵀ
-      // [2 slots][2 warpgroups][cols / 4][128 threads] fp32 and its four barriers
+      // an empty barrier per stage; handing Pᵀ over (handoff=1), its slots
+      // [2][2 warpgroups][cols / 4][128 threads] fp32 and their four barriers
       if (t.split == WarpgroupSplit::dims) {
         const std::size_t dqk32 = round_up(spec.dim_qk, 32), dv32 = round_up(spec.dim_v, 32);
         const std::size_t stages = backward_dims_split_stages(spec, t);
-        const bool paired = t.cluster == 2;
-        const std::size_t k_tile =
-            flashgen_device::held_tile_elements(paired && (t.cached & kCacheK), int(rows * dqk32));
+        const bool hands_over = t.handoff == 1;
+        const std::size_t k_tile = flashgen_device::held_tile_elements(
+            hands_over && (t.cached & kCacheK), int(rows * dqk32));
         const std::size_t v_tile =
             flashgen_device::held_tile_elements(t.cached & kCacheV, int(rows * dv32));
-        const std::size_t handoff = paired ? sizeof(float) * 2 * 2 * (cols / 4) * 128 + 4 * 8 : 0;
+        const std::size_t handoff =
+            hands_over ? sizeof(float) * 2 * 2 * (cols / 4) * 128 + 4 * 8 : 0;
         return kElementBytes * (k_tile + v_tile + stages * cols * (dqk32 + dv32)) +
                sizeof(float) * stages * 2 * cols + 2 * 128 * 4 * (cols / 2 + cols / 8) +
                producer_barrier_bytes(t, stages) + handoff;
@@ -610,7 +621,8 @@ GeneratedKernel generate(const KernelSpec& spec, const TuningParams& t) {
         << "  static constexpr int kValueStages = 2;\n";
     if (t.split == WarpgroupSplit::dims && spec.kind == KernelKind::backward_key_value)
       s << "  static constexpr int kStages = " << backward_dims_split_stages(spec, t) << ";\n"
-        << "  static constexpr bool kAhead = " << (t.ahead == 1 ? "true" : "false") << ";\n";
+        << "  static constexpr bool kAhead = " << (t.ahead == 1 ? "true" : "false") << ";\n"
+        << "  static constexpr bool kHandoff = " << (t.handoff == 1 ? "true" : "false") << ";\n";
   }
   s << "};\n\n"
     << "using Kernel = fg::" << kind.kernel << "<Config>;\n";

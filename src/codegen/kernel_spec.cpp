@@ -30,7 +30,7 @@ std::string cached_names(unsigned cached) {
       {kCacheQ, "Q"}, {kCacheK, "K"}, {kCacheV, "V"}, {kCacheGradO, "dO"}};
   std::string out;
   for (const auto& n : names)
-    if (cached & n.bit) out += (out.empty() ? "" : ",") + std::string(n.name);
+    if (cached & n.bit) out.append(out.empty() ? "" : ",").append(n.name);
   return out.empty() ? "none" : out;
 }
 
@@ -73,6 +73,7 @@ std::string TuningParams::to_string() const {
   if (cluster != 1) s << " cluster=" << cluster;  // omitted for CTAs on their own
   if (swizzle != 0) s << " swizzle=" << swizzle;  // omitted for the core-matrix layout
   if (ahead != 0) s << " ahead=" << ahead;        // omitted for GEMMs issued block by block
+  if (handoff != 0) s << " handoff=" << handoff;  // omitted where each CTA computes its own Pᵀ
   return s.str();
 }
 
@@ -95,6 +96,7 @@ TuningParams parse_tuning(const std::string& text) {
       else if (key == "cluster") t.cluster = std::stoi(value);
       else if (key == "swizzle") t.swizzle = std::stoi(value);
       else if (key == "ahead") t.ahead = std::stoi(value);
+      else if (key == "handoff") t.handoff = std::stoi(value);
       else if (key == "producer" && (value == "warp" || value == "none")) t.producer = value == "warp";
       else if (key == "producer") throw Error(ErrorCode::invalid_argument, "tuning: producer must be warp or none, got '" + value + "'");
       else if (key == "copy" && (value == "tma" || value == "async")) t.tma = value == "tma";

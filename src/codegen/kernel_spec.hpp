@@ -84,8 +84,10 @@ struct TuningParams {
   bool tma = false;
   // What the warpgroups of a wgmma forward CTA divide among them.
   WarpgroupSplit split = WarpgroupSplit::rows;
-  // CTAs of adjacent row blocks launched as one cluster, each copying part of
-  // every traversed tile for all of them (TMA multicast): 1 or 2 (split=values).
+  // CTAs launched as one cluster of two, each copying part of every
+  // traversed tile for both (TMA multicast): adjacent row blocks of the
+  // forward with split=values; the dV and the dK CTA of a key block of the
+  // key/value backward with split=dims. 1: CTAs on their own.
   int cluster = 1;
   // With copy=tma: 0, the traversed tiles in the no-swizzle core-matrix layout,
   // copied as 8-column slices (16 bytes a row: half an L2 sector per row); 32,
@@ -97,6 +99,10 @@ struct TuningParams {
   // registers, three stages or more), so the tensor cores run them
   // meanwhile; 0 issues each block's GEMMs after the last one's exchanges.
   int ahead = 0;
+  // The key/value backward with split=dims in clusters of two: 1 has the dV
+  // CTA hand each block's Pᵀ to the dK CTA (which then computes neither Sᵀ
+  // nor Pᵀ and reads no K); 0, each CTA computes its own.
+  int handoff = 0;
 
   // 16-row tiles per warp (one where two warpgroups split their 64 rows' work).
   int row_tiles() const {
@@ -104,7 +110,7 @@ struct TuningParams {
   }
   // "rows=128 cols=64 head=128 warps=4 cache=Q" [" mma=wgmma"] [" stages=3"]
   // [" producer=warp"] [" copy=tma"] [" split=dims|values|outputs"] [" cluster=2"]
-  // [" swizzle=32"]
+  // [" swizzle=32"] [" ahead=1"] [" handoff=1"]
   std::string to_string() const;
   bool operator==(const TuningParams&) const = default;
 };

@@ -101,11 +101,11 @@ Iteration iteration_of(const KernelSpec& spec, const TuningParams& t) {
       }
       // The A operands K and V (rows of keys) are read per GEMM; with
       // split=dims the dV CTA reads K only, the dK CTA both, unless held in
-      // registers (cache=K: the dV CTA's K, cache=V: the dK CTA's V). In
-      // pairs (cluster=2) the dK CTA takes Pᵀ from the dV CTA: no Sᵀ, no K.
+      // registers (cache=K: the dV CTA's K, cache=V: the dK CTA's V). With
+      // handoff=1 the dK CTA takes Pᵀ from the dV CTA: no Sᵀ, no K.
       double operand_rows = rows * (w.dqk + w.dv);
       if (t.split == WarpgroupSplit::dims) {
-        const double paired = t.cluster == 2 ? 0.5 : 0.0;
+        const double paired = t.handoff == 1 ? 0.5 : 0.0;
         operand_rows = rows * (w.dqk * (((t.cached & kCacheK) ? 0.5 : 1.0) - paired) +
                                w.dv * ((t.cached & kCacheV) ? 0.0 : 0.5));
         k_width -= paired * w.dqk;

@@ -339,19 +339,34 @@ TEST(Generate, SplitDimsKeyValueBackwardTakesTwoCtasPerKeyBlock) {
   refused(s, query_held, "cache=K, cache=V, cache=K,V or cache=none");
   refused(spec_of(KernelKind::backward_query, 384, 384), held,
           "cache=Q, cache=dO, cache=Q,dO or cache=none");
-  // In pairs (cluster=2): the dK CTA reads no K, so a held K leaves K's
-  // tile out too; the hand-over of Pᵀ (2 slots x 2 warpgroups x 8 floats x
-  // 128 threads) and its four barriers are added.
+  // In pairs (cluster=2) sharing Q and dO: the same shared memory. Handing
+  // Pᵀ over (handoff=1), the dK CTA reads no K, so a held K leaves K's tile
+  // out too; the hand-over (2 slots x 2 warpgroups x 8 floats x 128
+  // threads) and its four barriers are added.
   TuningParams paired = held;
   paired.cluster = 2;
-  EXPECT_EQ(shared_bytes(s, paired) + 2u * (64 * 384 - 512),
+  EXPECT_EQ(shared_bytes(s, paired), shared_bytes(s, held));
+  TuningParams handing_over = paired;
+  handing_over.handoff = 1;
+  EXPECT_EQ(handing_over.to_string(),
+            "rows=64 cols=32 head=0 warps=8 cache=K,V mma=wgmma producer=warp copy=tma "
+            "split=dims cluster=2 swizzle=32 handoff=1");
+  EXPECT_EQ(parse_tuning(handing_over.to_string()), handing_over);
+  EXPECT_EQ(shared_bytes(s, handing_over) + 2u * (64 * 384 - 512),
             shared_bytes(s, held) + 4u * 2 * 2 * 8 * 128 + 8u * 4);
   const GeneratedKernel g_paired = generate(s, paired);
   EXPECT_EQ(g_paired.cluster, 2);
   EXPECT_NE(g_paired.source.find("kCluster = 2"), std::string::npos);
+  EXPECT_NE(g_paired.source.find("kHandoff = false"), std::string::npos);
   EXPECT_NE(g_paired.source.find("__cluster_dims__(2, 1, 1)"), std::string::npos);
+  EXPECT_NE(generate(s, handing_over).source.find("kHandoff = true"), std::string::npos);
   EXPECT_NE(g_held.source.find("kCluster = 1"), std::string::npos);
   EXPECT_NE(forced_only_path(s, paired), "") << "measured slower than the CTAs alone";
+  EXPECT_NE(forced_only_path(s, handing_over), "") << "measured slower than the CTAs alone";
+  TuningParams alone_handing_over = held;
+  alone_handing_over.handoff = 1;
+  refused(s, alone_handing_over, "handoff=1 applies to the key/value backward with split=dims "
+                                 "and cluster=2 only");
   // The next block's GEMMs issued ahead: three stages or more, the
   // key/value kernel only; forced-only (measured slower).
   TuningParams ahead = held;

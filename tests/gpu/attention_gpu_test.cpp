@@ -403,12 +403,14 @@ constexpr std::size_t kH200SharedBytesPerBlock = 232448;  // the opt-in limit (s
 
 // A tuning with split=dims: traversed blocks, stages, swizzle, operands held
 // in registers, CTAs per cluster (the key/value kernel's dV and dK CTAs in
-// pairs), the next block's GEMMs issued ahead (the key/value kernel).
+// pairs sharing Q and dO), the next block's GEMMs issued ahead and Pᵀ handed
+// over in a pair (the key/value kernel).
 struct DimsSplitShape {
   int cols, stages, swizzle;
   unsigned cached;
   int cluster = 1;
   int ahead = 0;
+  int handoff = 0;
 };
 
 // Checks the backward with `kind` forced to split=dims over each of `shapes`
@@ -426,6 +428,7 @@ void check_backward_dims_split(KernelKind kind, const Case& c,
     tuning.split = WarpgroupSplit::dims;
     tuning.cluster = shape.cluster;
     tuning.ahead = shape.ahead;
+    tuning.handoff = shape.handoff;
     if (shared_bytes(spec, tuning) > kH200SharedBytesPerBlock) continue;
     const ScopedTuningOverride force(kind, tuning);
     EXPECT_TRUE(check_backward(c, gpu_options(true))) << tuning.to_string();
@@ -449,8 +452,8 @@ TEST_P(GpuBackwardWgmmaQuerySplit, MatchesReference) {
 // 64 keys, each of two warpgroups splitting the head dims (the query
 // kernel's cases; Q and dO two or three stages deep; K of the dV CTA and V of
 // the dK CTA in shared memory or registers; the two CTAs alone or in pairs,
-// the dV CTA handing Pᵀ to the dK CTA; each block's GEMMs issued after the
-// last block's exchanges or ahead of them).
+// sharing Q and dO, and with the dV CTA handing Pᵀ to the dK CTA; each
+// block's GEMMs issued after the last block's exchanges or ahead of them).
 class GpuBackwardWgmmaKeyValueDims : public ::testing::TestWithParam<Case> {};
 
 TEST_P(GpuBackwardWgmmaKeyValueDims, MatchesReference) {
@@ -466,6 +469,8 @@ TEST_P(GpuBackwardWgmmaKeyValueDims, MatchesReference) {
                              {16, 2, 0, 0, 2},
                              {48, 2, 32, kCacheK, 2},
                              {16, 3, 32, kCacheV, 2},
+                             {32, 3, 32, kCacheK | kCacheV, 2, 0, 1},
+                             {16, 2, 0, 0, 2, 0, 1},
                              {32, 3, 32, kCacheK | kCacheV, 1, 1},
                              {16, 3, 32, kCacheK | kCacheV, 1, 1},
                              {16, 3, 0, 0, 1, 1}});

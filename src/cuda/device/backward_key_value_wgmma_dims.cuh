@@ -14,11 +14,14 @@
 // Five GEMMs instead of four (Sᵀ twice), against the mma.sync kernel's
 // column chunks, which recompute Sᵀ and dPᵀ per chunk. In pairs
 // (cluster=2: the dV CTA rank 0, the dK CTA rank 1 of a cluster of two),
-// the dV CTA hands each block's Pᵀ to the dK CTA (pair_handoff.cuh), which
-// then computes neither Sᵀ nor Pᵀ and reads no K: four GEMMs, two a CTA.
-// Measured slower on the H200 (43.6 against 36.3 ms at D = 384, while the
-// producer still copied a slice at a time and starved both); a forced-only
-// option. A producer warpgroup copies the traversed Q and dO by TMA with
+// the two CTAs, which traverse the same query blocks, share the copies of
+// Q and dO (each producer copies one of the two into both CTAs: half the
+// L2 reads); with handoff=1 the dV CTA also hands each block's Pᵀ to the
+// dK CTA (pair_handoff.cuh), which then computes neither Sᵀ nor Pᵀ and
+// reads no K: four GEMMs, two a CTA. The hand-over measured slower on the
+// H200 (43.6 against 36.3 ms at D = 384, while the producer still copied a
+// slice at a time and starved both); both are forced-only options. A
+// producer warpgroup copies the traversed Q and dO by TMA with
 // their rows' L2 and Dterm (the dV CTA reads no Dterm); block j's stage is
 // read until the product of block j, one block later. K, V, Q and dO are
 // zero-filled to a multiple of 32 columns, so both warpgroups run the same
@@ -45,7 +48,8 @@ namespace flashgen_device {
 // warpgroups), kBlockN, kVec (8), kCausal, kTma (true), kSwizzle, kStages,
 // kHeadChunks (2: the dV and the dK CTA of each key block), kCacheK (the
 // dV CTA's K in registers), kCacheV (the dK CTA's V in registers),
-// kCluster (2: the dV and the dK CTA of a key block in a cluster, Pᵀ handed over),
+// kCluster (2: the dV and the dK CTA of a key block in a cluster, Q and dO
+// shared), kHandoff (in a cluster, Pᵀ handed from the dV to the dK CTA),
 // kAhead (block j+1's GEMMs issued before block j's exchanges: traverse_ahead).
 template <class C>
 struct BackwardKeyValueWgmmaDims {
@@ -60,9 +64,11 @@ struct BackwardKeyValueWgmmaDims {
   static constexpr int kBothGroups = 2 * kWarpgroupThreads;
   static constexpr bool kKeysInRegisters = C::kCacheK, kValuesInRegisters = C::kCacheV;
   static constexpr bool kPaired = C::kCluster == 2;
-  // Paired, only the dV CTA reads K: where it holds K, no CTA needs K's tile.
+  static constexpr bool kHandoff = C::kHandoff;
+  // Handing Pᵀ over, only the dV CTA reads K: where it holds K, no CTA
+  // needs K's tile.
   static constexpr int kKeyTileElements =
-      held_tile_elements(kPaired && kKeysInRegisters, kBlockM * kDimQK);
+      held_tile_elements(kHandoff && kKeysInRegisters, kBlockM * kDimQK);
   static constexpr int kValueTileElements = held_tile_elements(kValuesInRegisters, kBlockM * kDimV);
   static_assert(C::kWarps == 8 && C::kHeadChunks == 2,
                 "two warpgroups over the same 64 keys; a dV and a dK CTA per key block");
@@ -70,6 +76,7 @@ struct BackwardKeyValueWgmmaDims {
                 "wgmma n is 16..256; half of dK (dV) lives in each warpgroup's registers");
   static_assert(C::kTma && C::kVec == 8, "Q and dO are copied by TMA");
   static_assert(C::kCluster == 1 || C::kCluster == 2, "alone, or a dV and a dK CTA in pairs");
+  static_assert(!kHandoff || kPaired, "Pᵀ is handed over inside a pair");
   typedef RegisterSplit<C::kWarps> Registers;
   typedef QueryTraversal<kBlockN> Traversal;
   typedef TraversedTile<kBlockN, kDimQK, true, C::kSwizzle> Queries;
@@ -91,12 +98,13 @@ struct BackwardKeyValueWgmmaDims {
     u32 fragments[2][kFragmentWords][kWarpgroupThreads];
     StagePipeline<kStages> pipeline;  // a full and an empty barrier per stage
   };
-  // Paired: the dV CTA's Pᵀ of two blocks, in the dK CTA's (both CTAs have
-  // the same layout; the dV CTA uses only the slots' empty barriers).
-  struct PairedTiles : Tiles {
+  // Handing Pᵀ over: the dV CTA's Pᵀ of two blocks, in the dK CTA's (both
+  // CTAs have the same layout; the dV CTA uses only the slots' empty
+  // barriers).
+  struct HandoffTiles : Tiles {
     PairHandoff<kQueryTiles> handoff;
   };
-  typedef typename select_type<kPaired, PairedTiles, Tiles>::type SharedStorage;
+  typedef typename select_type<kHandoff, HandoffTiles, Tiles>::type SharedStorage;
   static constexpr u32 kValueRank = 0, kKeyRank = 1;  // cluster ranks, paired
 
   // Named barriers of the exchanges (0 is __syncthreads').
@@ -119,16 +127,16 @@ struct BackwardKeyValueWgmmaDims {
     const Traversal walk = Traversal::template of<C::kCausal>(p, key0);
 
     if (thread == 0) {
-      smem.pipeline.init(kConsumerWarps);
-      if constexpr (kPaired) {
-        smem.handoff.init();
-        fence_barrier_init();
-      }
+      // Paired, a stage is free once the consumers of both CTAs (whose
+      // stages both producers fill) have released it.
+      smem.pipeline.init(kPaired ? 2 * kConsumerWarps : kConsumerWarps);
+      if constexpr (kHandoff) smem.handoff.init();
+      if constexpr (kPaired) fence_barrier_init();
     }
     if (warp < kConsumerWarps) {
       const u16* k = head_slice<const u16>(p.k, batch, kv_head) + key0 * p.k.stride_seq;
       const bool reads_key_tile =
-          kPaired ? !grad_keys && !kKeysInRegisters : grad_keys || !kKeysInRegisters;
+          kHandoff ? !grad_keys && !kKeysInRegisters : grad_keys || !kKeysInRegisters;
       if (reads_key_tile)
         copy_core_matrix_tile<kBlockM, kDimQK, C::kVec, kBothGroups>(
             smem.k, k, p.k.stride_seq, p.seq_kv - key0, C::kDimQK, thread);
@@ -153,8 +161,8 @@ struct BackwardKeyValueWgmmaDims {
 
     if (Registers::is_producer(warp)) {
       if (warp == kConsumerWarps)
-        produce_query_blocks_with_tma<kSliceCols, C::kDimQK, C::kDimV>(smem, maps, p, walk, batch,
-                                                                       kv_head, lane);
+        produce_query_blocks_with_tma<kSliceCols, C::kDimQK, C::kDimV, kPaired>(
+            smem, maps, p, walk, batch, kv_head, lane);
       if constexpr (kPaired) cluster_sync();
       return;
     }
@@ -230,7 +238,7 @@ struct BackwardKeyValueWgmmaDims {
         [&](float(&st)[1][kQueryTiles][4], float(&)[1][kQueryTiles][4], int j) {
           sum_partials(smem.partial, kPartialsBarrier, group, group_thread, st);
           probabilities(st, smem, p, walk, j, warp_key0, lane);
-          if constexpr (kPaired) smem.handoff.send(st, j, kKeyRank, group, group_thread, lane);
+          if constexpr (kHandoff) smem.handoff.send(st, j, kKeyRank, group, group_thread, lane);
         },
         group, group_thread, lane);
   }
@@ -249,12 +257,12 @@ struct BackwardKeyValueWgmmaDims {
     if constexpr (kValuesInRegisters)
       load_a_fragments_global(v_frag, p.v, batch, kv_head, warp_key0, p.seq_kv, group * kHalfV,
                               C::kDimV, lane);
-    // dPᵀ (then dSᵀ, the product's A operand) first, Sᵀ (then Pᵀ; paired,
-    // Pᵀ from the dV CTA) second.
+    // dPᵀ (then dSᵀ, the product's A operand) first, Sᵀ (then Pᵀ; handed
+    // over, Pᵀ from the dV CTA) second.
     traverse(
         smem, walk.total, dk,
         [&](float(&dpt)[1][kQueryTiles][4], float(&st)[1][kQueryTiles][4], int j) {
-          if constexpr (!kPaired) half_scores(st, k_desc, smem.q[j % kStages], q_half);
+          if constexpr (!kHandoff) half_scores(st, k_desc, smem.q[j % kStages], q_half);
           if constexpr (kValuesInRegisters)
             half_scores_from_registers<GradOs>(dpt, v_frag, smem.grad_o[j % kStages], o_half);
           else
@@ -264,7 +272,7 @@ struct BackwardKeyValueWgmmaDims {
           half_key_product(dk, dst_frag, smem.q[j % kStages], q_half);
         },
         [&](float(&dpt)[1][kQueryTiles][4], float(&st)[1][kQueryTiles][4], int j) {
-          if constexpr (kPaired) {
+          if constexpr (kHandoff) {
             sum_partials(smem.partial, kPartialsBarrier, group, group_thread, dpt);
             smem.handoff.receive(st, j, kValueRank, group, group_thread, lane);
           } else {
@@ -321,7 +329,7 @@ struct BackwardKeyValueWgmmaDims {
       side(a, b, j);
       wgmma_wait<0>();  // the A fragments of block j−1 are free
       fence_registers(flat(acc));
-      smem.pipeline.release(j - 1, lane);
+      release(smem, j - 1, lane);
       pack_and_exchange(smem, frag, a, group, group_thread);
     }
     if (total > 0) {
@@ -331,7 +339,7 @@ struct BackwardKeyValueWgmmaDims {
       wgmma_commit();
       wgmma_wait<0>();
       fence_registers(flat(acc));
-      smem.pipeline.release(total - 1, lane);
+      release(smem, total - 1, lane);
     }
   }
 
@@ -373,7 +381,7 @@ struct BackwardKeyValueWgmmaDims {
       side(a, b, j);
       wgmma_wait<1>();  // P(j−1) is done: its fragments and stage are free
       fence_registers(flat(acc));
-      if (j > 0) smem.pipeline.release(j - 1, lane);
+      if (j > 0) release(smem, j - 1, lane);
       pack_and_exchange(smem, frag, a, group, group_thread);
       fence_registers(flat(acc));
       wgmma_fence();
@@ -410,7 +418,13 @@ struct BackwardKeyValueWgmmaDims {
     }
     wgmma_wait<0>();
     fence_registers(flat(acc));
-    smem.pipeline.release(j, lane);
+    release(smem, j, lane);
+  }
+
+  // This warp no longer reads block j's stage: paired, in both CTAs (both
+  // producers write every stage of both).
+  static __device__ __forceinline__ void release(SharedStorage& smem, int j, int lane) {
+    smem.pipeline.template release_in_cluster<C::kCluster>(j, lane);
   }
 
   // Packs this warpgroup's rows of Pᵀ (dSᵀ) as A fragments, hands its words
