@@ -32,11 +32,10 @@ flashgen_device::TensorMap encode(const TensorView& t, const TensorMapGeometry& 
       swizzle == 32 ? driver::CU_TENSOR_MAP_SWIZZLE_32B : driver::CU_TENSOR_MAP_SWIZZLE_NONE,
       driver::CU_TENSOR_MAP_L2_PROMOTION_L2_128B, driver::CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   if (result != driver::CUDA_SUCCESS) {
-    throw Error(ErrorCode::runtime, "cuTensorMapEncodeTiled failed for " + name + " (dims " +
-                                        list(g.dims, g.rank) + ", byte strides " +
-                                        list(g.byte_strides, g.rank - 1) + ", box " +
-                                        list(g.box, g.rank, "x") +
-                                        "): " + driver::error_text(result));
+    throw Error(ErrorCode::runtime,
+                "cuTensorMapEncodeTiled failed for " + name + " (dims " + list(g.dims, g.rank) +
+                    ", byte strides " + list(g.byte_strides, g.rank - 1) + ", box " +
+                    list(g.box, g.rank, "x") + "): " + driver::error_text(result));
   }
   return map;
 }

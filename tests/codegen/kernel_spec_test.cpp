@@ -365,8 +365,9 @@ TEST(Generate, SplitDimsKeyValueBackwardTakesTwoCtasPerKeyBlock) {
   EXPECT_NE(forced_only_path(s, handing_over), "") << "measured slower than the CTAs alone";
   TuningParams alone_handing_over = held;
   alone_handing_over.handoff = 1;
-  refused(s, alone_handing_over, "handoff=1 applies to the key/value backward with split=dims "
-                                 "and cluster=2 only");
+  refused(s, alone_handing_over,
+          "handoff=1 applies to the key/value backward with split=dims "
+          "and cluster=2 only");
   // The next block's GEMMs issued ahead: three stages or more, the
   // key/value kernel only; forced-only (measured slower).
   TuningParams ahead = held;

@@ -148,8 +148,8 @@ struct ForwardWgmmaProducer {
       const int stage = j % kStages, key0 = j * kBlockN;
       smem.keys.wait_empty(j);
       tma_load_announced_tile<kBlockN, kSliceCols, C::kDimQK>(smem.k[stage], &maps.first_sliced,
-                                                              &maps.first, key0, w.kv_head,
-                                                              w.batch, smem.keys.full_barrier(j));
+                                                              &maps.first, key0, w.kv_head, w.batch,
+                                                              smem.keys.full_barrier(j));
       smem.values.wait_empty(j);
       if constexpr (C::kHeadChunks == 1)  // all of V: its whole slices in one copy
         tma_load_announced_tile<kBlockN, kSliceCols, C::kDimV>(

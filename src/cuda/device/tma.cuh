@@ -21,10 +21,10 @@ __device__ __forceinline__ void mbarrier_arrive_expect_bytes(u64* barrier, u32 b
 // Announces `bytes` more bytes without an arrival: the copies that follow
 // may fly while the caller prepares what its later arrival publishes.
 __device__ __forceinline__ void mbarrier_expect_bytes(u64* barrier, u32 bytes) {
-  asm volatile("mbarrier.expect_tx.relaxed.cta.shared::cta.b64 [%0], %1;" ::"r"(
-                   shared_address(barrier)),
-               "r"(bytes)
-               : "memory");
+  asm volatile(
+      "mbarrier.expect_tx.relaxed.cta.shared::cta.b64 [%0], %1;" ::"r"(shared_address(barrier)),
+      "r"(bytes)
+      : "memory");
 }
 
 // The box of `map` at coordinates (c0 fastest .. c3) into `destination`
@@ -41,13 +41,13 @@ __device__ __forceinline__ void tma_load_4d(void* destination, const TensorMap* 
 }
 
 // The same for a map of five dims (the sliced view: TraversedTensorMaps).
-__device__ __forceinline__ void tma_load_5d(void* destination, const TensorMap* map, int c0,
-                                            int c1, int c2, int c3, int c4, u64* barrier) {
+__device__ __forceinline__ void tma_load_5d(void* destination, const TensorMap* map, int c0, int c1,
+                                            int c2, int c3, int c4, u64* barrier) {
   asm volatile(
       "cp.async.bulk.tensor.5d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
       " [%0], [%1, {%2, %3, %4, %5, %6}], [%7];" ::"r"(shared_address(destination)),
-      "l"(reinterpret_cast<unsigned long long>(map)), "r"(c0), "r"(c1), "r"(c2), "r"(c3),
-      "r"(c4), "r"(shared_address(barrier))
+      "l"(reinterpret_cast<unsigned long long>(map)), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(c4),
+      "r"(shared_address(barrier))
       : "memory");
 }
 
@@ -75,8 +75,8 @@ __device__ __forceinline__ void tma_load_5d_multicast(void* destination, const T
       "cp.async.bulk.tensor.5d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
       ".multicast::cluster [%0], [%1, {%2, %3, %4, %5, %6}], [%7], %8;" ::"r"(
           shared_address(destination)),
-      "l"(reinterpret_cast<unsigned long long>(map)), "r"(c0), "r"(c1), "r"(c2), "r"(c3),
-      "r"(c4), "r"(shared_address(barrier)), "h"(cta_mask)
+      "l"(reinterpret_cast<unsigned long long>(map)), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(c4),
+      "r"(shared_address(barrier)), "h"(cta_mask)
       : "memory");
 }
 
