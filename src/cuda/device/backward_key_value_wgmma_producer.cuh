@@ -47,9 +47,8 @@ __device__ __forceinline__ void produce_query_blocks_with_tma(Storage& smem,
     if (lane == 0) {
       if constexpr (kShared) {
         constexpr u32 kBothCtas = 0x3;
-        mbarrier_expect_bytes(
-            full, tma_slice_bytes<kBlockN, kSliceCols>(ceil_div(kQueryCols, kSliceCols) +
-                                                       ceil_div(kGradOCols, kSliceCols)));
+        mbarrier_expect_bytes(full, tma_tile_bytes<kBlockN, kSliceCols, kQueryCols>() +
+                                        tma_tile_bytes<kBlockN, kSliceCols, kGradOCols>());
         if (cluster_rank() == 0)
           tma_load_tile_multicast<kBlockN, kSliceCols, kQueryCols>(
               smem.q[stage], &maps.first_sliced, &maps.first, query0, head, batch, full, kBothCtas);

@@ -121,6 +121,13 @@ __device__ __forceinline__ void tma_load_slices_multicast(u16* tile, const Tenso
                           cta_mask);
 }
 
+// Bytes of a tile of kRows rows and kCols columns as TMA writes it: its
+// slices, a partial last one whole (zeros past kCols).
+template <int kRows, int kSliceCols, int kCols>
+__device__ __forceinline__ u32 tma_tile_bytes() {
+  return tma_slice_bytes<kRows, kSliceCols>(ceil_div(kCols, kSliceCols));
+}
+
 // All kCols columns (the tensor's own: Dqk or Dv) of rows [row0, row0 +
 // kRows) of one (head, batch) into `tile`, completing on `full`: the whole
 // slices with one copy of the sliced view (whose box is all of them), a
@@ -158,8 +165,7 @@ template <int kRows, int kSliceCols, int kCols>
 __device__ __forceinline__ void tma_load_announced_tile(u16* tile, const TensorMap* sliced,
                                                         const TensorMap* map, int row0, int head,
                                                         int batch, u64* full) {
-  mbarrier_arrive_expect_bytes(full,
-                               tma_slice_bytes<kRows, kSliceCols>(ceil_div(kCols, kSliceCols)));
+  mbarrier_arrive_expect_bytes(full, tma_tile_bytes<kRows, kSliceCols, kCols>());
   tma_load_tile<kRows, kSliceCols, kCols>(tile, sliced, map, row0, head, batch, full);
 }
 
@@ -172,8 +178,8 @@ template <int kRows, int kSliceCols, int kFirstCols, int kSecondCols, bool kArri
 __device__ __forceinline__ void tma_load_traversed_block(u16* first_tile, u16* second_tile,
                                                          const TraversedTensorMaps& maps, int row0,
                                                          int head, int batch, u64* full) {
-  const u32 bytes = tma_slice_bytes<kRows, kSliceCols>(ceil_div(kFirstCols, kSliceCols) +
-                                                       ceil_div(kSecondCols, kSliceCols));
+  const u32 bytes = tma_tile_bytes<kRows, kSliceCols, kFirstCols>() +
+                    tma_tile_bytes<kRows, kSliceCols, kSecondCols>();
   if constexpr (kArrive)
     mbarrier_arrive_expect_bytes(full, bytes);
   else
