@@ -13,8 +13,8 @@
 #                                     [--dims LIST] [--tune-dims LIST] [--kernel-cache ARCHIVE]
 #
 # --budget   wall-clock seconds for the whole run (default 560)
-# --steps    which steps run, of build,tests_new,tests_rest,probe,tune,bench,peers,f32,pytest
-#            (default: all but tune)
+# --steps    which steps run, of build,sanitize,tests_new,tests_rest,probe,tune,bench,peers,
+#            f32,pytest (default: all but sanitize and tune)
 # --new      ctest regex of the tests to run first (default "Tma|Float32|WgmmaSplit")
 # --dims     head dimensions of the bench and peers rows
 #            (default 40,64,127,128,199,256,257,384,385,512)
@@ -85,6 +85,19 @@ if wanted build; then
   tail -3 "$out/build.log"
 fi
 
+# The sanitizer sweep (scripts/sanitize.py: memcheck, racecheck, synccheck
+# and initcheck over every kernel family), after the racecheck verdict on the
+# producer's hand-over pattern alone (tests/sanitize/handover_pattern.cu).
+if wanted sanitize; then
+  step handover 60 bash -c "nvcc -arch=sm_90a -o /tmp/handover_pattern tests/sanitize/handover_pattern.cu &&
+    for v in lane0 all; do compute-sanitizer --tool racecheck --racecheck-report analysis \
+      /tmp/handover_pattern \$v; done"
+  grep -E "handover_pattern|SUMMARY|Error" "$out/handover.log"
+  step sanitize 420 python3 scripts/sanitize.py --flashgen build-gpu/flashgen --jobs 6 \
+    --out "$out/sanitize_${date_tag}.json" --raw "$out/sanitize_raw" --log "$out/sanitize_problems.txt"
+  tail -45 "$out/sanitize.log"
+fi
+
 if wanted tests_new; then
   step tests_new 150 bash -c "cd build-gpu && ctest -L gpu -R '$new_tests' --parallel 4 --timeout 120 \
     --output-on-failure"
@@ -148,7 +161,11 @@ if wanted pytest; then
   for f in "$out"/pytest_*.log; do echo "$(basename "$f"): $(tail -1 "$f")"; done
 fi
 
-# The step logs as one archive beside the JSON (each step printed its summary above).
+# The step logs (and the sanitizer's raw reports) as one archive beside the
+# JSON (each step printed its summary above).
 if compgen -G "$out/*.log" > /dev/null; then
-  tar -C "$out" -czf "$out/logs.tar.gz" $(cd "$out" && ls *.log) && rm -f "$out"/*.log
+  extra=()
+  [ -d "$out/sanitize_raw" ] && extra=(sanitize_raw)
+  tar -C "$out" -czf "$out/logs.tar.gz" $(cd "$out" && ls *.log) "${extra[@]}" &&
+    rm -rf "$out"/*.log "$out/sanitize_raw"
 fi

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import torch
 
+from ._arguments import check_bool, check_causal, check_scale
 from ._layout import BHSD, BSHD, check_layout
 from ._torch_ops import attention_forward
 from ._torch_views import check_inputs
@@ -35,15 +36,18 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal: bool
     o is a new tensor packed in the given layout. Raises TypeError for dtype
     problems, ValueError for shapes, devices and other bad arguments
     (before anything runs), flashgen.UnsupportedError when no backend can run
-    the problem here.
+    the problem here. causal, deterministic and return_lse take bools, scale
+    a real number or None: anything else raises TypeError.
     """
+    causal, scale = check_causal(causal), check_scale(scale)
+    deterministic = check_bool("deterministic", deterministic)
+    return_lse = check_bool("return_lse", return_lse)
     check_layout(layout)
     check_inputs({"q": q, "k": k, "v": v})
     heads_major = layout == BHSD
     if heads_major:
         q, k, v = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
-    o, lse = attention_forward(q, k, v, bool(causal), None if scale is None else float(scale),
-                               bool(deterministic), heads_major)
+    o, lse = attention_forward(q, k, v, causal, scale, deterministic, heads_major)
     if heads_major:
         o = o.transpose(1, 2)
     return (o, lse) if return_lse else o

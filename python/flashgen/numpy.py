@@ -19,6 +19,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import _capi
+from ._arguments import check_causal, check_int, check_scale
 from ._layout import BSHD, SEQ_HEADS_SWAP, check_layout, packed_shape
 
 __all__ = ["forward", "backward"]
@@ -103,8 +104,10 @@ def _empty(layout: str, dtype, batch: int, seq: int, heads: int, dim: int) -> tu
 
 
 def _options(causal: bool, scale, cpu_threads: int) -> _capi.Options:
-    return _capi.make_options(scale=scale, causal=causal, backend=_capi.FG_BACKEND_CPU,
-                              cpu_threads=cpu_threads)
+    """The call's options; TypeError for an argument of the wrong type."""
+    return _capi.make_options(scale=check_scale(scale), causal=check_causal(causal),
+                              backend=_capi.FG_BACKEND_CPU,
+                              cpu_threads=check_int("cpu_threads", cpu_threads))
 
 
 def forward(q, k, v, causal: bool = False, scale: float | None = None, *,
@@ -117,6 +120,7 @@ def forward(q, k, v, causal: bool = False, scale: float | None = None, *,
     v's dim, lse float32 [batch, heads_q, seq_q]. A fully masked row gives
     o = 0 and lse = -inf. cpu_threads = 0 uses every hardware thread.
     """
+    options = _options(causal, scale, cpu_threads)
     check_layout(layout)
     q, k, v = (_to_bshd(name, a, layout) for name, a in (("q", q), ("k", k), ("v", v)))
     fg_dtype = _check_same_dtype({"q": q, "k": k, "v": v})
@@ -125,7 +129,7 @@ def forward(q, k, v, causal: bool = False, scale: float | None = None, *,
     lse = np.empty((batch, heads_q, seq_q), dtype=np.float32)
     _capi.forward(_tensor("q", q, fg_dtype), _tensor("k", k, fg_dtype),
                   _tensor("v", v, fg_dtype), _tensor("o", o_bshd, fg_dtype),
-                  _row_stats("lse", lse), _options(causal, scale, cpu_threads))
+                  _row_stats("lse", lse), options)
     return o, lse
 
 
@@ -137,6 +141,7 @@ def backward(q, k, v, o, do, lse, causal: bool = False, scale: float | None = No
     do is shaped like o. Gradients are packed arrays of the inputs' layout and
     dtype, shaped like q, k and v.
     """
+    options = _options(causal, scale, cpu_threads)
     check_layout(layout)
     named = (("q", q), ("k", k), ("v", v), ("o", o), ("do", do))
     q, k, v, o, do = (_to_bshd(name, a, layout) for name, a in named)
@@ -149,7 +154,6 @@ def backward(q, k, v, o, do, lse, causal: bool = False, scale: float | None = No
              (("q", q), ("k", k), ("v", v), ("o", o), ("do", do))]
     grads = [_tensor(name, a, fg_dtype) for name, a in
              (("dq", dq_bshd), ("dk", dk_bshd), ("dv", dv_bshd))]
-    options = _options(causal, scale, cpu_threads)
     # The CPU backend needs no device scratch, but ask: the library says.
     workspace_bytes = _capi.backward_workspace_bytes(*views, lse_view, *grads, options)
     workspace = np.empty(workspace_bytes, dtype=np.uint8) if workspace_bytes else None

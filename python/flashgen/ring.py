@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ._arguments import check_bool, check_causal, check_scale
 from ._merge import merge
 
 __all__ = ["ring_attention", "ring_ranges", "ring_shard", "ring_unshard", "RingBlock",
@@ -417,10 +418,10 @@ if torch is not None:
         dK/dV sums. Raises TypeError/ValueError like flashgen.attention, and
         ValueError when torch.distributed is not initialized.
         """
-        _check_ring_inputs(q, k, v, bool(causal))
+        causal, scale = check_causal(causal), check_scale(scale)
+        deterministic = check_bool("deterministic", deterministic)
+        _check_ring_inputs(q, k, v, causal)
         ring = _Ring(group, q.device)
-        causal, deterministic = bool(causal), bool(deterministic)
-        scale = None if scale is None else float(scale)
         if ring.world == 1:
             # The rank's own block is the whole sequence: plain attention,
             # without the ring's fp32 buffers.

@@ -93,3 +93,33 @@ def test_lse_of_the_wrong_shape_is_a_value_error_from_the_library():
     o, lse = flashgen.numpy.forward(q, k, v)
     with pytest.raises(ValueError, match=r"lse.shape"):
         flashgen.numpy.backward(q, k, v, o, o, lse[:, :2])
+
+
+@pytest.mark.parametrize("causal", ["False", 1, 0.0, None])
+def test_causal_of_another_type_is_a_type_error(causal):
+    q, k, v = _arrays()
+    with pytest.raises(TypeError, match=r"causal must be a bool"):
+        flashgen.numpy.forward(q, k, v, causal=causal)
+    o, lse = flashgen.numpy.forward(q, k, v)
+    with pytest.raises(TypeError, match=r"causal must be a bool"):
+        flashgen.numpy.backward(q, k, v, o, o, lse, causal=causal)
+
+
+@pytest.mark.parametrize("scale", ["0.1", True, 1j])
+def test_scale_of_another_type_is_a_type_error(scale):
+    q, k, v = _arrays()
+    with pytest.raises(TypeError, match=r"scale must be a real number or None"):
+        flashgen.numpy.forward(q, k, v, scale=scale)
+
+
+def test_numpy_bools_and_numbers_are_accepted():
+    q, k, v = _arrays()
+    o, _ = flashgen.numpy.forward(q, k, v, causal=np.bool_(True), scale=np.float32(0.25))
+    expected, _ = flashgen.numpy.forward(q, k, v, causal=True, scale=0.25)
+    np.testing.assert_array_equal(o, expected)
+
+
+def test_cpu_threads_of_another_type_is_a_type_error():
+    q, k, v = _arrays()
+    with pytest.raises(TypeError, match=r"cpu_threads must be an int"):
+        flashgen.numpy.forward(q, k, v, cpu_threads=2.0)

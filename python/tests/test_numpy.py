@@ -163,3 +163,30 @@ def test_inputs_are_not_modified():
     flashgen.numpy.backward(q, k, v, o, do, lse)
     for before, after in zip(copies, (q, k, v, do)):
         assert np.array_equal(before, after)
+
+
+@pytest.mark.parametrize("layout", ["bshd", "bhsd"])
+def test_batch_zero_gives_empty_outputs(layout):
+    rng = np.random.default_rng(5)
+
+    def empty(seq, heads, dim):
+        shape = (0, seq, heads, dim) if layout == "bshd" else (0, heads, seq, dim)
+        return rng.standard_normal(shape).astype(np.float32)
+
+    q, k, v = empty(9, 4, 16), empty(11, 2, 16), empty(11, 2, 24)
+    o, lse = flashgen.numpy.forward(q, k, v, layout=layout)
+    assert o.shape == (q.shape[:3] + (24,)) and lse.shape == (0, 4, 9)
+    dq, dk, dv = flashgen.numpy.backward(q, k, v, o, o, lse, layout=layout)
+    assert dq.shape == q.shape and dk.shape == k.shape and dv.shape == v.shape
+
+
+def test_no_query_heads_gives_zero_key_and_value_gradients():
+    rng = np.random.default_rng(6)
+    q = rng.standard_normal((2, 9, 0, 16)).astype(np.float32)
+    k = rng.standard_normal((2, 11, 2, 16)).astype(np.float32)
+    v = rng.standard_normal((2, 11, 2, 24)).astype(np.float32)
+    o, lse = flashgen.numpy.forward(q, k, v)
+    assert o.shape == (2, 9, 0, 24) and lse.shape == (2, 0, 9)
+    dq, dk, dv = flashgen.numpy.backward(q, k, v, o, o, lse)
+    assert dq.shape == q.shape
+    assert np.all(dk == 0) and np.all(dv == 0)

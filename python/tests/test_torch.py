@@ -205,6 +205,33 @@ def test_device_mismatch_is_a_value_error():
         flashgen.attention(q, k.cuda(), v.cuda())
 
 
+@pytest.mark.parametrize("name, value, message", [
+    ("causal", "False", r"causal must be a bool"),
+    ("causal", 1, r"causal must be a bool"),
+    ("scale", "0.1", r"scale must be a real number or None"),
+    ("deterministic", "yes", r"deterministic must be a bool"),
+    ("return_lse", 1, r"return_lse must be a bool"),
+])
+def test_arguments_of_another_type_are_type_errors(name, value, message):
+    q, k, v = _small()
+    with pytest.raises(TypeError, match=message):
+        flashgen.attention(q, k, v, **{name: value})
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_batch_and_heads_zero_give_empty_outputs(device):
+    dtype = torch.float32 if device == "cpu" else torch.float16
+    for shape in [(0, 9, 11, 4, 2, 16, 24), (2, 9, 11, 0, 2, 16, 24)]:
+        q, k, v, do = random_inputs(shape, dtype, device)
+        o, lse = flashgen.attention(q, k, v, causal=True, return_lse=True)
+        assert o.shape == q.shape[:3] + (24,) and lse.shape == (shape[0], shape[3], 9)
+        dq, dk, dv = torch.autograd.grad(o, (q, k, v), do, allow_unused=True)
+        assert dq.shape == q.shape and torch.all(dk == 0) and torch.all(dv == 0)
+    q, k, v, _ = random_inputs((0, 9, 11, 4, 2, 16, 16), dtype, device, layout="bhsd",
+                               requires_grad=False)
+    assert flashgen.attention(q, k, v, layout="bhsd").shape == (0, 4, 9, 16)
+
+
 def test_library_rules_are_value_errors():
     q, k, v = _small(heads_kv=3)
     with pytest.raises(ValueError, match=r"must divide q.shape\[2\]"):

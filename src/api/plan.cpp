@@ -35,6 +35,11 @@ int resolved_cpu_threads(int requested) {
 }
 
 std::string empty_description(const Problem& p, Direction direction) {
+  if (p.batch == 0) return "empty problem (batch = 0): nothing to write";
+  if (p.heads_q == 0)
+    return direction == Direction::forward || p.heads_kv == 0
+               ? "empty problem (heads_q = 0): nothing to write"
+               : "empty problem (heads_q = 0): dK = dV = 0 written directly";
   if (direction == Direction::forward) {
     if (p.seq_q == 0) return "empty problem (seq_q = 0): nothing to write";
     return "empty problem (seq_kv = 0): O = 0, LSE = -inf written directly";

@@ -20,9 +20,12 @@ struct PlannedCall {
 PlannedCall plan_call(const ForwardArgs& args, const Options& options);
 PlannedCall plan_call(const BackwardArgs& args, const Options& options);
 
-// Whether no kernel needs to run: a zero-length sequence leaves only zeros
-// (and -inf log-sum-exps) to write.
-inline bool is_empty(const Problem& p) { return p.seq_q == 0 || p.seq_kv == 0; }
+// Whether no (query, key) pair exists: no batch, no query head or a
+// zero-length sequence leaves only zeros (and -inf log-sum-exps) to write,
+// as torch's SDPA returns for such shapes.
+inline bool is_empty(const Problem& p) {
+  return p.batch == 0 || p.heads_q == 0 || p.seq_q == 0 || p.seq_kv == 0;
+}
 
 // "B=2 Hq=16 Hkv=16 Sq=4096 Skv=4096 Dqk=128 Dv=128 bf16 causal scale=0.0884"
 std::string describe(const Problem& p);

@@ -96,10 +96,11 @@ Operand operand_of(const char* name, const RowStatsView& t, bool output) {
   return op;
 }
 
-// Lower bound of each axis: sequences may be empty, nothing else may.
+// Lower bound of each axis: batch, heads and sequences may be empty (the
+// outputs are then empty, or zeros), the head dimensions may not.
 std::int64_t minimum_extent(const char* axis) {
   const std::string label = axis;
-  return label.rfind("seq", 0) == 0 ? 0 : 1;
+  return label.rfind("dim", 0) == 0 ? 1 : 0;
 }
 
 std::string strides_text(const Operand& op) {
@@ -254,7 +255,8 @@ void check_attention_shapes(const Operand& q, const Operand& k, const Operand& v
   check_extent(o, 1, q, 1);  // seq_q
   check_extent(o, 2, q, 2);  // heads_q
   check_extent(o, 3, v, 3);  // dim_v
-  if (q.shape[2] % k.shape[2] != 0)
+  // heads_kv = 0 divides only heads_q = 0 (a problem with no heads at all).
+  if (k.shape[2] == 0 ? q.shape[2] != 0 : q.shape[2] % k.shape[2] != 0)
     fail("k.shape[2] (heads_kv = %lld) must divide q.shape[2] (heads_q = %lld)",
          static_cast<long long>(k.shape[2]), static_cast<long long>(q.shape[2]));
 }

@@ -27,7 +27,8 @@ struct Problem {
   double scale = 0.0;  // resolved (never unset here)
   bool causal = false;
 
-  std::int64_t group_size() const { return heads_q / heads_kv; }  // query heads per kv head
+  // Query heads per kv head (0 where there are no heads at all).
+  std::int64_t group_size() const { return heads_kv > 0 ? heads_q / heads_kv : 0; }
   // Causal: query row i sees keys j <= i + causal_offset().
   std::int64_t causal_offset() const { return seq_kv - seq_q; }
 };

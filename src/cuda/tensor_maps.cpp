@@ -92,6 +92,7 @@ TensorMapGeometry sliced_tensor_map_geometry(const TensorView& t, int box_rows, 
 bool tma_can_read(const TensorView& t) {
   constexpr std::uint64_t kMaxStrideBytes = std::uint64_t{1} << 40;
   constexpr std::int64_t kMaxDim = std::int64_t{1} << 32;
+  if (t.numel() == 0) return false;  // a tensor map has no zero extents
   for (int d = 0; d < 4; ++d) {
     if (t.shape[d] > kMaxDim) return false;
     if (d == 3 || t.shape[d] <= 1) continue;  // the row's own elements, or never stepped

@@ -88,17 +88,21 @@ TEST_F(ValidateForward, KeyHeadsMustDivideQueryHeads) {
   args.k.shape[2] = 3;
   args.v.shape[2] = 3;
   expect_invalid({"k.shape[2] (heads_kv = 3) must divide q.shape[2] (heads_q = 4)"});
+  args = problem.forward_args();
+  args.k.shape[2] = 0;
+  args.v.shape[2] = 0;
+  expect_invalid({"k.shape[2] (heads_kv = 0) must divide q.shape[2] (heads_q = 4)"});
 }
 
 TEST_F(ValidateForward, ExtentsBelowTheirMinimum) {
-  args.q.shape[0] = 0;
-  expect_invalid({"q.shape[0] (batch = 0) must be >= 1"});
+  args.q.shape[0] = -1;
+  expect_invalid({"q.shape[0] (batch = -1) must be >= 0"});
   args = problem.forward_args();
-  args.q.shape[2] = 0;
-  expect_invalid({"q.shape[2] (heads_q = 0) must be >= 1"});
+  args.q.shape[2] = -1;
+  expect_invalid({"q.shape[2] (heads_q = -1) must be >= 0"});
   args = problem.forward_args();
   args.k.shape[2] = -2;
-  expect_invalid({"k.shape[2] (heads_kv = -2) must be >= 1"});
+  expect_invalid({"k.shape[2] (heads_kv = -2) must be >= 0"});
   args = problem.forward_args();
   args.q.shape[3] = 0;
   expect_invalid({"q.shape[3] (dim_qk = 0) must be >= 1"});

@@ -73,6 +73,8 @@ INSTANTIATE_TEST_SUITE_P(Standard, CpuForward, ::testing::ValuesIn(standard_forw
                          CaseName());
 INSTANTIATE_TEST_SUITE_P(Standard, CpuBackward, ::testing::ValuesIn(standard_backward_cases()),
                          CaseName());
+INSTANTIATE_TEST_SUITE_P(Empty, CpuForward, ::testing::ValuesIn(empty_cases()), CaseName());
+INSTANTIATE_TEST_SUITE_P(Empty, CpuBackward, ::testing::ValuesIn(empty_cases()), CaseName());
 
 }  // namespace
 }  // namespace flashgen::testing

@@ -561,6 +561,11 @@ INSTANTIATE_TEST_SUITE_P(Forced, GpuForwardWgmmaOptIn,
 INSTANTIATE_TEST_SUITE_P(Standard, GpuBackward,
                          ::testing::ValuesIn(half_precision(standard_backward_cases())),
                          CaseName());
+// Empty problems launch nothing, or only the key/value kernel that writes
+// zero gradients (no query heads), on every dtype.
+INSTANTIATE_TEST_SUITE_P(Empty, GpuForward, ::testing::ValuesIn(empty_cases()), CaseName());
+INSTANTIATE_TEST_SUITE_P(Empty, GpuBackward, ::testing::ValuesIn(empty_cases()), CaseName());
+INSTANTIATE_TEST_SUITE_P(Empty, GpuBackwardAtomic, ::testing::ValuesIn(empty_cases()), CaseName());
 INSTANTIATE_TEST_SUITE_P(Random, GpuBackward, ::testing::ValuesIn(random_cases(24)), CaseName());
 INSTANTIATE_TEST_SUITE_P(Standard, GpuBackwardAtomic,
                          ::testing::ValuesIn(half_precision(standard_backward_cases())),

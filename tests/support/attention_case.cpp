@@ -14,6 +14,7 @@ std::string Case::to_string() const {
   name += flashgen::to_string(dtype);
   name += "_";
   name += testing::to_string(layout);
+  if (placement == Placement::ends_at_unmapped_page) name += "_page_end";
   return name;
 }
 
@@ -82,6 +83,19 @@ std::vector<Case> standard_forward_cases() {
   cases.push_back({1, 777, 777, 1, 1, 512, 512, kFull, bf16, bshd});
   cases.push_back({1, 64, 777, 1, 1, 576, 512, kFull, f16, bhsd});
   return cases;
+}
+
+std::vector<Case> empty_cases() {
+  return {
+      // batch, seq_q, seq_kv, heads_q, heads_kv, dim_qk, dim_v, causal, dtype, layout
+      {0, 64, 64, 4, 2, 64, 64, kFull, bf16, bshd},
+      {0, 7, 77, 2, 1, 127, 40, kCausal, f16, bhsd},
+      {2, 64, 77, 0, 2, 64, 64, kFull, bf16, bshd},
+      {1, 65, 65, 0, 1, 127, 127, kCausal, f32, padded},
+      {1, 64, 64, 0, 0, 128, 128, kFull, bf16, bhsd},
+      {2, 0, 64, 4, 2, 64, 64, kFull, bf16, bshd},
+      {1, 64, 0, 4, 4, 40, 40, kCausal, f16, bshd},
+  };
 }
 
 std::vector<Case> standard_backward_cases() {

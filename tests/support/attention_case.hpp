@@ -23,9 +23,12 @@ struct Case {
   bool causal = false;
   DType dtype = DType::bf16;
   Layout layout = Layout::bshd;  // of every [batch, seq, heads, dim] tensor
+  // Where every tensor's storage lies (ends_at_unmapped_page: an access past
+  // a tensor's last element faults).
+  Placement placement = Placement::plain;
 
   // "b2_sq7_skv64_hq4_hkv1_d40_causal_bf16_bhsd" ("d192_dv128" when the value
-  // dimension differs): letters, digits and '_' only, so it is a valid gtest
+  // dimension differs, "_page_end" for that placement): letters, digits and '_' only, so it is a valid gtest
   // parameter name.
   std::string to_string() const;
   // The normalized problem; scale unset means 1 / sqrt(dim_qk).
@@ -50,5 +53,10 @@ std::vector<Case> standard_forward_cases();
 // The same coverage with fewer large shapes (the backward reference costs
 // about three forwards).
 std::vector<Case> standard_backward_cases();
+
+// Problems with no (query, key) pair: batch 0, no query heads (with and
+// without key/value heads, whose gradients are then zeros), empty
+// sequences. Outputs are empty or zeros (LSE -inf), as torch's SDPA gives.
+std::vector<Case> empty_cases();
 
 }  // namespace flashgen::testing

@@ -125,10 +125,10 @@ std::vector<unsigned char> expect_written(Findings& findings, const char* name,
 // The inputs q, k, v (and grad_o) of a case, filled with its fixed values.
 struct Inputs {
   Inputs(const Case& c, MemoryKind memory)
-      : q(memory, c.dtype, c.batch, c.seq_q, c.heads_q, c.dim_qk, c.layout),
-        k(memory, c.dtype, c.batch, c.seq_kv, c.heads_kv, c.dim_qk, c.layout),
-        v(memory, c.dtype, c.batch, c.seq_kv, c.heads_kv, c.dim_v, c.layout),
-        grad_o(memory, c.dtype, c.batch, c.seq_q, c.heads_q, c.dim_v, c.layout) {
+      : q(memory, c.dtype, c.batch, c.seq_q, c.heads_q, c.dim_qk, c.layout, c.placement),
+        k(memory, c.dtype, c.batch, c.seq_kv, c.heads_kv, c.dim_qk, c.layout, c.placement),
+        v(memory, c.dtype, c.batch, c.seq_kv, c.heads_kv, c.dim_v, c.layout, c.placement),
+        grad_o(memory, c.dtype, c.batch, c.seq_q, c.heads_q, c.dim_v, c.layout, c.placement) {
     const std::string name = c.to_string();
     q.fill_random(seed_from(name + "/q"));
     k.fill_random(seed_from(name + "/k"));
@@ -150,8 +150,8 @@ struct Inputs {
 
 struct ForwardOutputs {
   ForwardOutputs(const Case& c, MemoryKind memory)
-      : o(memory, c.dtype, c.batch, c.seq_q, c.heads_q, c.dim_v, c.layout),
-        lse(TestTensor::row_stats(memory, c.batch, c.heads_q, c.seq_q)) {
+      : o(memory, c.dtype, c.batch, c.seq_q, c.heads_q, c.dim_v, c.layout, c.placement),
+        lse(TestTensor::row_stats(memory, c.batch, c.heads_q, c.seq_q, c.placement)) {
     o.poison();
     lse.poison();
   }
@@ -225,9 +225,9 @@ double absolute_slack(DType dtype) { return cpu::absolute_slack(dtype); }
   fwd.o.snapshot();
   fwd.lse.snapshot();
 
-  TestTensor grad_q(memory, c.dtype, c.batch, c.seq_q, c.heads_q, c.dim_qk, c.layout);
-  TestTensor grad_k(memory, c.dtype, c.batch, c.seq_kv, c.heads_kv, c.dim_qk, c.layout);
-  TestTensor grad_v(memory, c.dtype, c.batch, c.seq_kv, c.heads_kv, c.dim_v, c.layout);
+  TestTensor grad_q(memory, c.dtype, c.batch, c.seq_q, c.heads_q, c.dim_qk, c.layout, c.placement);
+  TestTensor grad_k(memory, c.dtype, c.batch, c.seq_kv, c.heads_kv, c.dim_qk, c.layout, c.placement);
+  TestTensor grad_v(memory, c.dtype, c.batch, c.seq_kv, c.heads_kv, c.dim_v, c.layout, c.placement);
   grad_q.poison();
   grad_k.poison();
   grad_v.poison();

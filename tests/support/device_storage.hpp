@@ -19,9 +19,21 @@ class Storage {
   virtual void download(void* host, std::size_t bytes) const = 0;
 };
 
-// Host storage is plain memory; cuda storage is a cuMemAlloc buffer on the
-// current device (throws flashgen::Error(unsupported) where there is no GPU).
-std::unique_ptr<Storage> make_storage(MemoryKind memory, std::size_t bytes);
+// Where a storage's bytes lie.
+enum class Placement {
+  // Host: plain memory; cuda: a cuMemAlloc buffer on the current device
+  // (throws flashgen::Error(unsupported) where there is no GPU).
+  plain,
+  // The storage's last byte is the last byte of a mapped range, and the
+  // page after it is not mapped, so a read or write past the end faults in
+  // an ordinary run (host: mmap with a PROT_NONE page after it; cuda: the
+  // driver's virtual memory API, a reserved range whose last granule is
+  // left unmapped).
+  ends_at_unmapped_page,
+};
+
+std::unique_ptr<Storage> make_storage(MemoryKind memory, std::size_t bytes,
+                                      Placement placement = Placement::plain);
 
 // Whether GPU tests can run here; when not, the reason for GTEST_SKIP.
 bool gpu_available(std::string* reason);

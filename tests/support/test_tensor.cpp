@@ -76,19 +76,24 @@ std::array<std::int64_t, 4> layout_strides(Layout layout, std::int64_t seq, std:
 }  // namespace
 
 TestTensor::TestTensor(MemoryKind memory, DType dtype, std::int64_t batch, std::int64_t seq,
-                       std::int64_t heads, std::int64_t dim, Layout layout)
+                       std::int64_t heads, std::int64_t dim, Layout layout, Placement placement)
     : TestTensor(memory, dtype, 4, {batch, seq, heads, dim},
-                 layout_strides(layout, seq, heads, dim)) {}
+                 layout_strides(layout, seq, heads, dim), placement) {}
 
 TestTensor TestTensor::row_stats(MemoryKind memory, std::int64_t batch, std::int64_t heads,
-                                 std::int64_t seq) {
-  return TestTensor(memory, DType::f32, 3, {batch, heads, seq, 1}, {heads * seq, seq, 1, 0});
+                                 std::int64_t seq, Placement placement) {
+  return TestTensor(memory, DType::f32, 3, {batch, heads, seq, 1}, {heads * seq, seq, 1, 0},
+                    placement);
 }
 
 TestTensor::TestTensor(MemoryKind memory, DType dtype, int rank,
                        const std::array<std::int64_t, 4>& shape,
-                       const std::array<std::int64_t, 4>& stride)
-    : memory_(memory), dtype_(dtype), rank_(rank), element_bytes_(size_of(dtype)) {
+                       const std::array<std::int64_t, 4>& stride, Placement placement)
+    : memory_(memory),
+      dtype_(dtype),
+      rank_(rank),
+      element_bytes_(size_of(dtype)),
+      trailing_guard_(placement == Placement::ends_at_unmapped_page ? 0 : kGuardBytes) {
   std::int64_t extent = 1;  // elements from the first to the last, inclusive
   std::int64_t count = 1;
   for (int i = 0; i < rank; ++i) {
@@ -98,8 +103,9 @@ TestTensor::TestTensor(MemoryKind memory, DType dtype, int rank,
     count *= shape[i];
   }
   if (count == 0) extent = 0;
-  const std::size_t bytes = 2 * kGuardBytes + static_cast<std::size_t>(extent) * element_bytes_;
-  storage_ = make_storage(memory, bytes);
+  const std::size_t bytes =
+      kGuardBytes + static_cast<std::size_t>(extent) * element_bytes_ + trailing_guard_;
+  storage_ = make_storage(memory, bytes, placement);
   is_element_byte_.assign(bytes, false);
   element_offsets_.reserve(static_cast<std::size_t>(count));
   // Packed index order: the last axis fastest.
@@ -168,9 +174,9 @@ std::vector<unsigned char> TestTensor::download() const {
 std::string TestTensor::describe_byte(std::size_t byte) const {
   if (byte < kGuardBytes) return "the guard band before the tensor (byte " +
                                  std::to_string(kGuardBytes - byte) + " before it)";
-  if (byte >= image_.size() - kGuardBytes) {
+  if (byte >= image_.size() - trailing_guard_) {
     return "the guard band after the tensor (byte " +
-           std::to_string(byte - (image_.size() - kGuardBytes)) + " after it)";
+           std::to_string(byte - (image_.size() - trailing_guard_)) + " after it)";
   }
   if (!is_element_byte_[byte]) return "a gap between rows (byte " + std::to_string(byte) + ")";
   for (std::size_t e = 0; e < element_offsets_.size(); ++e) {

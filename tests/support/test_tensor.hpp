@@ -1,7 +1,9 @@
 // Test tensors with guard bands, in host or CUDA memory (make_storage), so the
 // same checks serve every backend.
 //
-// Storage layout: [guard][extent of the view][guard]. Every byte that is not
+// Storage layout: [guard][extent of the view][guard], or [guard][extent] for
+// Placement::ends_at_unmapped_page (the view's last byte is the last mapped
+// one, so an access past it faults). Every byte that is not
 // an element of the view (the guards, and the gaps of padded or transposed
 // layouts) holds a position-dependent pattern, so a write outside the tensor
 // is caught wherever it lands. Inputs hold random values; outputs are
@@ -46,10 +48,11 @@ class TestTensor {
  public:
   // Rank 4 in the given layout.
   TestTensor(MemoryKind memory, DType dtype, std::int64_t batch, std::int64_t seq,
-             std::int64_t heads, std::int64_t dim, Layout layout);
+             std::int64_t heads, std::int64_t dim, Layout layout,
+             Placement placement = Placement::plain);
   // Rank 3 fp32, contiguous [batch, heads, seq].
   static TestTensor row_stats(MemoryKind memory, std::int64_t batch, std::int64_t heads,
-                              std::int64_t seq);
+                              std::int64_t seq, Placement placement = Placement::plain);
 
   TensorView view() const;           // rank 4
   RowStatsView stats_view() const;   // rank 3
@@ -88,7 +91,7 @@ class TestTensor {
  private:
   // Axes beyond `rank` are ignored.
   TestTensor(MemoryKind memory, DType dtype, int rank, const std::array<std::int64_t, 4>& shape,
-             const std::array<std::int64_t, 4>& stride);
+             const std::array<std::int64_t, 4>& stride, Placement placement);
   void upload_image();
 
   MemoryKind memory_;
@@ -97,6 +100,7 @@ class TestTensor {
   std::int64_t shape_[4] = {1, 1, 1, 1};
   std::int64_t stride_[4] = {0, 0, 0, 0};
   std::size_t element_bytes_;
+  std::size_t trailing_guard_;  // kGuardBytes, or 0 where the extent ends the mapping
   std::unique_ptr<Storage> storage_;
   std::vector<std::size_t> element_offsets_;  // byte offset in storage, packed index order
   std::vector<bool> is_element_byte_;         // per storage byte

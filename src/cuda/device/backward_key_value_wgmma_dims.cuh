@@ -129,7 +129,7 @@ struct BackwardKeyValueWgmmaDims {
     if (thread == 0) {
       // Paired, a stage is free once the consumers of both CTAs (whose
       // stages both producers fill) have released it.
-      smem.pipeline.init(kPaired ? 2 * kConsumerWarps : kConsumerWarps);
+      smem.pipeline.init(kPaired ? 2 * kConsumerWarps : kConsumerWarps, kQueryBlockArrivals);
       if constexpr (kHandoff) smem.handoff.init();
       if constexpr (kPaired) fence_barrier_init();
     }

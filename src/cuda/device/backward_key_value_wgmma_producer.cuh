@@ -22,14 +22,20 @@
 
 namespace flashgen_device {
 
+// Arrivals on a full barrier of a key/value kernel whose producer warp
+// copies Q and dO by TMA: each of its lanes, after its row statistics.
+constexpr int kQueryBlockArrivals = 32;
+
 // The producer warp of a key/value kernel whose traversed Q and dO (kQueryCols,
 // kGradOCols columns) come by TMA (slices of kSliceCols columns): for each
 // traversed block j, the first lane announces the bytes of Q[j] and dO[j]
 // and issues their TMA copies (rows past the sequence end arrive as zeros);
-// while they fly, every lane fetches its rows' L2 and Dterm (plain stores),
-// and the first lane's arrival publishes them, all on the stage's full
-// barrier. The copies first: the fetch's latency (a global load's) would
-// otherwise precede them in every block. Storage: the kernel's shared
+// while they fly, every lane fetches its rows' L2 and Dterm (plain stores)
+// and arrives on the stage's full barrier (kQueryBlockArrivals), its
+// arrival releasing its own stores. The first lane announces the bytes
+// before it arrives, so the phase cannot complete before they are counted.
+// The copies first: the fetch's latency (a global load's) would otherwise
+// precede them in every block. Storage: the kernel's shared
 // memory (q, grad_o, lse_log2, dterm stages and their StagePipeline).
 // kShared: this CTA and the other of a cluster of two traverse the same
 // blocks (the dV and the dK CTA of a key block); rank 0 copies Q[j], rank 1
@@ -63,8 +69,7 @@ __device__ __forceinline__ void produce_query_blocks_with_tma(Storage& smem,
     }
     stage_traversed_rows<kBlockN>(p, batch, head, query0, smem.lse_log2[stage], smem.dterm[stage],
                                   lane, 32);
-    __syncwarp();  // the row statistics are in before the arrival publishes them
-    if (lane == 0) mbarrier_arrive(full);
+    mbarrier_arrive(full);
   });
 }
 
@@ -114,7 +119,7 @@ struct BackwardKeyValueWgmmaProducer {
     const int key0 = blockIdx.x * kBlockM;
     const typename Base::Traversal walk = Base::traversal_of(p, key0);
 
-    if (thread == 0) smem.pipeline.init(kConsumerWarps, Copies::kWarps);
+    if (thread == 0) smem.pipeline.init(kConsumerWarps, Copies::kThreads);  // each also stores row stats
     if (warp < kConsumerWarps)
       copy_key_value_rows<C, kBlockM, kConsumerThreads>(smem.k, smem.v, p, batch, kv_head, key0,
                                                         thread);
@@ -153,7 +158,7 @@ struct BackwardKeyValueWgmmaProducer {
   static __device__ __forceinline__ void produce(SharedStorage& smem, const AttentionParams& p,
                                                  const typename Base::Traversal& walk, int batch,
                                                  int kv_head, int producer_thread) {
-    smem.pipeline.produce(walk.total, producer_thread & 31, [&](int j, int stage) {
+    smem.pipeline.produce(walk.total, [&](int j, int stage) {
       const typename Base::BlockRows rows = Base::block_rows(p, walk, j, batch, kv_head);
       copy_core_matrix_tile<kBlockN, kDimQK, C::kVec, Copies::kThreads>(
           smem.q[stage], rows.q, p.q.stride_seq, p.seq_q - rows.query0, C::kDimQK, producer_thread);

@@ -77,7 +77,7 @@ struct BackwardKeyValueWgmmaSplit {
     const int key0 = blockIdx.x * kBlockM;
     const Traversal walk = Traversal::template of<C::kCausal>(p, key0);
 
-    if (thread == 0) smem.pipeline.init(kConsumerWarps);
+    if (thread == 0) smem.pipeline.init(kConsumerWarps, kQueryBlockArrivals);
     if (warp < kConsumerWarps)
       copy_key_value_rows<C, kBlockM, kConsumerWarps * 32>(smem.k, smem.v, p, batch, kv_head, key0,
                                                            thread);

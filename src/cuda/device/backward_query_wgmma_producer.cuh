@@ -75,7 +75,7 @@ struct BackwardQueryWgmmaProducer {
     const int row0 = blockIdx.x * kBlockM;
     const int n_blocks = Base::key_blocks(p, row0);
 
-    if (thread == 0) smem.pipeline.init(kConsumerWarps, Copies::kWarps);
+    if (thread == 0) smem.pipeline.init(kConsumerWarps, Copies::kFullArrivals);
     if (warp < kConsumerWarps) {
       const u16* q = head_slice<const u16>(p.q, batch, head) + row0 * p.q.stride_seq;
       const u16* grad_o = head_slice<const u16>(p.grad_o, batch, head) + row0 * p.grad_o.stride_seq;
@@ -128,7 +128,7 @@ struct BackwardQueryWgmmaProducer {
                                                  int producer_thread) {
     const u16* k = head_slice<const u16>(p.k, batch, kv_head);
     const u16* v = head_slice<const u16>(p.v, batch, kv_head);
-    smem.pipeline.produce(n_blocks, producer_thread & 31, [&](int j, int stage) {
+    smem.pipeline.produce(n_blocks, [&](int j, int stage) {
       const int key0 = j * kBlockN;
       copy_core_matrix_tile<kBlockN, kDimQK, C::kVec, Copies::kThreads>(
           smem.k[stage], k + key0 * p.k.stride_seq, p.k.stride_seq, p.seq_kv - key0, C::kDimQK,

@@ -66,18 +66,31 @@ __device__ __forceinline__ uint4 shift_and_mask(const uint4& lo, const uint4& hi
 }
 
 // Elements [col, col + 8) of a row that is only 2-byte aligned, as one 16-byte
-// vector; elements at or past `valid_cols` are zero. The two aligned 16-byte
-// chunks around them are read, and only a chunk holding at least one element
-// of the row: an aligned chunk never crosses a page, so no read can fault.
+// vector; elements at or past `valid_cols` are zero. The aligned 16-byte
+// chunks around them are read where they end inside the row; where the last
+// one would reach past the row's last element (the tail of a row, which may
+// be the last row of the caller's tensor), the elements are read one by one
+// instead: no byte past the tensor is ever read, even one that shares an
+// aligned chunk with its last element.
 __device__ __forceinline__ uint4 load8_shifted(const u16* row, int col, int valid_cols) {
   const u64 address = reinterpret_cast<u64>(row + col);
   const u64 end = reinterpret_cast<u64>(row + valid_cols);
   const u64 aligned = address & ~u64(15);
-  const uint4 lo = load_global_16(reinterpret_cast<const void*>(aligned));
-  uint4 hi = make_uint4(0, 0, 0, 0);
-  if (address != aligned && aligned + 16 < end)
-    hi = load_global_16(reinterpret_cast<const void*>(aligned + 16));
-  return shift_and_mask(lo, hi, static_cast<int>(address - aligned), valid_cols - col);
+  const bool two_chunks = address != aligned && aligned + 16 < end;
+  if (aligned + (two_chunks ? 32 : 16) <= end) {
+    const uint4 lo = load_global_16(reinterpret_cast<const void*>(aligned));
+    const uint4 hi = two_chunks ? load_global_16(reinterpret_cast<const void*>(aligned + 16))
+                                : make_uint4(0, 0, 0, 0);
+    return shift_and_mask(lo, hi, static_cast<int>(address - aligned), valid_cols - col);
+  }
+  u32 out[4];
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const u32 first = col + 2 * i < valid_cols ? row[col + 2 * i] : 0u;
+    const u32 second = col + 2 * i + 1 < valid_cols ? row[col + 2 * i + 1] : 0u;
+    out[i] = first | (second << 16);
+  }
+  return make_uint4(out[0], out[1], out[2], out[3]);
 }
 
 // Offset in elements of element (row, col) of a [rows][kCols] tile in the
@@ -191,10 +204,13 @@ struct TileCopy {
       const u64 address = reinterpret_cast<u64>(global + row * row_stride);
       const u64 first = (address & ~u64(15)) + 16 * c;
       const u64 end = address + 2 * static_cast<u64>(max_of(valid_cols, 0));
-      // Only chunks holding an element of the row are read (no fault past it).
+      // Only chunks holding an element of the row are read, and of the last
+      // one only the bytes up to the row's end (zero fill after them): no
+      // byte past the row, which may be the caller's last, is read.
       const bool inside = row < valid_rows && first < end;
+      const int bytes = inside ? static_cast<int>(min_of(u64(16), end - first)) : 0;
       cp_async_zfill<16>(staging + row * kStageStride + c * 8,
-                         inside ? reinterpret_cast<const void*>(first) : global, inside ? 16 : 0);
+                         inside ? reinterpret_cast<const void*>(first) : global, bytes);
     }
   }
 

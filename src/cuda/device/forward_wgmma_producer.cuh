@@ -78,7 +78,7 @@ struct ForwardWgmmaProducer {
     const typename Base::Work w = Base::work_of(p);
 
     if (thread == 0) {
-      smem.keys.init(kConsumerWarps, Copies::kWarps);
+      smem.keys.init(kConsumerWarps, Copies::kFullArrivals);
       smem.values.init(kConsumerWarps);
     }
     if (warp < kConsumerWarps)
@@ -167,7 +167,7 @@ struct ForwardWgmmaProducer {
   static __device__ __forceinline__ void produce(SharedStorage& smem, const AttentionParams& p,
                                                  const typename Base::Work& w,
                                                  int producer_thread) {
-    smem.keys.produce(w.n_blocks, producer_thread & 31, [&](int n_block, int stage) {
+    smem.keys.produce(w.n_blocks, [&](int n_block, int stage) {
       const int key0 = n_block * kBlockN;
       copy_core_matrix_tile<kBlockN, kDimQK, C::kVec, Copies::kThreads>(
           smem.k[stage], w.k + key0 * p.k.stride_seq, p.k.stride_seq, p.seq_kv - key0, C::kDimQK,

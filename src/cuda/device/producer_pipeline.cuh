@@ -116,6 +116,9 @@ template <bool kTma>
 struct ProducerCopies {
   static constexpr int kWarps = kTma ? 1 : 4;
   static constexpr int kThreads = kWarps * 32;
+  // Arrivals that fill a stage of copies alone (StagePipeline::init): every
+  // cp.async thread, or the one thread that issues the TMA copies.
+  static constexpr int kFullArrivals = kTma ? 1 : kThreads;
 };
 
 // The register file split between one producer warpgroup, which keeps few
@@ -192,11 +195,13 @@ struct StagePipeline {
   u64 empty[kStages];
 
   // One thread; a __syncthreads() must follow before any use. A stage is
-  // full once `producer_warps` warps have signalled it (produce(): each
-  // producer warp copies its share of every block; TMA: one arrival).
-  __device__ __forceinline__ void init(int consumer_warps, int producer_warps = 1) {
+  // full once `full_arrivals` threads have arrived on its full barrier:
+  // every producer thread that wrote into it (produce(): each thread of the
+  // copying warps; a TMA producer that also stores row statistics: each
+  // lane of its warp), or the one thread that issued its TMA copies.
+  __device__ __forceinline__ void init(int consumer_warps, int full_arrivals = 1) {
     for (int s = 0; s < kStages; ++s) {
-      mbarrier_init(&full[s], producer_warps);
+      mbarrier_init(&full[s], full_arrivals);
       mbarrier_init(&empty[s], consumer_warps);
     }
   }
@@ -225,12 +230,12 @@ struct StagePipeline {
     }
   }
 
-  // A producer warp's loop (every producer warp runs it, init()'s
-  // producer_warps of them): issue(j, stage) issues this warp's share of the
-  // cp.async copies (and of any plain shared-memory stores) of block j into
-  // `stage`.
+  // A producer thread's loop (every thread of the copying warps runs it,
+  // init()'s full_arrivals of them): issue(j, stage) issues this thread's
+  // share of the cp.async copies (and of any plain shared-memory stores) of
+  // block j into `stage`.
   template <class Issue>
-  __device__ __forceinline__ void produce(int n_blocks, int lane, Issue issue) {
+  __device__ __forceinline__ void produce(int n_blocks, Issue issue) {
     static_assert(kStages >= 3, "block j-1 is signalled after block j is issued");
     for (int j = 0; j < n_blocks; ++j) {
       wait_empty(j);
@@ -238,12 +243,12 @@ struct StagePipeline {
       cp_async_commit();
       if (j > 0) {
         cp_async_wait<1>();  // block j-1's copies have landed
-        signal_full(j - 1, lane);
+        signal_full(j - 1);
       }
     }
     if (n_blocks > 0) {
       cp_async_wait<0>();
-      signal_full(n_blocks - 1, lane);
+      signal_full(n_blocks - 1);
     }
   }
 
@@ -266,10 +271,13 @@ struct StagePipeline {
   }
   __device__ __forceinline__ u64* full_barrier(int j) { return &full[j % kStages]; }
 
-  __device__ __forceinline__ void signal_full(int j, int lane) {
-    fence_async_shared();  // this lane's writes, to the async proxy
-    __syncwarp();
-    if (lane == 0) mbarrier_arrive(&full[j % kStages]);
+  // Every thread that wrote into block j's stage arrives itself: its
+  // arrival releases its own writes (cp.async data it waited for, plain
+  // stores) to the consumers' acquiring wait, with no warp barrier in
+  // between for a race checker to see through.
+  __device__ __forceinline__ void signal_full(int j) {
+    fence_async_shared();  // this thread's writes, to the async proxy
+    mbarrier_arrive(&full[j % kStages]);
   }
 };
 
