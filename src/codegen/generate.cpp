@@ -52,10 +52,6 @@ KindInfo info_of(const KernelSpec& spec, const TuningParams& t) {
   if (spec.dtype == DType::f32) return f32_info_of(spec.kind);
   switch (spec.kind) {
     case KernelKind::forward:
-      if (t.split == WarpgroupSplit::dims)
-        return {"forward_wgmma_split.cuh", "ForwardWgmmaSplit", "flashgen_forward"};
-      if (t.split == WarpgroupSplit::values)
-        return {"forward_wgmma_alternate.cuh", "ForwardWgmmaAlternate", "flashgen_forward"};
       if (t.producer)
         return {"forward_wgmma_producer.cuh", "ForwardWgmmaProducer", "flashgen_forward"};
       if (t.wgmma) return {"forward_wgmma.cuh", "ForwardWgmma", "flashgen_forward"};
@@ -179,40 +175,13 @@ static void check_backward_dims_split_tuning(const KernelSpec& spec, const Tunin
   if (t.stages != 0 && (t.stages < 2 || t.stages > 4)) fail(name + " needs stages=2, 3 or 4");
 }
 
-// The wgmma forwards whose two warpgroups share 64 rows (split=dims,
-// split=values): one shape of CTA, both warpgroups over all of Dv.
+// The kernels whose warpgroups do not each own their own rows.
 static void check_split_tuning(const KernelSpec& spec, const TuningParams& t,
                                const std::function<void(const std::string&)>& fail) {
   if (t.split == WarpgroupSplit::outputs) return check_outputs_split_tuning(spec, t, fail);
-  if (t.split == WarpgroupSplit::dims &&
-      (spec.kind == KernelKind::backward_query || spec.kind == KernelKind::backward_key_value))
-    return check_backward_dims_split_tuning(spec, t, fail);
-  const std::string name = std::string("split=") + to_string(t.split);
-  if (!(t.wgmma && spec.kind == KernelKind::forward))
-    fail(name + (t.split == WarpgroupSplit::dims
-                     ? " applies to the wgmma forward, backward_query and backward_key_value only"
-                     : " applies to the wgmma forward only"));
-  if (spec.arch != "sm_90a") fail("mma=wgmma needs sm_90a");
-  if (t.warps != 8 || t.block_rows != 64 || t.head_block != 0)
-    fail(name + " needs rows=64 warps=8 head=0 (two warpgroups over 64 rows and all of Dv)");
-  if (t.block_cols < 16 || t.block_cols % 16 != 0 || t.block_cols > 256)
-    fail("cols must be a multiple of 16 up to 256");
-  if (t.cached != 0) fail(name + " caches no operand (cache=none)");
-  if (t.split == WarpgroupSplit::dims) {
-    if (spec.vec < 2)
-      fail("split=dims needs rows aligned to 4 bytes or more (alignment class 2, 4 or 8)");
-    if (t.producer || t.tma || (t.stages != 0 && t.stages != 2))
-      fail("split=dims takes no producer, copy or stages other than 2");
-    return;
-  }
-  // split=values: each warpgroup accumulates half of Dv (rounded up to 32) in registers.
-  if (round_up(spec.dim_v, 32) / 2 > 256)
-    fail("split=values needs Dv <= 512 (half of it in each warpgroup's registers)");
-  if (!(t.producer && t.tma))
-    fail("split=values needs producer=warp copy=tma (K and V copied by TMA)");
-  if (spec.vec != 8)
-    fail("split=values needs rows, strides and pointers aligned to 16 bytes (alignment class 8)");
-  if (t.stages < 2 || t.stages > 4) fail("split=values needs stages=2, 3 or 4");
+  if (spec.kind != KernelKind::backward_query && spec.kind != KernelKind::backward_key_value)
+    fail("split=dims applies to the wgmma backward_query and backward_key_value only");
+  check_backward_dims_split_tuning(spec, t, fail);
 }
 
 void check_tuning(const KernelSpec& spec, const TuningParams& t) {
@@ -223,31 +192,8 @@ void check_tuning(const KernelSpec& spec, const TuningParams& t) {
   if (is_row_kernel(spec.kind)) return;
   if (spec.dim_qk < 1 || spec.dim_v < 1) fail("dims must be >= 1");
   if (spec.dtype == DType::f32) return check_f32_tuning(spec, t, fail);
-  const bool key_value_dims =
-      spec.kind == KernelKind::backward_key_value && t.split == WarpgroupSplit::dims;
-  if (t.cluster != 1 && t.split != WarpgroupSplit::values && !key_value_dims)
-    fail(
-        "cluster=2 applies to the forward with split=values and the key/value backward with "
-        "split=dims only");
-  if (t.cluster != 1 && t.cluster != 2) fail("cluster must be 1 or 2");
-  if (t.ahead != 0 && !key_value_dims)
-    fail("ahead=1 applies to the key/value backward with split=dims only");
-  if (t.ahead != 0 && t.ahead != 1) fail("ahead must be 0 or 1");
-  if (t.handoff != 0 && !(key_value_dims && t.cluster == 2))
-    fail("handoff=1 applies to the key/value backward with split=dims and cluster=2 only");
-  if (t.handoff != 0 && t.handoff != 1) fail("handoff must be 0 or 1");
-  if (t.ahead == 1 && backward_dims_split_stages(spec, t) < 3)
-    fail(
-        "ahead=1 needs stages >= 3 (a stage is read until the product issued after the next "
-        "block's GEMMs)");
   if (t.swizzle != 0 && t.swizzle != 32) fail("swizzle must be 0 or 32");
-  const bool backward_dims_split =
-      t.split == WarpgroupSplit::dims && spec.kind != KernelKind::forward;
-  if (t.swizzle != 0 && !(t.tma && (t.split == WarpgroupSplit::rows ||
-                                    t.split == WarpgroupSplit::outputs || backward_dims_split)))
-    fail(
-        "swizzle=32 applies to the wgmma kernels with copy=tma (not the forward's split=dims or "
-        "split=values)");
+  if (t.swizzle != 0 && !t.tma) fail("swizzle=32 applies to the wgmma kernels with copy=tma");
   if (t.split != WarpgroupSplit::rows) return check_split_tuning(spec, t, fail);
   // Of these kernels only the mma.sync forward holds an operand (Q) in
   // registers; the others would ignore the field.
@@ -328,41 +274,6 @@ int head_chunks_of(const KernelSpec& spec, const TuningParams& t) {
   const int width = round_up(split_dim(spec), 16);
   if (t.head_block <= 0 || t.head_block >= width) return 1;
   return (width + t.head_block - 1) / t.head_block;
-}
-
-std::string forced_only_path(const KernelSpec& spec, const TuningParams& t) {
-  // Correct on the H200 (forced GPU tests) but slower than the rows-split
-  // forward with 256-column chunks at D = 256, 384 and 512 (146-153 against
-  // 168-171 TFLOP/s; bench/NOTES.md).
-  if (t.split == WarpgroupSplit::dims && spec.kind == KernelKind::forward)
-    return "the wgmma forward whose warpgroups split the head dims (slower than without)";
-  // Correct on the H200 (forced GPU tests) but slower than the 256-column
-  // chunks at every D from 256 to 512 (169 against 172 TFLOP/s at D = 512
-  // in clusters of two, 183 against 208 at 384, 199 against 278 at 256;
-  // bench/NOTES.md).
-  if (t.split == WarpgroupSplit::values)
-    return "the wgmma forward whose warpgroups split the value columns and take turns on S "
-           "(slower than without)";
-  // Correct on the H200 (forced GPU tests) but slower than without: the
-  // kernel alone 31.9 against 18.1 ms at D = 288 (32 queries three deep),
-  // 29.0 against 23.3 at 384 (16 queries four deep against the table's 32
-  // three deep; bench/NOTES.md).
-  if (t.ahead == 1)
-    return "the key/value backward issuing the next block's GEMMs ahead (slower than without)";
-  // Correct on the H200 (forced GPU tests) but slower than the dV and dK
-  // CTAs alone: 43.6 against 36.3 ms at D = 384, 107.9 against 84.5 at 512,
-  // measured before Q and dO were multicast, while the producer copied a
-  // slice at a time (bench/NOTES.md).
-  if (t.handoff == 1)
-    return "the key/value backward whose dV CTA hands Pᵀ to its dK CTA in a cluster (slower than "
-           "without)";
-  // Correct on the H200 (forced GPU tests) but slower than the CTAs alone:
-  // 30.9 against 23.1 ms at D = 384, 56.5 against 35.7 at 512 (the pair
-  // runs at the pace of its dK CTA, which has a GEMM more; bench/NOTES.md).
-  if (t.cluster == 2 && spec.kind == KernelKind::backward_key_value)
-    return "the key/value backward whose dV and dK CTAs share Q and dO in a cluster (slower than "
-           "without)";
-  return "";
 }
 
 TuningParams without_producer(TuningParams t) {
@@ -448,23 +359,6 @@ std::size_t shared_bytes(const KernelSpec& spec, const TuningParams& t) {
   const std::size_t dqk16 = round_up(spec.dim_qk, 16), dv16 = round_up(spec.dim_v, 16);
   switch (spec.kind) {
     case KernelKind::forward: {
-      // split=values: q [64][dqk], `stages` stages of k [cols][dqk] and of v [cols][dv]
-      // (dv rounded up to 32), the handoffs [2 warpgroups] of P [cols / 16][128
-      // threads][4 words] and state [128][4 floats], a full and an empty barrier per
-      // stage of each
-      if (t.split == WarpgroupSplit::values) {
-        const std::size_t dv32 = round_up(spec.dim_v, 32), stages = t.stages;
-        const std::size_t handoff = 16 * 128 * (cols / 16 + 1);
-        return kElementBytes * (rows * dqk16 + stages * cols * (dqk16 + dv32)) + 2 * handoff +
-               2 * producer_barrier_bytes(t, stages);
-      }
-      // split=dims: q [64][dqk], two stages of k [cols][dqk] and v [cols][dv], dims rounded
-      // up to 32; the partial scores [2 warpgroups][cols / 2][128 threads] fp32
-      if (t.split == WarpgroupSplit::dims) {
-        const std::size_t dqk32 = round_up(spec.dim_qk, 32), dv32 = round_up(spec.dim_v, 32);
-        return kElementBytes * (rows * dqk32 + 2 * cols * (dqk32 + dv32)) +
-               sizeof(float) * 2 * (cols / 2) * 128;
-      }
       // wgmma: q [rows][dqk], `stages` stages of k [cols][dqk] and v [cols][dv chunk], no padding;
       // with a producer warp, a full and an empty barrier per stage of two pipelines (K, V)
       // (alignment class 1: plus the staging of k and v, as for mma.sync)
@@ -523,25 +417,18 @@ std::size_t shared_bytes(const KernelSpec& spec, const TuningParams& t) {
     }
     case KernelKind::backward_key_value:
       // split=dims: k [64][dqk], v [64][dv] (dims rounded up to 32; V held
-      // in registers: a placeholder of 1024 bytes, K too with handoff=1);
-      // `stages` stages of q [cols][dqk], dO [cols][dv], lse and dterm
-      // [cols]; the exchanges [2 warpgroups][128 threads] of partial Sᵀ and
-      // dPᵀ (cols / 2 floats) and of A fragments (cols / 8 words); a full and
-      // an empty barrier per stage; handing Pᵀ over (handoff=1), its slots
-      // [2][2 warpgroups][cols / 4][128 threads] fp32 and their four barriers
+      // in registers: a placeholder of 1024 bytes); `stages` stages of q
+      // [cols][dqk], dO [cols][dv], lse and dterm [cols]; the exchanges [2
+      // warpgroups][128 threads] of partial Sᵀ and dPᵀ (cols / 2 floats) and
+      // of A fragments (cols / 8 words); a full and an empty barrier per stage
       if (t.split == WarpgroupSplit::dims) {
         const std::size_t dqk32 = round_up(spec.dim_qk, 32), dv32 = round_up(spec.dim_v, 32);
         const std::size_t stages = backward_dims_split_stages(spec, t);
-        const bool hands_over = t.handoff == 1;
-        const std::size_t k_tile = flashgen_device::held_tile_elements(
-            hands_over && (t.cached & kCacheK), int(rows * dqk32));
         const std::size_t v_tile =
             flashgen_device::held_tile_elements(t.cached & kCacheV, int(rows * dv32));
-        const std::size_t handoff =
-            hands_over ? sizeof(float) * 2 * 2 * (cols / 4) * 128 + 4 * 8 : 0;
-        return kElementBytes * (k_tile + v_tile + stages * cols * (dqk32 + dv32)) +
+        return kElementBytes * (rows * dqk32 + v_tile + stages * cols * (dqk32 + dv32)) +
                sizeof(float) * stages * 2 * cols + 2 * 128 * 4 * (cols / 2 + cols / 8) +
-               producer_barrier_bytes(t, stages) + handoff;
+               producer_barrier_bytes(t, stages);
       }
       // split=outputs: k [64][dqk], v [64][dv]; two stages of q [cols][dqk],
       // dO [cols][dv], lse and dterm [cols]; the hand-over of Pᵀ [2][cols / 2][128
@@ -613,16 +500,11 @@ GeneratedKernel generate(const KernelSpec& spec, const TuningParams& t) {
     if (t.wgmma)
       s << "  static constexpr bool kTma = " << (t.tma ? "true" : "false") << ";\n"
         << "  static constexpr int kSwizzle = " << t.swizzle << ";\n";
-    if (t.split == WarpgroupSplit::values ||
-        (t.split == WarpgroupSplit::dims && spec.kind == KernelKind::backward_key_value))
-      s << "  static constexpr int kCluster = " << t.cluster << ";\n";
     if (t.split == WarpgroupSplit::dims && spec.kind == KernelKind::backward_query)
       s << "  static constexpr int kKeyStages = " << backward_dims_split_stages(spec, t) << ";\n"
         << "  static constexpr int kValueStages = 2;\n";
     if (t.split == WarpgroupSplit::dims && spec.kind == KernelKind::backward_key_value)
-      s << "  static constexpr int kStages = " << backward_dims_split_stages(spec, t) << ";\n"
-        << "  static constexpr bool kAhead = " << (t.ahead == 1 ? "true" : "false") << ";\n"
-        << "  static constexpr bool kHandoff = " << (t.handoff == 1 ? "true" : "false") << ";\n";
+      s << "  static constexpr int kStages = " << backward_dims_split_stages(spec, t) << ";\n";
   }
   s << "};\n\n"
     << "using Kernel = fg::" << kind.kernel << "<Config>;\n";
@@ -635,12 +517,7 @@ GeneratedKernel generate(const KernelSpec& spec, const TuningParams& t) {
   // in place (__grid_constant__); TMA writes shared memory 128-byte aligned.
   g.tensor_maps = t.tma;
   g.swizzle = t.swizzle;
-  // Clusters are fixed at compile time, so a plain launch starts them; the
-  // grid's row blocks are rounded up to whole clusters (block_grid()).
-  g.cluster = t.cluster;
-  s << "\nextern \"C\" __global__ void __launch_bounds__(" << g.threads << ", 1) ";
-  if (g.cluster > 1) s << "__cluster_dims__(" << g.cluster << ", 1, 1) ";
-  s << g.entry << "(const fg::AttentionParams params"
+  s << "\nextern \"C\" __global__ void __launch_bounds__(" << g.threads << ", 1) " << g.entry << "(const fg::AttentionParams params"
     << (g.tensor_maps ? ", const __grid_constant__ fg::TraversedTensorMaps maps" : "") << ") {\n"
     << "  extern __shared__ __align__(" << (t.swizzle != 0 ? 1024 : 128)
     << ") unsigned char shared[];\n"

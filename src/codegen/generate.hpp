@@ -22,9 +22,6 @@ struct GeneratedKernel {
   // Those maps' box and swizzle (TuningParams::swizzle): 0, 8-column boxes
   // without swizzle; 32, 16-column boxes swizzled by 32 bytes.
   int swizzle = 0;
-  // CTAs per cluster along the grid's x (its row blocks), fixed in the
-  // source (__cluster_dims__); the grid's x must be a multiple of it.
-  int cluster = 1;
 };
 
 // Throws Error(invalid_argument) when the tuning does not fit the spec (e.g.
@@ -34,13 +31,6 @@ GeneratedKernel generate(const KernelSpec& spec, const TuningParams& tuning);
 // generate()'s rules alone, without building the source (cheap: for lookups
 // that try several tunings). Throws as generate() does.
 void check_tuning(const KernelSpec& spec, const TuningParams& tuning);
-
-// Kernel paths only an explicit override runs (FLASHGEN_TUNING,
-// ScopedTuningOverride: tests, probes): tuning tables, the heuristics and the
-// tuner's search space leave them out (kept for measurement, e.g. the
-// producer warpgroup, slower on the H200 than the kernels without it).
-// Returns why, or "" for a path anything may pick.
-std::string forced_only_path(const KernelSpec& spec, const TuningParams& tuning);
 
 // `t` with its traversed tiles copied by all threads (cp.async) instead of a
 // producer warpgroup, at the kernel's default stages: the same shape where a

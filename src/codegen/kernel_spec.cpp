@@ -55,7 +55,6 @@ const char* to_string(WarpgroupSplit split) {
   switch (split) {
     case WarpgroupSplit::rows: return "rows";
     case WarpgroupSplit::dims: return "dims";
-    case WarpgroupSplit::values: return "values";
     case WarpgroupSplit::outputs: return "outputs";
   }
   return "rows";
@@ -70,10 +69,7 @@ std::string TuningParams::to_string() const {
   if (producer) s << " producer=warp";
   if (tma) s << " copy=tma";  // omitted for cp.async, the default
   if (split != WarpgroupSplit::rows) s << " split=" << flashgen::to_string(split);  // rows: omitted
-  if (cluster != 1) s << " cluster=" << cluster;  // omitted for CTAs on their own
   if (swizzle != 0) s << " swizzle=" << swizzle;  // omitted for the core-matrix layout
-  if (ahead != 0) s << " ahead=" << ahead;        // omitted for GEMMs issued block by block
-  if (handoff != 0) s << " handoff=" << handoff;  // omitted where each CTA computes its own Pᵀ
   return s.str();
 }
 
@@ -93,18 +89,14 @@ TuningParams parse_tuning(const std::string& text) {
       else if (key == "warps") t.warps = std::stoi(value);
       else if (key == "cache") t.cached = parse_cached(value);
       else if (key == "stages") t.stages = std::stoi(value);
-      else if (key == "cluster") t.cluster = std::stoi(value);
       else if (key == "swizzle") t.swizzle = std::stoi(value);
-      else if (key == "ahead") t.ahead = std::stoi(value);
-      else if (key == "handoff") t.handoff = std::stoi(value);
       else if (key == "producer" && (value == "warp" || value == "none")) t.producer = value == "warp";
       else if (key == "producer") throw Error(ErrorCode::invalid_argument, "tuning: producer must be warp or none, got '" + value + "'");
       else if (key == "copy" && (value == "tma" || value == "async")) t.tma = value == "tma";
       else if (key == "split" && value == "rows") t.split = WarpgroupSplit::rows;
       else if (key == "split" && value == "dims") t.split = WarpgroupSplit::dims;
-      else if (key == "split" && value == "values") t.split = WarpgroupSplit::values;
       else if (key == "split" && value == "outputs") t.split = WarpgroupSplit::outputs;
-      else if (key == "split") throw Error(ErrorCode::invalid_argument, "tuning: split must be rows, dims, values or outputs, got '" + value + "'");
+      else if (key == "split") throw Error(ErrorCode::invalid_argument, "tuning: split must be rows, dims or outputs, got '" + value + "'");
       else if (key == "copy") throw Error(ErrorCode::invalid_argument, "tuning: copy must be async or tma, got '" + value + "'");
       else if (key == "mma" && (value == "wgmma" || value == "sync")) t.wgmma = value == "wgmma";
       else if (key == "mma") throw Error(ErrorCode::invalid_argument, "tuning: mma must be sync or wgmma, got '" + value + "'");

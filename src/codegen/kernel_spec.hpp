@@ -46,12 +46,11 @@ enum CachedOperand : unsigned {
 // What the computing warpgroups of a wgmma CTA divide among them.
 enum class WarpgroupSplit {
   rows,  // each owns its own 64 rows (the default)
-  // The wide-head forwards, where a CTA of two warpgroups owns 64 rows and S
-  // is computed once however wide Dv is; rows=64 warps=8 head=0:
-  dims,    // forward_wgmma_split.cuh: the head dims (S's contraction, summed
-           // through shared memory every block, and O's columns)
-  values,  // forward_wgmma_alternate.cuh: O's columns, each warpgroup computing
-           // S of every other key block and handing P to the other
+  // The wide-head backward kernels (rows=64 warps=8 head=0, TMA), where two
+  // warpgroups share 64 rows and split the head dims, so no GEMM is
+  // computed per column chunk (backward_query_wgmma_split.cuh,
+  // backward_key_value_wgmma_dims.cuh).
+  dims,
   // The wide-head key/value backward (rows=64 warps=8 head=0, TMA): two
   // warpgroups over the same 64 keys, one computing Sᵀ and dV, the other
   // dPᵀ and dK (backward_key_value_wgmma_split.cuh).
@@ -82,35 +81,20 @@ struct TuningParams {
   // completing on the stage's barrier) instead of cp.async: the wgmma
   // kernels with producer=warp on 16-byte aligned rows (sm_90a).
   bool tma = false;
-  // What the warpgroups of a wgmma forward CTA divide among them.
+  // What the warpgroups of a wgmma CTA divide among them.
   WarpgroupSplit split = WarpgroupSplit::rows;
-  // CTAs launched as one cluster of two, each copying part of every
-  // traversed tile for both (TMA multicast): adjacent row blocks of the
-  // forward with split=values; the dV and the dK CTA of a key block of the
-  // key/value backward with split=dims. 1: CTAs on their own.
-  int cluster = 1;
   // With copy=tma: 0, the traversed tiles in the no-swizzle core-matrix layout,
   // copied as 8-column slices (16 bytes a row: half an L2 sector per row); 32,
   // in the 32-byte-swizzled layout, copied as 16-column panels (a whole sector
-  // a row). The wgmma kernels (not the forward's split=dims or split=values).
+  // a row). The wgmma kernels with copy=tma.
   int swizzle = 0;
-  // The key/value backward with split=dims: 1 issues block j+1's score GEMMs
-  // before block j's exchanges and exponentials (two sets of score
-  // registers, three stages or more), so the tensor cores run them
-  // meanwhile; 0 issues each block's GEMMs after the last one's exchanges.
-  int ahead = 0;
-  // The key/value backward with split=dims in clusters of two: 1 has the dV
-  // CTA hand each block's Pᵀ to the dK CTA (which then computes neither Sᵀ
-  // nor Pᵀ and reads no K); 0, each CTA computes its own.
-  int handoff = 0;
 
   // 16-row tiles per warp (one where two warpgroups split their 64 rows' work).
   int row_tiles() const {
     return split == WarpgroupSplit::rows ? block_rows / (16 * warps) : 1;
   }
   // "rows=128 cols=64 head=128 warps=4 cache=Q" [" mma=wgmma"] [" stages=3"]
-  // [" producer=warp"] [" copy=tma"] [" split=dims|values|outputs"] [" cluster=2"]
-  // [" swizzle=32"] [" ahead=1"] [" handoff=1"]
+  // [" producer=warp"] [" copy=tma"] [" split=dims|outputs"] [" swizzle=32"]
   std::string to_string() const;
   bool operator==(const TuningParams&) const = default;
 };

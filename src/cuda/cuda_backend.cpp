@@ -124,16 +124,12 @@ LaunchShape block_grid(const KernelChoice& c, std::int64_t rows, std::int64_t he
                           c.spec.kind == KernelKind::convert_grad_q;
   const std::int64_t block_rows = row_kernel ? c.generated->threads / 32 : c.tuning.block_rows;
   const std::int64_t chunks = row_kernel ? 1 : head_chunks_of(c.spec, c.tuning);
-  const std::int64_t cluster = c.generated->cluster;
   const std::int64_t row_blocks = (rows + block_rows - 1) / block_rows;
-  // The key/value kernel's dV and dK CTAs of one key block (its two chunks)
-  // in a cluster: side by side along x; elsewhere chunks run along z.
-  const bool paired_chunks = c.spec.kind == KernelKind::backward_key_value &&
-                             c.tuning.split == WarpgroupSplit::dims && cluster == 2;
-  shape.grid[0] =
-      to_unsigned(paired_chunks ? row_blocks * 2 : (row_blocks + cluster - 1) / cluster * cluster);
+  // Chunks of the head dims (and the key/value kernel's dV and dK CTAs of
+  // one key block) run along z.
+  shape.grid[0] = to_unsigned(row_blocks);
   shape.grid[1] = to_unsigned(heads);
-  shape.grid[2] = to_unsigned(batch * (paired_chunks ? 1 : chunks));
+  shape.grid[2] = to_unsigned(batch * chunks);
   shape.block[0] = static_cast<unsigned>(c.generated->threads);
   shape.dynamic_shared_bytes = c.generated->shared_bytes;
   return shape;

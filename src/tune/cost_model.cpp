@@ -101,15 +101,11 @@ Iteration iteration_of(const KernelSpec& spec, const TuningParams& t) {
       }
       // The A operands K and V (rows of keys) are read per GEMM; with
       // split=dims the dV CTA reads K only, the dK CTA both, unless held in
-      // registers (cache=K: the dV CTA's K, cache=V: the dK CTA's V). With
-      // handoff=1 the dK CTA takes Pᵀ from the dV CTA: no Sᵀ, no K.
+      // registers (cache=K: the dV CTA's K, cache=V: the dK CTA's V).
       double operand_rows = rows * (w.dqk + w.dv);
-      if (t.split == WarpgroupSplit::dims) {
-        const double paired = t.handoff == 1 ? 0.5 : 0.0;
-        operand_rows = rows * (w.dqk * (((t.cached & kCacheK) ? 0.5 : 1.0) - paired) +
+      if (t.split == WarpgroupSplit::dims)
+        operand_rows = rows * (w.dqk * ((t.cached & kCacheK) ? 0.5 : 1.0) +
                                w.dv * ((t.cached & kCacheV) ? 0.0 : 0.5));
-        k_width -= paired * w.dqk;
-      }
       it.flops = 2 * rows * cols * k_width;
       it.shared_bytes = kElementBytes * (warps * cols * k_width + stored + operand_rows);
       break;

@@ -103,8 +103,7 @@ std::vector<TuningParams> outputs_split_space(const KernelSpec& spec) {
 // kernel holds half of dQ per warpgroup, K two to four stages deep, Q and
 // dO (the A operands of S and dP) in shared memory or registers; the
 // key/value kernel a dV or a dK CTA per key block, Q and dO two or three
-// stages deep, K (dV CTA) and V (dK CTA) in shared memory or registers (in
-// pairs, cluster=2, only where forced: slower).
+// stages deep, K (dV CTA) and V (dK CTA) in shared memory or registers.
 std::vector<TuningParams> dims_split_space(const KernelSpec& spec) {
   std::vector<TuningParams> space;
   if (spec.vec != 8 || round_up(spec.dim_qk, 32) > 512 || round_up(spec.dim_v, 32) > 512)
@@ -185,8 +184,7 @@ std::vector<TuningParams> search_space(const KernelSpec& spec) {
         for (int head : heads)
           for (unsigned cached : caches) space.push_back({rows, cols, head, warps, cached});
     }
-  for (const TuningParams& t : wgmma_space(spec))
-    if (forced_only_path(spec, t).empty()) space.push_back(t);
+  for (const TuningParams& t : wgmma_space(spec)) space.push_back(t);
   return space;
 }
 
@@ -214,8 +212,7 @@ std::vector<TuningParams> pipeline_variants(const KernelSpec& spec, const Tuning
     } catch (const Error&) {
       continue;
     }
-    if (forced_only_path(spec, v).empty() && shared_bytes(spec, v) <= shared_limit)
-      variants.push_back(v);
+    if (shared_bytes(spec, v) <= shared_limit) variants.push_back(v);
   }
   return variants;
 }

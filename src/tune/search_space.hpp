@@ -36,8 +36,7 @@ std::vector<TuningParams> search_space(const KernelSpec& spec);
 // for the forward with that producer two and four stages deep; on rows TMA
 // cannot read, with a producer copying by cp.async (the forward's also four
 // stages deep). Those
-// generate() refuses, forced-only paths and those over `shared_limit` are
-// left out; `t` itself (as given) always comes first.
+// generate() refuses and those over `shared_limit` are left out; `t` itself (as given) always comes first.
 std::vector<TuningParams> pipeline_variants(const KernelSpec& spec, const TuningParams& t,
                                             std::size_t shared_limit);
 

@@ -119,10 +119,8 @@ TEST(CompileWgmmaOptIn, CandidatesCompileWithoutSpills) {
     bool tma = false;
     WarpgroupSplit split = WarpgroupSplit::rows;
     unsigned cached = 0;  // operands held in registers
-    int ahead = 0;        // the next block's GEMMs issued ahead
   };
-  const WarpgroupSplit dims = WarpgroupSplit::dims, values = WarpgroupSplit::values,
-                       outputs = WarpgroupSplit::outputs;
+  const WarpgroupSplit dims = WarpgroupSplit::dims, outputs = WarpgroupSplit::outputs;
   const KernelKind query = KernelKind::backward_query, key_value = KernelKind::backward_key_value;
   const unsigned kv_held = kCacheK | kCacheV, query_held = kCacheQ | kCacheGradO;
   for (const Shape& c : {Shape{query, 64, 192, 64, true, DType::bf16, 8},
@@ -166,16 +164,6 @@ TEST(CompileWgmmaOptIn, CandidatesCompileWithoutSpills) {
                          Shape{query, 64, 192, 64, true, DType::bf16, 8, 0, true, true},
                          Shape{query, 128, 128, 64, false, DType::f16, 8, 0, true, true},
                          Shape{query, 72, 128, 32, true, DType::bf16, 8, 0, true, true},
-                         Shape{KernelKind::forward, 512, 64, 32, true, DType::bf16, 8, 0, false, false, dims},
-                         Shape{KernelKind::forward, 384, 64, 48, false, DType::f16, 8, 0, false, false, dims},
-                         Shape{KernelKind::forward, 300, 64, 32, false, DType::bf16, 2, 0, false, false, dims},
-                         Shape{KernelKind::forward, 128, 64, 64, true, DType::bf16, 4, 0, false, false, dims},
-                         Shape{KernelKind::forward, 512, 64, 32, true, DType::bf16, 8, 2, true, true, values},
-                         Shape{KernelKind::forward, 512, 64, 32, false, DType::f16, 8, 2, true, true, values},
-                         Shape{KernelKind::forward, 384, 64, 48, false, DType::bf16, 8, 2, true, true, values},
-                         Shape{KernelKind::forward, 384, 64, 32, true, DType::bf16, 8, 3, true, true, values},
-                         Shape{KernelKind::forward, 320, 64, 64, false, DType::bf16, 8, 2, true, true, values},
-                         Shape{KernelKind::forward, 72, 64, 64, true, DType::f16, 8, 3, true, true, values},
                          Shape{key_value, 256, 64, 64, false, DType::bf16, 8, 0, true, true, outputs},
                          Shape{key_value, 192, 64, 48, true, DType::f16, 8, 0, true, true, outputs},
                          Shape{key_value, 136, 64, 64, true, DType::bf16, 8, 0, true, true, outputs},
@@ -193,19 +181,19 @@ TEST(CompileWgmmaOptIn, CandidatesCompileWithoutSpills) {
                          Shape{query, 384, 64, 32, true, DType::f16, 8, 3, true, true, dims, kCacheQ},
                          Shape{query, 512, 64, 16, false, DType::bf16, 8, 3, true, true, dims, kCacheQ},
                          Shape{query, 512, 64, 16, true, DType::bf16, 8, 3, true, true, dims, kCacheGradO},
-                         Shape{key_value, 288, 64, 32, false, DType::bf16, 8, 3, true, true, dims, kv_held, 1},
-                         Shape{key_value, 320, 64, 32, true, DType::f16, 8, 3, true, true, dims, kv_held, 1},
-                         Shape{key_value, 384, 64, 16, false, DType::bf16, 8, 3, true, true, dims, kv_held, 1}}) {
+                         Shape{key_value, 288, 64, 32, false, DType::bf16, 8, 3, true, true, dims, kv_held},
+                         Shape{key_value, 320, 64, 32, true, DType::f16, 8, 3, true, true, dims, kv_held},
+                         Shape{key_value, 384, 64, 16, false, DType::bf16, 8, 3, true, true, dims, kv_held}}) {
     KernelSpec spec;
     spec.kind = c.kind;
     spec.dtype = c.dtype;
     spec.dim_qk = spec.dim_v = c.dim;
     spec.causal = c.causal;
     spec.vec = c.vec;
-    // Value dims past 256 are split across CTAs of 256 columns (split=dims,
-    // split=values: across the two warpgroups of one CTA of 64 rows;
-    // split=outputs: dK and dV, one per warpgroup; the key/value kernel with
-    // split=dims: a dV and a dK CTA per key block).
+    // Value dims past 256 are split across CTAs of 256 columns (split=dims:
+    // across the two warpgroups of one CTA of 64 rows, and for the key/value
+    // kernel a dV and a dK CTA per key block; split=outputs: dK and dV, one
+    // per warpgroup).
     const bool split = c.split != WarpgroupSplit::rows;
     TuningParams tuning{c.rows, c.cols, c.dim > 256 && !split ? 256 : 0, split ? 8 : c.rows / 16,
                         0};
@@ -215,7 +203,6 @@ TEST(CompileWgmmaOptIn, CandidatesCompileWithoutSpills) {
     tuning.tma = c.tma;
     tuning.split = c.split;
     tuning.cached = c.cached;
-    tuning.ahead = c.ahead;
     const GeneratedKernel g = generate(spec, tuning);
     EXPECT_EQ(g.tensor_maps, c.tma) << g.name;
     EXPECT_LE(g.shared_bytes, shared_limit_of_arch(spec.arch)) << g.name;
@@ -228,11 +215,6 @@ TEST(CompileWgmmaOptIn, CandidatesCompileWithoutSpills) {
     }
     EXPECT_EQ(compiled.resources.spill_store_bytes, 0) << g.name << "\n" << compiled.log;
     EXPECT_EQ(compiled.resources.stack_frame_bytes, 0) << g.name << "\n" << compiled.log;
-    // GEMMs issued ahead are worth it only if ptxas keeps them asynchronous.
-    if (c.ahead != 0)
-      EXPECT_EQ(compiled.log.find("wgmma.mma_async instructions are serialized"),
-                std::string::npos)
-          << g.name << "\n" << compiled.log;
   }
 }
 

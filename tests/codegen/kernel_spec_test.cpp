@@ -159,36 +159,6 @@ TEST(Generate, TmaCopiesTheForwardProducersTilesOnAlignedRows) {
     EXPECT_NE(g_b.source.find("_wgmma_producer.cuh"), std::string::npos);
     EXPECT_NE(g_b.source.find("kTma = true;"), std::string::npos);
   }
-  // Both measured (TMA faster than the kernels without a producer, the
-  // cp.async producer on the rows TMA cannot read): paths the tables and the
-  // heuristics may choose.
-  EXPECT_EQ(forced_only_path(s, t), "");
-  EXPECT_EQ(forced_only_path(s, async), "");
-}
-
-TEST(Generate, AlternatingForwardInClustersOfTwo) {
-  TuningParams t = with_tma_producer(TuningParams{64, 32, 0, 8, 0, true}, 2, 0);
-  t.split = WarpgroupSplit::values;
-  t.cluster = 2;
-  EXPECT_EQ(t.to_string(),
-            "rows=64 cols=32 head=0 warps=8 cache=none mma=wgmma stages=2 producer=warp copy=tma "
-            "split=values cluster=2");
-  EXPECT_EQ(parse_tuning(t.to_string()), t);
-  const KernelSpec s = spec_of(KernelKind::forward, 512, 512);
-  const GeneratedKernel g = generate(s, t);
-  EXPECT_EQ(g.cluster, 2);
-  EXPECT_NE(g.source.find("__cluster_dims__(2, 1, 1)"), std::string::npos);
-  EXPECT_EQ(g.threads, 384) << "two computing warpgroups and the producer's";
-  EXPECT_NE(forced_only_path(s, t), "") << "measured slower than the 256-column chunks";
-  TuningParams rows_split{128, 32, 256, 8, 0, true};
-  rows_split.cluster = 2;
-  EXPECT_THROW(generate(s, rows_split), Error)
-      << "of the forwards only split=values shares tiles in a cluster";
-  t.cluster = 3;
-  EXPECT_THROW(generate(s, t), Error);
-  t.cluster = 1;
-  EXPECT_THROW(generate(spec_of(KernelKind::forward, 512, 512, 4), t), Error)
-      << "TMA needs 16-byte aligned rows";
 }
 
 TEST(Generate, TmaCopiesWholeSectorsIntoSwizzledTilesByDefault) {
@@ -206,7 +176,6 @@ TEST(Generate, TmaCopiesWholeSectorsIntoSwizzledTilesByDefault) {
   const TuningParams slices = with_tma_producer(TuningParams{128, 80, 0, 8, 0, true}, 2, 0);
   EXPECT_EQ(g.shared_bytes, shared_bytes(s, slices)) << "the same tiles, laid out otherwise";
   EXPECT_EQ(generate(s, slices).source.find("__align__(1024)"), std::string::npos);
-  EXPECT_EQ(forced_only_path(s, t), "") << "measured faster than 8-column slices";
   // The backward kernels' TMA producers take it too.
   TuningParams query = with_tma_producer(TuningParams{128, 32, 0, 8, 0, true});
   EXPECT_NE(
@@ -216,10 +185,6 @@ TEST(Generate, TmaCopiesWholeSectorsIntoSwizzledTilesByDefault) {
   TuningParams cp_async{128, 80, 0, 8, 0, true};
   cp_async.swizzle = 32;
   EXPECT_THROW(generate(s, cp_async), Error) << "swizzled tiles come from TMA";
-  TuningParams values_split = with_tma_producer(TuningParams{64, 32, 0, 8, 0, true}, 2);
-  values_split.split = WarpgroupSplit::values;
-  EXPECT_THROW(generate(spec_of(KernelKind::forward, 512, 512), values_split), Error)
-      << "the alternating forward multicasts 8-column slices";
   t.swizzle = 64;
   EXPECT_THROW(generate(s, t), Error);
 }
@@ -240,7 +205,6 @@ TEST(Generate, KeyValueBackwardSplitsItsOutputsAcrossTwoWarpgroups) {
   EXPECT_EQ(g.shared_bytes,
             2u * (64 * 512 + 2 * 64 * 512) + 4 * (2 * 2 * 64 + 2 * 32 * 128) + 2 * 2 * 8);
   EXPECT_LE(g.shared_bytes, 232448u) << "sm_90a's opt-in limit";
-  EXPECT_EQ(forced_only_path(s, t), "") << "measured faster at D = 192-256";
   refused(spec_of(KernelKind::backward_key_value, 257, 257), t, "Dqk <= 256 and Dv <= 256");
   refused(spec_of(KernelKind::backward_key_value, 256, 256, 4), t, "alignment class 8");
   refused(spec_of(KernelKind::forward, 256, 256), t, "backward_key_value kernel only");
@@ -249,32 +213,6 @@ TEST(Generate, KeyValueBackwardSplitsItsOutputsAcrossTwoWarpgroups) {
   wide.warps = 16;
   refused(s, wide, "rows=64 warps=8 head=0");
   refused(s, without_producer(t), "producer=warp copy=tma");
-}
-
-TEST(Generate, SplitDimsForwardOwnsSixtyFourRowsOverAllOfDv) {
-  TuningParams t{64, 32, 0, 8, 0, true};
-  t.split = WarpgroupSplit::dims;
-  EXPECT_EQ(t.to_string(), "rows=64 cols=32 head=0 warps=8 cache=none mma=wgmma split=dims");
-  EXPECT_EQ(parse_tuning(t.to_string()), t);
-  EXPECT_EQ(parse_tuning("rows=64 split=rows").split, WarpgroupSplit::rows);
-  const KernelSpec s = spec_of(KernelKind::forward, 512, 512);
-  const GeneratedKernel g = generate(s, t);
-  EXPECT_NE(g.source.find("forward_wgmma_split.cuh"), std::string::npos);
-  EXPECT_EQ(g.threads, 256);
-  // Q, two stages of K and V, and the partial scores of both warpgroups.
-  EXPECT_EQ(g.shared_bytes, 2u * (64 * 512 + 2 * 32 * (512 + 512)) + 4u * 2 * 16 * 128);
-  EXPECT_LE(g.shared_bytes, kHopperSharedLimit);
-  // Dims rounded up to 32: both warpgroups run the same instructions.
-  EXPECT_EQ(shared_bytes(spec_of(KernelKind::forward, 300, 200), t),
-            2u * (64 * 320 + 2 * 32 * (320 + 224)) + 4u * 2 * 16 * 128);
-  TuningParams rows128 = t;
-  rows128.block_rows = 128;
-  refused(s, rows128, "rows=64 warps=8 head=0");
-  refused(spec_of(KernelKind::forward, 127, 127, 1), t, "alignment class 2, 4 or 8");
-  refused(spec_of(KernelKind::backward_atomic, 128, 128), t,
-          "wgmma forward, backward_query and backward_key_value only");
-  refused(spec_of(KernelKind::backward_query, 128, 128), t, "producer=warp copy=tma");
-  EXPECT_NE(forced_only_path(s, t), "");
 }
 
 // The query backward whose two warpgroups split the head dims (split=dims):
@@ -303,7 +241,6 @@ TEST(Generate, SplitDimsQueryBackwardSharesSixtyFourRows) {
   TuningParams five = t;
   five.stages = 5;
   refused(s, five, "stages=2, 3 or 4");
-  EXPECT_EQ(forced_only_path(s, t), "");
 }
 
 // The key/value backward with split=dims: a dV and a dK CTA per block of 64
@@ -325,7 +262,6 @@ TEST(Generate, SplitDimsKeyValueBackwardTakesTwoCtasPerKeyBlock) {
   EXPECT_LE(shared_bytes(s, t), kHopperSharedLimit);
   refused(spec_of(KernelKind::backward_key_value, 520, 520), t, "Dqk <= 512 and Dv <= 512");
   refused(spec_of(KernelKind::backward_key_value, 300, 300, 4), t, "alignment class 8");
-  EXPECT_EQ(forced_only_path(s, t), "");
   // V held in registers (the dK CTA): V's tile leaves shared memory, a
   // 1024-byte placeholder keeps the tiles after it aligned.
   TuningParams held = t;
@@ -339,61 +275,6 @@ TEST(Generate, SplitDimsKeyValueBackwardTakesTwoCtasPerKeyBlock) {
   refused(s, query_held, "cache=K, cache=V, cache=K,V or cache=none");
   refused(spec_of(KernelKind::backward_query, 384, 384), held,
           "cache=Q, cache=dO, cache=Q,dO or cache=none");
-  // In pairs (cluster=2) sharing Q and dO: the same shared memory. Handing
-  // Pᵀ over (handoff=1), the dK CTA reads no K, so a held K leaves K's tile
-  // out too; the hand-over (2 slots x 2 warpgroups x 8 floats x 128
-  // threads) and its four barriers are added.
-  TuningParams paired = held;
-  paired.cluster = 2;
-  EXPECT_EQ(shared_bytes(s, paired), shared_bytes(s, held));
-  TuningParams handing_over = paired;
-  handing_over.handoff = 1;
-  EXPECT_EQ(handing_over.to_string(),
-            "rows=64 cols=32 head=0 warps=8 cache=K,V mma=wgmma producer=warp copy=tma "
-            "split=dims cluster=2 swizzle=32 handoff=1");
-  EXPECT_EQ(parse_tuning(handing_over.to_string()), handing_over);
-  EXPECT_EQ(shared_bytes(s, handing_over) + 2u * (64 * 384 - 512),
-            shared_bytes(s, held) + 4u * 2 * 2 * 8 * 128 + 8u * 4);
-  const GeneratedKernel g_paired = generate(s, paired);
-  EXPECT_EQ(g_paired.cluster, 2);
-  EXPECT_NE(g_paired.source.find("kCluster = 2"), std::string::npos);
-  EXPECT_NE(g_paired.source.find("kHandoff = false"), std::string::npos);
-  EXPECT_NE(g_paired.source.find("__cluster_dims__(2, 1, 1)"), std::string::npos);
-  EXPECT_NE(generate(s, handing_over).source.find("kHandoff = true"), std::string::npos);
-  EXPECT_NE(g_held.source.find("kCluster = 1"), std::string::npos);
-  EXPECT_NE(forced_only_path(s, paired), "") << "measured slower than the CTAs alone";
-  EXPECT_NE(forced_only_path(s, handing_over), "") << "measured slower than the CTAs alone";
-  TuningParams alone_handing_over = held;
-  alone_handing_over.handoff = 1;
-  refused(s, alone_handing_over,
-          "handoff=1 applies to the key/value backward with split=dims "
-          "and cluster=2 only");
-  // The next block's GEMMs issued ahead: three stages or more, the
-  // key/value kernel only; forced-only (measured slower).
-  TuningParams ahead = held;
-  ahead.stages = 3;
-  ahead.ahead = 1;
-  EXPECT_EQ(ahead.to_string(),
-            "rows=64 cols=32 head=0 warps=8 cache=K,V mma=wgmma stages=3 producer=warp copy=tma "
-            "split=dims swizzle=32 ahead=1");
-  EXPECT_EQ(parse_tuning(ahead.to_string()), ahead);
-  EXPECT_NE(generate(s, ahead).source.find("kAhead = true"), std::string::npos);
-  EXPECT_NE(g_held.source.find("kAhead = false"), std::string::npos);
-  EXPECT_NE(forced_only_path(s, ahead), "");
-  TuningParams block_by_block = ahead;
-  block_by_block.ahead = 0;
-  EXPECT_EQ(shared_bytes(s, ahead), shared_bytes(s, block_by_block)) << "registers only";
-  TuningParams two_stages = ahead;
-  two_stages.stages = 2;
-  refused(s, two_stages, "ahead=1 needs stages >= 3");
-  TuningParams query_ahead = ahead;
-  query_ahead.cached = 0;
-  refused(spec_of(KernelKind::backward_query, 384, 384), query_ahead,
-          "ahead=1 applies to the key/value backward with split=dims only");
-  TuningParams query_paired = t;
-  query_paired.cluster = 2;
-  refused(spec_of(KernelKind::backward_query, 384, 384), query_paired,
-          "the key/value backward with split=dims");
 }
 
 // The query kernel with split=dims holding Q and dO in registers: their
@@ -408,8 +289,6 @@ TEST(Generate, SplitDimsQueryBackwardHoldsQueryAndGradOutput) {
   const GeneratedKernel g = generate(s, held);
   EXPECT_NE(g.source.find("kCacheQ = true"), std::string::npos);
   EXPECT_NE(g.source.find("kCacheGradO = true"), std::string::npos);
-  EXPECT_EQ(forced_only_path(s, held), "");
-  EXPECT_EQ(forced_only_path(s, t), "");
 }
 
 TEST(Generate, WgmmaNeedsAlignedRowsHopperAndWholeWarpgroups) {
@@ -556,7 +435,6 @@ TEST(DefaultTuning, WgmmaBackwardWhereItApplies) {
         default_tuning(spec_of(KernelKind::backward_key_value, d, d), kHopperSharedLimit);
     EXPECT_EQ(split.split, WarpgroupSplit::outputs) << d;
     EXPECT_TRUE(split.tma) << d;
-    EXPECT_EQ(forced_only_path(spec_of(KernelKind::backward_key_value, d, d), split), "");
   }
   EXPECT_FALSE(
       default_tuning(spec_of(KernelKind::backward_key_value, 199, 199, 1), kHopperSharedLimit)

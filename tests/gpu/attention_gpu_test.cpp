@@ -231,66 +231,6 @@ TEST_P(GpuForwardWgmmaSwizzled, MatchesReference) {
   expect_tma_forward(GetParam(), 32);
 }
 
-// The wgmma forward whose two warpgroups split the head dims (split=dims)
-// over 64 rows: wide and narrow heads, Dqk != Dv, causal, GQA, rows aligned
-// to 4 bytes or more.
-class GpuForwardWgmmaSplit : public ::testing::TestWithParam<Case> {};
-
-TEST_P(GpuForwardWgmmaSplit, MatchesReference) {
-  FLASHGEN_SKIP_WITHOUT_GPU();
-  TuningParams tuning{64, 32, 0, 8, 0, true};
-  tuning.split = WarpgroupSplit::dims;
-  expect_forward_with(tuning, GetParam());
-}
-
-std::vector<Case> wgmma_split_cases() {
-  // batch, seq_q, seq_kv, heads_q, heads_kv, dim_qk, dim_v, causal, dtype, layout
-  return {Case{1, 200, 333, 2, 1, 384, 384, true, DType::bf16, Layout::bshd},
-          Case{2, 77, 130, 2, 2, 320, 512, false, DType::f16, Layout::bhsd},
-          Case{1, 129, 65, 2, 2, 300, 300, false, DType::bf16, Layout::bshd},
-          Case{1, 65, 200, 4, 2, 512, 512, true, DType::bf16, Layout::padded},
-          Case{2, 300, 333, 4, 2, 64, 64, true, DType::bf16, Layout::bshd},
-          Case{1, 77, 300, 2, 1, 40, 104, true, DType::bf16, Layout::bhsd},
-          Case{1, 200, 7, 2, 2, 130, 66, false, DType::f16, Layout::bshd}};
-}
-
-// The wgmma forward whose two warpgroups split the value columns and take
-// turns computing S (split=values), K and V copied by TMA: wide and narrow
-// heads, Dqk != Dv, causal, GQA, a single key block (only the first
-// warpgroup computes S) and an odd number of them, two to four stages, CTAs
-// alone and in clusters of two sharing K and V (an odd number of row blocks
-// leaves the last cluster a CTA with no rows).
-class GpuForwardWgmmaAlternate : public ::testing::TestWithParam<Case> {};
-
-TEST_P(GpuForwardWgmmaAlternate, MatchesReference) {
-  FLASHGEN_SKIP_WITHOUT_GPU();
-  const Case& c = GetParam();
-  KernelSpec spec;
-  spec.dim_qk = c.dim_qk;
-  spec.dim_v = c.dim_v;
-  for (int cluster : {1, 2})
-    for (int stages : {2, 3, 4}) {
-      TuningParams tuning = with_tma_producer(TuningParams{64, 32, 0, 8, 0, true}, stages, 0);
-      tuning.split = WarpgroupSplit::values;
-      tuning.cluster = cluster;
-      if (c.dim_qk <= 128 && c.dim_v <= 128) tuning.block_cols = 64;
-      if (shared_bytes(spec, tuning) > shared_limit_of_arch("sm_90a")) continue;
-      expect_forward_with(tuning, c);
-    }
-}
-
-std::vector<Case> wgmma_alternate_cases() {
-  // batch, seq_q, seq_kv, heads_q, heads_kv, dim_qk, dim_v, causal, dtype, layout
-  return {Case{1, 200, 333, 2, 1, 384, 384, true, DType::bf16, Layout::bshd},
-          Case{2, 77, 130, 2, 2, 320, 512, false, DType::f16, Layout::bhsd},
-          Case{1, 65, 200, 4, 2, 512, 512, true, DType::bf16, Layout::padded},
-          Case{1, 130, 300, 2, 2, 512, 512, false, DType::bf16, Layout::bshd},
-          Case{2, 300, 333, 4, 2, 64, 64, true, DType::bf16, Layout::bshd},
-          Case{1, 77, 300, 2, 1, 40, 104, true, DType::bf16, Layout::bhsd},
-          Case{1, 200, 7, 2, 2, 136, 72, false, DType::f16, Layout::bshd},
-          Case{1, 64, 64, 1, 1, 256, 256, true, DType::bf16, Layout::bshd}};
-}
-
 class GpuForward : public ::testing::TestWithParam<Case> {};
 class GpuBackward : public ::testing::TestWithParam<Case> {};
 // The atomic kernels at every D, not only where the planner prefers them.
@@ -402,15 +342,10 @@ class GpuBackwardWgmmaQuerySplit : public ::testing::TestWithParam<Case> {};
 constexpr std::size_t kH200SharedBytesPerBlock = 232448;  // the opt-in limit (sm_90)
 
 // A tuning with split=dims: traversed blocks, stages, swizzle, operands held
-// in registers, CTAs per cluster (the key/value kernel's dV and dK CTAs in
-// pairs sharing Q and dO), the next block's GEMMs issued ahead and Pᵀ handed
-// over in a pair (the key/value kernel).
+// in registers.
 struct DimsSplitShape {
   int cols, stages, swizzle;
   unsigned cached;
-  int cluster = 1;
-  int ahead = 0;
-  int handoff = 0;
 };
 
 // Checks the backward with `kind` forced to split=dims over each of `shapes`
@@ -426,9 +361,6 @@ void check_backward_dims_split(KernelKind kind, const Case& c,
     TuningParams tuning = with_tma_producer(TuningParams{64, shape.cols, 0, 8, shape.cached, true},
                                             shape.stages, shape.swizzle);
     tuning.split = WarpgroupSplit::dims;
-    tuning.cluster = shape.cluster;
-    tuning.ahead = shape.ahead;
-    tuning.handoff = shape.handoff;
     if (shared_bytes(spec, tuning) > kH200SharedBytesPerBlock) continue;
     const ScopedTuningOverride force(kind, tuning);
     EXPECT_TRUE(check_backward(c, gpu_options(true))) << tuning.to_string();
@@ -451,9 +383,7 @@ TEST_P(GpuBackwardWgmmaQuerySplit, MatchesReference) {
 // The key/value backward with split=dims: a dV and a dK CTA per block of
 // 64 keys, each of two warpgroups splitting the head dims (the query
 // kernel's cases; Q and dO two or three stages deep; K of the dV CTA and V of
-// the dK CTA in shared memory or registers; the two CTAs alone or in pairs,
-// sharing Q and dO, and with the dV CTA handing Pᵀ to the dK CTA; each
-// block's GEMMs issued after the last block's exchanges or ahead of them).
+// the dK CTA in shared memory or registers).
 class GpuBackwardWgmmaKeyValueDims : public ::testing::TestWithParam<Case> {};
 
 TEST_P(GpuBackwardWgmmaKeyValueDims, MatchesReference) {
@@ -464,16 +394,7 @@ TEST_P(GpuBackwardWgmmaKeyValueDims, MatchesReference) {
                              {48, 2, 32, kCacheK | kCacheV},
                              {16, 2, 32, kCacheK},
                              {16, 3, 32, kCacheV},
-                             {32, 3, 32, kCacheK | kCacheV},
-                             {32, 3, 32, kCacheK | kCacheV, 2},
-                             {16, 2, 0, 0, 2},
-                             {48, 2, 32, kCacheK, 2},
-                             {16, 3, 32, kCacheV, 2},
-                             {32, 3, 32, kCacheK | kCacheV, 2, 0, 1},
-                             {16, 2, 0, 0, 2, 0, 1},
-                             {32, 3, 32, kCacheK | kCacheV, 1, 1},
-                             {16, 3, 32, kCacheK | kCacheV, 1, 1},
-                             {16, 3, 0, 0, 1, 1}});
+                             {32, 3, 32, kCacheK | kCacheV}});
 }
 
 std::vector<Case> wgmma_query_split_cases() {
@@ -542,10 +463,6 @@ INSTANTIATE_TEST_SUITE_P(Forced, GpuForwardWgmmaTma, ::testing::ValuesIn(wgmma_t
                          CaseName());
 INSTANTIATE_TEST_SUITE_P(Forced, GpuForwardWgmmaSwizzled, ::testing::ValuesIn(wgmma_tma_cases()),
                          CaseName());
-INSTANTIATE_TEST_SUITE_P(Forced, GpuForwardWgmmaSplit, ::testing::ValuesIn(wgmma_split_cases()),
-                         CaseName());
-INSTANTIATE_TEST_SUITE_P(Forced, GpuForwardWgmmaAlternate,
-                         ::testing::ValuesIn(wgmma_alternate_cases()), CaseName());
 INSTANTIATE_TEST_SUITE_P(Forced, GpuBackwardWgmmaQueryTma,
                          ::testing::ValuesIn(wgmma_backward_tma_cases(false)), CaseName());
 INSTANTIATE_TEST_SUITE_P(Forced, GpuBackwardWgmmaKeyValueTma,

@@ -319,19 +319,6 @@ TEST(CostModel, RanksHeldOperandsAndDeeperPipelinesAhead) {
   EXPECT_LT(cycles(kCacheK | kCacheV, 3), cycles(kCacheV, 3));
   EXPECT_LT(cycles(kCacheV, 3), cycles(0, 3));
   EXPECT_LT(cycles(0, 3), cycles(0, 2));
-  // Handing Pᵀ over, the dK CTA computes no Sᵀ.
-  TuningParams paired = with_tma_producer(TuningParams{64, 32, 0, 8, kCacheK | kCacheV, true}, 3);
-  paired.split = WarpgroupSplit::dims;
-  paired.cluster = 2;
-  paired.handoff = 1;
-  EXPECT_LT(estimated_cycles(s, paired, problem, device), cycles(kCacheK | kCacheV, 3));
-}
-
-TEST(SearchSpace, LeavesOutForcedOnlyPaths) {
-  for (KernelKind kind :
-       {KernelKind::forward, KernelKind::backward_query, KernelKind::backward_key_value})
-    for (const TuningParams& t : search_space(spec(kind, 128)))
-      EXPECT_EQ(forced_only_path(spec(kind, 128), t), "") << t.to_string();
 }
 
 TEST(SearchSpace, ProducersCopyByTmaOnSixteenByteRowsByCpAsyncElsewhere) {

@@ -145,7 +145,8 @@ TEST(FindRow, InvalidTuningIsSkipped) {
 
 TEST(FindRow, OnlyTheNearestRowStandsIn) {
   // D = 255: the nearest row (256) holds a tuning that does not apply (a
-  // forced-only path): no row, though the farther 64 row would be valid.
+  // producer warpgroup, which rows only 2-byte aligned cannot take): no row,
+  // though the farther 64 row would be valid.
   TuningParams wgmma{128, 64, 0, 8, 0};
   wgmma.wgmma = true;
   TuningParams producer = wgmma;
@@ -161,20 +162,6 @@ TEST(FindRow, OnlyTheNearestRowStandsIn) {
       {});
   EXPECT_EQ(find_row(usable, spec(KernelKind::backward_query, 248), 8192, kHopperShared)->row.tuning,
             wgmma);
-}
-
-TEST(FindRow, ForcedOnlyPathsRunOnlyWhenForced) {
-  // A row naming a kernel path kept for measurement only is skipped like an
-  // invalid one: the heuristic applies.
-  TuningParams split_dims{64, 32, 0, 8, 0, true};
-  split_dims.split = WarpgroupSplit::dims;
-  const KernelSpec forward = spec(KernelKind::forward, 128);
-  ASSERT_NE(forced_only_path(forward, split_dims), "");
-  EXPECT_FALSE(find_row(make_table_set({row(KernelKind::forward, 128, 128, split_dims)}, {}),
-                        forward, 8192, kHopperShared));
-  // An override still runs them.
-  const ScopedTuningOverride force(KernelKind::forward, split_dims);
-  EXPECT_EQ(lookup_tuning(forward, problem(8192, 128)), split_dims);
 }
 
 TEST(FindRow, TmaRowsServeRowsTmaCannotReadWithoutTheProducer) {
@@ -221,7 +208,6 @@ TEST(FindRow, WgmmaBackwardRowsServeTwoByteRows) {
   TuningParams staged{128, 64, 0, 8, 0, true};
   KernelSpec odd = spec(KernelKind::backward_query, 127);
   odd.vec = 1;
-  EXPECT_EQ(forced_only_path(odd, staged), "");
   const auto m =
       find_row(make_table_set({row(KernelKind::backward_query, 128, 128, staged)}, {}), odd,
                8192, kHopperShared);

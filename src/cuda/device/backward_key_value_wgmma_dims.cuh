@@ -12,16 +12,9 @@
 //            dK[:, half g] += dSᵀ·Q[:, half g]
 //
 // Five GEMMs instead of four (Sᵀ twice), against the mma.sync kernel's
-// column chunks, which recompute Sᵀ and dPᵀ per chunk. In pairs
-// (cluster=2: the dV CTA rank 0, the dK CTA rank 1 of a cluster of two),
-// the two CTAs, which traverse the same query blocks, share the copies of
-// Q and dO (each producer copies one of the two into both CTAs: half the
-// L2 reads); with handoff=1 the dV CTA also hands each block's Pᵀ to the
-// dK CTA (pair_handoff.cuh), which then computes neither Sᵀ nor Pᵀ and
-// reads no K: four GEMMs, two a CTA. The hand-over measured slower on the
-// H200 (43.6 against 36.3 ms at D = 384, while the producer still copied a
-// slice at a time and starved both); both are forced-only options. A
-// producer warpgroup copies the traversed Q and dO by TMA with
+// column chunks, which recompute Sᵀ and dPᵀ per chunk (pairing the two
+// CTAs in a cluster to share Q and dO, or to hand Pᵀ over, measured slower:
+// docs/experiments.md). A producer warpgroup copies the traversed Q and dO by TMA with
 // their rows' L2 and Dterm (the dV CTA reads no Dterm); block j's stage is
 // read until the product of block j, one block later. K, V, Q and dO are
 // zero-filled to a multiple of 32 columns, so both warpgroups run the same
@@ -39,7 +32,6 @@
 #pragma once
 
 #include "backward_key_value_wgmma_producer.cuh"
-#include "pair_handoff.cuh"
 #include "warpgroup_exchange.cuh"
 
 namespace flashgen_device {
@@ -47,10 +39,7 @@ namespace flashgen_device {
 // C (generated): kElement, kDimQK, kDimV, kWarps (8: two computing
 // warpgroups), kBlockN, kVec (8), kCausal, kTma (true), kSwizzle, kStages,
 // kHeadChunks (2: the dV and the dK CTA of each key block), kCacheK (the
-// dV CTA's K in registers), kCacheV (the dK CTA's V in registers),
-// kCluster (2: the dV and the dK CTA of a key block in a cluster, Q and dO
-// shared), kHandoff (in a cluster, Pᵀ handed from the dV to the dK CTA),
-// kAhead (block j+1's GEMMs issued before block j's exchanges: traverse_ahead).
+// dV CTA's K in registers), kCacheV (the dK CTA's V in registers).
 template <class C>
 struct BackwardKeyValueWgmmaDims {
   static constexpr int E = C::kElement;
@@ -63,20 +52,14 @@ struct BackwardKeyValueWgmmaDims {
   static constexpr int kConsumerWarps = C::kWarps;
   static constexpr int kBothGroups = 2 * kWarpgroupThreads;
   static constexpr bool kKeysInRegisters = C::kCacheK, kValuesInRegisters = C::kCacheV;
-  static constexpr bool kPaired = C::kCluster == 2;
-  static constexpr bool kHandoff = C::kHandoff;
-  // Handing Pᵀ over, only the dV CTA reads K: where it holds K, no CTA
-  // needs K's tile.
-  static constexpr int kKeyTileElements =
-      held_tile_elements(kHandoff && kKeysInRegisters, kBlockM * kDimQK);
+  // The dK CTA reads K's tile even where the dV CTA holds K.
+  static constexpr int kKeyTileElements = kBlockM * kDimQK;
   static constexpr int kValueTileElements = held_tile_elements(kValuesInRegisters, kBlockM * kDimV);
   static_assert(C::kWarps == 8 && C::kHeadChunks == 2,
                 "two warpgroups over the same 64 keys; a dV and a dK CTA per key block");
   static_assert(kBlockN % 16 == 0 && kBlockN <= 256 && kHalfQK <= 256 && kHalfV <= 256,
                 "wgmma n is 16..256; half of dK (dV) lives in each warpgroup's registers");
   static_assert(C::kTma && C::kVec == 8, "Q and dO are copied by TMA");
-  static_assert(C::kCluster == 1 || C::kCluster == 2, "alone, or a dV and a dK CTA in pairs");
-  static_assert(!kHandoff || kPaired, "Pᵀ is handed over inside a pair");
   typedef RegisterSplit<C::kWarps> Registers;
   typedef QueryTraversal<kBlockN> Traversal;
   typedef TraversedTile<kBlockN, kDimQK, true, C::kSwizzle> Queries;
@@ -87,7 +70,7 @@ struct BackwardKeyValueWgmmaDims {
   static constexpr int kScoreFloats = other_rows_floats<kQueryTiles>();
   static constexpr int kFragmentWords = own_words<kBlockN / 16>();
 
-  struct Tiles {
+  struct SharedStorage {
     u16 k[kKeyTileElements];  // core-matrix layout (wgmma.cuh)
     u16 v[kValueTileElements];
     u16 q[kStages][kBlockN * kDimQK];  // TMA's layout (TraversedTile)
@@ -98,14 +81,6 @@ struct BackwardKeyValueWgmmaDims {
     u32 fragments[2][kFragmentWords][kWarpgroupThreads];
     StagePipeline<kStages> pipeline;  // a full and an empty barrier per stage
   };
-  // Handing Pᵀ over: the dV CTA's Pᵀ of two blocks, in the dK CTA's (both
-  // CTAs have the same layout; the dV CTA uses only the slots' empty
-  // barriers).
-  struct HandoffTiles : Tiles {
-    PairHandoff<kQueryTiles> handoff;
-  };
-  typedef typename select_type<kHandoff, HandoffTiles, Tiles>::type SharedStorage;
-  static constexpr u32 kValueRank = 0, kKeyRank = 1;  // cluster ranks, paired
 
   // Named barriers of the exchanges (0 is __syncthreads').
   static constexpr int kPartialsBarrier = 1, kFragmentsBarrier = 2;
@@ -119,25 +94,16 @@ struct BackwardKeyValueWgmmaDims {
     SharedStorage& smem = *reinterpret_cast<SharedStorage*>(shared_bytes);
     const int thread = threadIdx.x, lane = thread & 31, warp = thread >> 5;
     const int kv_head = blockIdx.y;
-    // Alone: the dV and dK CTAs of a key block along z; paired: side by side along x.
-    const int batch = kPaired ? blockIdx.z : blockIdx.z / 2;
-    const bool grad_keys =  // this CTA's output: dK, else dV
-        kPaired ? cluster_rank() == kKeyRank : blockIdx.z % 2 == 1;
-    const int key0 = (kPaired ? blockIdx.x / 2 : blockIdx.x) * kBlockM;
+    // The dV and dK CTAs of a key block along z.
+    const int batch = blockIdx.z / 2;
+    const bool grad_keys = blockIdx.z % 2 == 1;  // this CTA's output: dK, else dV
+    const int key0 = blockIdx.x * kBlockM;
     const Traversal walk = Traversal::template of<C::kCausal>(p, key0);
 
-    if (thread == 0) {
-      // Paired, a stage is free once the consumers of both CTAs (whose
-      // stages both producers fill) have released it.
-      smem.pipeline.init(kPaired ? 2 * kConsumerWarps : kConsumerWarps, kQueryBlockArrivals);
-      if constexpr (kHandoff) smem.handoff.init();
-      if constexpr (kPaired) fence_barrier_init();
-    }
+    if (thread == 0) smem.pipeline.init(kConsumerWarps, kQueryBlockArrivals);
     if (warp < kConsumerWarps) {
       const u16* k = head_slice<const u16>(p.k, batch, kv_head) + key0 * p.k.stride_seq;
-      const bool reads_key_tile =
-          kHandoff ? !grad_keys && !kKeysInRegisters : grad_keys || !kKeysInRegisters;
-      if (reads_key_tile)
+      if (grad_keys || !kKeysInRegisters)
         copy_core_matrix_tile<kBlockM, kDimQK, C::kVec, kBothGroups>(
             smem.k, k, p.k.stride_seq, p.seq_kv - key0, C::kDimQK, thread);
       if (grad_keys && !kValuesInRegisters) {
@@ -152,18 +118,12 @@ struct BackwardKeyValueWgmmaDims {
     cp_async_commit();
     cp_async_wait<0>();
     fence_async_shared();
-    // K, V and the barriers are ready (paired: in both CTAs); no CTA-wide
-    // barrier after this but, paired, the cluster's last.
-    if constexpr (kPaired)
-      cluster_sync();
-    else
-      __syncthreads();
+    __syncthreads();  // K, V and the barriers are ready; no CTA-wide barrier after this
 
     if (Registers::is_producer(warp)) {
       if (warp == kConsumerWarps)
-        produce_query_blocks_with_tma<kSliceCols, C::kDimQK, C::kDimV, kPaired>(
-            smem, maps, p, walk, batch, kv_head, lane);
-      if constexpr (kPaired) cluster_sync();
+        produce_query_blocks_with_tma<kSliceCols, C::kDimQK, C::kDimV>(smem, maps, p, walk, batch,
+                                                                       kv_head, lane);
       return;
     }
     // The warpgroup, broadcast so that the compiler sees a warp-uniform
@@ -190,8 +150,6 @@ struct BackwardKeyValueWgmmaDims {
                                  p.grad_v.stride_seq, p.grad_v.stride_dim, dv, ones,
                                  p.seq_kv - warp_key0, C::kDimV - col0, lane);
     }
-    // No CTA leaves while the other may still reach its shared memory.
-    if constexpr (kPaired) cluster_sync();
   }
 
   // This warpgroup's half of the head dims: K's and Q's columns g·kHalfQK
@@ -238,7 +196,6 @@ struct BackwardKeyValueWgmmaDims {
         [&](float(&st)[1][kQueryTiles][4], float(&)[1][kQueryTiles][4], int j) {
           sum_partials(smem.partial, kPartialsBarrier, group, group_thread, st);
           probabilities(st, smem, p, walk, j, warp_key0, lane);
-          if constexpr (kHandoff) smem.handoff.send(st, j, kKeyRank, group, group_thread, lane);
         },
         group, group_thread, lane);
   }
@@ -257,12 +214,11 @@ struct BackwardKeyValueWgmmaDims {
     if constexpr (kValuesInRegisters)
       load_a_fragments_global(v_frag, p.v, batch, kv_head, warp_key0, p.seq_kv, group * kHalfV,
                               C::kDimV, lane);
-    // dPᵀ (then dSᵀ, the product's A operand) first, Sᵀ (then Pᵀ; handed
-    // over, Pᵀ from the dV CTA) second.
+    // dPᵀ (then dSᵀ, the product's A operand) first, Sᵀ (then Pᵀ) second.
     traverse(
         smem, walk.total, dk,
         [&](float(&dpt)[1][kQueryTiles][4], float(&st)[1][kQueryTiles][4], int j) {
-          if constexpr (!kHandoff) half_scores(st, k_desc, smem.q[j % kStages], q_half);
+          half_scores(st, k_desc, smem.q[j % kStages], q_half);
           if constexpr (kValuesInRegisters)
             half_scores_from_registers<GradOs>(dpt, v_frag, smem.grad_o[j % kStages], o_half);
           else
@@ -272,13 +228,8 @@ struct BackwardKeyValueWgmmaDims {
           half_key_product(dk, dst_frag, smem.q[j % kStages], q_half);
         },
         [&](float(&dpt)[1][kQueryTiles][4], float(&st)[1][kQueryTiles][4], int j) {
-          if constexpr (kHandoff) {
-            sum_partials(smem.partial, kPartialsBarrier, group, group_thread, dpt);
-            smem.handoff.receive(st, j, kValueRank, group, group_thread, lane);
-          } else {
-            sum_partials(smem.partial, kPartialsBarrier, group, group_thread, st, dpt);
-            probabilities(st, smem, p, walk, j, warp_key0, lane);
-          }
+          sum_partials(smem.partial, kPartialsBarrier, group, group_thread, st, dpt);
+          probabilities(st, smem, p, walk, j, warp_key0, lane);
           subtract_columns_times(dpt, st, smem.dterm[j % kStages], lane);
         },
         group, group_thread, lane);
@@ -296,10 +247,6 @@ struct BackwardKeyValueWgmmaDims {
                                                   float (&acc)[1][kAccTiles][4], Gemms gemms,
                                                   Product product, Side side, int group,
                                                   int group_thread, int lane) {
-    if constexpr (C::kAhead) {
-      traverse_ahead(smem, total, acc, gemms, product, side, group, group_thread, lane);
-      return;
-    }
     zero(acc);
     u32 frag[kBlockN / 16][1][4];  // block j−1's A fragments
     if (total > 0) {
@@ -343,88 +290,9 @@ struct BackwardKeyValueWgmmaDims {
     }
   }
 
-  // traverse() with block j+1's GEMMs issued before block j's side and
-  // exchange, into a second set of score registers, so the tensor cores run
-  // them (and block j−1's product) while this warpgroup exchanges partial
-  // sums and exponentiates; block j's product follows block j+1's GEMMs.
-  // Commit groups in order: G(j), P(j−1), G(j+1), P(j), ...: waiting for
-  // all but the last two leaves G(j) done, then all but the last one
-  // P(j−1). Every block must find the same groups ahead of it, on the
-  // accumulators they write, or ptxas serializes the wgmma (C7515): P(−1)
-  // is a product of zero fragments into dK (dV), and the block after the
-  // last an empty group (it writes nothing). A stage is read until its
-  // product, issued after the next block's GEMMs: three stages or more.
-  // The blocks go in pairs, even ones in set 0, odd ones in set 1, so each
-  // set is named at compile time; the last one or two are peeled off.
-  template <int kAccTiles, class Gemms, class Product, class Side>
-  static __device__ __forceinline__ void traverse_ahead(SharedStorage& smem, int total,
-                                                        float (&acc)[1][kAccTiles][4], Gemms gemms,
-                                                        Product product, Side side, int group,
-                                                        int group_thread, int lane) {
-    static_assert(kStages >= 3, "a stage is held until the product after the next GEMMs");
-    zero(acc);
-    if (total <= 0) return;
-    u32 frag[kBlockN / 16][1][4];  // block j's A fragments
-    float a0[1][kQueryTiles][4], b0[1][kQueryTiles][4], a1[1][kQueryTiles][4],
-        b1[1][kQueryTiles][4];
-    smem.pipeline.wait_full(0);
-    wgmma_fence();
-    gemms(a0, b0, 0);
-    wgmma_commit();
-    zero(frag);
-    product(frag, 0);  // P(−1): zero times block 0's tile, which block 0's product reads too
-    wgmma_commit();
-    // Block j's side, exchange and product; its GEMMs ran into (a, b).
-    auto finish = [&](float(&a)[1][kQueryTiles][4], float(&b)[1][kQueryTiles][4], int j) {
-      fence_registers(flat(a));
-      fence_registers(flat(b));
-      side(a, b, j);
-      wgmma_wait<1>();  // P(j−1) is done: its fragments and stage are free
-      fence_registers(flat(acc));
-      if (j > 0) release(smem, j - 1, lane);
-      pack_and_exchange(smem, frag, a, group, group_thread);
-      fence_registers(flat(acc));
-      wgmma_fence();
-      product(frag, j);
-      wgmma_commit();
-    };
-    // Block j with block j+1 after it: (a, b) hold block j, (na, nb) take j+1.
-    auto step = [&](float(&a)[1][kQueryTiles][4], float(&b)[1][kQueryTiles][4],
-                    float(&na)[1][kQueryTiles][4], float(&nb)[1][kQueryTiles][4], int j) {
-      smem.pipeline.wait_full(j + 1);
-      wgmma_fence();
-      gemms(na, nb, j + 1);
-      wgmma_commit();
-      wgmma_wait<2>();  // G(j) is done; P(j−1) and G(j+1) may run
-      finish(a, b, j);
-    };
-    // The last block: an empty group in place of the next block's GEMMs.
-    auto last = [&](float(&a)[1][kQueryTiles][4], float(&b)[1][kQueryTiles][4], int j) {
-      wgmma_commit();
-      wgmma_wait<2>();
-      finish(a, b, j);
-    };
-    int j = 0;
-    for (; j + 2 < total; j += 2) {
-      step(a0, b0, a1, b1, j);
-      step(a1, b1, a0, b0, j + 1);
-    }
-    if (j + 2 == total) {  // two blocks left
-      step(a0, b0, a1, b1, j);
-      last(a1, b1, j + 1);
-      j += 1;
-    } else {
-      last(a0, b0, j);
-    }
-    wgmma_wait<0>();
-    fence_registers(flat(acc));
-    release(smem, j, lane);
-  }
-
-  // This warp no longer reads block j's stage: paired, in both CTAs (both
-  // producers write every stage of both).
+  // This warp no longer reads block j's stage.
   static __device__ __forceinline__ void release(SharedStorage& smem, int j, int lane) {
-    smem.pipeline.template release_in_cluster<C::kCluster>(j, lane);
+    smem.pipeline.release(j, lane);
   }
 
   // Packs this warpgroup's rows of Pᵀ (dSᵀ) as A fragments, hands its words

@@ -37,12 +37,7 @@ constexpr int kQueryBlockArrivals = 32;
 // The copies first: the fetch's latency (a global load's) would otherwise
 // precede them in every block. Storage: the kernel's shared
 // memory (q, grad_o, lse_log2, dterm stages and their StagePipeline).
-// kShared: this CTA and the other of a cluster of two traverse the same
-// blocks (the dV and the dK CTA of a key block); rank 0 copies Q[j], rank 1
-// dO[j], each into both CTAs, and each CTA's barrier expects both tiles'
-// bytes (its stages are freed by the consumers of both: release_in_cluster).
-template <int kSliceCols, int kQueryCols, int kGradOCols, bool kShared = false, class Storage,
-          int kBlockN>
+template <int kSliceCols, int kQueryCols, int kGradOCols, class Storage, int kBlockN>
 __device__ __forceinline__ void produce_query_blocks_with_tma(Storage& smem,
                                                               const TraversedTensorMaps& maps,
                                                               const AttentionParams& p,
@@ -50,23 +45,9 @@ __device__ __forceinline__ void produce_query_blocks_with_tma(Storage& smem,
                                                               int batch, int kv_head, int lane) {
   smem.pipeline.produce_with_transactions(walk.total, [&](int j, int stage, u64* full) {
     const int head = walk.head_of(j, kv_head, p.group_size), query0 = walk.query0_of(j);
-    if (lane == 0) {
-      if constexpr (kShared) {
-        constexpr u32 kBothCtas = 0x3;
-        mbarrier_expect_bytes(full, tma_tile_bytes<kBlockN, kSliceCols, kQueryCols>() +
-                                        tma_tile_bytes<kBlockN, kSliceCols, kGradOCols>());
-        if (cluster_rank() == 0)
-          tma_load_tile_multicast<kBlockN, kSliceCols, kQueryCols>(
-              smem.q[stage], &maps.first_sliced, &maps.first, query0, head, batch, full, kBothCtas);
-        else
-          tma_load_tile_multicast<kBlockN, kSliceCols, kGradOCols>(
-              smem.grad_o[stage], &maps.second_sliced, &maps.second, query0, head, batch, full,
-              kBothCtas);
-      } else {
-        tma_load_traversed_block<kBlockN, kSliceCols, kQueryCols, kGradOCols, false>(
-            smem.q[stage], smem.grad_o[stage], maps, query0, head, batch, full);
-      }
-    }
+    if (lane == 0)
+      tma_load_traversed_block<kBlockN, kSliceCols, kQueryCols, kGradOCols, false>(
+          smem.q[stage], smem.grad_o[stage], maps, query0, head, batch, full);
     stage_traversed_rows<kBlockN>(p, batch, head, query0, smem.lse_log2[stage], smem.dterm[stage],
                                   lane, 32);
     mbarrier_arrive(full);

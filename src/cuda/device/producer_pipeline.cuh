@@ -43,60 +43,6 @@ __device__ __forceinline__ void mbarrier_wait(u64* barrier, u32 parity) {
       : "memory");
 }
 
-// Thread block clusters (sm_90): this CTA's rank in its cluster; an arrival
-// on the barrier at `barrier`'s offset in the cluster's CTA of rank `rank`
-// (release at cluster scope: this thread's reads and writes before it are
-// ordered before that CTA's waits); a wait for a phase of this CTA's barrier
-// at cluster scope (acquire: what the arriving CTA wrote before its arrival
-// is visible after it); the shared-memory address in the CTA of rank `rank`
-// of what sits at `local` in this one, and a store there; a barrier of every
-// thread of the cluster that has not exited (release / acquire:
-// shared-memory writes before it, by any CTA, are visible after it); and the
-// fence that makes barriers initialised by one thread visible to the other
-// CTAs before that barrier.
-__device__ __forceinline__ u32 cluster_rank() {
-  u32 rank;
-  asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(rank));
-  return rank;
-}
-__device__ __forceinline__ void mbarrier_arrive_in_cta(u64* barrier, u32 rank) {
-  asm volatile(
-      "{\n"
-      "  .reg .b32 remote;\n"
-      "  mapa.shared::cluster.u32 remote, %0, %1;\n"
-      "  mbarrier.arrive.release.cluster.shared::cluster.b64 _, [remote];\n"
-      "}\n" ::"r"(shared_address(barrier)),
-      "r"(rank)
-      : "memory");
-}
-__device__ __forceinline__ void mbarrier_wait_cluster(u64* barrier, u32 parity) {
-  asm volatile(
-      "{\n"
-      "  .reg .pred done;\n"
-      "waiting:\n"
-      "  mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 done, [%0], %1;\n"
-      "  @!done bra waiting;\n"
-      "}\n" ::"r"(shared_address(barrier)),
-      "r"(parity)
-      : "memory");
-}
-__device__ __forceinline__ u32 cluster_address(const void* local, u32 rank) {
-  u32 remote;
-  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;"
-               : "=r"(remote)
-               : "r"(shared_address(local)), "r"(rank));
-  return remote;
-}
-__device__ __forceinline__ void store_in_cluster(u32 address, float value) {
-  asm volatile("st.shared::cluster.f32 [%0], %1;" ::"r"(address), "f"(value) : "memory");
-}
-__device__ __forceinline__ void cluster_sync() {
-  asm volatile("barrier.cluster.arrive.release;\nbarrier.cluster.wait.acquire;" ::: "memory");
-}
-__device__ __forceinline__ void fence_barrier_init() {
-  asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-}
-
 // Warpgroup-wide: lowers (dec) or raises (inc) the registers each thread of
 // the calling warpgroup holds, so warpgroups with different roles can split
 // the register file unevenly (sm_90a).
@@ -215,21 +161,6 @@ struct StagePipeline {
     __syncwarp();
     if (lane == 0) mbarrier_arrive(&empty[j % kStages]);
   }
-  // The same where the stage is filled for the CTAs of a cluster of
-  // kClusterSize at once (TMA multicast): this warp releases block j's
-  // stage in each of them, whose producers each write part of every stage.
-  template <int kClusterSize>
-  __device__ __forceinline__ void release_in_cluster(int j, int lane) {
-    if constexpr (kClusterSize == 1) {
-      release(j, lane);
-    } else {
-      __syncwarp();
-      if (lane == 0)
-        for (int rank = 0; rank < kClusterSize; ++rank)
-          mbarrier_arrive_in_cta(&empty[j % kStages], rank);
-    }
-  }
-
   // A producer thread's loop (every thread of the copying warps runs it,
   // init()'s full_arrivals of them): issue(j, stage) issues this thread's
   // share of the cp.async copies (and of any plain shared-memory stores) of

@@ -51,35 +51,6 @@ __device__ __forceinline__ void tma_load_5d(void* destination, const TensorMap* 
       : "memory");
 }
 
-// The same box into `destination` of every CTA of the cluster in `cta_mask`
-// (bit r: the CTA of rank r), each completing on its own barrier at
-// `barrier`'s offset (sm_90a).
-__device__ __forceinline__ void tma_load_4d_multicast(void* destination, const TensorMap* map,
-                                                      int c0, int c1, int c2, int c3,
-                                                      u64* barrier, u16 cta_mask) {
-  asm volatile(
-      "cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
-      ".multicast::cluster [%0], [%1, {%2, %3, %4, %5}], [%6], %7;" ::"r"(
-          shared_address(destination)),
-      "l"(reinterpret_cast<unsigned long long>(map)), "r"(c0), "r"(c1), "r"(c2), "r"(c3),
-      "r"(shared_address(barrier)), "h"(cta_mask)
-      : "memory");
-}
-
-// The 5-dim box into `destination` of every CTA of the cluster in
-// `cta_mask`, as tma_load_4d_multicast.
-__device__ __forceinline__ void tma_load_5d_multicast(void* destination, const TensorMap* map,
-                                                      int c0, int c1, int c2, int c3, int c4,
-                                                      u64* barrier, u16 cta_mask) {
-  asm volatile(
-      "cp.async.bulk.tensor.5d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
-      ".multicast::cluster [%0], [%1, {%2, %3, %4, %5, %6}], [%7], %8;" ::"r"(
-          shared_address(destination)),
-      "l"(reinterpret_cast<unsigned long long>(map)), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(c4),
-      "r"(shared_address(barrier)), "h"(cta_mask)
-      : "memory");
-}
-
 // Tiles in the layout TMA writes from boxes of kSliceCols columns (8, or 16
 // for a 32-byte swizzle: the map's box): [kCols / kSliceCols][kRows][kSliceCols],
 // one slice of all kRows rows after the other.
@@ -110,17 +81,6 @@ __device__ __forceinline__ void tma_load_announced_slices(u16* tile, const Tenso
   tma_load_slices<kRows, kSliceCols>(tile, map, slices, col0, row0, head, batch, full);
 }
 
-// Slices [first, last) as tma_load_slices, multicast to the CTAs in
-// `cta_mask`.
-template <int kRows>
-__device__ __forceinline__ void tma_load_slices_multicast(u16* tile, const TensorMap* map,
-                                                          int first, int last, int row0, int head,
-                                                          int batch, u64* full, u16 cta_mask) {
-  for (int slice = first; slice < last; ++slice)
-    tma_load_4d_multicast(tile + slice * kRows * 8, map, slice * 8, row0, head, batch, full,
-                          cta_mask);
-}
-
 // Bytes of a tile of kRows rows and kCols columns as TMA writes it: its
 // slices, a partial last one whole (zeros past kCols).
 template <int kRows, int kSliceCols, int kCols>
@@ -144,20 +104,6 @@ __device__ __forceinline__ void tma_load_tile(u16* tile, const TensorMap* sliced
   if constexpr (kCols % kSliceCols != 0)
     tma_load_4d(tile + kWhole * kRows * kSliceCols, map, kWhole * kSliceCols, row0, head, batch,
                 full);
-}
-
-// tma_load_tile into the same place of every CTA of the cluster in
-// `cta_mask`, each completing on its own barrier at `full`'s offset.
-template <int kRows, int kSliceCols, int kCols>
-__device__ __forceinline__ void tma_load_tile_multicast(u16* tile, const TensorMap* sliced,
-                                                        const TensorMap* map, int row0, int head,
-                                                        int batch, u64* full, u16 cta_mask) {
-  constexpr int kWhole = kCols / kSliceCols;
-  if constexpr (kWhole > 0)
-    tma_load_5d_multicast(tile, sliced, 0, row0, 0, head, batch, full, cta_mask);
-  if constexpr (kCols % kSliceCols != 0)
-    tma_load_4d_multicast(tile + kWhole * kRows * kSliceCols, map, kWhole * kSliceCols, row0, head,
-                          batch, full, cta_mask);
 }
 
 // The same after announcing the tile's bytes on `full` (its one arrival).
