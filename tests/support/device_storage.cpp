@@ -134,8 +134,7 @@ class CudaPageEndStorage final : public Storage {
  public:
   explicit CudaPageEndStorage(std::size_t bytes) : bytes_(bytes) {
     const VirtualMemoryApi& vm = VirtualMemoryApi::get();
-    driver::CUdevice device = 0;
-    driver::check(driver::api().cuCtxGetDevice(&device), "cuCtxGetDevice");
+    const int device = cuda::current_device();  // makes a context current where none is
     VirtualMemoryApi::AllocationProp prop{};
     prop.type = 1;
     prop.location = {1, device};

@@ -100,7 +100,7 @@ struct BackwardKeyValueWgmmaDims {
     const int key0 = blockIdx.x * kBlockM;
     const Traversal walk = Traversal::template of<C::kCausal>(p, key0);
 
-    if (thread == 0) smem.pipeline.init(kConsumerWarps, kQueryBlockArrivals);
+    if (thread == 0) smem.pipeline.init(kConsumerWarps * 32, kQueryBlockArrivals);
     if (warp < kConsumerWarps) {
       const u16* k = head_slice<const u16>(p.k, batch, kv_head) + key0 * p.k.stride_seq;
       if (grad_keys || !kKeysInRegisters)
@@ -290,9 +290,9 @@ struct BackwardKeyValueWgmmaDims {
     }
   }
 
-  // This warp no longer reads block j's stage.
-  static __device__ __forceinline__ void release(SharedStorage& smem, int j, int lane) {
-    smem.pipeline.release(j, lane);
+  // This thread no longer reads block j's stage (its row statistics among it).
+  static __device__ __forceinline__ void release(SharedStorage& smem, int j, int) {
+    smem.pipeline.release_each(j);
   }
 
   // Packs this warpgroup's rows of Pᵀ (dSᵀ) as A fragments, hands its words

@@ -100,7 +100,8 @@ struct BackwardKeyValueWgmmaProducer {
     const int key0 = blockIdx.x * kBlockM;
     const typename Base::Traversal walk = Base::traversal_of(p, key0);
 
-    if (thread == 0) smem.pipeline.init(kConsumerWarps, Copies::kThreads);  // each also stores row stats
+    // Every producer thread stores row statistics, every consumer thread reads them.
+    if (thread == 0) smem.pipeline.init(kConsumerThreads, Copies::kThreads);
     if (warp < kConsumerWarps)
       copy_key_value_rows<C, kBlockM, kConsumerThreads>(smem.k, smem.v, p, batch, kv_head, key0,
                                                         thread);
@@ -128,7 +129,7 @@ struct BackwardKeyValueWgmmaProducer {
     float dk[1][kDimQK / 8][4], dv[1][kDimV / 8][4];
     Base::traverse(smem, p, walk, k_desc, v_desc, dk, dv, warp_key0, lane,
                    [&](int j) { smem.pipeline.wait_full(j); },
-                   [&](int j) { smem.pipeline.release(j, lane); });
+                   [&](int j) { smem.pipeline.release_each(j); });
     Base::store_gradients(p, batch, kv_head, warp_key0, dk, dv, lane);
   }
 

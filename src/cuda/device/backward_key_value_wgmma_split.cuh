@@ -77,7 +77,7 @@ struct BackwardKeyValueWgmmaSplit {
     const int key0 = blockIdx.x * kBlockM;
     const Traversal walk = Traversal::template of<C::kCausal>(p, key0);
 
-    if (thread == 0) smem.pipeline.init(kConsumerWarps, kQueryBlockArrivals);
+    if (thread == 0) smem.pipeline.init(kConsumerWarps * 32, kQueryBlockArrivals);
     if (warp < kConsumerWarps)
       copy_key_value_rows<C, kBlockM, kConsumerWarps * 32>(smem.k, smem.v, p, batch, kv_head, key0,
                                                            thread);
@@ -195,7 +195,7 @@ struct BackwardKeyValueWgmmaSplit {
       side(s, j);
       wgmma_wait<0>();  // the A fragments of block j−1 are free
       fence_registers(flat(acc));
-      smem.pipeline.release(j - 1, lane);
+      smem.pipeline.release_each(j - 1);
       pack(frag, s);
     }
     if (total > 0) {

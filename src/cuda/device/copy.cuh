@@ -179,7 +179,8 @@ __device__ __forceinline__ void load_tile(u16* shared, const u16* global, index_
 // overlap compute, at the price of one shared-memory pass. Other classes are
 // done after issue (cp.async for kVec 8, element gathers for kVec 0).
 //
-// Use: issue → cp_async_wait + __syncthreads → finish → __syncthreads → read.
+// Use: issue → cp_async_wait + __syncthreads → finish → __syncthreads → read
+// (the __syncthreads also publishes the staging stores issue made itself).
 // kCoreMatrix: finish writes the core-matrix layout (kSharedStride unused).
 template <int kRows, int kCols, int kSharedStride, int kVec, int kThreads,
           bool kCoreMatrix = false>
@@ -204,13 +205,22 @@ struct TileCopy {
       const u64 address = reinterpret_cast<u64>(global + row * row_stride);
       const u64 first = (address & ~u64(15)) + 16 * c;
       const u64 end = address + 2 * static_cast<u64>(max_of(valid_cols, 0));
-      // Only chunks holding an element of the row are read, and of the last
-      // one only the bytes up to the row's end (zero fill after them): no
-      // byte past the row, which may be the caller's last, is read.
-      const bool inside = row < valid_rows && first < end;
-      const int bytes = inside ? static_cast<int>(min_of(u64(16), end - first)) : 0;
-      cp_async_zfill<16>(staging + row * kStageStride + c * 8,
-                         inside ? reinterpret_cast<const void*>(first) : global, bytes);
+      u16* stage = staging + row * kStageStride + c * 8;
+      // Whole aligned chunks holding an element of the row go by cp.async.
+      // A chunk that reaches past the row's last element (whose row may be
+      // the caller's last) is read element by element: a cp.async reads its
+      // whole 16-byte window, whatever its source size. Chunks with nothing
+      // to read are zeroed by plain stores (no copy from any address).
+      if (row < valid_rows && first + 16 <= end) {
+        cp_async_zfill<16>(stage, reinterpret_cast<const void*>(first), 16);
+      } else if (row < valid_rows && first < end) {
+        const u16* elements = reinterpret_cast<const u16*>(first);
+#pragma unroll
+        for (int i = 0; i < 8; ++i)
+          stage[i] = first + 2 * i >= address && first + 2 * i < end ? elements[i] : u16(0);
+      } else {
+        *reinterpret_cast<uint4*>(stage) = make_uint4(0, 0, 0, 0);
+      }
     }
   }
 

@@ -144,11 +144,14 @@ struct StagePipeline {
   // full once `full_arrivals` threads have arrived on its full barrier:
   // every producer thread that wrote into it (produce(): each thread of the
   // copying warps; a TMA producer that also stores row statistics: each
-  // lane of its warp), or the one thread that issued its TMA copies.
-  __device__ __forceinline__ void init(int consumer_warps, int full_arrivals = 1) {
+  // lane of its warp), or the one thread that issued its TMA copies. It is
+  // free again once `empty_arrivals` threads have arrived on its empty
+  // barrier: a thread a consumer warp (release()), or each consumer thread
+  // (release_each()).
+  __device__ __forceinline__ void init(int empty_arrivals, int full_arrivals = 1) {
     for (int s = 0; s < kStages; ++s) {
       mbarrier_init(&full[s], full_arrivals);
-      mbarrier_init(&empty[s], consumer_warps);
+      mbarrier_init(&empty[s], empty_arrivals);
     }
   }
 
@@ -156,11 +159,21 @@ struct StagePipeline {
   __device__ __forceinline__ void wait_full(int j) {
     mbarrier_wait(&full[j % kStages], (j / kStages) & 1);
   }
-  // Consumers: this warp no longer reads block j's stage.
+  // Consumers: this warp no longer reads block j's stage (through the
+  // tensor cores: its lanes read no plain value out of it).
   __device__ __forceinline__ void release(int j, int lane) {
     __syncwarp();
     if (lane == 0) mbarrier_arrive(&empty[j % kStages]);
   }
+  // Consumers whose lanes read plain values out of block j's stage (row
+  // statistics): each thread arrives after its own reads, so the producer's
+  // next stores into the stage are ordered after every one of them by the
+  // barrier alone. A warp barrier and one lane's arrival order them too (the
+  // PTX memory model makes bar.warp.sync order the lanes' accesses before
+  // lane 0's release), but compute-sanitizer's racecheck sees only the
+  // arriving thread's accesses and reports the others as hazards
+  // (tests/sanitize/handover_pattern.cu shows both).
+  __device__ __forceinline__ void release_each(int j) { mbarrier_arrive(&empty[j % kStages]); }
   // A producer thread's loop (every thread of the copying warps runs it,
   // init()'s full_arrivals of them): issue(j, stage) issues this thread's
   // share of the cp.async copies (and of any plain shared-memory stores) of
