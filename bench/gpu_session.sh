@@ -86,13 +86,9 @@ if wanted build; then
 fi
 
 # The sanitizer sweep (scripts/sanitize.py: memcheck, racecheck, synccheck
-# and initcheck over every kernel family), after the racecheck verdict on the
-# producer's hand-over pattern alone (tests/sanitize/handover_pattern.cu).
+# and initcheck over every kernel family, and racecheck's verdict on the
+# producer's hand-over pattern alone).
 if wanted sanitize; then
-  step handover 60 bash -c "nvcc -arch=sm_90a -o /tmp/handover_pattern tests/sanitize/handover_pattern.cu &&
-    for v in lane0 all; do compute-sanitizer --tool racecheck --racecheck-report analysis \
-      /tmp/handover_pattern \$v; done"
-  grep -E "handover_pattern|SUMMARY|Error" "$out/handover.log"
   step sanitize 420 python3 scripts/sanitize.py --flashgen build-gpu/flashgen --jobs 6 \
     --out "$out/sanitize_${date_tag}.json" --raw "$out/sanitize_raw" --log "$out/sanitize_problems.txt"
   tail -45 "$out/sanitize.log"

@@ -202,6 +202,29 @@ def judge(tool: str, case: tuple, output: str, status) -> dict:
             "tail": output[-4000:] if problems or any(e for e, _ in counts.values()) else ""}
 
 
+def handover_pattern(timeout: int) -> dict:
+    """racecheck's verdict on the producer's hand-over alone, both ways
+    (tests/sanitize/handover_pattern.cu): {"lane0": hazards, "all": hazards}."""
+    source = os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, "tests",
+                          "sanitize", "handover_pattern.cu")
+    binary = os.path.join(tempfile.mkdtemp(prefix="flashgen-pattern-"), "handover_pattern")
+    try:
+        subprocess.run(["nvcc", "-arch=sm_90a", "-o", binary, source], check=True,
+                       capture_output=True, timeout=timeout)
+    except (OSError, subprocess.SubprocessError) as error:
+        return {"error": f"not built: {error}"}
+    verdict = {}
+    for variant in ("lane0", "all"):
+        output = subprocess.run(["compute-sanitizer", "--tool", "racecheck", "--racecheck-report",
+                                 "analysis", binary, variant], capture_output=True, text=True,
+                                timeout=timeout)
+        text = output.stdout + output.stderr
+        verdict[variant] = summary_errors(text)
+        if f"handover_pattern {variant}: ok" not in text:
+            verdict[variant + "_result"] = "wrong values"
+    return verdict
+
+
 def device_name() -> str:
     try:
         return subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],
@@ -240,12 +263,14 @@ def main() -> int:
         with open(os.path.join(args.from_raw, "status.json")) as f:
             saved = json.load(f)
         device, version, statuses = saved["device"], saved["compute_sanitizer"], saved["statuses"]
+        pattern = saved.get("handover_pattern")
         runs_output = []
         for tool, case in jobs:
             with open(os.path.join(args.from_raw, f"{case[0]}.{tool}.txt")) as f:
                 runs_output.append((f.read(), statuses[f"{case[0]}.{tool}"]))
     else:
         device, version = device_name(), sanitizer_version()
+        pattern = handover_pattern(args.timeout)
         cache_dir = tempfile.mkdtemp(prefix="flashgen-sanitize-")
         # Compile every kernel once, outside the sanitizer, so the runs share
         # the disk cache and no run pays NVRTC's time under instrumentation.
@@ -263,6 +288,7 @@ def main() -> int:
                     f.write(output)
             with open(os.path.join(args.raw, "status.json"), "w") as f:
                 json.dump({"device": device, "compute_sanitizer": version,
+                           "handover_pattern": pattern,
                            "statuses": {f"{case[0]}.{tool}": status
                                         for (tool, case), (_, status) in zip(jobs, runs_output)}},
                           f, indent=1)
@@ -278,6 +304,10 @@ def main() -> int:
     report = {"device": device, "compute_sanitizer": version,
               "date": datetime.date.today().isoformat(), "refused": refused,
               "cases": {label: {"arguments": a, "env": e} for label, a, e in cases},
+              # racecheck on tests/sanitize/handover_pattern.cu: one lane's
+              # arrival after a warp barrier is reported ("lane0"), each
+              # thread's own arrival is not ("all", what the kernels do).
+              "handover_pattern": pattern,
               "runs": runs,
               "problems": [{"case": r["case"], "tool": r["tool"], "problems": r["problems"]}
                            for r in results if r["problems"]]}
