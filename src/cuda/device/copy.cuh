@@ -214,10 +214,13 @@ struct TileCopy {
       if (row < valid_rows && first + 16 <= end) {
         cp_async_zfill<16>(stage, reinterpret_cast<const void*>(first), 16);
       } else if (row < valid_rows && first < end) {
+        // Elements [from, to) of the chunk are the row's; a rolled loop, so
+        // this rare path costs the kernel no registers.
         const u16* elements = reinterpret_cast<const u16*>(first);
-#pragma unroll
-        for (int i = 0; i < 8; ++i)
-          stage[i] = first + 2 * i >= address && first + 2 * i < end ? elements[i] : u16(0);
+        const int from = address > first ? static_cast<int>(address - first) / 2 : 0;
+        const int to = static_cast<int>(end - first) / 2;
+#pragma unroll 1
+        for (int i = 0; i < 8; ++i) stage[i] = i >= from && i < to ? elements[i] : u16(0);
       } else {
         *reinterpret_cast<uint4*>(stage) = make_uint4(0, 0, 0, 0);
       }
