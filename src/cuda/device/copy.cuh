@@ -172,6 +172,18 @@ __device__ __forceinline__ void load_tile(u16* shared, const u16* global, index_
   }
 }
 
+// The elements of the 16-byte chunk at `first` that lie in [address, end)
+// (a row's start and end), the rest zero, element by element. Kept out of
+// line: the copy loops that call it for a row's last chunk keep their
+// registers for the common path.
+__device__ __noinline__ void copy_row_tail(u16* stage, u64 first, u64 address, u64 end) {
+  const u16* elements = reinterpret_cast<const u16*>(first);
+  const int from = address > first ? static_cast<int>(address - first) / 2 : 0;
+  const int to = static_cast<int>(end - first) / 2;
+#pragma unroll 1
+  for (int i = 0; i < 8; ++i) stage[i] = i >= from && i < to ? elements[i] : u16(0);
+}
+
 // A tile copy that may take two steps. Rows that are contiguous but not
 // 16-byte aligned (kVec 1, 2, 4) are copied asynchronously as the aligned
 // 16-byte chunks around them into a staging area (issue), and shifted into
@@ -214,13 +226,7 @@ struct TileCopy {
       if (row < valid_rows && first + 16 <= end) {
         cp_async_zfill<16>(stage, reinterpret_cast<const void*>(first), 16);
       } else if (row < valid_rows && first < end) {
-        // Elements [from, to) of the chunk are the row's; a rolled loop, so
-        // this rare path costs the kernel no registers.
-        const u16* elements = reinterpret_cast<const u16*>(first);
-        const int from = address > first ? static_cast<int>(address - first) / 2 : 0;
-        const int to = static_cast<int>(end - first) / 2;
-#pragma unroll 1
-        for (int i = 0; i < 8; ++i) stage[i] = i >= from && i < to ? elements[i] : u16(0);
+        copy_row_tail(stage, first, address, end);
       } else {
         *reinterpret_cast<uint4*>(stage) = make_uint4(0, 0, 0, 0);
       }
