@@ -13,8 +13,9 @@
 #                                     [--dims LIST] [--tune-dims LIST] [--kernel-cache ARCHIVE]
 #
 # --budget   wall-clock seconds for the whole run (default 560)
-# --steps    which steps run, of build,sanitize,tests_new,tests_rest,probe,tune,bench,peers,
-#            f32,pytest (default: all but sanitize and tune)
+# --steps    which steps run, of build,sanitize,tests_new,compare,tests_rest,probe,tune,bench,
+#            peers,f32,pytest (default: all but sanitize, compare and tune)
+# --compare  the other source tree the compare step times this one against
 # --new      ctest regex of the tests to run first (default "Tma|Float32|WgmmaSplit")
 # --dims     head dimensions of the bench and peers rows
 #            (default 40,64,127,128,199,256,257,384,385,512)
@@ -28,9 +29,10 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 
 out=${1:-}
-[ -n "$out" ] || { echo "usage: bash bench/gpu_session.sh OUT_DIR [--budget S] [--steps LIST] [--new REGEX] [--dims LIST] [--tune-dims LIST] [--kernel-cache ARCHIVE]" >&2; exit 2; }
+[ -n "$out" ] || { echo "usage: bash bench/gpu_session.sh OUT_DIR [--budget S] [--steps LIST] [--new REGEX] [--dims LIST] [--tune-dims LIST] [--kernel-cache ARCHIVE] [--compare DIR]" >&2; exit 2; }
 shift
 budget=560
+compare_source=""
 steps=build,tests_new,tests_rest,probe,bench,peers,f32,pytest
 new_tests="Tma|Float32|WgmmaSplit"
 dims=40,64,127,128,199,256,257,384,385,512
@@ -42,6 +44,7 @@ while [ $# -gt 0 ]; do
     --tune-dims) tune_dims=$2; shift 2 ;;
     --new) new_tests=$2; shift 2 ;;
     --dims) dims=$2; shift 2 ;;
+    --compare) compare_source=$2; shift 2 ;;
     --kernel-cache)
       cache_root=$(mktemp -d /tmp/flashgen_cache.XXXXXX)
       tar -C "$cache_root" -xzf "$2" || { echo "gpu_session.sh: cannot unpack $2" >&2; exit 2; }
@@ -98,6 +101,13 @@ if wanted tests_new; then
   step tests_new 150 bash -c "cd build-gpu && ctest -L gpu -R '$new_tests' --parallel 4 --timeout 120 \
     --output-on-failure"
   summary "$out/tests_new.log"
+fi
+
+# This tree against another source tree of flashgen, timed alternately on
+# this GPU (bench/compare_builds.sh; --compare DIR).
+if wanted compare && [ -n "$compare_source" ]; then
+  step compare 240 bash bench/compare_builds.sh "$compare_source" "$out/compare"
+  cat "$out/compare.log"
 fi
 
 if wanted tests_rest; then
