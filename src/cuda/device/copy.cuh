@@ -172,18 +172,6 @@ __device__ __forceinline__ void load_tile(u16* shared, const u16* global, index_
   }
 }
 
-// The elements of the 16-byte chunk at `first` that lie in [address, end)
-// (a row's start and end), the rest zero, element by element. Kept out of
-// line: the copy loops that call it for a row's last chunk keep their
-// registers for the common path.
-__device__ __noinline__ void copy_row_tail(u16* stage, u64 first, u64 address, u64 end) {
-  const u16* elements = reinterpret_cast<const u16*>(first);
-  const int from = address > first ? static_cast<int>(address - first) / 2 : 0;
-  const int to = static_cast<int>(end - first) / 2;
-#pragma unroll 1
-  for (int i = 0; i < 8; ++i) stage[i] = i >= from && i < to ? elements[i] : u16(0);
-}
-
 // A tile copy that may take two steps. Rows that are contiguous but not
 // 16-byte aligned (kVec 1, 2, 4) are copied asynchronously as the aligned
 // 16-byte chunks around them into a staging area (issue), and shifted into
@@ -218,17 +206,29 @@ struct TileCopy {
       const u64 first = (address & ~u64(15)) + 16 * c;
       const u64 end = address + 2 * static_cast<u64>(max_of(valid_cols, 0));
       u16* stage = staging + row * kStageStride + c * 8;
-      // Whole aligned chunks holding an element of the row go by cp.async.
-      // A chunk that reaches past the row's last element (whose row may be
-      // the caller's last) is read element by element: a cp.async reads its
-      // whole 16-byte window, whatever its source size. Chunks with nothing
-      // to read are zeroed by plain stores (no copy from any address).
-      if (row < valid_rows && first + 16 <= end) {
-        cp_async_zfill<16>(stage, reinterpret_cast<const void*>(first), 16);
-      } else if (row < valid_rows && first < end) {
-        copy_row_tail(stage, first, address, end);
-      } else {
-        *reinterpret_cast<uint4*>(stage) = make_uint4(0, 0, 0, 0);
+      // The aligned chunks holding an element of the row go by cp.async
+      // (chunks with nothing to read as zero-filling copies of 0 bytes),
+      // but for the last chunk of the sequence's last row, which may end the
+      // caller's tensor: a cp.async reads its whole 16-byte window whatever
+      // its source size (past the tensor where the row ends inside the
+      // window), so that one is read element by element below.
+      const bool inside = row < valid_rows && first < end;
+      const bool tail = row == valid_rows - 1 && first + 16 > end;
+      if (!tail)
+        cp_async_zfill<16>(stage, inside ? reinterpret_cast<const void*>(first) : global,
+                           inside ? 16 : 0);
+    }
+    if (thread == 0 && valid_rows >= 1 && valid_rows <= kRows && valid_cols > 0) {
+      const int row = valid_rows - 1;
+      const u64 address = reinterpret_cast<u64>(global + row * row_stride);
+      const u64 end = address + 2 * static_cast<u64>(valid_cols);
+      const u64 first = (end - 1) & ~u64(15);  // the row's last chunk
+      if (first + 16 > end) {
+        u16* stage = staging + row * kStageStride + (first - (address & ~u64(15))) / 2;
+        const u16* elements = reinterpret_cast<const u16*>(first);
+#pragma unroll 1
+        for (int i = 0; i < 8; ++i)
+          stage[i] = first + 2 * i >= address && first + 2 * i < end ? elements[i] : u16(0);
       }
     }
   }
