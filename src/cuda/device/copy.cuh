@@ -213,7 +213,7 @@ struct TileCopy {
       // its source size (past the tensor where the row ends inside the
       // window), so that one is read element by element below.
       const bool inside = row < valid_rows && first < end;
-      const bool tail = row == valid_rows - 1 && first + 16 > end;
+      const bool tail = inside && row == valid_rows - 1 && first + 16 > end;
       if (!tail)
         cp_async_zfill<16>(stage, inside ? reinterpret_cast<const void*>(first) : global,
                            inside ? 16 : 0);
