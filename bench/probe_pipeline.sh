@@ -7,8 +7,8 @@
 # forward whose warpgroups split the head dims: split=dims) with their forced
 # GPU tests, then times each against the
 # table's shape at a few head dimensions.
-# Uses build-gpu/ (scripts/gpu_check.sh builds it); bench/NOTES.md keeps
-# what the rows showed.
+# Uses build-gpu/ (scripts/gpu_check.sh builds it); docs/decisions.md and
+# docs/experiments.md keep what the rows showed.
 #
 #   bash bench/probe_pipeline.sh [--no-tests]    (--no-tests: timings only)
 set -uo pipefail

@@ -3,8 +3,8 @@
 # tests), then times each against the mma.sync kernels on the shapes it is
 # meant for (the run that made them defaults on 2026-12-03; with the table in
 # force, "default" rows now show the table's choice). Run after `FLASHGEN_BUILD_ALL=1 bash scripts/gpu_check.sh`
-# (it uses build-gpu/). Prints fixed-column bench rows; bench/NOTES.md keeps
-# what they showed.
+# (it uses build-gpu/). Prints fixed-column bench rows; docs/decisions.md
+# keeps what they showed.
 #
 #   bash bench/probe_wgmma.sh [--no-tests]    (--no-tests: timings only)
 set -uo pipefail
