@@ -6,9 +6,9 @@
 # (it uses build-gpu/). Prints fixed-column bench rows; docs/decisions.md
 # keeps what they showed.
 #
-#   bash bench/probe_wgmma.sh [--no-tests]    (--no-tests: timings only)
+#   bash bench/lab/probe_wgmma.sh [--no-tests]    (--no-tests: timings only)
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 bin=build-gpu/flashgen
 [ -x "$bin" ] || { echo "probe_wgmma.sh: build-gpu/flashgen is missing (scripts/gpu_check.sh builds it)" >&2; exit 2; }
 
