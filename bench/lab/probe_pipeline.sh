@@ -15,10 +15,8 @@ cd "$(dirname "$0")/../.."
 bin=build-gpu/flashgen
 [ -x "$bin" ] || { echo "probe_pipeline.sh: build-gpu/flashgen is missing (scripts/gpu_check.sh builds it)" >&2; exit 2; }
 
-if [ "${1:-}" != "--no-tests" ]; then
-  echo "== forced GPU tests"
-  (cd build-gpu && ctest -L gpu -R "WgmmaStages|Producer|Tma" --timeout 120 2>&1 | tail -n 8)
-fi
+[ "${1:-}" = "--no-tests" ] ||
+  bash bench/lab/forced_tests.sh "WgmmaStages|Producer|Tma" probe_pipeline.sh || exit 1
 
 run() {  # run KIND DIMS TUNING VARIANT...: one bench row per variant
   local kind=$1 dims=$2 tuning=$3
