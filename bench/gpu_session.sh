@@ -117,7 +117,7 @@ if wanted tests_rest; then
 fi
 
 if wanted probe; then
-  step probe_pipeline 150 bash bench/probe_pipeline.sh --no-tests
+  step probe_pipeline 150 bash bench/lab/probe_pipeline.sh --no-tests
   cat "$out/probe_pipeline.log"
 fi
 

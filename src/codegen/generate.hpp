@@ -39,14 +39,14 @@ TuningParams without_producer(TuningParams t);
 // `t` with a producer warpgroup whose four warps copy its traversed tiles with
 // cp.async, `stages` deep (0: the kernel's default; the forward needs 3 or
 // more): for rows TMA cannot read (4- and 8-byte aligned). Measured on the
-// H200 (bench/NOTES.md): the forward four stages deep +8% / +14% at D = 68 /
+// H200 (docs/decisions.md): the forward four stages deep +8% / +14% at D = 68 /
 // 76 over all warps copying, the key/value kernel +4% at 76, the query
 // kernel even.
 TuningParams with_copying_producer(TuningParams t, int stages = 0);
 // `t` with a producer warpgroup copying its traversed tiles by TMA, `stages`
 // deep (0: the kernel's default), into tiles of `swizzle`
 // (TuningParams::swizzle; 32, whole-sector copies, measured faster on the
-// H200 than 8-column slices: bench/NOTES.md); for 16-byte aligned rows
+// H200 than 8-column slices: docs/decisions.md); for 16-byte aligned rows
 // (generate()'s rule).
 TuningParams with_tma_producer(TuningParams t, int stages = 0, int swizzle = 32);
 

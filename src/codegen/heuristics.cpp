@@ -87,11 +87,11 @@ TuningParams backward_atomic_tuning(const KernelSpec& spec) {
 // On 16-byte aligned rows the wgmma kernels take a producer warpgroup that
 // copies the traversed tiles with TMA (copy=tma) as whole 32-byte sectors
 // into swizzled tiles (swizzle=32), which the computing warpgroups wait for
-// per stage. Measured on the H200 (bench/NOTES.md),
+// per stage. Measured on the H200 (docs/decisions.md),
 // against the same shapes copying with cp.async themselves: forward 424 / 455
 // against 274 / 328 TFLOP/s at D = 64 / 128, 260 against 252 at D = 256, equal
 // at 384; the query kernel's GEMMs 500 / 510 against 341 / 340 at D = 64 /
-// 128; the key/value kernel's 316 / 416 against 268 / 373 (bench/NOTES.md).
+// 128; the key/value kernel's 316 / 416 against 268 / 373 (docs/decisions.md).
 TuningParams with_tma_producer_where_aligned(const KernelSpec& spec, const TuningParams& t,
                                              int stages = 0) {
   return spec.vec == 8 ? with_tma_producer(t, stages) : t;
@@ -106,7 +106,7 @@ TuningParams with_tma_producer_where_aligned(const KernelSpec& spec, const Tunin
 // two while the registers allow it (up to Dv = 128 with 64-key blocks, and
 // with 32-key blocks per 256-column chunk past 256); default_tuning() drops
 // to two when the shared memory does not fit.
-// Measured on the H200 (bench/NOTES.md): 274 / 331 / 278 TFLOP/s at D = 64 /
+// Measured on the H200 (docs/decisions.md): 274 / 331 / 278 TFLOP/s at D = 64 /
 // 128 / 256 against 238 / 283 / 238 for the mma.sync forward; 210 / 172 at
 // D = 384 / 512 against 136 / 140; 200 / 161 / 108 at D = 127 / 199 / 257
 // (staged rows) against 186 / 99 / 78.
@@ -204,7 +204,7 @@ bool wgmma_backward_key_value_fits(const KernelSpec& spec) {
 // Sᵀ, Pᵀ and dV, the other dPᵀ and dK (split=outputs), so Sᵀ and dPᵀ are
 // computed once where the mma.sync kernel recomputes them per column chunk.
 // Measured on the H200 against that kernel's tuned rows, TFLOP/s of its own
-// GEMMs (bench/NOTES.md): 253 / 228 / 240 against 176 / 168 / 171 at D =
+// GEMMs (docs/decisions.md): 253 / 228 / 240 against 176 / 168 / 171 at D =
 // 192 / 224 / 256, 289 against 175 at 256 causal; at 136 / 160 it lost
 // (171 / 234 against 226 / 267; 160 causal won, 233 against 221).
 bool wgmma_split_key_value_fits(const KernelSpec& spec) {
@@ -228,7 +228,7 @@ TuningParams wgmma_split_key_value_tuning() {
 // in registers (cache=Q): it leaves Q's tile out of shared memory, room
 // for 32-key blocks three stages deep up to 448 columns (16 keys past
 // that). Measured on the H200, milliseconds of the kernel at B=2 H=16
-// N=8192 bf16 (bench/NOTES.md): 11.1 / 13.9 at D = 288 / 384 against 13.8
+// N=8192 bf16 (docs/decisions.md): 11.1 / 13.9 at D = 288 / 384 against 13.8
 // (mma.sync) / 24.8 (16 keys, Q in shared memory); 5.9 / 7.5 causal against
 // 7.2 / 13.0; at 512, 16 keys, 31.3 against 31.6.
 bool wgmma_split_query_fits(const KernelSpec& spec) {
@@ -249,7 +249,7 @@ TuningParams wgmma_split_query_tuning() {
 // warpgroups split the head dims (split=dims), so Sᵀ (and, in the dK CTA,
 // dPᵀ) is computed once per CTA where the mma.sync kernel recomputes both
 // per column chunk; the dV CTA's K and the dK CTA's V held in registers
-// (cache=K,V). Measured on the H200 (bench/NOTES.md), milliseconds of the
+// (cache=K,V). Measured on the H200 (docs/decisions.md), milliseconds of the
 // kernel at B=2 H=16 N=8192, bf16, tuned rows: 36.2 / 61.9 / 84.5 at D =
 // 384 / 448 / 512 against 65.2 / 107.2 / 129.9 for the mma.sync kernel's
 // column chunks. Query blocks of 32 to 448 columns (past that the kernel

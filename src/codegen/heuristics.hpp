@@ -21,7 +21,7 @@ TuningParams tuning_without_tma(const KernelSpec& spec, const TuningParams& tuni
 
 // Whether the atomic-dQ backward is expected to beat the two-kernel one
 // (when the caller allows non-determinism). Measured on the H200
-// (bench/NOTES.md): only past 256 columns on rows that are not 16-byte
+// (docs/decisions.md): only past 256 columns on rows that are not 16-byte
 // aligned (D = 257 / 385: 69 / 26 against 67 / 21 TFLOP/s), where the
 // key/value kernel splits dK and dV into column chunks that each recompute
 // Sᵀ and dPᵀ; on 16-byte rows its CTAs split the head dims instead and the

@@ -117,7 +117,7 @@ Iteration iteration_of(const KernelSpec& spec, const TuningParams& t) {
   // The backward kernels splitting the head dims read a stage until the
   // product of the next block: with two stages the producer cannot copy
   // ahead, so each traversed tile's copy is exposed (measured: a third
-  // stage 20-40% faster on the H200, bench/NOTES.md).
+  // stage 20-40% faster on the H200, docs/decisions.md).
   if (t.split == WarpgroupSplit::dims && spec.kind != KernelKind::forward &&
       backward_dims_split_stages(spec, t) <= 2)
     it.exposed_copy_bytes = kElementBytes * cols * (w.dqk + w.dv);

@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # Times `flashgen bench` under several forced tunings (FLASHGEN_TUNING), to
 # compare candidates by hand before they become tuning-table rows.
-# Usage: bash bench/probe_tunings.sh "64,128" "forward: rows=128 ..." ["..."]
+# Usage: bash bench/lab/probe_tunings.sh "64,128" "forward: rows=128 ..." ["..."]
 # KINDS (default forward,backward,backward_atomic) picks what is timed;
 # BENCH_ARGS adds options of `flashgen bench` (e.g. "--causal").
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 dims=$1
 shift
 for tuning in "" "$@"; do

@@ -5,9 +5,9 @@
 # D = 64, 128, 256, 384 and 512, the backward (its query kernel, and the
 # key/value kernel at D = 64) at D = 64, 128 and 256. Runs the forced GPU
 # tests of the swizzled kernels first and stops if they fail.
-# Usage: bash bench/probe_swizzle.sh [--causal] [--backward-only]
+# Usage: bash bench/lab/probe_swizzle.sh [--causal] [--backward-only]
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 causal=0 backward_only=0
 for arg in "$@"; do
   case "$arg" in
@@ -16,7 +16,7 @@ for arg in "$@"; do
     *) echo "probe_swizzle.sh: unknown option $arg" >&2; exit 2 ;;
   esac
 done
-bash bench/forced_tests.sh 'GpuForwardWgmmaSwizzled|GpuBackwardWgmma.*Tma' probe_swizzle.sh || exit 1
+bash bench/lab/forced_tests.sh 'GpuForwardWgmmaSwizzled|GpuBackwardWgmma.*Tma' probe_swizzle.sh || exit 1
 [ "$causal" = 1 ] && export BENCH_ARGS=--causal
 tma="cache=none mma=wgmma producer=warp copy=tma"
 # D, then the 8-column-slice tunings of the table's rows at D (the table's own
@@ -24,7 +24,7 @@ tma="cache=none mma=wgmma producer=warp copy=tma"
 probe() {
   local d=$1
   shift
-  bash bench/probe_tunings.sh "$d" "$@"
+  bash bench/lab/probe_tunings.sh "$d" "$@"
 }
 if [ "$backward_only" = 0 ]; then
   export KINDS=forward

@@ -3,23 +3,20 @@
 # tuning selects (the forward's deeper K/V pipelines, stages=3 and 4; a
 # producer warpgroup that copies while the others compute, producer=warp, in
 # the forward and both backward kernels, with cp.async (its four warps; on
-# 8-byte aligned rows too) or TMA: copy=tma, swizzle=32; the
-# forward whose warpgroups split the head dims: split=dims) with their forced
-# GPU tests, then times each against the
-# table's shape at a few head dimensions.
-# Uses build-gpu/ (scripts/gpu_check.sh builds it); bench/NOTES.md keeps
-# what the rows showed.
+# 8-byte aligned rows too) or TMA: copy=tma, swizzle=32) with their forced
+# GPU tests, then times each against the table's shape at a few head
+# dimensions.
+# Uses build-gpu/ (scripts/gpu_check.sh builds it); docs/decisions.md and
+# docs/experiments.md keep what the rows showed.
 #
-#   bash bench/probe_pipeline.sh [--no-tests]    (--no-tests: timings only)
+#   bash bench/lab/probe_pipeline.sh [--no-tests]    (--no-tests: timings only)
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 bin=build-gpu/flashgen
 [ -x "$bin" ] || { echo "probe_pipeline.sh: build-gpu/flashgen is missing (scripts/gpu_check.sh builds it)" >&2; exit 2; }
 
-if [ "${1:-}" != "--no-tests" ]; then
-  echo "== forced GPU tests"
-  (cd build-gpu && ctest -L gpu -R "WgmmaStages|Producer|Tma|WgmmaSplit" --timeout 120 2>&1 | tail -n 8)
-fi
+[ "${1:-}" = "--no-tests" ] ||
+  bash bench/lab/forced_tests.sh "WgmmaStages|Producer|Tma" probe_pipeline.sh || exit 1
 
 run() {  # run KIND DIMS TUNING VARIANT...: one bench row per variant
   local kind=$1 dims=$2 tuning=$3
@@ -47,12 +44,7 @@ run backward_key_value 76 "rows=128 cols=64 head=0 warps=8" "" "$P"
 run forward 128 "rows=128 cols=64 head=0 warps=8" "$T"
 run forward 256 "rows=128 cols=32 head=0 warps=8" "" "$T"
 run forward 384 "rows=128 cols=32 head=256 warps=8" "" "$T"
-S="split=dims"
-run forward 384 "rows=64 cols=32 head=0 warps=8" "$S"
-run forward 384 "rows=64 cols=48 head=0 warps=8" "$S"
 run forward 512 "rows=128 cols=32 head=256 warps=8" ""
-run forward 512 "rows=64 cols=32 head=0 warps=8" "$S"
-run forward 256 "rows=64 cols=64 head=0 warps=8" "$S"
 run backward_query 64 "rows=192 cols=64 head=0 warps=12" "" "$T"
 run backward_query 128 "rows=128 cols=64 head=0 warps=8" "" "$P" "$T"
 run backward_key_value 64 "rows=128 cols=64 head=0 warps=8" "" "$T"
