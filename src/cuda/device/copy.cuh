@@ -219,16 +219,16 @@ struct TileCopy {
                            inside ? 16 : 0);
     }
     if (thread == 0 && valid_rows >= 1 && valid_rows <= kRows && valid_cols > 0) {
-      const int row = valid_rows - 1;
-      const u64 address = reinterpret_cast<u64>(global + row * row_stride);
-      const u64 end = address + 2 * static_cast<u64>(valid_cols);
-      const u64 first = (end - 1) & ~u64(15);  // the row's last chunk
-      if (first + 16 > end) {
-        u16* stage = staging + row * kStageStride + (first - (address & ~u64(15))) / 2;
-        const u16* elements = reinterpret_cast<const u16*>(first);
+      const u16* row = global + (valid_rows - 1) * row_stride;
+      const int skew = static_cast<int>(reinterpret_cast<u64>(row) & 15) / 2;  // elements before it
+      if ((skew + valid_cols) % 8 != 0) {  // its last chunk reaches past it
+        const int last = (skew + valid_cols - 1) / 8;
+        u16* stage = staging + (valid_rows - 1) * kStageStride + last * 8;
 #pragma unroll 1
-        for (int i = 0; i < 8; ++i)
-          stage[i] = first + 2 * i >= address && first + 2 * i < end ? elements[i] : u16(0);
+        for (int i = 0; i < 8; ++i) {
+          const int e = last * 8 + i - skew;  // the element's column
+          stage[i] = e >= 0 && e < valid_cols ? row[e] : u16(0);
+        }
       }
     }
   }
