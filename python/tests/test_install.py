@@ -41,3 +41,11 @@ def test_pip_install_builds_a_working_package(tmp_path):
                          if line.startswith("project(flashgen VERSION"))
     assert f"VERSION {version} " in cmake_version
     assert float(error) == 0.0  # equal values give the value back
+
+    # The `flashgen` console command runs the CLI built into the package.
+    cli = subprocess.run([sys.executable, "-m", "flashgen._cli", "run", "--help"], env=env,
+                         cwd=tmp_path, check=True, capture_output=True, text=True)
+    assert cli.stdout.startswith("usage: flashgen run "), cli.stdout
+    assert (target / "flashgen" / "_lib" / "bin" / "flashgen").is_file()
+    entry_points = next(target.glob("flashgen-*.dist-info")) / "entry_points.txt"
+    assert "flashgen = flashgen._cli:main" in entry_points.read_text()
