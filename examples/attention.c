@@ -2,7 +2,6 @@
  * equal, so the output must equal that row whatever the softmax weights are,
  * and a call with a bad argument, whose message names it. */
 #include <flashgen/flashgen.h>
-
 #include <math.h>
 #include <stdio.h>
 

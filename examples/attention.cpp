@@ -2,10 +2,9 @@
 // backward of a small causal GQA problem, checked by what attention must give.
 // Values are the same for every key, so whatever the softmax weights are,
 // O equals that value and no gradient reaches Q or K; dV's rows sum to dO's.
-#include <flashgen/flashgen.hpp>
-
 #include <cmath>
 #include <cstdio>
+#include <flashgen/flashgen.hpp>
 #include <vector>
 
 int main() {
@@ -43,8 +42,8 @@ int main() {
     const Plan plan = plan_forward({tq, tk, tv, to, tlse}, options);
     std::printf("plan: %s, %s\n", to_string(plan.backend),
                 plan.kernels.empty() ? "-" : plan.kernels.front().c_str());
-    forward({tq, tk, tv, to, tlse}, options);                                // O, LSE
-    backward({tq, tk, tv, to, tdo, tlse, tdq, tdk, tdv}, options);          // dQ, dK, dV
+    forward({tq, tk, tv, to, tlse}, options);                       // O, LSE
+    backward({tq, tk, tv, to, tdo, tlse, tdq, tdk, tdv}, options);  // dQ, dK, dV
   } catch (const Error& error) {
     std::fprintf(stderr, "flashgen: %s\n", error.what());
     return 1;

@@ -14,6 +14,8 @@
 //     getrandom; __libc_single_threaded, 2.32: "not known to be single-
 //     threaded", which only costs libstdc++ an atomic operation).
 // x86-64 only: the old versions named here are x86-64's (GLIBC_2.2.5).
+#include "glibc_2_28.hpp"
+
 #include <dlfcn.h>
 #include <link.h>
 #include <pthread.h>
@@ -22,8 +24,6 @@
 
 #include <cstddef>
 #include <cstdint>
-
-#include "glibc_2_28.hpp"
 
 extern "C" {
 
@@ -36,11 +36,15 @@ int old___fxstat64(int, int, struct stat64*);
 FLASHGEN_OLD_VERSION(__xstat, "2.2.5");
 FLASHGEN_OLD_VERSION(__lxstat, "2.2.5");
 FLASHGEN_OLD_VERSION(__fxstat64, "2.2.5");
-int __wrap_stat(const char* path, struct stat* buffer) { return old___xstat(kStatVersion, path, buffer); }
+int __wrap_stat(const char* path, struct stat* buffer) {
+  return old___xstat(kStatVersion, path, buffer);
+}
 int __wrap_lstat(const char* path, struct stat* buffer) {
   return old___lxstat(kStatVersion, path, buffer);
 }
-int __wrap_fstat64(int fd, struct stat64* buffer) { return old___fxstat64(kStatVersion, fd, buffer); }
+int __wrap_fstat64(int fd, struct stat64* buffer) {
+  return old___fxstat64(kStatVersion, fd, buffer);
+}
 
 double old_exp(double);
 double old_log(double);
@@ -75,7 +79,9 @@ int __wrap_pthread_create(pthread_t* thread, const pthread_attr_t* attributes,
   return old_pthread_create(thread, attributes, start, argument);
 }
 int __wrap_pthread_detach(pthread_t thread) { return old_pthread_detach(thread); }
-int __wrap_pthread_join(pthread_t thread, void** result) { return old_pthread_join(thread, result); }
+int __wrap_pthread_join(pthread_t thread, void** result) {
+  return old_pthread_join(thread, result);
+}
 int __wrap_pthread_once(pthread_once_t* once, void (*function)()) {
   return old_pthread_once(once, function);
 }

@@ -13,7 +13,8 @@ extern "C" {
 using MainFunction = int (*)(int, char**, char**);
 using VoidFunction = void (*)();
 
-int old___libc_start_main(MainFunction, int, char**, MainFunction, VoidFunction, VoidFunction, void*);
+int old___libc_start_main(MainFunction, int, char**, MainFunction, VoidFunction, VoidFunction,
+                          void*);
 FLASHGEN_OLD_VERSION(__libc_start_main, "2.2.5");
 
 // Bounds of the executable's .init_array, defined by the linker.
@@ -22,7 +23,8 @@ extern Constructor __init_array_start[] __attribute__((visibility("hidden")));
 extern Constructor __init_array_end[] __attribute__((visibility("hidden")));
 
 static int run_constructors(int argc, char** argv, char** environment) {
-  for (Constructor* constructor = __init_array_start; constructor != __init_array_end; ++constructor)
+  for (Constructor* constructor = __init_array_start; constructor != __init_array_end;
+       ++constructor)
     (*constructor)(argc, argv, environment);
   return 0;
 }

@@ -1,6 +1,8 @@
 // The order in which libnvrtc is looked for: pip wheels beside the package,
 // then a CUDA toolkit, then the loader's path; checked with stand-in
 // libraries (fake_nvrtc.cc) that report different versions.
+#include "cuda/runtime/nvrtc_search.hpp"
+
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -8,7 +10,6 @@
 #include <vector>
 
 #include "cuda/runtime/nvrtc_api.hpp"
-#include "cuda/runtime/nvrtc_search.hpp"
 #include "temp_dir.hpp"
 
 namespace flashgen::cuda::nvrtc {

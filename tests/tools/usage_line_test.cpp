@@ -33,7 +33,8 @@ std::string usage_lines(const std::string& help) { return help.substr(0, help.fi
 bool names_option(const std::string& text, const std::string& name) {
   for (std::size_t at = text.find(name); at != std::string::npos; at = text.find(name, at + 1)) {
     const std::size_t end = at + name.size();
-    if (end == text.size() || !(std::isalnum(static_cast<unsigned char>(text[end])) || text[end] == '-'))
+    if (end == text.size() ||
+        !(std::isalnum(static_cast<unsigned char>(text[end])) || text[end] == '-'))
       return true;
   }
   return false;
@@ -57,7 +58,8 @@ TEST(UsageLine, EveryCommandNamesAllItsOptions) {
     const std::string usage = usage_lines(help.output);
     for (const std::string& option : options)
       EXPECT_TRUE(names_option(usage, option))
-          << "flashgen " << command << ": the usage line leaves out " << option << "\n" << usage;
+          << "flashgen " << command << ": the usage line leaves out " << option << "\n"
+          << usage;
   }
 }
 

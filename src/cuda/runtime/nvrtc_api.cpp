@@ -41,7 +41,8 @@ Loaded load_from(const std::vector<LibraryCandidate>& candidates) {
   if (!library.loaded()) {
     loaded.status.reason =
         "libnvrtc not found: pip install flashgen[cuda] (the nvidia-cuda-nvrtc wheel), install "
-        "the CUDA toolkit's NVRTC or set CUDA_HOME (" + attempts + ")";
+        "the CUDA toolkit's NVRTC or set CUDA_HOME (" +
+        attempts + ")";
     return loaded;
   }
   loaded.status.origin = origin_of(library, candidates);

@@ -39,8 +39,9 @@ std::string own_directory() {
     return "";
   std::error_code error;
   // The main program's link map has an empty name; /proc names it exactly.
-  const fs::path file = (map && map->l_name && *map->l_name) ? fs::path(map->l_name)
-                                                              : fs::read_symlink("/proc/self/exe", error);
+  const fs::path file = (map && map->l_name && *map->l_name)
+                            ? fs::path(map->l_name)
+                            : fs::read_symlink("/proc/self/exe", error);
   if (error || file.empty()) return "";
   const fs::path resolved = fs::weakly_canonical(file, error);
   return (error ? file : resolved).parent_path().string();
