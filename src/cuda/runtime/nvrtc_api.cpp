@@ -1,6 +1,5 @@
 #include "cuda/runtime/nvrtc_api.hpp"
 
-#include <cstdlib>
 #include <mutex>
 #include <string>
 #include <vector>
