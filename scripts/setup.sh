@@ -1,9 +1,17 @@
 #!/usr/bin/env bash
-# Installs what flashgen needs to build and test, only what is missing
-# (Debian packages and PyPI). Safe to run again; does nothing when all is there.
+# Installs what flashgen needs to build and test, only what is missing: the
+# Debian packages (apt), and the Python packages from PyPI into the project's
+# virtual environment .venv (Debian 12+ and Ubuntu 24.04 refuse pip installs
+# into the system's Python, PEP 668). Safe to run again; does nothing when
+# all is there.
 set -euo pipefail
+cd "$(dirname "$0")/.."
 
 debian_packages=(cmake ninja-build g++ libgtest-dev nlohmann-json3-dev)
+# Debian's Python makes virtual environments only with python3-venv (ensurepip).
+if ! python3 -c "import ensurepip, venv" >/dev/null 2>&1; then
+  debian_packages+=(python3-venv)
+fi
 missing=()
 if command -v dpkg >/dev/null 2>&1; then
   for pkg in "${debian_packages[@]}"; do
@@ -18,14 +26,20 @@ if [ ${#missing[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 
+venv=.venv
+if [ ! -x "$venv/bin/python" ]; then
+  echo "setup: creating the virtual environment $venv"
+  python3 -m venv "$venv"
+fi
+
 # import name:PyPI name (matplotlib draws the benchmark graph; scikit-build-core
 # builds the Python package in its install test).
 python_packages=(numpy:numpy pytest:pytest matplotlib:matplotlib scikit_build_core:scikit-build-core)
+wanted=()
 for entry in "${python_packages[@]}"; do
-  module=${entry%%:*}
-  package=${entry#*:}
-  python3 -c "import $module" >/dev/null 2>&1 || {
-    echo "setup: pip install $package"
-    python3 -m pip install -q --root-user-action=ignore "$package"
-  }
+  "$venv/bin/python" -c "import ${entry%%:*}" >/dev/null 2>&1 || wanted+=("${entry#*:}")
 done
+if [ ${#wanted[@]} -gt 0 ]; then
+  echo "setup: pip install ${wanted[*]} (into $venv)"
+  "$venv/bin/python" -m pip install -q --disable-pip-version-check "${wanted[@]}"
+fi

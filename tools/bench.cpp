@@ -61,9 +61,11 @@ struct Settings {
 Arguments declare() {
   Arguments a(
       "bench",
-      "[--backend cpu|cuda] [--dims 64,128 | --sweep] [--batch B --heads H --seq N\n"
-      "                      --dtype bf16 --causal] [--repeats R --warmup W] [--json out.json]\n"
-      "                      [--kinds forward,backward,backward_atomic]",
+      "[--backend cpu|cuda] [--dims 64,128 | --sweep] [--batch B --heads H\n"
+      "                      --heads-kv H --seq N --dtype bf16 --causal] [--repeats R --warmup W]\n"
+      "                      [--input-sets S] [--kinds forward,backward,backward_atomic]\n"
+      "                      [--deterministic 0|1] [--ceiling-tflops T] [--validate-seq N]\n"
+      "                      [--threads N] [--json out.json]",
       "Validates one small problem of each head dimension D against the fp64 reference,\n"
       "then times forward and backward (median of --repeats after --warmup calls) and\n"
       "prints one row per D: times, FLOP rates (FlashAttention convention; causal counts\n"

@@ -7,6 +7,7 @@
 
 #include "arguments.hpp"
 #include "commands.hpp"
+#include "cuda/runtime/nvrtc_api.hpp"
 #include "cuda/runtime/runtime.hpp"
 #include "flashgen/flashgen.hpp"
 
@@ -45,13 +46,21 @@ std::string nvrtc(bool* ok) {
   }
 }
 
+// Which place of the search order (pip wheel, CUDA toolkit, loader path) gave
+// NVRTC, and the file: "(pip wheel: .../nvidia/cu13/lib/libnvrtc.so.13)".
+std::string nvrtc_source(const cuda::nvrtc::Status& status) {
+  if (!status.ok) return "";
+  return " (" + status.origin + ": " + status.library + ")";
+}
+
 }  // namespace
 
 int info_command(const std::vector<std::string>& words) {
   Arguments arguments("info", "[--json]",
                       "Prints the backends this machine can run, its GPUs (name, compute\n"
-                      "capability, NVRTC target), the NVRTC version, the kernel cache directory\n"
-                      "and the CPU threads.");
+                      "capability, NVRTC target), the NVRTC version and where it was found (pip\n"
+                      "wheel, CUDA toolkit or loader path, in that order of search), the kernel\n"
+                      "cache directory and the CPU threads.");
   arguments.flag("json", "print one JSON object instead of text");
   if (!arguments.parse(words)) return kExitOk;
 
@@ -60,6 +69,7 @@ int info_command(const std::vector<std::string>& words) {
   const std::vector<GpuLine> devices = gpus(&why_no_gpu);
   bool nvrtc_ok = false;
   const std::string nvrtc_text = nvrtc(&nvrtc_ok);
+  const cuda::nvrtc::Status nvrtc_status = cuda::nvrtc::status();
 
   if (arguments.given("json")) {
     nlohmann::json out;
@@ -76,6 +86,10 @@ int info_command(const std::vector<std::string>& words) {
                              {"driver", g.driver}});
     if (devices.empty()) out["gpu_status"] = why_no_gpu;
     out[nvrtc_ok ? "nvrtc" : "nvrtc_status"] = nvrtc_text;
+    if (nvrtc_ok) {
+      out["nvrtc_library"] = nvrtc_status.library;
+      out["nvrtc_origin"] = nvrtc_status.origin;
+    }
     out["cache_dir"] = info.cache_dir;
     out["cpu_threads"] = info.cpu_threads;
     std::printf("%s\n", out.dump(2).c_str());
@@ -102,7 +116,8 @@ int info_command(const std::vector<std::string>& words) {
                 g.name.c_str(), g.compute_capability.c_str(), g.arch.c_str(), g.sm_count,
                 g.driver.c_str());
   }
-  std::printf("%-14s %s%s\n", "NVRTC:", nvrtc_ok ? "" : "unavailable: ", nvrtc_text.c_str());
+  std::printf("%-14s %s%s%s\n", "NVRTC:", nvrtc_ok ? "" : "unavailable: ", nvrtc_text.c_str(),
+              nvrtc_source(nvrtc_status).c_str());
   std::printf("%-14s %s\n", "cache:", info.cache_dir.c_str());
   std::printf("%-14s %d\n", "CPU threads:", info.cpu_threads);
   return kExitOk;

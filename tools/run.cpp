@@ -31,7 +31,8 @@ Arguments declare() {
   Arguments a("run",
               "[--backend auto|cpu|cuda] [--batch B] [--heads H] [--heads-kv H] [--seq N]\n"
               "                    [--seq-kv N] [--dim D] [--dim-v D] [--dtype bf16|f16|f32] "
-              "[--causal]",
+              "[--causal]\n"
+              "                    [--scale S] [--deterministic 0|1] [--threads N]",
               "Runs one forward and one backward with random inputs, prints the plan (what\n"
               "runs), the times and the error against the fp64 reference on batch 0 and key/\n"
               "value head 0 with its query heads. Exit code 1 when an output is outside\n"

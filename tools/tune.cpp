@@ -82,7 +82,8 @@ Arguments declare() {
       "tune",
       "[--dims 64,128 | --sweep] [--kinds forward,backward,backward_atomic]\n"
       "                     [--dtype bf16,f16] [--causal 0|1|both] [--seq N --batch B --heads H]\n"
-      "                     [--top N] [--out table.json] [--merge data/tuning/sm90.json]\n"
+      "                     [--seq-bucket MIN,MAX] [--top N] [--repeats R --warmup W --input-sets S]\n"
+      "                     [--threads N] [--out table.json] [--merge data/tuning/sm90.json]\n"
       "                     [--copy-rows-to f16] [--time-limit MIN] [--resume]\n"
       "                     [--pipelines-only] [--list-timed] [--dry-run [--arch sm_90a]]",
       "For each dtype, head dimension D (Dqk = Dv) and causal setting, and each kernel kind:\n"

@@ -28,6 +28,12 @@ _packaged_candidates = (
 # python/flashgen/ -> the repository root -> build/
 _development_candidate = _package_dir.parent.parent / "build" / LIBRARY_NAME
 
+# The command-line tool: a wheel installs it as _lib/bin/flashgen (pyproject.toml),
+# a CMake build of the source tree as build/flashgen.
+CLI_NAME = "flashgen"
+_cli_candidates = (_package_dir / "_lib" / "bin" / CLI_NAME,
+                   _package_dir.parent.parent / "build" / CLI_NAME)
+
 _lock = threading.Lock()
 _loaded: ctypes.CDLL | None = None
 
@@ -52,6 +58,16 @@ def find_library() -> pathlib.Path:
     raise OSError(f"{LIBRARY_NAME} not found (looked at {tried}); install the package "
                   f"with `pip install .`, build it with scripts/build.sh, or set "
                   f"{ENVIRONMENT_VARIABLE} to its path")
+
+
+def find_cli() -> pathlib.Path:
+    """The flashgen executable shipped with the package (or of the source tree's build)."""
+    for path in _cli_candidates:
+        if path.is_file() and os.access(path, os.X_OK):
+            return path
+    tried = ", ".join(str(p) for p in _cli_candidates)
+    raise OSError(f"the {CLI_NAME} executable was not found (looked at {tried}); install the "
+                  f"package with `pip install .` or build it with scripts/build.sh")
 
 
 def load() -> ctypes.CDLL:

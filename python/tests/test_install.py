@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import pathlib
+import re
+import shutil
 import subprocess
 import sys
 
@@ -12,6 +14,18 @@ import pytest
 REPO = pathlib.Path(__file__).resolve().parents[2]
 # A cold build on two cores takes well under this; more means something hangs.
 BUILD_TIMEOUT_S = 300
+# manylinux_2_28: the newest glibc symbol version the wheel's binaries may need.
+GLIBC_FLOOR = (2, 28)
+
+
+def newest_glibc_version(binary: pathlib.Path) -> tuple[int, ...]:
+    """The newest GLIBC_x.y version among the dynamic symbols `binary` needs."""
+    symbols = subprocess.run(["objdump", "-T", str(binary)], check=True, capture_output=True,
+                             text=True).stdout
+    versions = {tuple(int(part) for part in found.split("."))
+                for found in re.findall(r"GLIBC_([0-9.]+)\)?\s", symbols)}
+    assert versions, f"no GLIBC symbol versions in {binary}"
+    return max(versions)
 
 
 @pytest.mark.slow
@@ -41,3 +55,20 @@ def test_pip_install_builds_a_working_package(tmp_path):
                          if line.startswith("project(flashgen VERSION"))
     assert f"VERSION {version} " in cmake_version
     assert float(error) == 0.0  # equal values give the value back
+
+    # The `flashgen` console command runs the CLI built into the package.
+    cli = subprocess.run([sys.executable, "-m", "flashgen._cli", "run", "--help"], env=env,
+                         cwd=tmp_path, check=True, capture_output=True, text=True)
+    assert cli.stdout.startswith("usage: flashgen run "), cli.stdout
+    assert (target / "flashgen" / "_lib" / "bin" / "flashgen").is_file()
+    entry_points = next(target.glob("flashgen-*.dist-info")) / "entry_points.txt"
+    assert "flashgen = flashgen._cli:main" in entry_points.read_text()
+
+    # A bad argument raises through the library (its unwinder) and the CLI.
+    refused = subprocess.run([sys.executable, "-m", "flashgen._cli", "run", "--dim", "0"], env=env,
+                             cwd=tmp_path, capture_output=True, text=True)
+    assert refused.returncode == 2 and "--dim must be in" in refused.stderr, refused.stderr
+
+    if shutil.which("objdump"):
+        for binary in (pathlib.Path(library_path), target / "flashgen" / "_lib" / "bin" / "flashgen"):
+            assert newest_glibc_version(binary) <= GLIBC_FLOOR, binary

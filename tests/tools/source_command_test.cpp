@@ -1,37 +1,14 @@
 // `flashgen source` run as a user runs it: the built binary (FLASHGEN_CLI,
 // set by tests/CMakeLists.txt), its output, messages and exit codes.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
-#include <cstdio>
 #include <string>
+
+#include "cli_runner.hpp"
 
 namespace {
 
-#ifdef FLASHGEN_CLI
-constexpr const char* kCli = FLASHGEN_CLI;
-#else
-constexpr const char* kCli = nullptr;  // FLASHGEN_BUILD_TOOLS=OFF
-#endif
-
-struct Outcome {
-  int exit_code = -1;
-  std::string output;  // stdout and stderr together
-};
-
-// `arguments` is shell text: quote what needs it.
-Outcome run_cli(const std::string& arguments) {
-  Outcome outcome;
-  const std::string command = std::string("'") + kCli + "' " + arguments + " 2>&1";
-  std::FILE* pipe = popen(command.c_str(), "r");
-  if (pipe == nullptr) return outcome;
-  char buffer[4096];
-  for (std::size_t n; (n = std::fread(buffer, 1, sizeof(buffer), pipe)) > 0;)
-    outcome.output.append(buffer, n);
-  const int status = pclose(pipe);
-  outcome.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return outcome;
-}
+using namespace flashgen::cli::test;
 
 class SourceCommand : public testing::Test {
  protected:
@@ -39,10 +16,6 @@ class SourceCommand : public testing::Test {
     if (kCli == nullptr) GTEST_SKIP() << "the flashgen tool is not built";
   }
 };
-
-bool contains(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
-}
 
 TEST_F(SourceCommand, PrintsTheSpecAndTheEntryPoint) {
   const Outcome o = run_cli("source --kind forward --dqk 127");

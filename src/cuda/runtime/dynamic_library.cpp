@@ -14,6 +14,7 @@ DynamicLibrary DynamicLibrary::open_first(const std::vector<std::string>& candid
     if (void* handle = dlopen(candidate.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD)) {
       library.handle_ = handle;
       library.name_ = candidate;
+      library.was_loaded_ = true;
       return library;
     }
   }

@@ -18,6 +18,9 @@ class DynamicLibrary {
                                    std::string* attempts);
   bool loaded() const { return handle_ != nullptr; }
   const std::string& name() const { return name_; }
+  // True when the process held the library before this open (e.g. a
+  // framework loaded it), so the search order did not choose it.
+  bool was_loaded() const { return was_loaded_; }
 
   // Address of `symbol`, or null when the library does not export it.
   void* find(const char* symbol) const;
@@ -30,6 +33,7 @@ class DynamicLibrary {
  private:
   void* handle_ = nullptr;  // never dlclose'd: function pointers outlive every caller
   std::string name_;
+  bool was_loaded_ = false;
 };
 
 // A library's API, loaded by `Load` on first use from any thread and kept

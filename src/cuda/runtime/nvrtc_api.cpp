@@ -1,11 +1,11 @@
 #include "cuda/runtime/nvrtc_api.hpp"
 
-#include <cstdlib>
 #include <mutex>
 #include <string>
 #include <vector>
 
 #include "cuda/runtime/dynamic_library.hpp"
+#include "cuda/runtime/nvrtc_search.hpp"
 #include "flashgen/flashgen.hpp"
 
 namespace flashgen::cuda::nvrtc {
@@ -22,29 +22,29 @@ void resolve(const DynamicLibrary& library, const char* symbol, F& slot, std::st
   if (!slot && missing->empty()) *missing = symbol;
 }
 
-// The loader's search path first (LD_LIBRARY_PATH, ldconfig), then the
-// toolkit's usual homes, newest major version first.
-std::vector<std::string> candidates() {
-  const std::vector<std::string> names = {"libnvrtc.so", "libnvrtc.so.13", "libnvrtc.so.12"};
-  std::vector<std::string> out = names;
-  std::vector<std::string> dirs;
-  if (const char* home = std::getenv("CUDA_HOME"); home && *home) dirs.push_back(std::string(home) + "/lib64");
-  if (const char* path = std::getenv("CUDA_PATH"); path && *path) dirs.push_back(std::string(path) + "/lib64");
-  dirs.push_back("/usr/local/cuda/lib64");
-  for (const std::string& dir : dirs)
-    for (const std::string& name : names) out.push_back(dir + "/" + name);
-  return out;
+// Where the opened file came from, by the candidate it matched.
+std::string origin_of(const DynamicLibrary& library,
+                      const std::vector<LibraryCandidate>& candidates) {
+  if (library.was_loaded()) return "already loaded by the process";
+  for (const LibraryCandidate& candidate : candidates)
+    if (candidate.path == library.name()) return candidate.origin;
+  return "";
 }
 
-Loaded load() {
+Loaded load_from(const std::vector<LibraryCandidate>& candidates) {
   Loaded loaded;
   std::string attempts;
-  DynamicLibrary library = DynamicLibrary::open_first(candidates(), &attempts);
+  std::vector<std::string> paths;
+  for (const LibraryCandidate& candidate : candidates) paths.push_back(candidate.path);
+  DynamicLibrary library = DynamicLibrary::open_first(paths, &attempts);
   if (!library.loaded()) {
     loaded.status.reason =
-        "libnvrtc not found: install the CUDA toolkit's NVRTC or set CUDA_HOME (" + attempts + ")";
+        "libnvrtc not found: pip install flashgen[cuda] (the nvidia-cuda-nvrtc wheel), install "
+        "the CUDA toolkit's NVRTC or set CUDA_HOME (" +
+        attempts + ")";
     return loaded;
   }
+  loaded.status.origin = origin_of(library, candidates);
   Api& a = loaded.api;
   std::string missing;
   resolve(library, "nvrtcVersion", a.nvrtcVersion, &missing);
@@ -70,11 +70,17 @@ Loaded load() {
   return loaded;
 }
 
+Loaded load() { return load_from(candidates(search_roots())); }
+
 const Loaded& loaded() { return load_once<Loaded, load>(); }
 
 }  // namespace
 
 Status status() { return loaded().status; }
+
+Status load_status(const std::vector<LibraryCandidate>& candidates) {
+  return load_from(candidates).status;
+}
 
 const Api& api() { return api_or_throw(loaded()); }
 

@@ -4,6 +4,9 @@
 
 #include <cstddef>
 #include <string>
+#include <vector>
+
+#include "cuda/runtime/nvrtc_search.hpp"
 
 namespace flashgen::cuda::nvrtc {
 
@@ -32,9 +35,14 @@ struct Status {
   bool ok = false;
   std::string reason;   // why not, when !ok
   std::string library;  // the file that loaded
+  std::string origin;   // which place of the search order it came from (nvrtc_search.hpp)
   int major = 0, minor = 0;
 };
-Status status();
+Status status();  // of the process's NVRTC, searched for once
+
+// Opens the first candidate that loads and resolves the API from it, apart
+// from the process's own NVRTC (tests give it a search order of their own).
+Status load_status(const std::vector<LibraryCandidate>& candidates);
 
 // The resolved API; throws flashgen::Error(unsupported) when libnvrtc is missing.
 const Api& api();

@@ -1,0 +1,166 @@
+// Lets a wheel built on a newer glibc (Debian 12: 2.36) run on glibc 2.28,
+// the floor of manylinux_2_28, with no container of that age at hand.
+//
+// The linker binds each call to the newest version of a glibc symbol it sees.
+// Calls that glibc 2.29-2.36 versioned anew are redirected here by
+// -Wl,--wrap=<symbol> (cmake/glibc_2_28.cmake), for our objects and the
+// static libstdc++ and libgcc alike, and go on to:
+//   - the old version of the same function, which every glibc since still
+//     exports (pthread_*, dl*: 2.34 moved them from libpthread/libdl into
+//     libc; exp/log/log2: 2.29 dropped their error-handling wrappers;
+//     stat & co.: before 2.33 they were __xstat & co.),
+//   - or, for what glibc 2.28 lacks, an equivalent built from what it has
+//     (_dl_find_object, 2.35: from dl_iterate_phdr; arc4random, 2.36: from
+//     getrandom; __libc_single_threaded, 2.32: "not known to be single-
+//     threaded", which only costs libstdc++ an atomic operation).
+// x86-64 only: the old versions named here are x86-64's (GLIBC_2.2.5).
+#include "glibc_2_28.hpp"
+
+#include <dlfcn.h>
+#include <link.h>
+#include <pthread.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+
+#include <cstddef>
+#include <cstdint>
+
+extern "C" {
+
+// _STAT_VER of the pre-2.33 x86-64 stat interface.
+constexpr int kStatVersion = 1;
+
+int old___xstat(int, const char*, struct stat*);
+int old___lxstat(int, const char*, struct stat*);
+int old___fxstat64(int, int, struct stat64*);
+FLASHGEN_OLD_VERSION(__xstat, "2.2.5");
+FLASHGEN_OLD_VERSION(__lxstat, "2.2.5");
+FLASHGEN_OLD_VERSION(__fxstat64, "2.2.5");
+int __wrap_stat(const char* path, struct stat* buffer) {
+  return old___xstat(kStatVersion, path, buffer);
+}
+int __wrap_lstat(const char* path, struct stat* buffer) {
+  return old___lxstat(kStatVersion, path, buffer);
+}
+int __wrap_fstat64(int fd, struct stat64* buffer) {
+  return old___fxstat64(kStatVersion, fd, buffer);
+}
+
+double old_exp(double);
+double old_log(double);
+double old_log2(double);
+FLASHGEN_OLD_VERSION(exp, "2.2.5");
+FLASHGEN_OLD_VERSION(log, "2.2.5");
+FLASHGEN_OLD_VERSION(log2, "2.2.5");
+double __wrap_exp(double x) { return old_exp(x); }
+double __wrap_log(double x) { return old_log(x); }
+double __wrap_log2(double x) { return old_log2(x); }
+
+int old_pthread_create(pthread_t*, const pthread_attr_t*, void* (*)(void*), void*);
+int old_pthread_detach(pthread_t);
+int old_pthread_join(pthread_t, void**);
+int old_pthread_once(pthread_once_t*, void (*)());
+int old_pthread_key_create(pthread_key_t*, void (*)(void*));
+int old___pthread_key_create(pthread_key_t*, void (*)(void*));
+int old_pthread_key_delete(pthread_key_t);
+void* old_pthread_getspecific(pthread_key_t);
+int old_pthread_setspecific(pthread_key_t, const void*);
+FLASHGEN_OLD_VERSION(pthread_create, "2.2.5");
+FLASHGEN_OLD_VERSION(pthread_detach, "2.2.5");
+FLASHGEN_OLD_VERSION(pthread_join, "2.2.5");
+FLASHGEN_OLD_VERSION(pthread_once, "2.2.5");
+FLASHGEN_OLD_VERSION(pthread_key_create, "2.2.5");
+FLASHGEN_OLD_VERSION(__pthread_key_create, "2.2.5");
+FLASHGEN_OLD_VERSION(pthread_key_delete, "2.2.5");
+FLASHGEN_OLD_VERSION(pthread_getspecific, "2.2.5");
+FLASHGEN_OLD_VERSION(pthread_setspecific, "2.2.5");
+int __wrap_pthread_create(pthread_t* thread, const pthread_attr_t* attributes,
+                          void* (*start)(void*), void* argument) {
+  return old_pthread_create(thread, attributes, start, argument);
+}
+int __wrap_pthread_detach(pthread_t thread) { return old_pthread_detach(thread); }
+int __wrap_pthread_join(pthread_t thread, void** result) {
+  return old_pthread_join(thread, result);
+}
+int __wrap_pthread_once(pthread_once_t* once, void (*function)()) {
+  return old_pthread_once(once, function);
+}
+int __wrap_pthread_key_create(pthread_key_t* key, void (*destructor)(void*)) {
+  return old_pthread_key_create(key, destructor);
+}
+int __wrap___pthread_key_create(pthread_key_t* key, void (*destructor)(void*)) {
+  return old___pthread_key_create(key, destructor);
+}
+int __wrap_pthread_key_delete(pthread_key_t key) { return old_pthread_key_delete(key); }
+void* __wrap_pthread_getspecific(pthread_key_t key) { return old_pthread_getspecific(key); }
+int __wrap_pthread_setspecific(pthread_key_t key, const void* value) {
+  return old_pthread_setspecific(key, value);
+}
+
+void* old_dlopen(const char*, int);
+void* old_dlsym(void*, const char*);
+char* old_dlerror();
+int old_dladdr1(const void*, Dl_info*, void**, int);
+FLASHGEN_OLD_VERSION(dlopen, "2.2.5");
+FLASHGEN_OLD_VERSION(dlsym, "2.2.5");
+FLASHGEN_OLD_VERSION(dlerror, "2.2.5");
+FLASHGEN_OLD_VERSION(dladdr1, "2.3.3");
+void* __wrap_dlopen(const char* file, int mode) { return old_dlopen(file, mode); }
+void* __wrap_dlsym(void* handle, const char* name) { return old_dlsym(handle, name); }
+char* __wrap_dlerror() { return old_dlerror(); }
+int __wrap_dladdr1(const void* address, Dl_info* info, void** extra, int flags) {
+  return old_dladdr1(address, info, extra, flags);
+}
+
+char __wrap___libc_single_threaded = 0;
+
+std::uint32_t __wrap_arc4random() {
+  std::uint32_t value = 0;
+  while (getrandom(&value, sizeof(value), 0) != static_cast<ssize_t>(sizeof(value))) {
+  }
+  return value;
+}
+
+// The unwinder (libgcc) asks which loaded object holds a code address and
+// where that object's .eh_frame_hdr is (PT_GNU_EH_FRAME).
+namespace {
+struct FindObject {
+  std::uintptr_t address;
+  dl_find_object* result;
+  bool found;
+};
+
+int find_object_in(dl_phdr_info* info, std::size_t, void* data) {
+  auto* search = static_cast<FindObject*>(data);
+  std::uintptr_t low = UINTPTR_MAX, high = 0;
+  void* eh_frame = nullptr;
+  bool inside = false;
+  for (int i = 0; i < info->dlpi_phnum; ++i) {
+    const ElfW(Phdr)& segment = info->dlpi_phdr[i];
+    const std::uintptr_t start = info->dlpi_addr + segment.p_vaddr;
+    if (segment.p_type == PT_LOAD) {
+      const std::uintptr_t end = start + segment.p_memsz;
+      low = start < low ? start : low;
+      high = end > high ? end : high;
+      inside = inside || (search->address >= start && search->address < end);
+    } else if (segment.p_type == PT_GNU_EH_FRAME) {
+      eh_frame = reinterpret_cast<void*>(start);
+    }
+  }
+  if (!inside) return 0;
+  *search->result = dl_find_object{};
+  search->result->dlfo_map_start = reinterpret_cast<void*>(low);
+  search->result->dlfo_map_end = reinterpret_cast<void*>(high);
+  search->result->dlfo_eh_frame = eh_frame;
+  search->found = true;
+  return 1;
+}
+}  // namespace
+
+int __wrap__dl_find_object(void* address, dl_find_object* result) {
+  FindObject search{reinterpret_cast<std::uintptr_t>(address), result, false};
+  dl_iterate_phdr(&find_object_in, &search);
+  return search.found ? 0 : -1;
+}
+
+}  // extern "C"
