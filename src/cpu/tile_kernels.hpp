@@ -10,7 +10,7 @@
 namespace flashgen::cpu {
 
 struct TileKernels {
-  const char* name;  // "avx2", "generic"
+  const char* name;  // "generic", "avx2", "avx512", ... (what FLASHGEN_CPU_ISA takes)
   void (*gemm_nn)(int m, int n, int k, const float* a, int lda, const float* b, int ldb,
                   float* c, int ldc, bool accumulate);
   void (*exp2_inplace)(float* x, int n);
@@ -30,7 +30,10 @@ struct TileKernels {
 const TileKernels& generic_tile_kernels();
 // Compiled for AVX2 + FMA on x86-64; null elsewhere or when the CPU lacks them.
 const TileKernels* avx2_tile_kernels();
-// The best of the above for this CPU, chosen once.
+// Compiled for AVX-512 F/BW/VL/DQ on x86-64; null elsewhere or when the CPU
+// (or the OS, which must save the 512-bit state) lacks them.
+const TileKernels* avx512_tile_kernels();
+// What the backend runs (isa_dispatch.hpp says how it is chosen).
 const TileKernels& active_tile_kernels();
 
 }  // namespace flashgen::cpu

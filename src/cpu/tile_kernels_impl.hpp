@@ -13,10 +13,15 @@
 namespace flashgen::cpu::isa_kernels {
 namespace {
 
-// GCC vector extension: 8 lanes of fp32 (one AVX register, two SSE ones).
-typedef float Vec __attribute__((vector_size(32)));
-typedef int IntVec __attribute__((vector_size(32)));
-constexpr int kLanes = 8;
+// GCC vector extension: kLanes fp32 lanes, one register of the file's
+// widest vector unit (8 for AVX2, two SSE registers for the baseline; 16 for
+// AVX-512). The including file sets FLASHGEN_TILE_VECTOR_LANES (default 8).
+#if !defined(FLASHGEN_TILE_VECTOR_LANES)
+#define FLASHGEN_TILE_VECTOR_LANES 8
+#endif
+constexpr int kLanes = FLASHGEN_TILE_VECTOR_LANES;
+typedef float Vec __attribute__((vector_size(kLanes * sizeof(float))));
+typedef int IntVec __attribute__((vector_size(kLanes * sizeof(int))));
 static_assert(kTileColumnMultiple % kLanes == 0);
 
 [[gnu::always_inline]] inline Vec load(const float* p) {
@@ -28,19 +33,34 @@ static_assert(kTileColumnMultiple % kLanes == 0);
   __builtin_memcpy(p, &v, sizeof v);
 }
 // A shuffle, which compiles to one broadcast: `Vec{} + x` costs a real
-// addition (0 + x is not x for x = -0) and an 8-element initializer list
-// compiles to a chain of inserts.
+// addition (0 + x is not x for x = -0) and an initializer list compiles to a
+// chain of inserts.
+#if FLASHGEN_TILE_VECTOR_LANES == 16
+[[gnu::always_inline]] inline Vec splat(float x) {
+  return __builtin_shufflevector(Vec{x}, Vec{x}, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
+}
+[[gnu::always_inline]] inline Vec lane_index() {
+  return Vec{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
+}
+#else
 [[gnu::always_inline]] inline Vec splat(float x) {
   return __builtin_shufflevector(Vec{x}, Vec{x}, 0, 0, 0, 0, 0, 0, 0, 0);
 }
-[[gnu::always_inline]] inline Vec vmax(const Vec& a, const Vec& b) { return a > b ? a : b; }
 [[gnu::always_inline]] inline Vec lane_index() { return Vec{0, 1, 2, 3, 4, 5, 6, 7}; }
+#endif
+[[gnu::always_inline]] inline Vec vmax(const Vec& a, const Vec& b) { return a > b ? a : b; }
 
-// Horizontal sum in a fixed order (pairwise by halves).
+// Horizontal sum in a fixed order: lanes i and i + kLanes/2 first, then
+// recursively by halves.
 [[gnu::always_inline]] inline float horizontal_sum(const Vec& v) {
-  const float a = (v[0] + v[4]) + (v[2] + v[6]);
-  const float b = (v[1] + v[5]) + (v[3] + v[7]);
-  return a + b;
+  float lanes[kLanes];
+  __builtin_memcpy(lanes, &v, sizeof v);
+#pragma GCC unroll 16
+  for (int width = kLanes / 2; width >= 1; width /= 2) {
+#pragma GCC unroll 16
+    for (int i = 0; i < width; ++i) lanes[i] += lanes[i + width];
+  }
+  return lanes[0];
 }
 [[gnu::always_inline]] inline float horizontal_max(const Vec& v) {
   float m = v[0];
@@ -90,43 +110,65 @@ static_assert(kTileColumnMultiple % kLanes == 0);
   return inside ? s : splat(kMaskedScore);
 }
 
+// C[rows, vectors · kLanes] (+)= A[rows, k] · B[k, vectors · kLanes] held in
+// rows x vectors registers: per k, `vectors` B loads and `rows` broadcast A
+// values feed rows · vectors multiply-adds. Each C element is one
+// multiply-add chain over k = 0, 1, ..., so the block shape never changes a
+// result.
+template <int kRows, int kVectors>
+[[gnu::always_inline]] inline void gemm_block(int k, const float* a, int lda, const float* b,
+                                              int ldb, float* c, int ldc, bool accumulate) {
+  Vec acc[kRows][kVectors];
+#pragma GCC unroll 8
+  for (int r = 0; r < kRows; ++r) {
+#pragma GCC unroll 8
+    for (int v = 0; v < kVectors; ++v) {
+      acc[r][v] = accumulate ? load(c + static_cast<std::int64_t>(r) * ldc + v * kLanes) : Vec{};
+    }
+  }
+  for (int kk = 0; kk < k; ++kk, b += ldb) {
+    Vec bv[kVectors];
+#pragma GCC unroll 8
+    for (int v = 0; v < kVectors; ++v) bv[v] = load(b + v * kLanes);
+#pragma GCC unroll 8
+    for (int r = 0; r < kRows; ++r) {
+      const Vec x = splat(a[static_cast<std::int64_t>(r) * lda + kk]);
+#pragma GCC unroll 8
+      for (int v = 0; v < kVectors; ++v) acc[r][v] += x * bv[v];
+    }
+  }
+#pragma GCC unroll 8
+  for (int r = 0; r < kRows; ++r) {
+#pragma GCC unroll 8
+    for (int v = 0; v < kVectors; ++v) {
+      store(c + static_cast<std::int64_t>(r) * ldc + v * kLanes, acc[r][v]);
+    }
+  }
+}
+
+// Register blocks of kTileRowMultiple rows and up to kWideColumns columns:
+// 4 x 16 with 8 lanes (8 accumulators), 4 x 64 with 16 lanes (16 of AVX-512's
+// 32 registers), narrower blocks for the last columns.
+constexpr int kWideVectors = kLanes == 16 ? 4 : kTileColumnMultiple / kLanes;
+constexpr int kWideColumns = kWideVectors * kLanes;
+static_assert(kWideColumns % kTileColumnMultiple == 0);
+
 void gemm_nn(int m, int n, int k, const float* a, int lda, const float* b, int ldb, float* c,
              int ldc, bool accumulate) {
-  // 4 x 16 register block: per k, two B vectors and four broadcast A values
-  // feed eight multiply-adds; the eight accumulators stay in registers.
-  for (int i0 = 0; i0 < m; i0 += kTileRowMultiple) {
-    const float* a0 = a + static_cast<std::int64_t>(i0) * lda;
-    const float* a1 = a0 + lda;
-    const float* a2 = a1 + lda;
-    const float* a3 = a2 + lda;
-    for (int j0 = 0; j0 < n; j0 += kTileColumnMultiple) {
-      float* c0 = c + static_cast<std::int64_t>(i0) * ldc + j0;
-      float* c1 = c0 + ldc;
-      float* c2 = c1 + ldc;
-      float* c3 = c2 + ldc;
-      Vec acc00{}, acc01{}, acc10{}, acc11{}, acc20{}, acc21{}, acc30{}, acc31{};
-      if (accumulate) {
-        acc00 = load(c0), acc01 = load(c0 + kLanes);
-        acc10 = load(c1), acc11 = load(c1 + kLanes);
-        acc20 = load(c2), acc21 = load(c2 + kLanes);
-        acc30 = load(c3), acc31 = load(c3 + kLanes);
-      }
-      const float* bk = b + j0;
-      for (int kk = 0; kk < k; ++kk, bk += ldb) {
-        const Vec b0 = load(bk), b1 = load(bk + kLanes);
-        Vec x = splat(a0[kk]);
-        acc00 += x * b0, acc01 += x * b1;
-        x = splat(a1[kk]);
-        acc10 += x * b0, acc11 += x * b1;
-        x = splat(a2[kk]);
-        acc20 += x * b0, acc21 += x * b1;
-        x = splat(a3[kk]);
-        acc30 += x * b0, acc31 += x * b1;
-      }
-      store(c0, acc00), store(c0 + kLanes, acc01);
-      store(c1, acc10), store(c1 + kLanes, acc11);
-      store(c2, acc20), store(c2 + kLanes, acc21);
-      store(c3, acc30), store(c3 + kLanes, acc31);
+  constexpr int kRows = kTileRowMultiple;
+  for (int i0 = 0; i0 < m; i0 += kRows) {
+    const float* a_rows = a + static_cast<std::int64_t>(i0) * lda;
+    float* c_rows = c + static_cast<std::int64_t>(i0) * ldc;
+    int j0 = 0;
+    for (; j0 + kWideColumns <= n; j0 += kWideColumns) {
+      gemm_block<kRows, kWideVectors>(k, a_rows, lda, b + j0, ldb, c_rows + j0, ldc, accumulate);
+    }
+    // The remaining columns, a multiple of kTileColumnMultiple, fewer than kWideColumns.
+    const int rest = (n - j0) / kLanes;
+    if constexpr (kWideVectors == 4) {
+      if (rest == 3) gemm_block<kRows, 3>(k, a_rows, lda, b + j0, ldb, c_rows + j0, ldc, accumulate);
+      if (rest == 2) gemm_block<kRows, 2>(k, a_rows, lda, b + j0, ldb, c_rows + j0, ldc, accumulate);
+      if (rest == 1) gemm_block<kRows, 1>(k, a_rows, lda, b + j0, ldb, c_rows + j0, ldc, accumulate);
     }
   }
 }

@@ -1,17 +1,58 @@
-// tile_math.hpp's functions, forwarded to the kernels of the best
-// instruction set this CPU runs (chosen once; see tile_kernels.hpp).
+// tile_math.hpp's functions, forwarded to the kernels of the instruction
+// set chosen once per process (isa_dispatch.hpp).
 #include "cpu/tile_math.hpp"
 
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+
+#include "cpu/isa_dispatch.hpp"
 #include "cpu/tile_kernels.hpp"
 
 namespace flashgen::cpu {
 
+std::vector<const TileKernels*> runnable_tile_kernels() {
+  std::vector<const TileKernels*> tables = {&generic_tile_kernels()};
+  for (const TileKernels* table : {avx2_tile_kernels(), avx512_tile_kernels()}) {
+    if (table != nullptr) tables.push_back(table);
+  }
+  return tables;
+}
+
+const TileKernels* runnable_tile_kernels_named(const std::string& name) {
+  for (const TileKernels* table : runnable_tile_kernels()) {
+    if (name == table->name) return table;
+  }
+  return nullptr;
+}
+
+IsaChoice choose_tile_kernels(const char* requested) {
+  const TileKernels* best = runnable_tile_kernels().back();
+  if (requested == nullptr || *requested == '\0') return {best, {}};
+  if (const TileKernels* named = runnable_tile_kernels_named(requested)) return {named, {}};
+  return {best, std::string("flashgen: ") + kIsaEnvironmentVariable + "=" + requested +
+                    " is not an instruction set this build and CPU run; using " + best->name};
+}
+
+namespace {
+
+std::atomic<const TileKernels*>& active_slot() {
+  static std::atomic<const TileKernels*> slot{[] {
+    const IsaChoice choice = choose_tile_kernels(std::getenv(kIsaEnvironmentVariable));
+    if (!choice.warning.empty()) std::fprintf(stderr, "%s\n", choice.warning.c_str());
+    return choice.kernels;
+  }()};
+  return slot;
+}
+
+}  // namespace
+
 const TileKernels& active_tile_kernels() {
-  static const TileKernels* const chosen = [] {
-    const TileKernels* avx2 = avx2_tile_kernels();
-    return avx2 != nullptr ? avx2 : &generic_tile_kernels();
-  }();
-  return *chosen;
+  return *active_slot().load(std::memory_order_relaxed);
+}
+
+void set_active_tile_kernels(const TileKernels& kernels) {
+  active_slot().store(&kernels, std::memory_order_relaxed);
 }
 
 void gemm_nn(int m, int n, int k, const float* a, int lda, const float* b, int ldb, float* c,

@@ -3,22 +3,19 @@
 #include "cpu/tile_math.hpp"
 
 #include <cmath>
+#include <cstdlib>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <gtest/gtest.h>
 
+#include "cpu/isa_dispatch.hpp"
 #include "cpu/tile_kernels.hpp"
 
 namespace flashgen::cpu {
 namespace {
-
-std::vector<const TileKernels*> kernel_tables() {
-  std::vector<const TileKernels*> tables = {&generic_tile_kernels()};
-  if (const TileKernels* avx2 = avx2_tile_kernels()) tables.push_back(avx2);
-  return tables;
-}
 
 class TileMath : public ::testing::TestWithParam<const TileKernels*> {};
 
@@ -50,8 +47,9 @@ TEST_P(TileMath, GemmMatchesPlainLoops) {
   const TileKernels& kernels = *GetParam();
   std::mt19937 rng(3);
   std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
-  for (int k : {0, 1, 7, 64}) {
-    const int m = 8, n = 32, lda = k + 3, ldb = n + 16, ldc = n + 5;
+  // n covers every register-block width (16 ... 64 columns) and a remainder.
+  for (const auto [k, n] : {std::pair{0, 32}, {1, 16}, {7, 48}, {64, 32}, {9, 64}, {33, 112}}) {
+    const int m = 8, lda = k + 3, ldb = n + 16, ldc = n + 5;
     std::vector<float> a(m * lda), b(std::max(k, 1) * ldb), c(m * ldc);
     for (float& e : a) e = uniform(rng);
     for (float& e : b) e = uniform(rng);
@@ -139,14 +137,40 @@ TEST_P(TileMath, BackwardRowHelpers) {
   EXPECT_EQ(s[3], 3.0f);
 }
 
-INSTANTIATE_TEST_SUITE_P(Isa, TileMath, ::testing::ValuesIn(kernel_tables()),
+INSTANTIATE_TEST_SUITE_P(Isa, TileMath, ::testing::ValuesIn(runnable_tile_kernels()),
                          [](const ::testing::TestParamInfo<const TileKernels*>& info) {
                            return std::string(info.param->name);
                          });
 
-TEST(TileMathDispatch, PicksTheBestKernelsTheCpuRuns) {
-  const TileKernels* avx2 = avx2_tile_kernels();
-  EXPECT_EQ(&active_tile_kernels(), avx2 ? avx2 : &generic_tile_kernels());
+TEST(TileMathDispatch, RunsTheBestKernelsUnlessTheEnvironmentNamesOthers) {
+  const char* requested = std::getenv(kIsaEnvironmentVariable);
+  EXPECT_EQ(&active_tile_kernels(), choose_tile_kernels(requested).kernels);
+}
+
+TEST(TileMathDispatch, ChoosesTheWidestRunnableInstructionSet) {
+  const std::vector<const TileKernels*> tables = runnable_tile_kernels();
+  EXPECT_EQ(tables.front(), &generic_tile_kernels());
+  const TileKernels* best = choose_tile_kernels(nullptr).kernels;
+  EXPECT_EQ(best, tables.back());
+  EXPECT_EQ(choose_tile_kernels("").kernels, best);
+  // The CPU's own report, independent of the tables' probes.
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw")) {
+    EXPECT_STREQ(best->name, "avx512");
+  } else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
+    EXPECT_STREQ(best->name, "avx2");
+  }
+}
+
+TEST(TileMathDispatch, HonoursANamedInstructionSetAndFallsBackFromAnUnknownOne) {
+  for (const TileKernels* table : runnable_tile_kernels()) {
+    const IsaChoice choice = choose_tile_kernels(table->name);
+    EXPECT_EQ(choice.kernels, table) << table->name;
+    EXPECT_TRUE(choice.warning.empty()) << choice.warning;
+  }
+  const IsaChoice unknown = choose_tile_kernels("neon");
+  EXPECT_EQ(unknown.kernels, choose_tile_kernels(nullptr).kernels);
+  EXPECT_NE(unknown.warning.find("neon"), std::string::npos) << unknown.warning;
 }
 
 }  // namespace
