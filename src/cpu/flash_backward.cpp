@@ -90,6 +90,7 @@ void backward_query_block(BackwardContext& c, std::int64_t batch, std::int64_t h
   const std::int64_t rows = std::min(c.blocking.query_rows, p.seq_q - row0);
   const std::int64_t rows_padded = round_up(rows, kTileRowMultiple);
   const std::int64_t key_ld = c.blocking.key_rows;
+  const GemmFunction gemm = gemm_for(p.dtype);
 
   load_rows(a.q, batch, head, row0, rows, rows_padded, t.q.data(), p.dim_qk);
   load_rows(a.grad_o, batch, head, row0, rows, rows_padded, t.grad_o.data(), c.dim_v_padded);
@@ -115,10 +116,10 @@ void backward_query_block(BackwardContext& c, std::int64_t batch, std::int64_t h
     load_rows_transposed(a.v, batch, kv_head, key0, keys, t.v_transposed.data(), key_ld);
 
     // S = Q·Kᵀ, then P  [rows_padded, keys_padded]
-    gemm_nn(rows_padded, keys_padded, p.dim_qk, t.q.data(), p.dim_qk, t.k_transposed.data(),
+    gemm(rows_padded, keys_padded, p.dim_qk, t.q.data(), p.dim_qk, t.k_transposed.data(),
             key_ld, t.p.data(), key_ld, false);
     // dP = dO·Vᵀ  [rows_padded, keys_padded]
-    gemm_nn(rows_padded, keys_padded, p.dim_v, t.grad_o.data(), c.dim_v_padded,
+    gemm(rows_padded, keys_padded, p.dim_v, t.grad_o.data(), c.dim_v_padded,
             t.v_transposed.data(), key_ld, t.dp.data(), key_ld, false);
     for (std::int64_t r = 0; r < rows_padded; ++r) {
       const std::int64_t visible = r < rows ? visible_keys(p, row0 + r) - key0 : 0;
@@ -129,7 +130,7 @@ void backward_query_block(BackwardContext& c, std::int64_t batch, std::int64_t h
       score_gradient_row(p_row, t.dp.data() + r * key_ld, keys_padded, t.dterm[r]);
     }
     // dQ += dS·K  [rows_padded, dim_qk_padded]
-    gemm_nn(rows_padded, c.dim_qk_padded, keys_padded, t.dp.data(), key_ld, t.k.data(),
+    gemm(rows_padded, c.dim_qk_padded, keys_padded, t.dp.data(), key_ld, t.k.data(),
             c.dim_qk_padded, t.grad_q.data(), c.dim_qk_padded, true);
   }
   store_rows(a.grad_q, batch, head, row0, rows, t.grad_q.data(), c.dim_qk_padded,
@@ -176,6 +177,7 @@ void backward_key_value_block(BackwardContext& c, std::int64_t batch, std::int64
   const std::int64_t keys = std::min(c.blocking.key_rows, p.seq_kv - key0);
   const std::int64_t keys_padded = round_up(keys, kTileRowMultiple);
   const std::int64_t query_ld = c.blocking.query_rows;
+  const GemmFunction gemm = gemm_for(p.dtype);
 
   load_rows(a.k, batch, kv_head, key0, keys, keys_padded, t.k.data(), p.dim_qk);
   load_rows(a.v, batch, kv_head, key0, keys, keys_padded, t.v.data(), p.dim_v);
@@ -202,10 +204,10 @@ void backward_key_value_block(BackwardContext& c, std::int64_t batch, std::int64
       }
 
       // Sᵀ = K·Qᵀ  [keys_padded, queries_padded]
-      gemm_nn(keys_padded, queries_padded, p.dim_qk, t.k.data(), p.dim_qk,
+      gemm(keys_padded, queries_padded, p.dim_qk, t.k.data(), p.dim_qk,
               t.q_transposed.data(), query_ld, t.p.data(), query_ld, false);
       // dPᵀ = V·dOᵀ  [keys_padded, queries_padded]
-      gemm_nn(keys_padded, queries_padded, p.dim_v, t.v.data(), p.dim_v,
+      gemm(keys_padded, queries_padded, p.dim_v, t.v.data(), p.dim_v,
               t.grad_o_transposed.data(), query_ld, t.dp.data(), query_ld, false);
       for (std::int64_t r = 0; r < keys_padded; ++r) {
         // Key row r is seen by the queries in [first_query, seq_q).
@@ -220,10 +222,10 @@ void backward_key_value_block(BackwardContext& c, std::int64_t batch, std::int64
                                      t.dterm.data());
       }
       // dV += Pᵀ·dO  [keys_padded, dim_v_padded]
-      gemm_nn(keys_padded, c.dim_v_padded, queries_padded, t.p.data(), query_ld,
+      gemm(keys_padded, c.dim_v_padded, queries_padded, t.p.data(), query_ld,
               t.grad_o.data(), c.dim_v_padded, t.grad_v.data(), c.dim_v_padded, true);
       // dK += dSᵀ·Q  [keys_padded, dim_qk_padded]
-      gemm_nn(keys_padded, c.dim_qk_padded, queries_padded, t.dp.data(), query_ld, t.q.data(),
+      gemm(keys_padded, c.dim_qk_padded, queries_padded, t.dp.data(), query_ld, t.q.data(),
               c.dim_qk_padded, t.grad_k.data(), c.dim_qk_padded, true);
     }
   }

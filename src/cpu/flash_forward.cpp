@@ -55,6 +55,7 @@ void forward_query_block(const Problem& p, const ForwardArgs& args, const Blocki
   const std::int64_t rows_padded = round_up(rows, kTileRowMultiple);
   const std::int64_t key_ld = blocking.key_rows;
   const auto scale_log2 = static_cast<float>(p.scale * std::numbers::log2e);
+  const GemmFunction gemm = gemm_for(p.dtype);
 
   load_rows(args.q, batch, head, row0, rows, rows_padded, t.q.data(), p.dim_qk);
   std::fill(t.o.begin(), t.o.end(), 0.0f);
@@ -70,7 +71,7 @@ void forward_query_block(const Problem& p, const ForwardArgs& args, const Blocki
     load_rows(args.v, batch, kv_head, key0, keys, keys_padded, t.v.data(), t.dim_v_padded);
 
     // S = Q·Kᵀ  [rows_padded, keys_padded]
-    gemm_nn(rows_padded, keys_padded, p.dim_qk, t.q.data(), p.dim_qk, t.k_transposed.data(),
+    gemm(rows_padded, keys_padded, p.dim_qk, t.q.data(), p.dim_qk, t.k_transposed.data(),
             key_ld, t.scores.data(), key_ld, false);
     for (std::int64_t r = 0; r < rows_padded; ++r) {
       // Padding rows (r >= rows) see nothing; their results are discarded.
@@ -79,10 +80,11 @@ void forward_query_block(const Problem& p, const ForwardArgs& args, const Blocki
       float* s_row = t.scores.data() + r * key_ld;
       const float correction = online_softmax_row(s_row, keys_padded, 0, visible_end, scale_log2,
                                                   t.row_max[r], t.row_sum[r]);
-      scale_inplace(t.o.data() + r * t.dim_v_padded, t.dim_v_padded, correction);
+      // Once the row's max settles the factor is exactly 1: nothing to rescale.
+      if (correction != 1.0f) scale_inplace(t.o.data() + r * t.dim_v_padded, t.dim_v_padded, correction);
     }
     // O += P·V  [rows_padded, dim_v_padded]; masked and padding P entries are 0.
-    gemm_nn(rows_padded, t.dim_v_padded, keys_padded, t.scores.data(), key_ld, t.v.data(),
+    gemm(rows_padded, t.dim_v_padded, keys_padded, t.scores.data(), key_ld, t.v.data(),
             t.dim_v_padded, t.o.data(), t.dim_v_padded, true);
   }
 

@@ -24,6 +24,12 @@ struct TileKernels {
   void (*score_gradient_row_by_column)(const float* p, float* dp, int n, const float* column_d);
   float (*dot)(const float* x, const float* y, int n);
   void (*scale_inplace)(float* x, int n, float factor);
+  // dst[j, i] = src[i, j] for a 16 x 16 block (leading dimensions lds, ldd).
+  void (*transpose_16x16)(const float* src, int lds, float* dst, int ldd);
+  // gemm_nn with both operands rounded to bf16 (fp32 sums), for bf16 inputs;
+  // null where the CPU has no bf16 dot product (gemm_nn serves instead).
+  void (*gemm_bf16)(int m, int n, int k, const float* a, int lda, const float* b, int ldb,
+                    float* c, int ldc, bool accumulate) = nullptr;
 };
 
 // Compiled for the target's baseline; runs everywhere.
@@ -33,6 +39,14 @@ const TileKernels* avx2_tile_kernels();
 // Compiled for AVX-512 F/BW/VL/DQ on x86-64; null elsewhere or when the CPU
 // (or the OS, which must save the 512-bit state) lacks them.
 const TileKernels* avx512_tile_kernels();
+// The AVX-512 kernels with bf16 GEMMs on vdpbf16ps (AVX512-BF16), and on AMX
+// tiles (AMX-BF16, where the OS grants the tile state); null where not runnable.
+const TileKernels* avx512_bf16_tile_kernels();
+const TileKernels* amx_tile_kernels();
+// Scratch for packed operands, one buffer per (thread, slot), at least
+// `bytes` long and 64-byte aligned; valid until the thread's next call for
+// the same slot.
+void* tile_scratch(int slot, long bytes);
 // What the backend runs (isa_dispatch.hpp says how it is chosen).
 const TileKernels& active_tile_kernels();
 

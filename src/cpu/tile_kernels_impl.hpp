@@ -62,10 +62,17 @@ static_assert(kTileColumnMultiple % kLanes == 0);
   }
   return lanes[0];
 }
+// By halves too (max is exact in any order); the halving compiles to shuffles
+// where a lane-by-lane loop would not.
 [[gnu::always_inline]] inline float horizontal_max(const Vec& v) {
-  float m = v[0];
-  for (int i = 1; i < kLanes; ++i) m = v[i] > m ? v[i] : m;
-  return m;
+  float lanes[kLanes];
+  __builtin_memcpy(lanes, &v, sizeof v);
+#pragma GCC unroll 16
+  for (int width = kLanes / 2; width >= 1; width /= 2) {
+#pragma GCC unroll 16
+    for (int i = 0; i < width; ++i) lanes[i] = lanes[i + width] > lanes[i] ? lanes[i + width] : lanes[i];
+  }
+  return lanes[0];
 }
 
 // 2^x: x = r + f with r = round(x), f in [-1/2, 1/2]; 2^f from its degree-7
@@ -146,30 +153,34 @@ template <int kRows, int kVectors>
   }
 }
 
-// Register blocks of kTileRowMultiple rows and up to kWideColumns columns:
-// 4 x 16 with 8 lanes (8 accumulators), 4 x 64 with 16 lanes (16 of AVX-512's
-// 32 registers), narrower blocks for the last columns.
-constexpr int kWideVectors = kLanes == 16 ? 4 : kTileColumnMultiple / kLanes;
-constexpr int kWideColumns = kWideVectors * kLanes;
-static_assert(kWideColumns % kTileColumnMultiple == 0);
+// Register blocks: with 8 lanes, 4 x 16 (8 accumulators); with 16 lanes,
+// 8 x 32 (16 of AVX-512's 32 registers: per k, 2 B loads feed 16
+// multiply-adds, which keeps the B panel's traffic from L1/L2 low), 4-row
+// blocks for a last group of 4 rows and 16-column blocks for a last 16
+// columns.
+template <int kRows>
+[[gnu::always_inline]] inline void gemm_rows(int n, int k, const float* a, int lda,
+                                             const float* b, int ldb, float* c, int ldc,
+                                             bool accumulate) {
+  constexpr int kWide = kLanes == 16 ? 2 : kTileColumnMultiple / kLanes;
+  int j0 = 0;
+  for (; j0 + kWide * kLanes <= n; j0 += kWide * kLanes) {
+    gemm_block<kRows, kWide>(k, a, lda, b + j0, ldb, c + j0, ldc, accumulate);
+  }
+  if (j0 < n) gemm_block<kRows, kTileColumnMultiple / kLanes>(k, a, lda, b + j0, ldb, c + j0, ldc, accumulate);
+}
 
 void gemm_nn(int m, int n, int k, const float* a, int lda, const float* b, int ldb, float* c,
              int ldc, bool accumulate) {
-  constexpr int kRows = kTileRowMultiple;
-  for (int i0 = 0; i0 < m; i0 += kRows) {
-    const float* a_rows = a + static_cast<std::int64_t>(i0) * lda;
-    float* c_rows = c + static_cast<std::int64_t>(i0) * ldc;
-    int j0 = 0;
-    for (; j0 + kWideColumns <= n; j0 += kWideColumns) {
-      gemm_block<kRows, kWideVectors>(k, a_rows, lda, b + j0, ldb, c_rows + j0, ldc, accumulate);
-    }
-    // The remaining columns, a multiple of kTileColumnMultiple, fewer than kWideColumns.
-    const int rest = (n - j0) / kLanes;
-    if constexpr (kWideVectors == 4) {
-      if (rest == 3) gemm_block<kRows, 3>(k, a_rows, lda, b + j0, ldb, c_rows + j0, ldc, accumulate);
-      if (rest == 2) gemm_block<kRows, 2>(k, a_rows, lda, b + j0, ldb, c_rows + j0, ldc, accumulate);
-      if (rest == 1) gemm_block<kRows, 1>(k, a_rows, lda, b + j0, ldb, c_rows + j0, ldc, accumulate);
-    }
+  constexpr int kTallRows = kLanes == 16 ? 2 * kTileRowMultiple : kTileRowMultiple;
+  int i0 = 0;
+  for (; i0 + kTallRows <= m; i0 += kTallRows) {
+    gemm_rows<kTallRows>(n, k, a + static_cast<std::int64_t>(i0) * lda, lda, b, ldb,
+                         c + static_cast<std::int64_t>(i0) * ldc, ldc, accumulate);
+  }
+  for (; i0 < m; i0 += kTileRowMultiple) {
+    gemm_rows<kTileRowMultiple>(n, k, a + static_cast<std::int64_t>(i0) * lda, lda, b, ldb,
+                                c + static_cast<std::int64_t>(i0) * ldc, ldc, accumulate);
   }
 }
 
@@ -197,7 +208,8 @@ float online_softmax_row(float* scores, int n, int visible_begin, int visible_en
     store(scores + j, p);
     sum += p;
   }
-  const float correction = __builtin_exp2f(old_max - reference);
+  // The vector exp2 (no library call per row); exactly 1 when the max stays.
+  const float correction = exp2_vec(splat(old_max - reference))[0];
   row_max = new_max;
   row_sum = row_sum * correction + horizontal_sum(sum);
   return correction;
@@ -239,6 +251,49 @@ void scale_inplace(float* x, int n, float factor) {
   for (int j = 0; j < n; j += kLanes) store(x + j, load(x + j) * factor);
 }
 
+#if FLASHGEN_TILE_VECTOR_LANES == 16
+// In four butterfly steps of width w = 8, 4, 2, 1: rows i and i + w (i with
+// bit w clear) swap their off-diagonal w x w blocks, one two-register shuffle
+// per row and step (vpermt2ps).
+constexpr int low_row_lane(int w, int l) { return (l & w) ? kLanes + l - w : l; }
+constexpr int high_row_lane(int w, int l) { return (l & w) ? kLanes + l : l + w; }
+#define FLASHGEN_LANES_16(f, w)                                                                \
+  f(w, 0), f(w, 1), f(w, 2), f(w, 3), f(w, 4), f(w, 5), f(w, 6), f(w, 7), f(w, 8), f(w, 9), \
+      f(w, 10), f(w, 11), f(w, 12), f(w, 13), f(w, 14), f(w, 15)
+
+template <int kWidth>
+[[gnu::always_inline]] inline void butterfly(Vec (&rows)[16]) {
+#pragma GCC unroll 16
+  for (int i = 0; i < 16; ++i) {
+    if (i & kWidth) continue;
+    const Vec low = rows[i], high = rows[i + kWidth];
+    rows[i] = __builtin_shufflevector(low, high, FLASHGEN_LANES_16(low_row_lane, kWidth));
+    rows[i + kWidth] = __builtin_shufflevector(low, high, FLASHGEN_LANES_16(high_row_lane, kWidth));
+  }
+}
+#undef FLASHGEN_LANES_16
+
+void transpose_16x16(const float* src, int lds, float* dst, int ldd) {
+  Vec rows[16];
+#pragma GCC unroll 16
+  for (int i = 0; i < 16; ++i) rows[i] = load(src + static_cast<std::int64_t>(i) * lds);
+  butterfly<8>(rows);
+  butterfly<4>(rows);
+  butterfly<2>(rows);
+  butterfly<1>(rows);
+#pragma GCC unroll 16
+  for (int i = 0; i < 16; ++i) store(dst + static_cast<std::int64_t>(i) * ldd, rows[i]);
+}
+#else
+void transpose_16x16(const float* src, int lds, float* dst, int ldd) {
+  for (int j = 0; j < 16; ++j) {
+    for (int i = 0; i < 16; ++i) {
+      dst[static_cast<std::int64_t>(j) * ldd + i] = src[static_cast<std::int64_t>(i) * lds + j];
+    }
+  }
+}
+#endif
+
 const TileKernels kIsaTileKernels = {
     FLASHGEN_TILE_KERNELS_NAME,
     gemm_nn,
@@ -250,6 +305,7 @@ const TileKernels kIsaTileKernels = {
     score_gradient_row_by_column,
     dot,
     scale_inplace,
+    transpose_16x16,
 };
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
 
 #include "cpu/isa_dispatch.hpp"
 #include "cpu/tile_kernels.hpp"
@@ -13,7 +14,8 @@ namespace flashgen::cpu {
 
 std::vector<const TileKernels*> runnable_tile_kernels() {
   std::vector<const TileKernels*> tables = {&generic_tile_kernels()};
-  for (const TileKernels* table : {avx2_tile_kernels(), avx512_tile_kernels()}) {
+  for (const TileKernels* table : {avx2_tile_kernels(), avx512_tile_kernels(),
+                                   avx512_bf16_tile_kernels(), amx_tile_kernels()}) {
     if (table != nullptr) tables.push_back(table);
   }
   return tables;
@@ -58,6 +60,32 @@ void set_active_tile_kernels(const TileKernels& kernels) {
 void gemm_nn(int m, int n, int k, const float* a, int lda, const float* b, int ldb, float* c,
              int ldc, bool accumulate) {
   active_tile_kernels().gemm_nn(m, n, k, a, lda, b, ldb, c, ldc, accumulate);
+}
+
+void gemm_bf16(int m, int n, int k, const float* a, int lda, const float* b, int ldb, float* c,
+               int ldc, bool accumulate) {
+  const TileKernels& kernels = active_tile_kernels();
+  const auto gemm = kernels.gemm_bf16 != nullptr ? kernels.gemm_bf16 : kernels.gemm_nn;
+  gemm(m, n, k, a, lda, b, ldb, c, ldc, accumulate);
+}
+
+void* tile_scratch(int slot, long bytes) {
+  constexpr int kSlots = 4;
+  constexpr std::size_t kAlignment = 64;
+  struct Buffer {
+    std::unique_ptr<unsigned char[]> storage;
+    std::size_t size = 0;
+  };
+  thread_local Buffer buffers[kSlots];
+  Buffer& buffer = buffers[slot];
+  const std::size_t needed = static_cast<std::size_t>(bytes) + kAlignment;
+  if (buffer.size < needed) {
+    buffer.storage = std::make_unique<unsigned char[]>(needed);
+    buffer.size = needed;
+  }
+  void* p = buffer.storage.get();
+  std::size_t space = buffer.size;
+  return std::align(kAlignment, static_cast<std::size_t>(bytes), p, space);
 }
 
 void exp2_inplace(float* x, int n) { active_tile_kernels().exp2_inplace(x, n); }

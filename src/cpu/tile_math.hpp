@@ -11,6 +11,8 @@
 
 #include <cstdint>
 
+#include "flashgen/flashgen.hpp"
+
 namespace flashgen::cpu {
 
 // Rows of a GEMM output (M) must be a multiple of kTileRowMultiple and columns
@@ -32,6 +34,18 @@ inline constexpr float kMaskedScore = -1.0e30f;
 // sum runs over k = 0, 1, ..., K-1 in order.
 void gemm_nn(int m, int n, int k, const float* a, int lda, const float* b, int ldb, float* c,
              int ldc, bool accumulate);
+
+// gemm_nn for bf16 inputs: both operands rounded to bf16 (exact for values
+// that came from bf16 tensors; P and dS lose what a bf16 GEMM loses), products
+// summed in fp32, on the CPU's bf16 dot products (AVX512-BF16, AMX). Where
+// there are none, the fp32 gemm_nn. Sums in a fixed order for given shapes.
+void gemm_bf16(int m, int n, int k, const float* a, int lda, const float* b, int ldb, float* c,
+               int ldc, bool accumulate);
+
+using GemmFunction = void (*)(int m, int n, int k, const float* a, int lda, const float* b,
+                              int ldb, float* c, int ldc, bool accumulate);
+// The GEMM for a problem's inputs: gemm_bf16 for bf16, gemm_nn otherwise.
+inline GemmFunction gemm_for(DType dtype) { return dtype == DType::bf16 ? gemm_bf16 : gemm_nn; }
 
 // exp2 for a contiguous run (n a multiple of kTileColumnMultiple), accurate to
 // about 1 ulp; arguments below -126.5 give exactly 0.

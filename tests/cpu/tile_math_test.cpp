@@ -6,11 +6,13 @@
 #include <cstdlib>
 #include <random>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
 #include <gtest/gtest.h>
 
+#include "common/dtype.hpp"
 #include "cpu/isa_dispatch.hpp"
 #include "cpu/tile_kernels.hpp"
 
@@ -137,7 +139,74 @@ TEST_P(TileMath, BackwardRowHelpers) {
   EXPECT_EQ(s[3], 3.0f);
 }
 
+TEST_P(TileMath, TransposesA16By16Block) {
+  const TileKernels& k = *GetParam();
+  constexpr int lds = 19, ldd = 23;
+  std::vector<float> src(16 * lds), dst(16 * ldd, -1.0f);
+  for (std::size_t i = 0; i < src.size(); ++i) src[i] = static_cast<float>(i);
+  k.transpose_16x16(src.data(), lds, dst.data(), ldd);
+  for (int j = 0; j < 16; ++j) {
+    for (int i = 0; i < ldd; ++i) {
+      EXPECT_EQ(dst[j * ldd + i], i < 16 ? src[i * lds + j] : -1.0f) << j << "," << i;
+    }
+  }
+}
+
+// The bf16 GEMM (where the table has one) against plain loops over the
+// operands rounded to bf16, summed in fp64: only the fp32 sums' rounding
+// separates them.
+class TileMathBf16 : public ::testing::TestWithParam<const TileKernels*> {};
+
+TEST_P(TileMathBf16, GemmMatchesPlainLoopsOnRoundedOperands) {
+  const TileKernels& kernels = *GetParam();
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
+  const auto bf16 = [](float x) { return bf16_to_float(float_to_bf16(x)); };
+  for (const auto [m, n, k] : {std::tuple{4, 16, 1}, {8, 48, 7}, {36, 80, 127}, {64, 64, 64},
+                               {32, 32, 33}}) {
+    const int lda = k + 3, ldb = n + 16, ldc = n + 5;
+    std::vector<float> a(m * lda), b(k * ldb), c(m * ldc);
+    for (float& e : a) e = uniform(rng);
+    for (float& e : b) e = uniform(rng);
+    for (bool accumulate : {false, true}) {
+      for (float& e : c) e = uniform(rng);
+      const std::vector<float> before = c;
+      kernels.gemm_bf16(m, n, k, a.data(), lda, b.data(), ldb, c.data(), ldc, accumulate);
+      for (int i = 0; i < m; ++i) {
+        for (int j = 0; j < ldc; ++j) {
+          const float old = before[i * ldc + j];
+          if (j >= n) {
+            EXPECT_EQ(c[i * ldc + j], old) << "wrote outside the tile";
+            continue;
+          }
+          double expected = accumulate ? old : 0.0;
+          for (int kk = 0; kk < k; ++kk) {
+            expected += double(bf16(a[i * lda + kk])) * bf16(b[kk * ldb + j]);
+          }
+          EXPECT_NEAR(c[i * ldc + j], expected, 1e-5) << i << "," << j << " m=" << m << " n=" << n
+                                                      << " k=" << k;
+        }
+      }
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Isa, TileMath, ::testing::ValuesIn(runnable_tile_kernels()),
+                         [](const ::testing::TestParamInfo<const TileKernels*>& info) {
+                           return std::string(info.param->name);
+                         });
+
+std::vector<const TileKernels*> tables_with_bf16_gemm() {
+  std::vector<const TileKernels*> tables;
+  for (const TileKernels* table : runnable_tile_kernels()) {
+    if (table->gemm_bf16 != nullptr) tables.push_back(table);
+  }
+  return tables;
+}
+
+// None on CPUs without bf16 dot products.
+GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(TileMathBf16);
+INSTANTIATE_TEST_SUITE_P(Isa, TileMathBf16, ::testing::ValuesIn(tables_with_bf16_gemm()),
                          [](const ::testing::TestParamInfo<const TileKernels*>& info) {
                            return std::string(info.param->name);
                          });
@@ -153,12 +222,16 @@ TEST(TileMathDispatch, ChoosesTheWidestRunnableInstructionSet) {
   const TileKernels* best = choose_tile_kernels(nullptr).kernels;
   EXPECT_EQ(best, tables.back());
   EXPECT_EQ(choose_tile_kernels("").kernels, best);
-  // The CPU's own report, independent of the tables' probes.
+  // The CPU's own report, independent of the tables' probes (AMX further
+  // needs the OS's permission, which only the probe asks for).
   __builtin_cpu_init();
-  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw")) {
-    EXPECT_STREQ(best->name, "avx512");
+  const std::string name = best->name;
+  if (__builtin_cpu_supports("avx512bf16")) {
+    EXPECT_TRUE(name == "amx" || name == "avx512_bf16") << name;
+  } else if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw")) {
+    EXPECT_EQ(name, "avx512");
   } else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
-    EXPECT_STREQ(best->name, "avx2");
+    EXPECT_EQ(name, "avx2");
   }
 }
 
