@@ -188,11 +188,19 @@ void exp2_inplace(float* x, int n) {
   for (int j = 0; j < n; j += kLanes) store(x + j, exp2_vec(load(x + j)));
 }
 
+// scale · scores[j, j + kLanes) with the lanes outside [begin, end) masked;
+// only vectors that straddle or leave [begin, end) pay for the mask.
+[[gnu::always_inline]] inline Vec scaled_scores(const float* scores, int j, int begin, int end,
+                                                float scale) {
+  const Vec s = load(scores + j) * scale;
+  return j >= begin && j + kLanes <= end ? s : mask_outside(s, j, begin, end);
+}
+
 float online_softmax_row(float* scores, int n, int visible_begin, int visible_end,
                          float scale_log2, float& row_max, float& row_sum) {
   Vec block_max = splat(kMaskedScore);
   for (int j = 0; j < n; j += kLanes) {
-    const Vec s = mask_outside(load(scores + j) * scale_log2, j, visible_begin, visible_end);
+    const Vec s = scaled_scores(scores, j, visible_begin, visible_end, scale_log2);
     store(scores + j, s);
     block_max = vmax(block_max, s);
   }
@@ -218,7 +226,7 @@ float online_softmax_row(float* scores, int n, int visible_begin, int visible_en
 void probabilities_row(float* scores, int n, int visible_begin, int visible_end,
                        float scale_log2, float row_lse_log2) {
   for (int j = 0; j < n; j += kLanes) {
-    const Vec s = mask_outside(load(scores + j) * scale_log2, j, visible_begin, visible_end);
+    const Vec s = scaled_scores(scores, j, visible_begin, visible_end, scale_log2);
     store(scores + j, exp2_vec(s - row_lse_log2));
   }
 }
@@ -226,7 +234,7 @@ void probabilities_row(float* scores, int n, int visible_begin, int visible_end,
 void probabilities_row_by_column(float* scores, int n, int visible_begin, int visible_end,
                                  float scale_log2, const float* column_lse_log2) {
   for (int j = 0; j < n; j += kLanes) {
-    const Vec s = mask_outside(load(scores + j) * scale_log2, j, visible_begin, visible_end);
+    const Vec s = scaled_scores(scores, j, visible_begin, visible_end, scale_log2);
     store(scores + j, exp2_vec(s - load(column_lse_log2 + j)));
   }
 }
