@@ -17,6 +17,7 @@
 #include "common/problem.hpp"
 #include "cpu/blocking.hpp"
 #include "cpu/cpu_backend.hpp"
+#include "cpu/key_value_blocks.hpp"
 #include "cpu/thread_pool.hpp"
 #include "cpu/tile_io.hpp"
 #include "cpu/tile_math.hpp"
@@ -29,8 +30,6 @@ struct ForwardTiles {
   ForwardTiles(const Problem& p, const Blocking& b)
       : dim_v_padded(round_up(p.dim_v, kTileColumnMultiple)),
         q(b.query_rows * p.dim_qk),
-        k_transposed(p.dim_qk * b.key_rows),
-        v(b.key_rows * dim_v_padded),
         scores(b.query_rows * b.key_rows),
         o(b.query_rows * dim_v_padded),
         row_max(b.query_rows),
@@ -38,18 +37,18 @@ struct ForwardTiles {
 
   std::int64_t dim_v_padded;
   std::vector<float> q;             // [query_rows, dim_qk]
-  std::vector<float> k_transposed;  // [dim_qk, key_rows]
-  std::vector<float> v;             // [key_rows, dim_v_padded]
   std::vector<float> scores;        // [query_rows, key_rows]: S, then P
   std::vector<float> o;             // [query_rows, dim_v_padded] unnormalized accumulator
   std::vector<float> row_max;       // [query_rows] running max of S·c (log2 units)
   std::vector<float> row_sum;       // [query_rows] running Σ exp2(S·c - max)
 };
 
+// One query block of head `head`, whose kv head's blocks sit at `slot` of
+// `kv`.
 void forward_query_block(const Problem& p, const ForwardArgs& args, const Blocking& blocking,
-                         std::int64_t batch, std::int64_t head, std::int64_t block) {
+                         const KeyValueBlocks& kv, std::int64_t slot, std::int64_t batch,
+                         std::int64_t head, std::int64_t block) {
   ForwardTiles t(p, blocking);
-  const std::int64_t kv_head = head / p.group_size();
   const std::int64_t row0 = block * blocking.query_rows;
   const std::int64_t rows = std::min(blocking.query_rows, p.seq_q - row0);
   const std::int64_t rows_padded = round_up(rows, kTileRowMultiple);
@@ -67,12 +66,12 @@ void forward_query_block(const Problem& p, const ForwardArgs& args, const Blocki
   for (std::int64_t key0 = 0; key0 < key_end; key0 += blocking.key_rows) {
     const std::int64_t keys = std::min(blocking.key_rows, p.seq_kv - key0);
     const std::int64_t keys_padded = round_up(keys, kTileColumnMultiple);
-    load_rows_transposed(args.k, batch, kv_head, key0, keys, t.k_transposed.data(), key_ld);
-    load_rows(args.v, batch, kv_head, key0, keys, keys_padded, t.v.data(), t.dim_v_padded);
+    const float* k_transposed = kv.k_transposed(slot, key0 / blocking.key_rows);
+    const float* v = kv.v(slot, key0 / blocking.key_rows);
 
     // S = Q·Kᵀ  [rows_padded, keys_padded]
-    gemm(rows_padded, keys_padded, p.dim_qk, t.q.data(), p.dim_qk, t.k_transposed.data(),
-            key_ld, t.scores.data(), key_ld, false);
+    gemm(rows_padded, keys_padded, p.dim_qk, t.q.data(), p.dim_qk, k_transposed, key_ld,
+         t.scores.data(), key_ld, false);
     for (std::int64_t r = 0; r < rows_padded; ++r) {
       // Padding rows (r >= rows) see nothing; their results are discarded.
       const std::int64_t visible = r < rows ? visible_keys(p, row0 + r) - key0 : 0;
@@ -84,8 +83,8 @@ void forward_query_block(const Problem& p, const ForwardArgs& args, const Blocki
       if (correction != 1.0f) scale_inplace(t.o.data() + r * t.dim_v_padded, t.dim_v_padded, correction);
     }
     // O += P·V  [rows_padded, dim_v_padded]; masked and padding P entries are 0.
-    gemm(rows_padded, t.dim_v_padded, keys_padded, t.scores.data(), key_ld, t.v.data(),
-            t.dim_v_padded, t.o.data(), t.dim_v_padded, true);
+    gemm(rows_padded, t.dim_v_padded, keys_padded, t.scores.data(), key_ld, v, t.dim_v_padded,
+         t.o.data(), t.dim_v_padded, true);
   }
 
   const Strides3 lse_strides = strides_of(args.lse);
@@ -109,14 +108,24 @@ void forward_query_block(const Problem& p, const ForwardArgs& args, const Blocki
 void forward(const Problem& p, const ForwardArgs& args, int threads) {
   const Blocking blocking = choose_blocking(p);
   const std::int64_t blocks = ceil_div(p.seq_q, blocking.query_rows);
-  const std::int64_t tasks = p.batch * p.heads_q * blocks;
-  parallel_for(tasks, threads, [&](std::int64_t task) {
-    // Later query blocks see more keys under a causal mask: hand them out
-    // first so the last tasks to finish are short.
-    const std::int64_t block = blocks - 1 - task % blocks;
-    const std::int64_t batch_head = task / blocks;
-    forward_query_block(p, args, blocking, batch_head / p.heads_q, batch_head % p.heads_q, block);
-  });
+  const std::int64_t group = p.group_size();
+  // (batch, kv head) pairs a pass at a time: their K and V converted once,
+  // then every query block of their query heads.
+  KeyValueBlocks kv(p, blocking);
+  const std::int64_t pairs = p.batch * p.heads_kv;
+  for (std::int64_t first = 0; first < pairs; first += kv.pairs_per_pass()) {
+    const std::int64_t count = std::min(kv.pairs_per_pass(), pairs - first);
+    kv.pack(args.k, args.v, first, count, threads);
+    parallel_for(count * group * blocks, threads, [&](std::int64_t task) {
+      // Later query blocks see more keys under a causal mask: hand them out
+      // first so the last tasks to finish are short.
+      const std::int64_t block = blocks - 1 - task % blocks;
+      const std::int64_t slot = task / blocks / group;
+      const std::int64_t pair = first + slot;
+      const std::int64_t head = pair % p.heads_kv * group + task / blocks % group;
+      forward_query_block(p, args, blocking, kv, slot, pair / p.heads_kv, head, block);
+    });
+  }
 }
 
 }  // namespace flashgen::cpu
