@@ -2,29 +2,20 @@
 // 16-lane vectors and 32 registers, which hold a 4 x 64 GEMM block.
 #include <cstdint>
 
+#include "cpu/isa_target.hpp"
 #include "cpu/tile_kernels.hpp"
 #include "cpu/tile_math.hpp"
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #define FLASHGEN_HAS_AVX512_KERNELS 1
 
-#if defined(__clang__)
-#pragma clang attribute push(__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq"))), \
-                             apply_to = function)
-#else
-#pragma GCC push_options
-#pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq")
-#endif
+FLASHGEN_ISA_TARGET_BEGIN("avx512f,avx512bw,avx512vl,avx512dq")
 
 #define FLASHGEN_TILE_KERNELS_NAME "avx512"
 #define FLASHGEN_TILE_VECTOR_LANES 16
 #include "cpu/tile_kernels_impl.hpp"
 
-#if defined(__clang__)
-#pragma clang attribute pop
-#else
-#pragma GCC pop_options
-#endif
+FLASHGEN_ISA_TARGET_END
 
 #endif
 

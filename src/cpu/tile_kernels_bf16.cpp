@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "cpu/isa_target.hpp"
 #include "cpu/tile_kernels.hpp"
 #include "cpu/tile_math.hpp"
 
@@ -19,14 +20,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#if defined(__clang__)
-#pragma clang attribute push(                                                          \
-    __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,amx-tile,amx-bf16"))), \
-    apply_to = function)
-#else
-#pragma GCC push_options
-#pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,amx-tile,amx-bf16")
-#endif
+FLASHGEN_ISA_TARGET_BEGIN("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,amx-tile,amx-bf16")
 
 namespace flashgen::cpu::bf16_kernels {
 namespace {
@@ -283,11 +277,7 @@ bool amx_usable() {
 }  // namespace
 }  // namespace flashgen::cpu::bf16_kernels
 
-#if defined(__clang__)
-#pragma clang attribute pop
-#else
-#pragma GCC pop_options
-#endif
+FLASHGEN_ISA_TARGET_END
 
 #endif
 

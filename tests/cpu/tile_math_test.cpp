@@ -45,33 +45,45 @@ TEST_P(TileMath, Exp2IsAccurateAndZeroFarBelow) {
   EXPECT_EQ(zero[0], 1.0f);  // exp2(0) is exactly 1: one visible key gives P = 1
 }
 
-TEST_P(TileMath, GemmMatchesPlainLoops) {
-  const TileKernels& kernels = *GetParam();
-  std::mt19937 rng(3);
+// `gemm` on random operands of shape m x k times k x n (with row gaps) against
+// plain loops in fp64 over the operands as `operand` gives them, both with
+// and without accumulating into C; nothing outside C's columns is written.
+template <class Operand>
+void expect_gemm_matches_loops(GemmFunction gemm, int m, int n, int k, Operand operand,
+                               std::mt19937& rng) {
   std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
-  // n covers every register-block width (16 ... 64 columns) and a remainder.
-  for (const auto [k, n] : {std::pair{0, 32}, {1, 16}, {7, 48}, {64, 32}, {9, 64}, {33, 112}}) {
-    const int m = 8, lda = k + 3, ldb = n + 16, ldc = n + 5;
-    std::vector<float> a(m * lda), b(std::max(k, 1) * ldb), c(m * ldc);
-    for (float& e : a) e = uniform(rng);
-    for (float& e : b) e = uniform(rng);
-    for (bool accumulate : {false, true}) {
-      for (float& e : c) e = uniform(rng);
-      const std::vector<float> before = c;
-      kernels.gemm_nn(m, n, k, a.data(), lda, b.data(), ldb, c.data(), ldc, accumulate);
-      for (int i = 0; i < m; ++i) {
-        for (int j = 0; j < ldc; ++j) {
-          const float old = before[i * ldc + j];
-          if (j >= n) {
-            EXPECT_EQ(c[i * ldc + j], old) << "wrote outside the tile";
-            continue;
-          }
-          double expected = accumulate ? old : 0.0;
-          for (int kk = 0; kk < k; ++kk) expected += double(a[i * lda + kk]) * b[kk * ldb + j];
-          EXPECT_NEAR(c[i * ldc + j], expected, 1e-5) << i << "," << j << " k=" << k;
+  const int lda = k + 3, ldb = n + 16, ldc = n + 5;
+  std::vector<float> a(m * lda), b(std::max(k, 1) * ldb), c(m * ldc);
+  for (float& e : a) e = uniform(rng);
+  for (float& e : b) e = uniform(rng);
+  for (bool accumulate : {false, true}) {
+    for (float& e : c) e = uniform(rng);
+    const std::vector<float> before = c;
+    gemm(m, n, k, a.data(), lda, b.data(), ldb, c.data(), ldc, accumulate);
+    for (int i = 0; i < m; ++i) {
+      for (int j = 0; j < ldc; ++j) {
+        const float old = before[i * ldc + j];
+        if (j >= n) {
+          EXPECT_EQ(c[i * ldc + j], old) << "wrote outside the tile";
+          continue;
         }
+        double expected = accumulate ? old : 0.0;
+        for (int kk = 0; kk < k; ++kk) {
+          expected += double(operand(a[i * lda + kk])) * operand(b[kk * ldb + j]);
+        }
+        EXPECT_NEAR(c[i * ldc + j], expected, 1e-5)
+            << i << "," << j << " m=" << m << " n=" << n << " k=" << k;
       }
     }
+  }
+}
+
+TEST_P(TileMath, GemmMatchesPlainLoops) {
+  std::mt19937 rng(3);
+  // n covers every register-block width (16 ... 64 columns) and a remainder.
+  for (const auto [m, n, k] : {std::tuple{8, 32, 0}, {8, 16, 1}, {8, 48, 7}, {12, 32, 64},
+                               {8, 64, 9}, {20, 112, 33}}) {
+    expect_gemm_matches_loops(GetParam()->gemm_nn, m, n, k, [](float x) { return x; }, rng);
   }
 }
 
@@ -158,36 +170,11 @@ TEST_P(TileMath, TransposesA16By16Block) {
 class TileMathBf16 : public ::testing::TestWithParam<const TileKernels*> {};
 
 TEST_P(TileMathBf16, GemmMatchesPlainLoopsOnRoundedOperands) {
-  const TileKernels& kernels = *GetParam();
   std::mt19937 rng(5);
-  std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
   const auto bf16 = [](float x) { return bf16_to_float(float_to_bf16(x)); };
   for (const auto [m, n, k] : {std::tuple{4, 16, 1}, {8, 48, 7}, {36, 80, 127}, {64, 64, 64},
                                {32, 32, 33}}) {
-    const int lda = k + 3, ldb = n + 16, ldc = n + 5;
-    std::vector<float> a(m * lda), b(k * ldb), c(m * ldc);
-    for (float& e : a) e = uniform(rng);
-    for (float& e : b) e = uniform(rng);
-    for (bool accumulate : {false, true}) {
-      for (float& e : c) e = uniform(rng);
-      const std::vector<float> before = c;
-      kernels.gemm_bf16(m, n, k, a.data(), lda, b.data(), ldb, c.data(), ldc, accumulate);
-      for (int i = 0; i < m; ++i) {
-        for (int j = 0; j < ldc; ++j) {
-          const float old = before[i * ldc + j];
-          if (j >= n) {
-            EXPECT_EQ(c[i * ldc + j], old) << "wrote outside the tile";
-            continue;
-          }
-          double expected = accumulate ? old : 0.0;
-          for (int kk = 0; kk < k; ++kk) {
-            expected += double(bf16(a[i * lda + kk])) * bf16(b[kk * ldb + j]);
-          }
-          EXPECT_NEAR(c[i * ldc + j], expected, 1e-5) << i << "," << j << " m=" << m << " n=" << n
-                                                      << " k=" << k;
-        }
-      }
-    }
+    expect_gemm_matches_loops(GetParam()->gemm_bf16, m, n, k, bf16, rng);
   }
 }
 
