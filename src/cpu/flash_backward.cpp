@@ -1,23 +1,27 @@
-// CPU flash backward in two passes, without atomics, recomputing P from the
-// forward's LSE instead of storing it.
-//
-// Query pass, one task per (batch, query head, block of query rows):
+// CPU flash backward without atomics, recomputing P from the forward's LSE
+// instead of storing it. First, per (batch, query head, block of query rows):
 //   Dterm = rowsum(dO ∘ O)             -> fp32 scratch [batch, heads_q, seq_q]
-//   for each key block: S = Q·Kᵀ, P = exp2(S·c - L2), dP = dO·Vᵀ,
-//                       dS = P ∘ (dP - Dterm), dQ += dS·K
-//   dQ *= scale
-// Key/value pass, one task per (batch, kv head, block of key rows), after the
-// query pass (it reads Dterm):
+// Then the key/value pass, one task per (batch, kv head, block of key rows):
 //   for each query head of the kv head's group, for each query block:
 //       Sᵀ = K·Qᵀ, Pᵀ = exp2(Sᵀ·c - L2), dPᵀ = V·dOᵀ, dSᵀ = Pᵀ ∘ (dPᵀ - Dterm),
-//       dV += Pᵀ·dO, dK += dSᵀ·Q
+//       dV += Pᵀ·dO, dK += dSᵀ·Q, and dQ's share dQ_kb = dS·K
 //   dK *= scale
-// c = scale·log2(e), L2 = LSE·log2(e). Every output row is owned by one task
-// and summed in a fixed order, so results do not depend on the thread count.
+// and dQ = scale · Σ_kb dQ_kb summed over key blocks in order, per query
+// block: five GEMMs per tile pair. The shares take key_blocks x the size of
+// dQ, so (batch, kv head) pairs go a memory budget's worth at a time; where
+// one pair alone is over it, the query pass computes dQ instead:
+//   for each key block: S = Q·Kᵀ, P = exp2(S·c - L2), dP = dO·Vᵀ,
+//                       dS = P ∘ (dP - Dterm), dQ += dS·K
+// (seven GEMMs: S and dP twice). c = scale·log2(e), L2 = LSE·log2(e). Every
+// output row is owned by one task and summed in a fixed order, so results do
+// not depend on the thread count. FLASHGEN_CPU_BACKWARD=query_pass forces the
+// query pass (tests run both ways).
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstdint>
 #include <numbers>
+#include <string_view>
 #include <vector>
 
 #include "common/problem.hpp"
@@ -37,6 +41,29 @@ struct BackwardContext {
   std::int64_t dim_qk_padded, dim_v_padded;
   float scale_log2;
   std::vector<float> dterm;  // [batch, heads_q, seq_q] rowsum(dO ∘ O)
+  // dQ's shares, when the key/value pass computes them, for (batch, kv head)
+  // pairs [first_pair, first_pair + pairs):
+  // [pair - first_pair, head in group, key block, query_blocks · query_rows, dim_qk_padded]
+  float* dq_shares = nullptr;
+  std::int64_t first_pair = 0;
+
+  std::int64_t key_blocks() const { return ceil_div(p.seq_kv, blocking.key_rows); }
+  std::int64_t query_blocks() const { return ceil_div(p.seq_q, blocking.query_rows); }
+  std::int64_t share_floats() const {
+    return query_blocks() * blocking.query_rows * dim_qk_padded;
+  }
+  float* dq_share(std::int64_t pair, std::int64_t head, std::int64_t key_block) const {
+    const std::int64_t slot = pair - first_pair;
+    const std::int64_t in_group = head % p.group_size();
+    return dq_shares + ((slot * p.group_size() + in_group) * key_blocks() + key_block) *
+                           share_floats();
+  }
+  // The first query row the key/value task of `key_block` visits (a query
+  // block's first row): earlier queries see none of its keys.
+  std::int64_t query_begin(std::int64_t key_block) const {
+    return first_query(p, key_block * blocking.key_rows) / blocking.query_rows *
+           blocking.query_rows;
+  }
 
   std::int64_t dterm_index(std::int64_t batch, std::int64_t head, std::int64_t row) const {
     return (batch * p.heads_q + head) * p.seq_q + row;
@@ -51,13 +78,26 @@ struct BackwardContext {
   }
 };
 
+// ---- Dterm ----
+
+void dterm_block(BackwardContext& c, std::int64_t batch, std::int64_t head, std::int64_t block) {
+  const std::int64_t row0 = block * c.blocking.query_rows;
+  const std::int64_t rows = std::min(c.blocking.query_rows, c.p.seq_q - row0);
+  std::vector<float> grad_o(c.dim_v_padded), o(c.dim_v_padded);  // one row each
+  for (std::int64_t r = 0; r < rows; ++r) {
+    load_rows(c.args.grad_o, batch, head, row0 + r, 1, 1, grad_o.data(), c.dim_v_padded);
+    load_rows(c.args.o, batch, head, row0 + r, 1, 1, o.data(), c.dim_v_padded);
+    c.dterm[c.dterm_index(batch, head, row0 + r)] =
+        dot(grad_o.data(), o.data(), static_cast<int>(c.dim_v_padded));
+  }
+}
+
 // ---- Query pass ----
 
 struct QueryTiles {
   QueryTiles(const BackwardContext& c)
       : q(c.blocking.query_rows * c.p.dim_qk),
         grad_o(c.blocking.query_rows * c.dim_v_padded),
-        o_row(c.dim_v_padded),
         k_transposed(c.p.dim_qk * c.blocking.key_rows),
         k(c.blocking.key_rows * c.dim_qk_padded),
         v_transposed(c.p.dim_v * c.blocking.key_rows),
@@ -69,7 +109,6 @@ struct QueryTiles {
 
   std::vector<float> q;             // [query_rows, dim_qk]
   std::vector<float> grad_o;        // [query_rows, dim_v_padded]
-  std::vector<float> o_row;         // [dim_v_padded]
   std::vector<float> k_transposed;  // [dim_qk, key_rows]
   std::vector<float> k;             // [key_rows, dim_qk_padded]
   std::vector<float> v_transposed;  // [dim_v, key_rows]
@@ -95,16 +134,9 @@ void backward_query_block(BackwardContext& c, std::int64_t batch, std::int64_t h
   load_rows(a.q, batch, head, row0, rows, rows_padded, t.q.data(), p.dim_qk);
   load_rows(a.grad_o, batch, head, row0, rows, rows_padded, t.grad_o.data(), c.dim_v_padded);
   for (std::int64_t r = 0; r < rows_padded; ++r) {
-    if (r < rows) {
-      load_rows(a.o, batch, head, row0 + r, 1, 1, t.o_row.data(), c.dim_v_padded);
-      t.dterm[r] = dot(t.grad_o.data() + r * c.dim_v_padded, t.o_row.data(),
-                       static_cast<int>(c.dim_v_padded));
-      c.dterm[c.dterm_index(batch, head, row0 + r)] = t.dterm[r];
-      t.lse_log2[r] = c.lse_log2(batch, head, row0 + r);
-    } else {
-      t.dterm[r] = 0.0f;
-      t.lse_log2[r] = 0.0f;
-    }
+    const bool real = r < rows;
+    t.dterm[r] = real ? c.dterm[c.dterm_index(batch, head, row0 + r)] : 0.0f;
+    t.lse_log2[r] = real ? c.lse_log2(batch, head, row0 + r) : 0.0f;
   }
 
   const std::int64_t key_end = visible_keys(p, row0 + rows - 1);
@@ -152,7 +184,12 @@ struct KeyValueTiles {
         grad_k(c.blocking.key_rows * c.dim_qk_padded, 0.0f),
         grad_v(c.blocking.key_rows * c.dim_v_padded, 0.0f),
         lse_log2(c.blocking.query_rows),
-        dterm(c.blocking.query_rows) {}
+        dterm(c.blocking.query_rows) {
+    if (c.dq_shares != nullptr) {
+      k_padded.resize(c.blocking.key_rows * c.dim_qk_padded);
+      ds.resize(c.blocking.query_rows * c.blocking.key_rows);
+    }
+  }
 
   std::vector<float> k;                  // [key_rows, dim_qk]
   std::vector<float> v;                  // [key_rows, dim_v]
@@ -166,6 +203,9 @@ struct KeyValueTiles {
   std::vector<float> grad_v;             // [key_rows, dim_v_padded]
   std::vector<float> lse_log2;           // [query_rows] per column
   std::vector<float> dterm;              // [query_rows] per column
+  // With dQ shares:
+  std::vector<float> k_padded;           // [key_rows, dim_qk_padded]
+  std::vector<float> ds;                 // [query_rows, key_rows]: dS = (dSᵀ)ᵀ
 };
 
 void backward_key_value_block(BackwardContext& c, std::int64_t batch, std::int64_t kv_head,
@@ -175,20 +215,22 @@ void backward_key_value_block(BackwardContext& c, std::int64_t batch, std::int64
   KeyValueTiles t(c);
   const std::int64_t key0 = block * c.blocking.key_rows;
   const std::int64_t keys = std::min(c.blocking.key_rows, p.seq_kv - key0);
-  const std::int64_t keys_padded = round_up(keys, kTileRowMultiple);
+  // Whole 16 x 16 blocks of dSᵀ for its transpose.
+  const std::int64_t keys_padded = round_up(keys, kTileColumnMultiple);
   const std::int64_t query_ld = c.blocking.query_rows;
+  const std::int64_t key_ld = c.blocking.key_rows;
   const GemmFunction gemm = gemm_for(p.dtype);
+  const bool shares = c.dq_shares != nullptr;
 
   load_rows(a.k, batch, kv_head, key0, keys, keys_padded, t.k.data(), p.dim_qk);
   load_rows(a.v, batch, kv_head, key0, keys, keys_padded, t.v.data(), p.dim_v);
+  if (shares) {
+    load_rows(a.k, batch, kv_head, key0, keys, keys_padded, t.k_padded.data(), c.dim_qk_padded);
+  }
 
-  // Queries before the one that sees the block's first key see none of it;
-  // start at the query block holding it.
-  const std::int64_t query_begin =
-      first_query(p, key0) / c.blocking.query_rows * c.blocking.query_rows;
   const std::int64_t group = p.group_size();
   for (std::int64_t head = kv_head * group; head < (kv_head + 1) * group; ++head) {
-    for (std::int64_t q0 = query_begin; q0 < p.seq_q; q0 += c.blocking.query_rows) {
+    for (std::int64_t q0 = c.query_begin(block); q0 < p.seq_q; q0 += c.blocking.query_rows) {
       const std::int64_t queries = std::min(c.blocking.query_rows, p.seq_q - q0);
       const std::int64_t queries_padded = round_up(queries, kTileColumnMultiple);
       load_rows_transposed(a.q, batch, head, q0, queries, t.q_transposed.data(), query_ld);
@@ -227,12 +269,49 @@ void backward_key_value_block(BackwardContext& c, std::int64_t batch, std::int64
       // dK += dSᵀ·Q  [keys_padded, dim_qk_padded]
       gemm(keys_padded, c.dim_qk_padded, queries_padded, t.dp.data(), query_ld, t.q.data(),
               c.dim_qk_padded, t.grad_k.data(), c.dim_qk_padded, true);
+      if (shares) {
+        // dS = (dSᵀ)ᵀ  [queries_padded, keys_padded], 16 x 16 blocks
+        for (std::int64_t r = 0; r < keys_padded; r += kTileColumnMultiple) {
+          for (std::int64_t col = 0; col < queries_padded; col += kTileColumnMultiple) {
+            transpose_16x16(t.dp.data() + r * query_ld + col, static_cast<int>(query_ld),
+                            t.ds.data() + col * key_ld + r, static_cast<int>(key_ld));
+          }
+        }
+        // dQ_kb = dS·K  [queries_padded, dim_qk_padded]
+        float* share = c.dq_share(batch * p.heads_kv + kv_head, head, block) +
+                       q0 * c.dim_qk_padded;
+        gemm(queries_padded, c.dim_qk_padded, keys_padded, t.ds.data(), key_ld,
+             t.k_padded.data(), c.dim_qk_padded, share, c.dim_qk_padded, false);
+      }
     }
   }
   store_rows(a.grad_k, batch, kv_head, key0, keys, t.grad_k.data(), c.dim_qk_padded,
              static_cast<float>(p.scale));
   store_rows(a.grad_v, batch, kv_head, key0, keys, t.grad_v.data(), c.dim_v_padded, 1.0f);
 }
+
+// ---- dQ from its shares ----
+
+void sum_query_block(BackwardContext& c, std::int64_t batch, std::int64_t head,
+                     std::int64_t block) {
+  const std::int64_t row0 = block * c.blocking.query_rows;
+  const std::int64_t rows = std::min(c.blocking.query_rows, c.p.seq_q - row0);
+  const std::int64_t floats = rows * c.dim_qk_padded;
+  std::vector<float> grad_q(floats, 0.0f);  // [rows, dim_qk_padded]
+  const std::int64_t pair = batch * c.p.heads_kv + head / c.p.group_size();
+  // Key blocks in order; one whose task started after this block has no share.
+  for (std::int64_t key_block = 0; key_block < c.key_blocks(); ++key_block) {
+    if (c.query_begin(key_block) > row0) continue;
+    const float* share = c.dq_share(pair, head, key_block) + row0 * c.dim_qk_padded;
+    for (std::int64_t i = 0; i < floats; ++i) grad_q[i] += share[i];
+  }
+  store_rows(c.args.grad_q, batch, head, row0, rows, grad_q.data(), c.dim_qk_padded,
+             static_cast<float>(c.p.scale));
+}
+
+// At most this much memory for dQ's shares (one (batch, kv head) pair's
+// shares are 2 x 8 key blocks x 2048 x 128 fp32 = 8 MiB at N = 2048, D = 128).
+constexpr std::int64_t kShareBudgetBytes = std::int64_t{256} << 20;
 
 }  // namespace
 
@@ -245,21 +324,54 @@ void backward(const Problem& p, const BackwardArgs& args, int threads) {
                     static_cast<float>(p.scale * std::numbers::log2e),
                     std::vector<float>(p.batch * p.heads_q * p.seq_q)};
 
-  const std::int64_t query_blocks = ceil_div(p.seq_q, c.blocking.query_rows);
+  const std::int64_t query_blocks = c.query_blocks(), key_blocks = c.key_blocks();
+  parallel_for(p.batch * p.heads_q * query_blocks, threads, [&](std::int64_t task) {
+    dterm_block(c, task / query_blocks / p.heads_q, task / query_blocks % p.heads_q,
+                task % query_blocks);
+  });
+
+  // Causal: earlier key blocks are seen by more queries; hand them out first.
+  const auto key_value_pass = [&](std::int64_t first_pair, std::int64_t pairs) {
+    parallel_for(pairs * key_blocks, threads, [&](std::int64_t task) {
+      const std::int64_t pair = first_pair + task / key_blocks;
+      backward_key_value_block(c, pair / p.heads_kv, pair % p.heads_kv, task % key_blocks);
+    });
+  };
+
+  const std::int64_t group = p.group_size();
+  const std::int64_t pair_share_bytes =
+      group * key_blocks * c.share_floats() * std::int64_t{sizeof(float)};
+  const char* forced = std::getenv("FLASHGEN_CPU_BACKWARD");
+  const bool query_pass = pair_share_bytes > kShareBudgetBytes ||
+                          (forced != nullptr && std::string_view(forced) == "query_pass");
+  const std::int64_t pairs = p.batch * p.heads_kv;
+  if (!query_pass) {
+    const std::int64_t per_pass = std::clamp<std::int64_t>(
+        kShareBudgetBytes / std::max<std::int64_t>(pair_share_bytes, 1), 1,
+        std::max<std::int64_t>(pairs, 1));
+    // Written before read: every share a sum reads is written by its key/value task.
+    std::vector<float> shares(per_pass * group * key_blocks * c.share_floats());
+    c.dq_shares = shares.data();
+    for (std::int64_t first = 0; first < pairs; first += per_pass) {
+      const std::int64_t count = std::min(per_pass, pairs - first);
+      c.first_pair = first;
+      key_value_pass(first, count);
+      parallel_for(count * group * query_blocks, threads, [&](std::int64_t task) {
+        const std::int64_t pair = first + task / query_blocks / group;
+        const std::int64_t head = pair % p.heads_kv * group + task / query_blocks % group;
+        sum_query_block(c, pair / p.heads_kv, head, task % query_blocks);
+      });
+    }
+    return;
+  }
+
   parallel_for(p.batch * p.heads_q * query_blocks, threads, [&](std::int64_t task) {
     // Causal: later query blocks see more keys; hand them out first.
     const std::int64_t block = query_blocks - 1 - task % query_blocks;
     const std::int64_t batch_head = task / query_blocks;
     backward_query_block(c, batch_head / p.heads_q, batch_head % p.heads_q, block);
   });
-
-  const std::int64_t key_blocks = ceil_div(p.seq_kv, c.blocking.key_rows);
-  parallel_for(p.batch * p.heads_kv * key_blocks, threads, [&](std::int64_t task) {
-    // Causal: earlier key blocks are seen by more queries; hand them out first.
-    const std::int64_t block = task % key_blocks;
-    const std::int64_t batch_head = task / key_blocks;
-    backward_key_value_block(c, batch_head / p.heads_kv, batch_head % p.heads_kv, block);
-  });
+  key_value_pass(0, pairs);
 }
 
 }  // namespace flashgen::cpu

@@ -4,7 +4,7 @@
 
 #include "common/dtype.hpp"
 #include "common/problem.hpp"
-#include "cpu/tile_kernels.hpp"
+#include "cpu/tile_math.hpp"
 
 namespace flashgen::cpu {
 namespace {
@@ -73,7 +73,6 @@ void load_rows_transposed(const TensorView& t, std::int64_t batch, std::int64_t 
                           std::int64_t row0, std::int64_t rows, float* tile, std::int64_t ld) {
   const Strides4 s = strides_of(t);
   const std::int64_t dim = t.dim();
-  const TileKernels& kernels = active_tile_kernels();
   // Blocks of 16 rows x 16 columns: each row read in order into `block`,
   // then one 16 x 16 transpose into the tile (`flipped` when the block
   // reaches past the last column, whose rows the tile does not have).
@@ -93,9 +92,9 @@ void load_rows_transposed(const TensorView& t, std::int64_t batch, std::int64_t 
         }
         float* destination = tile + d0 * ld + r0;
         if (width == kBlock) {
-          kernels.transpose_16x16(block, kBlock, destination, static_cast<int>(ld));
+          transpose_16x16(block, kBlock, destination, static_cast<int>(ld));
         } else {
-          kernels.transpose_16x16(block, kBlock, flipped, kBlock);
+          transpose_16x16(block, kBlock, flipped, kBlock);
           for (std::int64_t d = 0; d < width; ++d) {
             std::copy(flipped + d * kBlock, flipped + (d + 1) * kBlock, destination + d * ld);
           }

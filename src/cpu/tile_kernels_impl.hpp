@@ -155,32 +155,40 @@ template <int kRows, int kVectors>
 
 // Register blocks: with 8 lanes, 4 x 16 (8 accumulators); with 16 lanes,
 // 8 x 32 (16 of AVX-512's 32 registers: per k, 2 B loads feed 16
-// multiply-adds, which keeps the B panel's traffic from L1/L2 low), 4-row
-// blocks for a last group of 4 rows and 16-column blocks for a last 16
-// columns.
-template <int kRows>
-[[gnu::always_inline]] inline void gemm_rows(int n, int k, const float* a, int lda,
-                                             const float* b, int ldb, float* c, int ldc,
-                                             bool accumulate) {
-  constexpr int kWide = kLanes == 16 ? 2 : kTileColumnMultiple / kLanes;
-  int j0 = 0;
-  for (; j0 + kWide * kLanes <= n; j0 += kWide * kLanes) {
-    gemm_block<kRows, kWide>(k, a, lda, b + j0, ldb, c + j0, ldc, accumulate);
-  }
-  if (j0 < n) gemm_block<kRows, kTileColumnMultiple / kLanes>(k, a, lda, b + j0, ldb, c + j0, ldc, accumulate);
-}
+// multiply-adds), 4-row blocks for a last group of 4 rows and 16-column
+// blocks for a last 16 columns.
+constexpr int kTallRows = kLanes == 16 ? 2 * kTileRowMultiple : kTileRowMultiple;
+constexpr int kWideVectors = kLanes == 16 ? 2 : kTileColumnMultiple / kLanes;
 
-void gemm_nn(int m, int n, int k, const float* a, int lda, const float* b, int ldb, float* c,
-             int ldc, bool accumulate) {
-  constexpr int kTallRows = kLanes == 16 ? 2 * kTileRowMultiple : kTileRowMultiple;
+// C[:, columns] for one strip of B's columns, all rows of A.
+template <int kVectors>
+[[gnu::always_inline]] inline void gemm_strip(int m, int k, const float* a, int lda,
+                                              const float* b, int ldb, float* c, int ldc,
+                                              bool accumulate) {
   int i0 = 0;
   for (; i0 + kTallRows <= m; i0 += kTallRows) {
-    gemm_rows<kTallRows>(n, k, a + static_cast<std::int64_t>(i0) * lda, lda, b, ldb,
-                         c + static_cast<std::int64_t>(i0) * ldc, ldc, accumulate);
+    gemm_block<kTallRows, kVectors>(k, a + static_cast<std::int64_t>(i0) * lda, lda, b, ldb,
+                                    c + static_cast<std::int64_t>(i0) * ldc, ldc, accumulate);
   }
   for (; i0 < m; i0 += kTileRowMultiple) {
-    gemm_rows<kTileRowMultiple>(n, k, a + static_cast<std::int64_t>(i0) * lda, lda, b, ldb,
-                                c + static_cast<std::int64_t>(i0) * ldc, ldc, accumulate);
+    gemm_block<kTileRowMultiple, kVectors>(k, a + static_cast<std::int64_t>(i0) * lda, lda, b,
+                                           ldb, c + static_cast<std::int64_t>(i0) * ldc, ldc,
+                                           accumulate);
+  }
+}
+
+// Column strips outside, rows inside: a strip of B (k x 32 floats, 16 KiB at
+// k = 128) stays in L1 while every row block of A passes over it, where the
+// other order streams all of B from L2 once per row block.
+void gemm_nn(int m, int n, int k, const float* a, int lda, const float* b, int ldb, float* c,
+             int ldc, bool accumulate) {
+  constexpr int kStrip = kWideVectors * kLanes;
+  int j0 = 0;
+  for (; j0 + kStrip <= n; j0 += kStrip) {
+    gemm_strip<kWideVectors>(m, k, a, lda, b + j0, ldb, c + j0, ldc, accumulate);
+  }
+  if (j0 < n) {
+    gemm_strip<kTileColumnMultiple / kLanes>(m, k, a, lda, b + j0, ldb, c + j0, ldc, accumulate);
   }
 }
 

@@ -122,4 +122,8 @@ void scale_inplace(float* x, int n, float factor) {
   active_tile_kernels().scale_inplace(x, n, factor);
 }
 
+void transpose_16x16(const float* src, int lds, float* dst, int ldd) {
+  active_tile_kernels().transpose_16x16(src, lds, dst, ldd);
+}
+
 }  // namespace flashgen::cpu

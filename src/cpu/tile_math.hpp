@@ -81,4 +81,7 @@ float dot(const float* x, const float* y, int n);
 // x[i] *= factor.
 void scale_inplace(float* x, int n, float factor);
 
+// dst[j, i] = src[i, j] for a 16 x 16 block (leading dimensions lds, ldd).
+void transpose_16x16(const float* src, int lds, float* dst, int ldd);
+
 }  // namespace flashgen::cpu
