@@ -41,6 +41,9 @@ struct ForwardTiles {
   std::vector<float> o;             // [query_rows, dim_v_padded] unnormalized accumulator
   std::vector<float> row_max;       // [query_rows] running max of S·c (log2 units)
   std::vector<float> row_sum;       // [query_rows] running Σ exp2(S·c - max)
+  // Packed bf16 GEMM operands (KeyValueBlocks::packed_bf16):
+  std::vector<std::uint16_t> q_packed;  // Q as A
+  std::vector<std::uint16_t> p_packed;  // P as A
 };
 
 // One query block of head `head`, whose kv head's blocks sit at `slot` of
@@ -57,6 +60,12 @@ void forward_query_block(const Problem& p, const ForwardArgs& args, const Blocki
   const GemmFunction gemm = gemm_for(p.dtype);
 
   load_rows(args.q, batch, head, row0, rows, rows_padded, t.q.data(), p.dim_qk);
+  if (kv.packed_bf16()) {
+    t.q_packed.resize(packed_bf16_a_elements(rows_padded, p.dim_qk));
+    t.p_packed.resize(packed_bf16_a_elements(rows_padded, blocking.key_rows));
+    pack_bf16_a(static_cast<int>(rows_padded), static_cast<int>(p.dim_qk), t.q.data(),
+                static_cast<int>(p.dim_qk), t.q_packed.data());
+  }
   std::fill(t.o.begin(), t.o.end(), 0.0f);
   std::fill(t.row_max.begin(), t.row_max.end(), kMaskedScore);
   std::fill(t.row_sum.begin(), t.row_sum.end(), 0.0f);
@@ -66,12 +75,17 @@ void forward_query_block(const Problem& p, const ForwardArgs& args, const Blocki
   for (std::int64_t key0 = 0; key0 < key_end; key0 += blocking.key_rows) {
     const std::int64_t keys = std::min(blocking.key_rows, p.seq_kv - key0);
     const std::int64_t keys_padded = round_up(keys, kTileColumnMultiple);
-    const float* k_transposed = kv.k_transposed(slot, key0 / blocking.key_rows);
-    const float* v = kv.v(slot, key0 / blocking.key_rows);
+    const std::int64_t key_block = key0 / blocking.key_rows;
 
     // S = Q·Kᵀ  [rows_padded, keys_padded]
-    gemm(rows_padded, keys_padded, p.dim_qk, t.q.data(), p.dim_qk, k_transposed, key_ld,
-         t.scores.data(), key_ld, false);
+    if (kv.packed_bf16()) {
+      gemm_bf16_packed(rows_padded, keys_padded, p.dim_qk, t.q_packed.data(),
+                       kv.k_packed(slot, key_block), packed_bf16_b_pitch(key_ld),
+                       t.scores.data(), key_ld, false);
+    } else {
+      gemm(rows_padded, keys_padded, p.dim_qk, t.q.data(), p.dim_qk,
+           kv.k_transposed(slot, key_block), key_ld, t.scores.data(), key_ld, false);
+    }
     for (std::int64_t r = 0; r < rows_padded; ++r) {
       // Padding rows (r >= rows) see nothing; their results are discarded.
       const std::int64_t visible = r < rows ? visible_keys(p, row0 + r) - key0 : 0;
@@ -83,8 +97,15 @@ void forward_query_block(const Problem& p, const ForwardArgs& args, const Blocki
       if (correction != 1.0f) scale_inplace(t.o.data() + r * t.dim_v_padded, t.dim_v_padded, correction);
     }
     // O += P·V  [rows_padded, dim_v_padded]; masked and padding P entries are 0.
-    gemm(rows_padded, t.dim_v_padded, keys_padded, t.scores.data(), key_ld, v, t.dim_v_padded,
-         t.o.data(), t.dim_v_padded, true);
+    if (kv.packed_bf16()) {
+      pack_bf16_a(rows_padded, keys_padded, t.scores.data(), key_ld, t.p_packed.data());
+      gemm_bf16_packed(rows_padded, t.dim_v_padded, keys_padded, t.p_packed.data(),
+                       kv.v_packed(slot, key_block), packed_bf16_b_pitch(t.dim_v_padded),
+                       t.o.data(), t.dim_v_padded, true);
+    } else {
+      gemm(rows_padded, t.dim_v_padded, keys_padded, t.scores.data(), key_ld,
+           kv.v(slot, key_block), t.dim_v_padded, t.o.data(), t.dim_v_padded, true);
+    }
   }
 
   const Strides3 lse_strides = strides_of(args.lse);
@@ -111,7 +132,7 @@ void forward(const Problem& p, const ForwardArgs& args, int threads) {
   const std::int64_t group = p.group_size();
   // (batch, kv head) pairs a pass at a time: their K and V converted once,
   // then every query block of their query heads.
-  KeyValueBlocks kv(p, blocking);
+  KeyValueBlocks kv(p, blocking, p.dtype == DType::bf16 && has_packed_bf16_gemm());
   const std::int64_t pairs = p.batch * p.heads_kv;
   for (std::int64_t first = 0; first < pairs; first += kv.pairs_per_pass()) {
     const std::int64_t count = std::min(kv.pairs_per_pass(), pairs - first);

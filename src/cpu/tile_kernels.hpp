@@ -7,6 +7,8 @@
 // from SSE inserts. A whole file compiled for AVX2 has no such seam.
 #pragma once
 
+#include <cstdint>
+
 namespace flashgen::cpu {
 
 struct TileKernels {
@@ -30,6 +32,12 @@ struct TileKernels {
   // null where the CPU has no bf16 dot product (gemm_nn serves instead).
   void (*gemm_bf16)(int m, int n, int k, const float* a, int lda, const float* b, int ldb,
                     float* c, int ldc, bool accumulate) = nullptr;
+  // The same on operands rounded and packed once, for reuse across GEMMs
+  // (tile_math.hpp: packed_bf16_a_elements); null with gemm_bf16.
+  void (*pack_bf16_a)(int m, int k, const float* a, int lda, std::uint16_t* out) = nullptr;
+  void (*pack_bf16_b)(int k, int n, const float* b, int ldb, std::uint16_t* out) = nullptr;
+  void (*gemm_bf16_packed)(int m, int n, int k, const std::uint16_t* a, const std::uint16_t* b,
+                           int b_pitch, float* c, int ldc, bool accumulate) = nullptr;
 };
 
 // Compiled for the target's baseline; runs everywhere.

@@ -33,6 +33,8 @@ constexpr int kTileBf16Columns = 32;
 constexpr int kRowMultiple = 2 * kTileRows;      // 2 x 2 tiles of C per step
 constexpr int kDepthMultiple = kTileBf16Columns;  // one A tile's k
 constexpr int kColumnMultiple = 2 * kTileRows;
+static_assert(kRowMultiple == kPackedBf16Multiple && kDepthMultiple == kPackedBf16Multiple &&
+              kColumnMultiple == kPackedBf16Multiple);
 
 constexpr int round_up_int(int value, int multiple) {
   return (value + multiple - 1) / multiple * multiple;
@@ -88,23 +90,40 @@ void pack_b(int k, int n, const float* b, int ldb, std::uint16_t* out, int k_pad
 
 struct Packed {
   const std::uint16_t* a;  // [m_padded, k_padded]
-  const std::uint16_t* b;  // [k_padded / 2, n_padded, 2]
+  const std::uint16_t* b;  // [k_padded / 2, b_pitch, 2]
   int m_padded, n_padded, k_padded;
+  int b_pitch;  // columns of the packed B (>= n_padded)
 };
 
+Packed packed_shape(int m, int n, int k, const std::uint16_t* a, const std::uint16_t* b,
+                    int b_pitch) {
+  return {a,
+          b,
+          round_up_int(m, kRowMultiple),
+          round_up_int(n, kColumnMultiple),
+          round_up_int(k < 1 ? 1 : k, kDepthMultiple),
+          b_pitch};
+}
+
+void pack_bf16_a(int m, int k, const float* a, int lda, std::uint16_t* out) {
+  const Packed p = packed_shape(m, 0, k, nullptr, nullptr, 0);
+  pack_a(m, k, a, lda, out, p.m_padded, p.k_padded);
+}
+
+void pack_bf16_b(int k, int n, const float* b, int ldb, std::uint16_t* out) {
+  const Packed p = packed_shape(0, n, k, nullptr, nullptr, 0);
+  pack_b(k, n, b, ldb, out, p.k_padded, p.n_padded);
+}
+
 Packed pack(int m, int n, int k, const float* a, int lda, const float* b, int ldb) {
-  Packed p;
-  p.m_padded = round_up_int(m, kRowMultiple);
-  p.n_padded = round_up_int(n, kColumnMultiple);
-  p.k_padded = round_up_int(k < 1 ? 1 : k, kDepthMultiple);
+  const Packed shape = packed_shape(m, n, k, nullptr, nullptr, 0);
   auto* a_packed = static_cast<std::uint16_t*>(
-      tile_scratch(kPackedA, 2L * p.m_padded * p.k_padded));
+      tile_scratch(kPackedA, 2L * shape.m_padded * shape.k_padded));
   auto* b_packed = static_cast<std::uint16_t*>(
-      tile_scratch(kPackedB, 2L * p.k_padded * p.n_padded));
-  pack_a(m, k, a, lda, a_packed, p.m_padded, p.k_padded);
-  pack_b(k, n, b, ldb, b_packed, p.k_padded, p.n_padded);
-  p.a = a_packed, p.b = b_packed;
-  return p;
+      tile_scratch(kPackedB, 2L * shape.k_padded * shape.n_padded));
+  pack_bf16_a(m, k, a, lda, a_packed);
+  pack_bf16_b(k, n, b, ldb, b_packed);
+  return packed_shape(m, n, k, a_packed, b_packed, shape.n_padded);
 }
 
 // ---- vdpbf16ps ----
@@ -127,7 +146,7 @@ template <int kVectors>
   const auto* a_pairs = reinterpret_cast<const std::uint32_t*>(p.a) +
                         static_cast<std::int64_t>(i0) * (p.k_padded / 2);
   const std::uint16_t* b = p.b + 2 * j0;
-  for (int pair = 0; pair < p.k_padded / 2; ++pair, b += 2 * p.n_padded) {
+  for (int pair = 0; pair < p.k_padded / 2; ++pair, b += 2 * p.b_pitch) {
     __m512bh bv[kVectors];
 #pragma GCC unroll 4
     for (int v = 0; v < kVectors; ++v) bv[v] = (__m512bh)_mm512_loadu_si512(b + 32 * v);
@@ -148,9 +167,7 @@ template <int kVectors>
   }
 }
 
-void gemm_dot(int m, int n, int k, const float* a, int lda, const float* b, int ldb, float* c,
-              int ldc, bool accumulate) {
-  const Packed p = pack(m, n, k, a, lda, b, ldb);
+void gemm_dot_packed(const Packed& p, int m, int n, float* c, int ldc, bool accumulate) {
   for (int i0 = 0; i0 < m; i0 += kTileRowMultiple) {
     float* c_rows = c + static_cast<std::int64_t>(i0) * ldc;
     int j0 = 0;
@@ -176,9 +193,7 @@ struct alignas(64) TileConfig {
   std::uint8_t rows[16] = {};
 };
 
-void gemm_amx(int m, int n, int k, const float* a, int lda, const float* b, int ldb, float* c,
-              int ldc, bool accumulate) {
-  const Packed p = pack(m, n, k, a, lda, b, ldb);
+void gemm_amx_packed(const Packed& p, int m, int n, float* c, int ldc, bool accumulate) {
   // C goes through a staging copy unless it is whole tiles.
   const bool direct = m % kRowMultiple == 0 && n % kColumnMultiple == 0;
   float* staged = c;
@@ -203,7 +218,7 @@ void gemm_amx(int m, int n, int k, const float* a, int lda, const float* b, int 
   for (int t = 0; t < 8; ++t) config.bytes_per_row[t] = 64, config.rows[t] = kTileRows;
   _tile_loadconfig(&config);
   const long a_stride = 2L * p.k_padded;
-  const long b_stride = 4L * p.n_padded;
+  const long b_stride = 4L * p.b_pitch;
   const long c_stride = 4L * staged_ld;
   const bool load_c = accumulate || !direct;
   for (int i0 = 0; i0 < p.m_padded; i0 += kRowMultiple) {
@@ -224,7 +239,7 @@ void gemm_amx(int m, int n, int k, const float* a, int lda, const float* b, int 
       const std::uint16_t* a0 = p.a + static_cast<std::int64_t>(i0) * p.k_padded;
       const std::uint16_t* a1 = a0 + static_cast<std::int64_t>(kTileRows) * p.k_padded;
       for (int kk = 0; kk < p.k_padded; kk += kTileBf16Columns) {
-        const std::uint16_t* b0 = p.b + static_cast<std::int64_t>(kk / 2) * p.n_padded * 2 + 2 * j0;
+        const std::uint16_t* b0 = p.b + static_cast<std::int64_t>(kk / 2) * p.b_pitch * 2 + 2 * j0;
         _tile_loadd(4, a0 + kk, a_stride);
         _tile_loadd(5, a1 + kk, a_stride);
         _tile_loadd(6, b0, b_stride);
@@ -248,6 +263,19 @@ void gemm_amx(int m, int n, int k, const float* a, int lda, const float* b, int 
                   staged + static_cast<std::int64_t>(i) * staged_ld, sizeof(float) * n);
     }
   }
+}
+
+// The table's entries: on fp32 operands (packed here) and on packed ones.
+template <void (*kKernel)(const Packed&, int, int, float*, int, bool)>
+void gemm_fp32_operands(int m, int n, int k, const float* a, int lda, const float* b, int ldb,
+                        float* c, int ldc, bool accumulate) {
+  kKernel(pack(m, n, k, a, lda, b, ldb), m, n, c, ldc, accumulate);
+}
+
+template <void (*kKernel)(const Packed&, int, int, float*, int, bool)>
+void gemm_packed_operands(int m, int n, int k, const std::uint16_t* a, const std::uint16_t* b,
+                          int b_pitch, float* c, int ldc, bool accumulate) {
+  kKernel(packed_shape(m, n, k, a, b, b_pitch), m, n, c, ldc, accumulate);
 }
 
 bool cpu_has_bf16_dot() {
@@ -284,15 +312,18 @@ FLASHGEN_ISA_TARGET_END
 namespace flashgen::cpu {
 namespace {
 
-// `storage` made the AVX-512 table with a bf16 GEMM of its own; null without
+// `storage` made the AVX-512 table with bf16 GEMMs of its own; null without
 // AVX-512 or when `runnable` is false.
-const TileKernels* with_bf16_gemm(TileKernels& storage, const char* name, bool runnable,
-                                  decltype(TileKernels::gemm_bf16) gemm) {
+template <void (*kKernel)(const bf16_kernels::Packed&, int, int, float*, int, bool)>
+const TileKernels* with_bf16_gemm(TileKernels& storage, const char* name, bool runnable) {
   const TileKernels* avx512 = avx512_tile_kernels();
   if (avx512 == nullptr || !runnable) return nullptr;
   storage = *avx512;
   storage.name = name;
-  storage.gemm_bf16 = gemm;
+  storage.gemm_bf16 = bf16_kernels::gemm_fp32_operands<kKernel>;
+  storage.pack_bf16_a = bf16_kernels::pack_bf16_a;
+  storage.pack_bf16_b = bf16_kernels::pack_bf16_b;
+  storage.gemm_bf16_packed = bf16_kernels::gemm_packed_operands<kKernel>;
   return &storage;
 }
 
@@ -301,8 +332,8 @@ const TileKernels* with_bf16_gemm(TileKernels& storage, const char* name, bool r
 const TileKernels* avx512_bf16_tile_kernels() {
 #if defined(FLASHGEN_HAS_BF16_KERNELS)
   static TileKernels storage;
-  static const TileKernels* const table = with_bf16_gemm(
-      storage, "avx512_bf16", bf16_kernels::cpu_has_bf16_dot(), bf16_kernels::gemm_dot);
+  static const TileKernels* const table = with_bf16_gemm<bf16_kernels::gemm_dot_packed>(
+      storage, "avx512_bf16", bf16_kernels::cpu_has_bf16_dot());
   return table;
 #else
   return nullptr;
@@ -312,10 +343,8 @@ const TileKernels* avx512_bf16_tile_kernels() {
 const TileKernels* amx_tile_kernels() {
 #if defined(FLASHGEN_HAS_BF16_KERNELS)
   static TileKernels storage;
-  static const TileKernels* const table =
-      with_bf16_gemm(storage, "amx",
-                     bf16_kernels::cpu_has_bf16_dot() && bf16_kernels::amx_usable(),
-                     bf16_kernels::gemm_amx);
+  static const TileKernels* const table = with_bf16_gemm<bf16_kernels::gemm_amx_packed>(
+      storage, "amx", bf16_kernels::cpu_has_bf16_dot() && bf16_kernels::amx_usable());
   return table;
 #else
   return nullptr;

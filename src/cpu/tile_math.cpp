@@ -69,6 +69,21 @@ void gemm_bf16(int m, int n, int k, const float* a, int lda, const float* b, int
   gemm(m, n, k, a, lda, b, ldb, c, ldc, accumulate);
 }
 
+bool has_packed_bf16_gemm() { return active_tile_kernels().gemm_bf16_packed != nullptr; }
+
+void pack_bf16_a(int m, int k, const float* a, int lda, std::uint16_t* out) {
+  active_tile_kernels().pack_bf16_a(m, k, a, lda, out);
+}
+
+void pack_bf16_b(int k, int n, const float* b, int ldb, std::uint16_t* out) {
+  active_tile_kernels().pack_bf16_b(k, n, b, ldb, out);
+}
+
+void gemm_bf16_packed(int m, int n, int k, const std::uint16_t* a, const std::uint16_t* b,
+                      int b_pitch, float* c, int ldc, bool accumulate) {
+  active_tile_kernels().gemm_bf16_packed(m, n, k, a, b, b_pitch, c, ldc, accumulate);
+}
+
 void* tile_scratch(int slot, long bytes) {
   constexpr int kSlots = 4;
   constexpr std::size_t kAlignment = 64;

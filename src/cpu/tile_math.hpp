@@ -42,6 +42,27 @@ void gemm_nn(int m, int n, int k, const float* a, int lda, const float* b, int l
 void gemm_bf16(int m, int n, int k, const float* a, int lda, const float* b, int ldb, float* c,
                int ldc, bool accumulate);
 
+// gemm_bf16 on operands packed once, where the CPU has bf16 GEMMs
+// (has_packed_bf16_gemm()): A [m, k] packed into packed_bf16_a_elements(m, k)
+// elements, B [k, n] into packed_bf16_b_elements(k, n), with
+// packed_bf16_b_pitch(n) columns, which gemm_bf16_packed takes as b_pitch.
+// The GEMM may use fewer of B's columns (n) and rows (k) than were packed.
+inline constexpr int kPackedBf16Multiple = 32;
+bool has_packed_bf16_gemm();
+inline std::int64_t packed_bf16_a_elements(std::int64_t m, std::int64_t k) {
+  return round_up(m, kPackedBf16Multiple) * round_up(k < 1 ? 1 : k, kPackedBf16Multiple);
+}
+inline int packed_bf16_b_pitch(int n) {
+  return static_cast<int>(round_up(n, kPackedBf16Multiple));
+}
+inline std::int64_t packed_bf16_b_elements(std::int64_t k, int n) {
+  return round_up(k < 1 ? 1 : k, kPackedBf16Multiple) * packed_bf16_b_pitch(n);
+}
+void pack_bf16_a(int m, int k, const float* a, int lda, std::uint16_t* out);
+void pack_bf16_b(int k, int n, const float* b, int ldb, std::uint16_t* out);
+void gemm_bf16_packed(int m, int n, int k, const std::uint16_t* a, const std::uint16_t* b,
+                      int b_pitch, float* c, int ldc, bool accumulate);
+
 using GemmFunction = void (*)(int m, int n, int k, const float* a, int lda, const float* b,
                               int ldb, float* c, int ldc, bool accumulate);
 // The GEMM for a problem's inputs: gemm_bf16 for bf16, gemm_nn otherwise.
