@@ -206,21 +206,32 @@ void exp2_inplace(float* x, int n) {
 
 float online_softmax_row(float* scores, int n, int visible_begin, int visible_end,
                          float scale_log2, float& row_max, float& row_sum) {
+  // The row's max of S·c is (max of S)·c when c > 0 (rounding is monotonic),
+  // so the first pass only reads; the second forms S·c - max in one
+  // multiply-add.
+  const bool positive_scale = scale_log2 > 0.0f;
   Vec block_max = splat(kMaskedScore);
   for (int j = 0; j < n; j += kLanes) {
-    const Vec s = scaled_scores(scores, j, visible_begin, visible_end, scale_log2);
-    store(scores + j, s);
-    block_max = vmax(block_max, s);
+    const Vec s = positive_scale ? load(scores + j) : load(scores + j) * scale_log2;
+    const bool whole = j >= visible_begin && j + kLanes <= visible_end;
+    block_max = vmax(block_max, whole ? s : mask_outside(s, j, visible_begin, visible_end));
   }
   const float old_max = row_max;
   const float block_row_max = horizontal_max(block_max);
-  const float new_max = old_max > block_row_max ? old_max : block_row_max;
+  const float scaled_block_max = positive_scale && block_row_max != kMaskedScore
+                                     ? block_row_max * scale_log2
+                                     : block_row_max;
+  const float new_max = old_max > scaled_block_max ? old_max : scaled_block_max;
   // While every score so far is masked, subtract 0 instead of the (masked)
   // max: then P = exp2(masked) = 0 rather than exp2(0) = 1.
   const float reference = new_max == kMaskedScore ? 0.0f : new_max;
   Vec sum{};
   for (int j = 0; j < n; j += kLanes) {
-    const Vec p = exp2_vec(load(scores + j) - reference);
+    Vec x = load(scores + j) * scale_log2 - reference;
+    if (!(j >= visible_begin && j + kLanes <= visible_end)) {
+      x = mask_outside(x, j, visible_begin, visible_end);
+    }
+    const Vec p = exp2_vec(x);
     store(scores + j, p);
     sum += p;
   }
