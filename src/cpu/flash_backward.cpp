@@ -27,12 +27,21 @@
 #include "common/problem.hpp"
 #include "cpu/blocking.hpp"
 #include "cpu/cpu_backend.hpp"
+#include "cpu/tensor_blocks.hpp"
 #include "cpu/thread_pool.hpp"
 #include "cpu/tile_io.hpp"
 #include "cpu/tile_math.hpp"
 
 namespace flashgen::cpu {
 namespace {
+
+// Q and dO converted once per pass over (batch, kv head) pairs, for the
+// key/value pass: Qᵀ and dOᵀ (B of Sᵀ and dPᵀ), Q and dO rows (B of dK and
+// dV), fp32 or packed bf16.
+struct QueryBlocks {
+  TensorBlocks q_transposed, q, grad_o_transposed, grad_o;
+  bool packed;
+};
 
 struct BackwardContext {
   const Problem& p;
@@ -46,6 +55,8 @@ struct BackwardContext {
   // [pair - first_pair, head in group, key block, query_blocks · query_rows, dim_qk_padded]
   float* dq_shares = nullptr;
   std::int64_t first_pair = 0;
+  // Q and dO blocks of the query heads of those pairs, for the key/value pass.
+  const QueryBlocks* query_blocks_converted = nullptr;
 
   std::int64_t key_blocks() const { return ceil_div(p.seq_kv, blocking.key_rows); }
   std::int64_t query_blocks() const { return ceil_div(p.seq_q, blocking.query_rows); }
@@ -172,54 +183,82 @@ void backward_query_block(BackwardContext& c, std::int64_t batch, std::int64_t h
 // ---- Key/value pass ----
 
 struct KeyValueTiles {
-  KeyValueTiles(const BackwardContext& c)
+  KeyValueTiles(const BackwardContext& c, bool packed)
       : k(c.blocking.key_rows * c.p.dim_qk),
         v(c.blocking.key_rows * c.p.dim_v),
-        q_transposed(c.p.dim_qk * c.blocking.query_rows),
-        q(c.blocking.query_rows * c.dim_qk_padded),
-        grad_o_transposed(c.p.dim_v * c.blocking.query_rows),
-        grad_o(c.blocking.query_rows * c.dim_v_padded),
         p(c.blocking.key_rows * c.blocking.query_rows),
         dp(c.blocking.key_rows * c.blocking.query_rows),
         grad_k(c.blocking.key_rows * c.dim_qk_padded, 0.0f),
         grad_v(c.blocking.key_rows * c.dim_v_padded, 0.0f),
         lse_log2(c.blocking.query_rows),
         dterm(c.blocking.query_rows) {
+    const std::int64_t keys = c.blocking.key_rows, queries = c.blocking.query_rows;
     if (c.dq_shares != nullptr) {
-      k_padded.resize(c.blocking.key_rows * c.dim_qk_padded);
-      ds.resize(c.blocking.query_rows * c.blocking.key_rows);
+      k_padded.resize(keys * c.dim_qk_padded);
+      ds.resize(queries * keys);
+    }
+    if (packed) {
+      k_a.resize(packed_bf16_a_elements(keys, c.p.dim_qk));
+      v_a.resize(packed_bf16_a_elements(keys, c.p.dim_v));
+      k_b.resize(packed_bf16_b_elements(keys, static_cast<int>(c.dim_qk_padded)));
+      scores_a.resize(packed_bf16_a_elements(std::max(keys, queries), std::max(keys, queries)));
     }
   }
 
-  std::vector<float> k;                  // [key_rows, dim_qk]
-  std::vector<float> v;                  // [key_rows, dim_v]
-  std::vector<float> q_transposed;       // [dim_qk, query_rows]
-  std::vector<float> q;                  // [query_rows, dim_qk_padded]
-  std::vector<float> grad_o_transposed;  // [dim_v, query_rows]
-  std::vector<float> grad_o;             // [query_rows, dim_v_padded]
-  std::vector<float> p;                  // [key_rows, query_rows]: Sᵀ, then Pᵀ
-  std::vector<float> dp;                 // [key_rows, query_rows]: dPᵀ, then dSᵀ
-  std::vector<float> grad_k;             // [key_rows, dim_qk_padded]
-  std::vector<float> grad_v;             // [key_rows, dim_v_padded]
-  std::vector<float> lse_log2;           // [query_rows] per column
-  std::vector<float> dterm;              // [query_rows] per column
+  std::vector<float> k;         // [key_rows, dim_qk]
+  std::vector<float> v;         // [key_rows, dim_v]
+  std::vector<float> p;         // [key_rows, query_rows]: Sᵀ, then Pᵀ
+  std::vector<float> dp;        // [key_rows, query_rows]: dPᵀ, then dSᵀ
+  std::vector<float> grad_k;    // [key_rows, dim_qk_padded]
+  std::vector<float> grad_v;    // [key_rows, dim_v_padded]
+  std::vector<float> lse_log2;  // [query_rows] per column
+  std::vector<float> dterm;     // [query_rows] per column
   // With dQ shares:
-  std::vector<float> k_padded;           // [key_rows, dim_qk_padded]
-  std::vector<float> ds;                 // [query_rows, key_rows]: dS = (dSᵀ)ᵀ
+  std::vector<float> k_padded;  // [key_rows, dim_qk_padded]
+  std::vector<float> ds;        // [query_rows, key_rows]: dS = (dSᵀ)ᵀ
+  // Packed bf16 operands: K and V as A, K as B (dQ's share), and one of Pᵀ,
+  // dSᵀ, dS as A at a time.
+  std::vector<std::uint16_t> k_a, v_a, k_b, scores_a;
+};
+
+// C (+)= A·B for this pass: A given as fp32 (`a`, lda) or, packed, as
+// packed A (`a_packed`, or packed from `a` into `scratch` first); B as the
+// fp32 tile or packed block of `b`.
+struct PassGemm {
+  bool packed;
+  GemmFunction gemm;
+
+  void operator()(std::int64_t m, std::int64_t n, std::int64_t k, const float* a,
+                  std::int64_t lda, const std::uint16_t* a_packed,
+                  std::vector<std::uint16_t>* scratch, const TensorBlocks& b, std::int64_t slot,
+                  std::int64_t block, std::int64_t ldb, float* out, std::int64_t ldc,
+                  bool accumulate) const {
+    if (!packed) {
+      gemm(m, n, k, a, lda, b.tile(slot, block), ldb, out, ldc, accumulate);
+      return;
+    }
+    if (a_packed == nullptr) {
+      pack_bf16_a(m, k, a, lda, scratch->data());
+      a_packed = scratch->data();
+    }
+    gemm_bf16_packed(m, n, k, a_packed, b.packed(slot, block), b.packed_pitch(), out, ldc,
+                     accumulate);
+  }
 };
 
 void backward_key_value_block(BackwardContext& c, std::int64_t batch, std::int64_t kv_head,
                               std::int64_t block) {
   const Problem& p = c.p;
   const BackwardArgs& a = c.args;
-  KeyValueTiles t(c);
+  const QueryBlocks& qb = *c.query_blocks_converted;
+  KeyValueTiles t(c, qb.packed);
   const std::int64_t key0 = block * c.blocking.key_rows;
   const std::int64_t keys = std::min(c.blocking.key_rows, p.seq_kv - key0);
   // Whole 16 x 16 blocks of dSᵀ for its transpose.
   const std::int64_t keys_padded = round_up(keys, kTileColumnMultiple);
   const std::int64_t query_ld = c.blocking.query_rows;
   const std::int64_t key_ld = c.blocking.key_rows;
-  const GemmFunction gemm = gemm_for(p.dtype);
+  const PassGemm gemm{qb.packed, gemm_for(p.dtype)};
   const bool shares = c.dq_shares != nullptr;
 
   load_rows(a.k, batch, kv_head, key0, keys, keys_padded, t.k.data(), p.dim_qk);
@@ -227,18 +266,26 @@ void backward_key_value_block(BackwardContext& c, std::int64_t batch, std::int64
   if (shares) {
     load_rows(a.k, batch, kv_head, key0, keys, keys_padded, t.k_padded.data(), c.dim_qk_padded);
   }
+  if (qb.packed) {
+    pack_bf16_a(keys_padded, p.dim_qk, t.k.data(), p.dim_qk, t.k_a.data());
+    pack_bf16_a(keys_padded, p.dim_v, t.v.data(), p.dim_v, t.v_a.data());
+    if (shares) {
+      pack_bf16_b(keys_padded, c.dim_qk_padded, t.k_padded.data(), c.dim_qk_padded,
+                  t.k_b.data());
+    }
+  }
+  const std::uint16_t* k_a = qb.packed ? t.k_a.data() : nullptr;
+  const std::uint16_t* v_a = qb.packed ? t.v_a.data() : nullptr;
 
   const std::int64_t group = p.group_size();
+  const std::int64_t pair = batch * p.heads_kv + kv_head;
   for (std::int64_t head = kv_head * group; head < (kv_head + 1) * group; ++head) {
+    // This head's slot among the converted query-side blocks.
+    const std::int64_t slot = (pair - c.first_pair) * group + head % group;
     for (std::int64_t q0 = c.query_begin(block); q0 < p.seq_q; q0 += c.blocking.query_rows) {
+      const std::int64_t q_block = q0 / c.blocking.query_rows;
       const std::int64_t queries = std::min(c.blocking.query_rows, p.seq_q - q0);
       const std::int64_t queries_padded = round_up(queries, kTileColumnMultiple);
-      load_rows_transposed(a.q, batch, head, q0, queries, t.q_transposed.data(), query_ld);
-      load_rows(a.q, batch, head, q0, queries, queries_padded, t.q.data(), c.dim_qk_padded);
-      load_rows_transposed(a.grad_o, batch, head, q0, queries, t.grad_o_transposed.data(),
-                           query_ld);
-      load_rows(a.grad_o, batch, head, q0, queries, queries_padded, t.grad_o.data(),
-                c.dim_v_padded);
       for (std::int64_t col = 0; col < queries_padded; ++col) {
         const bool real = col < queries;
         t.lse_log2[col] = real ? c.lse_log2(batch, head, q0 + col) : 0.0f;
@@ -246,11 +293,11 @@ void backward_key_value_block(BackwardContext& c, std::int64_t batch, std::int64
       }
 
       // Sᵀ = K·Qᵀ  [keys_padded, queries_padded]
-      gemm(keys_padded, queries_padded, p.dim_qk, t.k.data(), p.dim_qk,
-              t.q_transposed.data(), query_ld, t.p.data(), query_ld, false);
+      gemm(keys_padded, queries_padded, p.dim_qk, t.k.data(), p.dim_qk, k_a, nullptr,
+           qb.q_transposed, slot, q_block, query_ld, t.p.data(), query_ld, false);
       // dPᵀ = V·dOᵀ  [keys_padded, queries_padded]
-      gemm(keys_padded, queries_padded, p.dim_v, t.v.data(), p.dim_v,
-              t.grad_o_transposed.data(), query_ld, t.dp.data(), query_ld, false);
+      gemm(keys_padded, queries_padded, p.dim_v, t.v.data(), p.dim_v, v_a, nullptr,
+           qb.grad_o_transposed, slot, q_block, query_ld, t.dp.data(), query_ld, false);
       for (std::int64_t r = 0; r < keys_padded; ++r) {
         // Key row r is seen by the queries in [first_query, seq_q).
         const std::int64_t begin = first_query(p, key0 + r) - q0;
@@ -264,11 +311,13 @@ void backward_key_value_block(BackwardContext& c, std::int64_t batch, std::int64
                                      t.dterm.data());
       }
       // dV += Pᵀ·dO  [keys_padded, dim_v_padded]
-      gemm(keys_padded, c.dim_v_padded, queries_padded, t.p.data(), query_ld,
-              t.grad_o.data(), c.dim_v_padded, t.grad_v.data(), c.dim_v_padded, true);
+      gemm(keys_padded, c.dim_v_padded, queries_padded, t.p.data(), query_ld, nullptr,
+           &t.scores_a, qb.grad_o, slot, q_block, c.dim_v_padded, t.grad_v.data(),
+           c.dim_v_padded, true);
       // dK += dSᵀ·Q  [keys_padded, dim_qk_padded]
-      gemm(keys_padded, c.dim_qk_padded, queries_padded, t.dp.data(), query_ld, t.q.data(),
-              c.dim_qk_padded, t.grad_k.data(), c.dim_qk_padded, true);
+      gemm(keys_padded, c.dim_qk_padded, queries_padded, t.dp.data(), query_ld, nullptr,
+           &t.scores_a, qb.q, slot, q_block, c.dim_qk_padded, t.grad_k.data(), c.dim_qk_padded,
+           true);
       if (shares) {
         // dS = (dSᵀ)ᵀ  [queries_padded, keys_padded], 16 x 16 blocks
         for (std::int64_t r = 0; r < keys_padded; r += kTileColumnMultiple) {
@@ -278,10 +327,16 @@ void backward_key_value_block(BackwardContext& c, std::int64_t batch, std::int64
           }
         }
         // dQ_kb = dS·K  [queries_padded, dim_qk_padded]
-        float* share = c.dq_share(batch * p.heads_kv + kv_head, head, block) +
-                       q0 * c.dim_qk_padded;
-        gemm(queries_padded, c.dim_qk_padded, keys_padded, t.ds.data(), key_ld,
-             t.k_padded.data(), c.dim_qk_padded, share, c.dim_qk_padded, false);
+        float* share = c.dq_share(pair, head, block) + q0 * c.dim_qk_padded;
+        if (qb.packed) {
+          pack_bf16_a(queries_padded, keys_padded, t.ds.data(), key_ld, t.scores_a.data());
+          gemm_bf16_packed(queries_padded, c.dim_qk_padded, keys_padded, t.scores_a.data(),
+                           t.k_b.data(), packed_bf16_b_pitch(c.dim_qk_padded), share,
+                           c.dim_qk_padded, false);
+        } else {
+          gemm.gemm(queries_padded, c.dim_qk_padded, keys_padded, t.ds.data(), key_ld,
+                    t.k_padded.data(), c.dim_qk_padded, share, c.dim_qk_padded, false);
+        }
       }
     }
   }
@@ -330,48 +385,71 @@ void backward(const Problem& p, const BackwardArgs& args, int threads) {
                 task % query_blocks);
   });
 
-  // Causal: earlier key blocks are seen by more queries; hand them out first.
-  const auto key_value_pass = [&](std::int64_t first_pair, std::int64_t pairs) {
-    parallel_for(pairs * key_blocks, threads, [&](std::int64_t task) {
-      const std::int64_t pair = first_pair + task / key_blocks;
-      backward_key_value_block(c, pair / p.heads_kv, pair % p.heads_kv, task % key_blocks);
-    });
-  };
-
+  // (batch, kv head) pairs a pass at a time: Q and dO of their query heads
+  // converted once, dQ's shares (unless the query pass computes dQ).
   const std::int64_t group = p.group_size();
-  const std::int64_t pair_share_bytes =
+  const bool packed = p.dtype == DType::bf16 && has_packed_bf16_gemm();
+  const std::int64_t query_rows = c.blocking.query_rows;
+  const std::int64_t query_side_bytes =
+      group * (TensorBlocks::head_bytes(args.q, query_rows, BlockForm::transposed, 0, packed) +
+               TensorBlocks::head_bytes(args.q, query_rows, BlockForm::rows, c.dim_qk_padded,
+                                        packed) +
+               TensorBlocks::head_bytes(args.grad_o, query_rows, BlockForm::transposed, 0,
+                                        packed) +
+               TensorBlocks::head_bytes(args.grad_o, query_rows, BlockForm::rows, c.dim_v_padded,
+                                        packed));
+  const std::int64_t share_bytes =
       group * key_blocks * c.share_floats() * std::int64_t{sizeof(float)};
   const char* forced = std::getenv("FLASHGEN_CPU_BACKWARD");
-  const bool query_pass = pair_share_bytes > kShareBudgetBytes ||
+  const bool query_pass = share_bytes > kShareBudgetBytes ||
                           (forced != nullptr && std::string_view(forced) == "query_pass");
+  const std::int64_t pair_bytes = query_side_bytes + (query_pass ? 0 : share_bytes);
   const std::int64_t pairs = p.batch * p.heads_kv;
-  if (!query_pass) {
-    const std::int64_t per_pass = std::clamp<std::int64_t>(
-        kShareBudgetBytes / std::max<std::int64_t>(pair_share_bytes, 1), 1,
-        std::max<std::int64_t>(pairs, 1));
-    // Written before read: every share a sum reads is written by its key/value task.
-    std::vector<float> shares(per_pass * group * key_blocks * c.share_floats());
-    c.dq_shares = shares.data();
-    for (std::int64_t first = 0; first < pairs; first += per_pass) {
-      const std::int64_t count = std::min(per_pass, pairs - first);
-      c.first_pair = first;
-      key_value_pass(first, count);
-      parallel_for(count * group * query_blocks, threads, [&](std::int64_t task) {
-        const std::int64_t pair = first + task / query_blocks / group;
-        const std::int64_t head = pair % p.heads_kv * group + task / query_blocks % group;
-        sum_query_block(c, pair / p.heads_kv, head, task % query_blocks);
-      });
-    }
-    return;
+  const std::int64_t per_pass = std::clamp<std::int64_t>(
+      kShareBudgetBytes / std::max<std::int64_t>(pair_bytes, 1), 1,
+      std::max<std::int64_t>(pairs, 1));
+
+  if (query_pass) {
+    parallel_for(p.batch * p.heads_q * query_blocks, threads, [&](std::int64_t task) {
+      // Causal: later query blocks see more keys; hand them out first.
+      const std::int64_t block = query_blocks - 1 - task % query_blocks;
+      const std::int64_t batch_head = task / query_blocks;
+      backward_query_block(c, batch_head / p.heads_q, batch_head % p.heads_q, block);
+    });
   }
 
-  parallel_for(p.batch * p.heads_q * query_blocks, threads, [&](std::int64_t task) {
-    // Causal: later query blocks see more keys; hand them out first.
-    const std::int64_t block = query_blocks - 1 - task % query_blocks;
-    const std::int64_t batch_head = task / query_blocks;
-    backward_query_block(c, batch_head / p.heads_q, batch_head % p.heads_q, block);
-  });
-  key_value_pass(0, pairs);
+  const std::int64_t heads_per_pass = per_pass * group;
+  QueryBlocks blocks{
+      TensorBlocks(args.q, query_rows, BlockForm::transposed, 0, packed, heads_per_pass),
+      TensorBlocks(args.q, query_rows, BlockForm::rows, c.dim_qk_padded, packed, heads_per_pass),
+      TensorBlocks(args.grad_o, query_rows, BlockForm::transposed, 0, packed, heads_per_pass),
+      TensorBlocks(args.grad_o, query_rows, BlockForm::rows, c.dim_v_padded, packed,
+                   heads_per_pass),
+      packed};
+  c.query_blocks_converted = &blocks;
+  // Written before read: every share a sum reads is written by its key/value task.
+  std::vector<float> shares(query_pass ? 0 : per_pass * group * key_blocks * c.share_floats());
+  c.dq_shares = query_pass ? nullptr : shares.data();
+  for (std::int64_t first = 0; first < pairs; first += per_pass) {
+    const std::int64_t count = std::min(per_pass, pairs - first);
+    c.first_pair = first;
+    // Query heads of pairs [first, first + count) are [first · group, (first + count) · group).
+    for (TensorBlocks* converted :
+         {&blocks.q_transposed, &blocks.q, &blocks.grad_o_transposed, &blocks.grad_o}) {
+      converted->convert(first * group, count * group, threads);
+    }
+    // Causal: earlier key blocks are seen by more queries; hand them out first.
+    parallel_for(count * key_blocks, threads, [&](std::int64_t task) {
+      const std::int64_t pair = first + task / key_blocks;
+      backward_key_value_block(c, pair / p.heads_kv, pair % p.heads_kv, task % key_blocks);
+    });
+    if (query_pass) continue;
+    parallel_for(count * group * query_blocks, threads, [&](std::int64_t task) {
+      const std::int64_t pair = first + task / query_blocks / group;
+      const std::int64_t head = pair % p.heads_kv * group + task / query_blocks % group;
+      sum_query_block(c, pair / p.heads_kv, head, task % query_blocks);
+    });
+  }
 }
 
 }  // namespace flashgen::cpu

@@ -17,7 +17,7 @@
 #include "common/problem.hpp"
 #include "cpu/blocking.hpp"
 #include "cpu/cpu_backend.hpp"
-#include "cpu/key_value_blocks.hpp"
+#include "cpu/tensor_blocks.hpp"
 #include "cpu/thread_pool.hpp"
 #include "cpu/tile_io.hpp"
 #include "cpu/tile_math.hpp"
@@ -46,6 +46,12 @@ struct ForwardTiles {
   std::vector<std::uint16_t> p_packed;  // P as A
 };
 
+// K and V converted once per pass: Kᵀ and V blocks, fp32 or packed bf16.
+struct KeyValueBlocks {
+  TensorBlocks k_transposed, v;
+  bool packed_bf16;
+};
+
 // One query block of head `head`, whose kv head's blocks sit at `slot` of
 // `kv`.
 void forward_query_block(const Problem& p, const ForwardArgs& args, const Blocking& blocking,
@@ -60,7 +66,7 @@ void forward_query_block(const Problem& p, const ForwardArgs& args, const Blocki
   const GemmFunction gemm = gemm_for(p.dtype);
 
   load_rows(args.q, batch, head, row0, rows, rows_padded, t.q.data(), p.dim_qk);
-  if (kv.packed_bf16()) {
+  if (kv.packed_bf16) {
     t.q_packed.resize(packed_bf16_a_elements(rows_padded, p.dim_qk));
     t.p_packed.resize(packed_bf16_a_elements(rows_padded, blocking.key_rows));
     pack_bf16_a(static_cast<int>(rows_padded), static_cast<int>(p.dim_qk), t.q.data(),
@@ -78,13 +84,13 @@ void forward_query_block(const Problem& p, const ForwardArgs& args, const Blocki
     const std::int64_t key_block = key0 / blocking.key_rows;
 
     // S = Q·Kᵀ  [rows_padded, keys_padded]
-    if (kv.packed_bf16()) {
+    if (kv.packed_bf16) {
       gemm_bf16_packed(rows_padded, keys_padded, p.dim_qk, t.q_packed.data(),
-                       kv.k_packed(slot, key_block), packed_bf16_b_pitch(key_ld),
+                       kv.k_transposed.packed(slot, key_block), kv.k_transposed.packed_pitch(),
                        t.scores.data(), key_ld, false);
     } else {
       gemm(rows_padded, keys_padded, p.dim_qk, t.q.data(), p.dim_qk,
-           kv.k_transposed(slot, key_block), key_ld, t.scores.data(), key_ld, false);
+           kv.k_transposed.tile(slot, key_block), key_ld, t.scores.data(), key_ld, false);
     }
     for (std::int64_t r = 0; r < rows_padded; ++r) {
       // Padding rows (r >= rows) see nothing; their results are discarded.
@@ -97,14 +103,14 @@ void forward_query_block(const Problem& p, const ForwardArgs& args, const Blocki
       if (correction != 1.0f) scale_inplace(t.o.data() + r * t.dim_v_padded, t.dim_v_padded, correction);
     }
     // O += P·V  [rows_padded, dim_v_padded]; masked and padding P entries are 0.
-    if (kv.packed_bf16()) {
+    if (kv.packed_bf16) {
       pack_bf16_a(rows_padded, keys_padded, t.scores.data(), key_ld, t.p_packed.data());
       gemm_bf16_packed(rows_padded, t.dim_v_padded, keys_padded, t.p_packed.data(),
-                       kv.v_packed(slot, key_block), packed_bf16_b_pitch(t.dim_v_padded),
+                       kv.v.packed(slot, key_block), kv.v.packed_pitch(),
                        t.o.data(), t.dim_v_padded, true);
     } else {
       gemm(rows_padded, t.dim_v_padded, keys_padded, t.scores.data(), key_ld,
-           kv.v(slot, key_block), t.dim_v_padded, t.o.data(), t.dim_v_padded, true);
+           kv.v.tile(slot, key_block), t.dim_v_padded, t.o.data(), t.dim_v_padded, true);
     }
   }
 
@@ -124,19 +130,34 @@ void forward_query_block(const Problem& p, const ForwardArgs& args, const Blocki
   }
 }
 
+// At most this much memory for the converted K and V (one kv head's are
+// always converted): 2 x 2048 keys x D = 128 in fp32 is 2 MiB a head.
+constexpr std::int64_t kBlockBudgetBytes = std::int64_t{64} << 20;
+
 }  // namespace
 
 void forward(const Problem& p, const ForwardArgs& args, int threads) {
   const Blocking blocking = choose_blocking(p);
   const std::int64_t blocks = ceil_div(p.seq_q, blocking.query_rows);
   const std::int64_t group = p.group_size();
-  // (batch, kv head) pairs a pass at a time: their K and V converted once,
-  // then every query block of their query heads.
-  KeyValueBlocks kv(p, blocking, p.dtype == DType::bf16 && has_packed_bf16_gemm());
+  const std::int64_t dim_v_padded = round_up(p.dim_v, kTileColumnMultiple);
+  const bool packed = p.dtype == DType::bf16 && has_packed_bf16_gemm();
+  // kv heads (batch · heads_kv + kv head) a pass at a time: their K and V
+  // converted once, then every query block of their query heads.
   const std::int64_t pairs = p.batch * p.heads_kv;
-  for (std::int64_t first = 0; first < pairs; first += kv.pairs_per_pass()) {
-    const std::int64_t count = std::min(kv.pairs_per_pass(), pairs - first);
-    kv.pack(args.k, args.v, first, count, threads);
+  const std::int64_t pair_bytes =
+      TensorBlocks::head_bytes(args.k, blocking.key_rows, BlockForm::transposed, 0, packed) +
+      TensorBlocks::head_bytes(args.v, blocking.key_rows, BlockForm::rows, dim_v_padded, packed);
+  const std::int64_t per_pass = std::clamp<std::int64_t>(
+      kBlockBudgetBytes / std::max<std::int64_t>(pair_bytes, 1), 1, std::max<std::int64_t>(pairs, 1));
+  KeyValueBlocks kv{
+      TensorBlocks(args.k, blocking.key_rows, BlockForm::transposed, 0, packed, per_pass),
+      TensorBlocks(args.v, blocking.key_rows, BlockForm::rows, dim_v_padded, packed, per_pass),
+      packed};
+  for (std::int64_t first = 0; first < pairs; first += per_pass) {
+    const std::int64_t count = std::min(per_pass, pairs - first);
+    kv.k_transposed.convert(first, count, threads);
+    kv.v.convert(first, count, threads);
     parallel_for(count * group * blocks, threads, [&](std::int64_t task) {
       // Later query blocks see more keys under a causal mask: hand them out
       // first so the last tasks to finish are short.
