@@ -20,6 +20,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstdint>
+#include <memory>
 #include <numbers>
 #include <string_view>
 #include <vector>
@@ -427,9 +428,12 @@ void backward(const Problem& p, const BackwardArgs& args, int threads) {
                    heads_per_pass),
       packed};
   c.query_blocks_converted = &blocks;
-  // Written before read: every share a sum reads is written by its key/value task.
-  std::vector<float> shares(query_pass ? 0 : per_pass * group * key_blocks * c.share_floats());
-  c.dq_shares = query_pass ? nullptr : shares.data();
+  // Left uninitialized (zeroing would cost a pass over memory as large as
+  // the GEMM operands): every share a sum reads is written by its key/value
+  // task first.
+  const std::unique_ptr<float[]> shares = std::make_unique_for_overwrite<float[]>(
+      query_pass ? 0 : per_pass * group * key_blocks * c.share_floats());
+  c.dq_shares = query_pass ? nullptr : shares.get();
   for (std::int64_t first = 0; first < pairs; first += per_pass) {
     const std::int64_t count = std::min(per_pass, pairs - first);
     c.first_pair = first;

@@ -1,6 +1,7 @@
 #include "cpu/tensor_blocks.hpp"
 
 #include <algorithm>
+#include <vector>
 
 #include "cpu/blocking.hpp"
 #include "cpu/thread_pool.hpp"
@@ -40,9 +41,9 @@ TensorBlocks::TensorBlocks(const TensorView& t, std::int64_t block_rows, BlockFo
   packed_pitch_ = packed_bf16_b_pitch(static_cast<int>(tile_columns_));
   const std::int64_t elements = heads_per_range * blocks_ * block_elements_;
   if (packed_bf16) {
-    bf16_.resize(elements);
+    bf16_ = std::make_unique_for_overwrite<std::uint16_t[]>(elements);
   } else {
-    fp32_.resize(elements);
+    fp32_ = std::make_unique_for_overwrite<float[]>(elements);
   }
 }
 
@@ -54,7 +55,7 @@ void TensorBlocks::convert(std::int64_t first, std::int64_t count, int threads) 
     const std::int64_t rows = std::min(block_rows_, t_.seq() - row0);
     // bf16 blocks go through an fp32 tile (exact for bf16 values).
     std::vector<float> staging(packed_bf16_ ? tile_rows_ * tile_columns_ : 0);
-    float* tile_data = packed_bf16_ ? staging.data() : fp32_.data() + (slot * blocks_ + block) *
+    float* tile_data = packed_bf16_ ? staging.data() : fp32_.get() + (slot * blocks_ + block) *
                                                                          block_elements_;
     if (form_ == BlockForm::rows) {
       load_rows(t_, batch, head, row0, rows, block_rows_, tile_data, ld_);
@@ -64,7 +65,7 @@ void TensorBlocks::convert(std::int64_t first, std::int64_t count, int threads) 
     if (packed_bf16_) {
       pack_bf16_b(static_cast<int>(tile_rows_), static_cast<int>(tile_columns_), tile_data,
                   static_cast<int>(tile_columns_),
-                  bf16_.data() + (slot * blocks_ + block) * block_elements_);
+                  bf16_.get() + (slot * blocks_ + block) * block_elements_);
     }
   });
 }

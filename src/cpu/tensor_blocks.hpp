@@ -10,7 +10,7 @@
 #pragma once
 
 #include <cstdint>
-#include <vector>
+#include <memory>
 
 #include "flashgen/flashgen.hpp"
 
@@ -34,10 +34,10 @@ class TensorBlocks {
 
   // Block `block` of the head at `slot` = head index - first.
   const float* tile(std::int64_t slot, std::int64_t block) const {
-    return fp32_.data() + (slot * blocks_ + block) * block_elements_;
+    return fp32_.get() + (slot * blocks_ + block) * block_elements_;
   }
   const std::uint16_t* packed(std::int64_t slot, std::int64_t block) const {
-    return bf16_.data() + (slot * blocks_ + block) * block_elements_;
+    return bf16_.get() + (slot * blocks_ + block) * block_elements_;
   }
   // The packed tiles' B pitch (gemm_bf16_packed's b_pitch).
   int packed_pitch() const { return packed_pitch_; }
@@ -56,8 +56,9 @@ class TensorBlocks {
   bool packed_bf16_;
   std::int64_t blocks_, tile_rows_, tile_columns_, block_elements_;
   int packed_pitch_;
-  std::vector<float> fp32_;
-  std::vector<std::uint16_t> bf16_;
+  // Uninitialized: convert() writes every element of a block it converts.
+  std::unique_ptr<float[]> fp32_;
+  std::unique_ptr<std::uint16_t[]> bf16_;
 };
 
 }  // namespace flashgen::cpu
