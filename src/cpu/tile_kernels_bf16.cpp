@@ -240,12 +240,14 @@ void gemm_amx_packed(const Packed& p, int m, int n, float* c, int ldc, bool accu
       const std::uint16_t* a1 = a0 + static_cast<std::int64_t>(kTileRows) * p.k_padded;
       for (int kk = 0; kk < p.k_padded; kk += kTileBf16Columns) {
         const std::uint16_t* b0 = p.b + static_cast<std::int64_t>(kk / 2) * p.b_pitch * 2 + 2 * j0;
+        // Each product as soon as its operands are in: the loads of the
+        // others overlap it.
         _tile_loadd(4, a0 + kk, a_stride);
-        _tile_loadd(5, a1 + kk, a_stride);
         _tile_loadd(6, b0, b_stride);
-        _tile_loadd(7, b0 + 2 * kTileRows, b_stride);
         _tile_dpbf16ps(0, 4, 6);
+        _tile_loadd(7, b0 + 2 * kTileRows, b_stride);
         _tile_dpbf16ps(1, 4, 7);
+        _tile_loadd(5, a1 + kk, a_stride);
         _tile_dpbf16ps(2, 5, 6);
         _tile_dpbf16ps(3, 5, 7);
       }
