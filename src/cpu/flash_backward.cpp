@@ -61,14 +61,12 @@ struct BackwardContext {
 
   std::int64_t key_blocks() const { return ceil_div(p.seq_kv, blocking.key_rows); }
   std::int64_t query_blocks() const { return ceil_div(p.seq_q, blocking.query_rows); }
-  std::int64_t share_floats() const {
-    return query_blocks() * blocking.query_rows * dim_qk_padded;
-  }
+  std::int64_t share_floats() const { return query_blocks() * blocking.query_rows * dim_qk_padded; }
   float* dq_share(std::int64_t pair, std::int64_t head, std::int64_t key_block) const {
     const std::int64_t slot = pair - first_pair;
     const std::int64_t in_group = head % p.group_size();
-    return dq_shares + ((slot * p.group_size() + in_group) * key_blocks() + key_block) *
-                           share_floats();
+    return dq_shares +
+           ((slot * p.group_size() + in_group) * key_blocks() + key_block) * share_floats();
   }
   // The first query row the key/value task of `key_block` visits (a query
   // block's first row): earlier queries see none of its keys.
@@ -160,11 +158,11 @@ void backward_query_block(BackwardContext& c, std::int64_t batch, std::int64_t h
     load_rows_transposed(a.v, batch, kv_head, key0, keys, t.v_transposed.data(), key_ld);
 
     // S = Q·Kᵀ, then P  [rows_padded, keys_padded]
-    gemm(rows_padded, keys_padded, p.dim_qk, t.q.data(), p.dim_qk, t.k_transposed.data(),
-            key_ld, t.p.data(), key_ld, false);
+    gemm(rows_padded, keys_padded, p.dim_qk, t.q.data(), p.dim_qk, t.k_transposed.data(), key_ld,
+         t.p.data(), key_ld, false);
     // dP = dO·Vᵀ  [rows_padded, keys_padded]
-    gemm(rows_padded, keys_padded, p.dim_v, t.grad_o.data(), c.dim_v_padded,
-            t.v_transposed.data(), key_ld, t.dp.data(), key_ld, false);
+    gemm(rows_padded, keys_padded, p.dim_v, t.grad_o.data(), c.dim_v_padded, t.v_transposed.data(),
+         key_ld, t.dp.data(), key_ld, false);
     for (std::int64_t r = 0; r < rows_padded; ++r) {
       const std::int64_t visible = r < rows ? visible_keys(p, row0 + r) - key0 : 0;
       const int visible_end = static_cast<int>(std::clamp<std::int64_t>(visible, 0, keys));
@@ -175,7 +173,7 @@ void backward_query_block(BackwardContext& c, std::int64_t batch, std::int64_t h
     }
     // dQ += dS·K  [rows_padded, dim_qk_padded]
     gemm(rows_padded, c.dim_qk_padded, keys_padded, t.dp.data(), key_ld, t.k.data(),
-            c.dim_qk_padded, t.grad_q.data(), c.dim_qk_padded, true);
+         c.dim_qk_padded, t.grad_q.data(), c.dim_qk_padded, true);
   }
   store_rows(a.grad_q, batch, head, row0, rows, t.grad_q.data(), c.dim_qk_padded,
              static_cast<float>(p.scale));
@@ -229,11 +227,10 @@ struct PassGemm {
   bool packed;
   GemmFunction gemm;
 
-  void operator()(std::int64_t m, std::int64_t n, std::int64_t k, const float* a,
-                  std::int64_t lda, const std::uint16_t* a_packed,
-                  std::vector<std::uint16_t>* scratch, const TensorBlocks& b, std::int64_t slot,
-                  std::int64_t block, std::int64_t ldb, float* out, std::int64_t ldc,
-                  bool accumulate) const {
+  void operator()(std::int64_t m, std::int64_t n, std::int64_t k, const float* a, std::int64_t lda,
+                  const std::uint16_t* a_packed, std::vector<std::uint16_t>* scratch,
+                  const TensorBlocks& b, std::int64_t slot, std::int64_t block, std::int64_t ldb,
+                  float* out, std::int64_t ldc, bool accumulate) const {
     if (!packed) {
       gemm(m, n, k, a, lda, b.tile(slot, block), ldb, out, ldc, accumulate);
       return;
@@ -271,8 +268,7 @@ void backward_key_value_block(BackwardContext& c, std::int64_t batch, std::int64
     pack_bf16_a(keys_padded, p.dim_qk, t.k.data(), p.dim_qk, t.k_a.data());
     pack_bf16_a(keys_padded, p.dim_v, t.v.data(), p.dim_v, t.v_a.data());
     if (shares) {
-      pack_bf16_b(keys_padded, c.dim_qk_padded, t.k_padded.data(), c.dim_qk_padded,
-                  t.k_b.data());
+      pack_bf16_b(keys_padded, c.dim_qk_padded, t.k_padded.data(), c.dim_qk_padded, t.k_b.data());
     }
   }
   const std::uint16_t* k_a = qb.packed ? t.k_a.data() : nullptr;
@@ -312,9 +308,8 @@ void backward_key_value_block(BackwardContext& c, std::int64_t batch, std::int64
                                      t.dterm.data());
       }
       // dV += Pᵀ·dO  [keys_padded, dim_v_padded]
-      gemm(keys_padded, c.dim_v_padded, queries_padded, t.p.data(), query_ld, nullptr,
-           &t.scores_a, qb.grad_o, slot, q_block, c.dim_v_padded, t.grad_v.data(),
-           c.dim_v_padded, true);
+      gemm(keys_padded, c.dim_v_padded, queries_padded, t.p.data(), query_ld, nullptr, &t.scores_a,
+           qb.grad_o, slot, q_block, c.dim_v_padded, t.grad_v.data(), c.dim_v_padded, true);
       // dK += dSᵀ·Q  [keys_padded, dim_qk_padded]
       gemm(keys_padded, c.dim_qk_padded, queries_padded, t.dp.data(), query_ld, nullptr,
            &t.scores_a, qb.q, slot, q_block, c.dim_qk_padded, t.grad_k.data(), c.dim_qk_padded,
@@ -392,13 +387,11 @@ void backward(const Problem& p, const BackwardArgs& args, int threads) {
   const bool packed = p.dtype == DType::bf16 && has_packed_bf16_gemm();
   const std::int64_t query_rows = c.blocking.query_rows;
   const std::int64_t query_side_bytes =
-      group * (TensorBlocks::head_bytes(args.q, query_rows, BlockForm::transposed, 0, packed) +
-               TensorBlocks::head_bytes(args.q, query_rows, BlockForm::rows, c.dim_qk_padded,
-                                        packed) +
-               TensorBlocks::head_bytes(args.grad_o, query_rows, BlockForm::transposed, 0,
-                                        packed) +
-               TensorBlocks::head_bytes(args.grad_o, query_rows, BlockForm::rows, c.dim_v_padded,
-                                        packed));
+      group *
+      (TensorBlocks::head_bytes(args.q, query_rows, BlockForm::transposed, 0, packed) +
+       TensorBlocks::head_bytes(args.q, query_rows, BlockForm::rows, c.dim_qk_padded, packed) +
+       TensorBlocks::head_bytes(args.grad_o, query_rows, BlockForm::transposed, 0, packed) +
+       TensorBlocks::head_bytes(args.grad_o, query_rows, BlockForm::rows, c.dim_v_padded, packed));
   const std::int64_t share_bytes =
       group * key_blocks * c.share_floats() * std::int64_t{sizeof(float)};
   const char* forced = std::getenv("FLASHGEN_CPU_BACKWARD");
@@ -406,9 +399,9 @@ void backward(const Problem& p, const BackwardArgs& args, int threads) {
                           (forced != nullptr && std::string_view(forced) == "query_pass");
   const std::int64_t pair_bytes = query_side_bytes + (query_pass ? 0 : share_bytes);
   const std::int64_t pairs = p.batch * p.heads_kv;
-  const std::int64_t per_pass = std::clamp<std::int64_t>(
-      kShareBudgetBytes / std::max<std::int64_t>(pair_bytes, 1), 1,
-      std::max<std::int64_t>(pairs, 1));
+  const std::int64_t per_pass =
+      std::clamp<std::int64_t>(kShareBudgetBytes / std::max<std::int64_t>(pair_bytes, 1), 1,
+                               std::max<std::int64_t>(pairs, 1));
 
   if (query_pass) {
     parallel_for(p.batch * p.heads_q * query_blocks, threads, [&](std::int64_t task) {

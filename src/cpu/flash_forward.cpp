@@ -100,14 +100,15 @@ void forward_query_block(const Problem& p, const ForwardArgs& args, const Blocki
       const float correction = online_softmax_row(s_row, keys_padded, 0, visible_end, scale_log2,
                                                   t.row_max[r], t.row_sum[r]);
       // Once the row's max settles the factor is exactly 1: nothing to rescale.
-      if (correction != 1.0f) scale_inplace(t.o.data() + r * t.dim_v_padded, t.dim_v_padded, correction);
+      if (correction != 1.0f)
+        scale_inplace(t.o.data() + r * t.dim_v_padded, t.dim_v_padded, correction);
     }
     // O += P·V  [rows_padded, dim_v_padded]; masked and padding P entries are 0.
     if (kv.packed_bf16) {
       pack_bf16_a(rows_padded, keys_padded, t.scores.data(), key_ld, t.p_packed.data());
       gemm_bf16_packed(rows_padded, t.dim_v_padded, keys_padded, t.p_packed.data(),
-                       kv.v.packed(slot, key_block), kv.v.packed_pitch(),
-                       t.o.data(), t.dim_v_padded, true);
+                       kv.v.packed(slot, key_block), kv.v.packed_pitch(), t.o.data(),
+                       t.dim_v_padded, true);
     } else {
       gemm(rows_padded, t.dim_v_padded, keys_padded, t.scores.data(), key_ld,
            kv.v.tile(slot, key_block), t.dim_v_padded, t.o.data(), t.dim_v_padded, true);
@@ -148,8 +149,9 @@ void forward(const Problem& p, const ForwardArgs& args, int threads) {
   const std::int64_t pair_bytes =
       TensorBlocks::head_bytes(args.k, blocking.key_rows, BlockForm::transposed, 0, packed) +
       TensorBlocks::head_bytes(args.v, blocking.key_rows, BlockForm::rows, dim_v_padded, packed);
-  const std::int64_t per_pass = std::clamp<std::int64_t>(
-      kBlockBudgetBytes / std::max<std::int64_t>(pair_bytes, 1), 1, std::max<std::int64_t>(pairs, 1));
+  const std::int64_t per_pass =
+      std::clamp<std::int64_t>(kBlockBudgetBytes / std::max<std::int64_t>(pair_bytes, 1), 1,
+                               std::max<std::int64_t>(pairs, 1));
   KeyValueBlocks kv{
       TensorBlocks(args.k, blocking.key_rows, BlockForm::transposed, 0, packed, per_pass),
       TensorBlocks(args.v, blocking.key_rows, BlockForm::rows, dim_v_padded, packed, per_pass),

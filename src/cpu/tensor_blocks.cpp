@@ -15,17 +15,17 @@ TensorBlocks::Shape TensorBlocks::shape(const TensorView& t, std::int64_t block_
   Shape s;
   s.tile_rows = form == BlockForm::rows ? block_rows : t.dim();
   s.tile_columns = form == BlockForm::rows ? ld : block_rows;
-  s.block_elements = packed_bf16 ? packed_bf16_b_elements(s.tile_rows,
-                                                          static_cast<int>(s.tile_columns))
-                                 : s.tile_rows * s.tile_columns;
+  s.block_elements = packed_bf16
+                         ? packed_bf16_b_elements(s.tile_rows, static_cast<int>(s.tile_columns))
+                         : s.tile_rows * s.tile_columns;
   return s;
 }
 
-std::int64_t TensorBlocks::head_bytes(const TensorView& t, std::int64_t block_rows,
-                                      BlockForm form, std::int64_t ld, bool packed_bf16) {
+std::int64_t TensorBlocks::head_bytes(const TensorView& t, std::int64_t block_rows, BlockForm form,
+                                      std::int64_t ld, bool packed_bf16) {
   const std::int64_t element_bytes = packed_bf16 ? 2 : 4;
-  return ceil_div(t.seq(), block_rows) * shape(t, block_rows, form, ld, packed_bf16).block_elements *
-         element_bytes;
+  return ceil_div(t.seq(), block_rows) *
+         shape(t, block_rows, form, ld, packed_bf16).block_elements * element_bytes;
 }
 
 TensorBlocks::TensorBlocks(const TensorView& t, std::int64_t block_rows, BlockForm form,
@@ -55,8 +55,8 @@ void TensorBlocks::convert(std::int64_t first, std::int64_t count, int threads) 
     const std::int64_t rows = std::min(block_rows_, t_.seq() - row0);
     // bf16 blocks go through an fp32 tile (exact for bf16 values).
     std::vector<float> staging(packed_bf16_ ? tile_rows_ * tile_columns_ : 0);
-    float* tile_data = packed_bf16_ ? staging.data() : fp32_.get() + (slot * blocks_ + block) *
-                                                                         block_elements_;
+    float* tile_data =
+        packed_bf16_ ? staging.data() : fp32_.get() + (slot * blocks_ + block) * block_elements_;
     if (form_ == BlockForm::rows) {
       load_rows(t_, batch, head, row0, rows, block_rows_, tile_data, ld_);
     } else {

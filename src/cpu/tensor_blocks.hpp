@@ -46,8 +46,8 @@ class TensorBlocks {
   struct Shape {
     std::int64_t tile_rows, tile_columns, block_elements;
   };
-  static Shape shape(const TensorView& t, std::int64_t block_rows, BlockForm form,
-                     std::int64_t ld, bool packed_bf16);
+  static Shape shape(const TensorView& t, std::int64_t block_rows, BlockForm form, std::int64_t ld,
+                     bool packed_bf16);
 
   const TensorView& t_;
   std::int64_t block_rows_;

@@ -30,8 +30,8 @@ struct TileKernels {
   void (*transpose_16x16)(const float* src, int lds, float* dst, int ldd);
   // gemm_nn with both operands rounded to bf16 (fp32 sums), for bf16 inputs;
   // null where the CPU has no bf16 dot product (gemm_nn serves instead).
-  void (*gemm_bf16)(int m, int n, int k, const float* a, int lda, const float* b, int ldb,
-                    float* c, int ldc, bool accumulate) = nullptr;
+  void (*gemm_bf16)(int m, int n, int k, const float* a, int lda, const float* b, int ldb, float* c,
+                    int ldc, bool accumulate) = nullptr;
   // The same on operands rounded and packed once, for reuse across GEMMs
   // (tile_math.hpp: packed_bf16_a_elements); null with gemm_bf16.
   void (*pack_bf16_a)(int m, int k, const float* a, int lda, std::uint16_t* out) = nullptr;

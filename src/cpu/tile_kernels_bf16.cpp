@@ -30,7 +30,7 @@ constexpr int kTileRows = 16;
 constexpr int kTileBf16Columns = 32;
 // Padding of the packed operands: whole AMX tiles, so one packing serves both
 // kernels (vdpbf16ps needs only even k).
-constexpr int kRowMultiple = 2 * kTileRows;      // 2 x 2 tiles of C per step
+constexpr int kRowMultiple = 2 * kTileRows;       // 2 x 2 tiles of C per step
 constexpr int kDepthMultiple = kTileBf16Columns;  // one A tile's k
 constexpr int kColumnMultiple = 2 * kTileRows;
 static_assert(kRowMultiple == kPackedBf16Multiple && kDepthMultiple == kPackedBf16Multiple &&
@@ -44,8 +44,7 @@ constexpr int round_up_int(int value, int multiple) {
 enum Slot { kPackedA = 0, kPackedB = 1, kStagedC = 2 };
 
 // A[m, k] fp32 (lda) -> [m_padded, k_padded] bf16, zero padded.
-void pack_a(int m, int k, const float* a, int lda, std::uint16_t* out, int m_padded,
-            int k_padded) {
+void pack_a(int m, int k, const float* a, int lda, std::uint16_t* out, int m_padded, int k_padded) {
   for (int i = 0; i < m_padded; ++i) {
     std::uint16_t* row = out + static_cast<std::int64_t>(i) * k_padded;
     const float* in = a + static_cast<std::int64_t>(i) * lda;
@@ -65,8 +64,7 @@ void pack_a(int m, int k, const float* a, int lda, std::uint16_t* out, int m_pad
 }
 
 // B[k, n] fp32 (ldb, n a multiple of 16) -> [k_padded / 2, n_padded, 2] bf16.
-void pack_b(int k, int n, const float* b, int ldb, std::uint16_t* out, int k_padded,
-            int n_padded) {
+void pack_b(int k, int n, const float* b, int ldb, std::uint16_t* out, int k_padded, int n_padded) {
   // cvtne2ps gives [row 2p: 16 | row 2p+1: 16]; interleave to (2p, 2p+1) pairs.
   alignas(64) static constexpr std::uint16_t kInterleave[32] = {
       0, 16, 1, 17, 2,  18, 3,  19, 4,  20, 5,  21, 6,  22, 7,  23,
@@ -117,10 +115,10 @@ void pack_bf16_b(int k, int n, const float* b, int ldb, std::uint16_t* out) {
 
 Packed pack(int m, int n, int k, const float* a, int lda, const float* b, int ldb) {
   const Packed shape = packed_shape(m, n, k, nullptr, nullptr, 0);
-  auto* a_packed = static_cast<std::uint16_t*>(
-      tile_scratch(kPackedA, 2L * shape.m_padded * shape.k_padded));
-  auto* b_packed = static_cast<std::uint16_t*>(
-      tile_scratch(kPackedB, 2L * shape.k_padded * shape.n_padded));
+  auto* a_packed =
+      static_cast<std::uint16_t*>(tile_scratch(kPackedA, 2L * shape.m_padded * shape.k_padded));
+  auto* b_packed =
+      static_cast<std::uint16_t*>(tile_scratch(kPackedB, 2L * shape.k_padded * shape.n_padded));
   pack_bf16_a(m, k, a, lda, a_packed);
   pack_bf16_b(k, n, b, ldb, b_packed);
   return packed_shape(m, n, k, a_packed, b_packed, shape.n_padded);
@@ -200,8 +198,7 @@ void gemm_amx_packed(const Packed& p, int m, int n, float* c, int ldc, bool accu
   int staged_ld = ldc;
   if (!direct) {
     staged_ld = p.n_padded;
-    staged = static_cast<float*>(
-        tile_scratch(kStagedC, 4L * p.m_padded * p.n_padded));
+    staged = static_cast<float*>(tile_scratch(kStagedC, 4L * p.m_padded * p.n_padded));
     for (int i = 0; i < p.m_padded; ++i) {
       float* row = staged + static_cast<std::int64_t>(i) * staged_ld;
       if (accumulate && i < m) {
@@ -300,7 +297,7 @@ bool amx_usable() {
   constexpr unsigned kTileConfigAndData = 3u << 17;
   if ((xcr0_low & kTileConfigAndData) != kTileConfigAndData) return false;
   constexpr long kArchRequestComponentPermission = 0x1023;  // ARCH_REQ_XCOMP_PERM
-  constexpr long kTileDataComponent = 18;                    // XFEATURE_XTILEDATA
+  constexpr long kTileDataComponent = 18;                   // XFEATURE_XTILEDATA
   return syscall(SYS_arch_prctl, kArchRequestComponentPermission, kTileDataComponent) == 0;
 }
 

@@ -70,7 +70,8 @@ static_assert(kTileColumnMultiple % kLanes == 0);
 #pragma GCC unroll 16
   for (int width = kLanes / 2; width >= 1; width /= 2) {
 #pragma GCC unroll 16
-    for (int i = 0; i < width; ++i) lanes[i] = lanes[i + width] > lanes[i] ? lanes[i + width] : lanes[i];
+    for (int i = 0; i < width; ++i)
+      lanes[i] = lanes[i + width] > lanes[i] ? lanes[i + width] : lanes[i];
   }
   return lanes[0];
 }
@@ -162,17 +163,16 @@ constexpr int kWideVectors = kLanes == 16 ? 2 : kTileColumnMultiple / kLanes;
 
 // C[:, columns] for one strip of B's columns, all rows of A.
 template <int kVectors>
-[[gnu::always_inline]] inline void gemm_strip(int m, int k, const float* a, int lda,
-                                              const float* b, int ldb, float* c, int ldc,
-                                              bool accumulate) {
+[[gnu::always_inline]] inline void gemm_strip(int m, int k, const float* a, int lda, const float* b,
+                                              int ldb, float* c, int ldc, bool accumulate) {
   int i0 = 0;
   for (; i0 + kTallRows <= m; i0 += kTallRows) {
     gemm_block<kTallRows, kVectors>(k, a + static_cast<std::int64_t>(i0) * lda, lda, b, ldb,
                                     c + static_cast<std::int64_t>(i0) * ldc, ldc, accumulate);
   }
   for (; i0 < m; i0 += kTileRowMultiple) {
-    gemm_block<kTileRowMultiple, kVectors>(k, a + static_cast<std::int64_t>(i0) * lda, lda, b,
-                                           ldb, c + static_cast<std::int64_t>(i0) * ldc, ldc,
+    gemm_block<kTileRowMultiple, kVectors>(k, a + static_cast<std::int64_t>(i0) * lda, lda, b, ldb,
+                                           c + static_cast<std::int64_t>(i0) * ldc, ldc,
                                            accumulate);
   }
 }
@@ -218,9 +218,8 @@ float online_softmax_row(float* scores, int n, int visible_begin, int visible_en
   }
   const float old_max = row_max;
   const float block_row_max = horizontal_max(block_max);
-  const float scaled_block_max = positive_scale && block_row_max != kMaskedScore
-                                     ? block_row_max * scale_log2
-                                     : block_row_max;
+  const float scaled_block_max =
+      positive_scale && block_row_max != kMaskedScore ? block_row_max * scale_log2 : block_row_max;
   const float new_max = old_max > scaled_block_max ? old_max : scaled_block_max;
   // While every score so far is masked, subtract 0 instead of the (masked)
   // max: then P = exp2(masked) = 0 rather than exp2(0) = 1.
@@ -284,7 +283,7 @@ void scale_inplace(float* x, int n, float factor) {
 // per row and step (vpermt2ps).
 constexpr int low_row_lane(int w, int l) { return (l & w) ? kLanes + l - w : l; }
 constexpr int high_row_lane(int w, int l) { return (l & w) ? kLanes + l : l + w; }
-#define FLASHGEN_LANES_16(f, w)                                                                \
+#define FLASHGEN_LANES_16(f, w)                                                             \
   f(w, 0), f(w, 1), f(w, 2), f(w, 3), f(w, 4), f(w, 5), f(w, 6), f(w, 7), f(w, 8), f(w, 9), \
       f(w, 10), f(w, 11), f(w, 12), f(w, 13), f(w, 14), f(w, 15)
 

@@ -49,9 +49,7 @@ std::atomic<const TileKernels*>& active_slot() {
 
 }  // namespace
 
-const TileKernels& active_tile_kernels() {
-  return *active_slot().load(std::memory_order_relaxed);
-}
+const TileKernels& active_tile_kernels() { return *active_slot().load(std::memory_order_relaxed); }
 
 void set_active_tile_kernels(const TileKernels& kernels) {
   active_slot().store(&kernels, std::memory_order_relaxed);

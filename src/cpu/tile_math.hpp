@@ -52,9 +52,7 @@ bool has_packed_bf16_gemm();
 inline std::int64_t packed_bf16_a_elements(std::int64_t m, std::int64_t k) {
   return round_up(m, kPackedBf16Multiple) * round_up(k < 1 ? 1 : k, kPackedBf16Multiple);
 }
-inline int packed_bf16_b_pitch(int n) {
-  return static_cast<int>(round_up(n, kPackedBf16Multiple));
-}
+inline int packed_bf16_b_pitch(int n) { return static_cast<int>(round_up(n, kPackedBf16Multiple)); }
 inline std::int64_t packed_bf16_b_elements(std::int64_t k, int n) {
   return round_up(k < 1 ? 1 : k, kPackedBf16Multiple) * packed_bf16_b_pitch(n);
 }
@@ -63,8 +61,8 @@ void pack_bf16_b(int k, int n, const float* b, int ldb, std::uint16_t* out);
 void gemm_bf16_packed(int m, int n, int k, const std::uint16_t* a, const std::uint16_t* b,
                       int b_pitch, float* c, int ldc, bool accumulate);
 
-using GemmFunction = void (*)(int m, int n, int k, const float* a, int lda, const float* b,
-                              int ldb, float* c, int ldc, bool accumulate);
+using GemmFunction = void (*)(int m, int n, int k, const float* a, int lda, const float* b, int ldb,
+                              float* c, int ldc, bool accumulate);
 // The GEMM for a problem's inputs: gemm_bf16 for bf16, gemm_nn otherwise.
 inline GemmFunction gemm_for(DType dtype) { return dtype == DType::bf16 ? gemm_bf16 : gemm_nn; }
 

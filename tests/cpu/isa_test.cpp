@@ -61,8 +61,7 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Combine(::testing::ValuesIn(cpu::runnable_tile_kernels()),
                        ::testing::ValuesIn(isa_cases())),
     [](const ::testing::TestParamInfo<std::tuple<const TileKernels*, Case>>& info) {
-      return std::string(std::get<0>(info.param)->name) + "_" +
-             std::get<1>(info.param).to_string();
+      return std::string(std::get<0>(info.param)->name) + "_" + std::get<1>(info.param).to_string();
     });
 
 }  // namespace

@@ -81,9 +81,10 @@ void expect_gemm_matches_loops(GemmFunction gemm, int m, int n, int k, Operand o
 TEST_P(TileMath, GemmMatchesPlainLoops) {
   std::mt19937 rng(3);
   // n covers every register-block width (16 ... 64 columns) and a remainder.
-  for (const auto [m, n, k] : {std::tuple{8, 32, 0}, {8, 16, 1}, {8, 48, 7}, {12, 32, 64},
-                               {8, 64, 9}, {20, 112, 33}}) {
-    expect_gemm_matches_loops(GetParam()->gemm_nn, m, n, k, [](float x) { return x; }, rng);
+  for (const auto [m, n, k] :
+       {std::tuple{8, 32, 0}, {8, 16, 1}, {8, 48, 7}, {12, 32, 64}, {8, 64, 9}, {20, 112, 33}}) {
+    expect_gemm_matches_loops(
+        GetParam()->gemm_nn, m, n, k, [](float x) { return x; }, rng);
   }
 }
 
@@ -172,8 +173,8 @@ class TileMathBf16 : public ::testing::TestWithParam<const TileKernels*> {};
 TEST_P(TileMathBf16, GemmMatchesPlainLoopsOnRoundedOperands) {
   std::mt19937 rng(5);
   const auto bf16 = [](float x) { return bf16_to_float(float_to_bf16(x)); };
-  for (const auto [m, n, k] : {std::tuple{4, 16, 1}, {8, 48, 7}, {36, 80, 127}, {64, 64, 64},
-                               {32, 32, 33}}) {
+  for (const auto [m, n, k] :
+       {std::tuple{4, 16, 1}, {8, 48, 7}, {36, 80, 127}, {64, 64, 64}, {32, 32, 33}}) {
     expect_gemm_matches_loops(GetParam()->gemm_bf16, m, n, k, bf16, rng);
   }
 }
