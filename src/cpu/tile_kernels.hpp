@@ -1,5 +1,5 @@
 // The tile kernels of tile_math.hpp compiled once per instruction set, as
-// tables of functions; tile_math.cpp picks the best table the CPU runs.
+// tables of functions; isa_dispatch.hpp says which table runs.
 //
 // Why separate translation units and not target_clones: helper functions on
 // GCC vector types are lowered for the file's baseline target before they are

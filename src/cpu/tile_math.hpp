@@ -1,12 +1,14 @@
-// fp32 tile arithmetic for the CPU flash backend: one GEMM micro-kernel and
-// the softmax steps, on contiguous row-major tiles whose column counts are
-// padded to kTileColumnMultiple (padding columns hold zeros).
+// Tile arithmetic for the CPU flash backend: the GEMMs (fp32, and bf16 for
+// bf16 inputs) and the softmax steps, on contiguous row-major fp32 tiles
+// whose column counts are padded to kTileColumnMultiple (padding columns hold
+// zeros).
 //
 // Every function sums in a fixed order that depends only on the tile shape,
 // never on threads, so the backend is bit-identical for any thread count.
-// They are compiled for AVX2+FMA and for the baseline, and the best the CPU
-// runs is picked once (tile_kernels.hpp); results may differ between CPUs
-// (fused multiply-adds), never between runs or thread counts on one CPU.
+// They are compiled once per instruction set (baseline, AVX2, AVX-512,
+// AVX512-BF16, AMX) and one set is picked per process (isa_dispatch.hpp);
+// results may differ between sets (fused multiply-adds, bf16 GEMMs), never
+// between runs or thread counts with one set.
 #pragma once
 
 #include <cstdint>
@@ -16,7 +18,8 @@
 namespace flashgen::cpu {
 
 // Rows of a GEMM output (M) must be a multiple of kTileRowMultiple and columns
-// (N) of kTileColumnMultiple: the micro-kernel computes 4 x 16 blocks.
+// (N) of kTileColumnMultiple: the micro-kernels compute blocks of 4 (or 8)
+// rows and 16 (or 32) columns.
 inline constexpr int kTileRowMultiple = 4;
 inline constexpr int kTileColumnMultiple = 16;
 

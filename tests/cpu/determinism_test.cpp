@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include "active_kernels.hpp"
 #include "attention_case.hpp"
 #include "test_tensor.hpp"
 
@@ -62,6 +63,17 @@ TEST(CpuDeterminism, SameBitsForOneTwoAndThreeThreads) {
   const Outputs one = run_with_threads(c, 1);
   expect_identical(one, run_with_threads(c, 2), 2);
   expect_identical(one, run_with_threads(c, 3), 3);
+}
+
+// Every instruction set this machine runs, not only the dispatcher's choice
+// (the bf16 GEMMs on AMX tiles and dot products included).
+TEST(CpuDeterminism, SameBitsForOneAndThreeThreadsOnEveryInstructionSet) {
+  const Case c{1, 530, 300, 4, 2, 64, 64, true, DType::bf16, Layout::bhsd};
+  for (const cpu::TileKernels* kernels : cpu::runnable_tile_kernels()) {
+    SCOPED_TRACE(kernels->name);
+    ActiveKernels scope(*kernels);
+    expect_identical(run_with_threads(c, 1), run_with_threads(c, 3), 3);
+  }
 }
 
 TEST(CpuDeterminism, SameBitsRunToRun) {

@@ -1,6 +1,6 @@
 // The whole CPU backend run with every instruction set this machine has
-// (not only the one the dispatcher picks), against the fp64 reference, and
-// bit-identical for any thread count on each.
+// (not only the one the dispatcher picks), against the fp64 reference
+// (determinism_test.cpp checks each for thread-count independence).
 #include <string>
 #include <tuple>
 #include <vector>
@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include "attention_case.hpp"
+#include "active_kernels.hpp"
 #include "attention_check.hpp"
 #include "cpu/isa_dispatch.hpp"
 
@@ -15,20 +16,6 @@ namespace flashgen::testing {
 namespace {
 
 using cpu::TileKernels;
-
-// Runs the backend on `kernels` for one scope.
-class ActiveKernels {
- public:
-  explicit ActiveKernels(const TileKernels& kernels) : saved_(cpu::active_tile_kernels()) {
-    cpu::set_active_tile_kernels(kernels);
-  }
-  ~ActiveKernels() { cpu::set_active_tile_kernels(saved_); }
-  ActiveKernels(const ActiveKernels&) = delete;
-  ActiveKernels& operator=(const ActiveKernels&) = delete;
-
- private:
-  const TileKernels& saved_;
-};
 
 // Whole and partial blocks, odd and large dimensions, GQA, causal rows that
 // see no key, every dtype.
