@@ -14,8 +14,11 @@ namespace flashgen::cpu {
 
 std::vector<const TileKernels*> runnable_tile_kernels() {
   std::vector<const TileKernels*> tables = {&generic_tile_kernels()};
-  for (const TileKernels* table : {avx2_tile_kernels(), avx512_tile_kernels(),
-                                   avx512_bf16_tile_kernels(), amx_tile_kernels()}) {
+  // avx512_bf16 ranks below avx512: on Xeons vdpbf16ps does as many
+  // multiply-adds per cycle as fp32 FMAs, and its operands must be packed
+  // (docs/experiments.md); it runs where FLASHGEN_CPU_ISA asks for it.
+  for (const TileKernels* table : {avx2_tile_kernels(), avx512_bf16_tile_kernels(),
+                                   avx512_tile_kernels(), amx_tile_kernels()}) {
     if (table != nullptr) tables.push_back(table);
   }
   return tables;
