@@ -8,6 +8,11 @@
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #define FLASHGEN_HAS_AVX512_KERNELS 1
+#include <immintrin.h>
+// GCC 12 reports the pass-through operand the intrinsics fill with
+// _mm512_undefined_ps() as uninitialized (a false positive of GCC 12).
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 
 FLASHGEN_ISA_TARGET_BEGIN("avx512f,avx512bw,avx512vl,avx512dq")
 
