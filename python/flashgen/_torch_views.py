@@ -77,10 +77,11 @@ def row_stats_view(tensor: torch.Tensor) -> _capi.RowStats:
 def options_for(device: torch.device, *, causal: bool, scale, deterministic: bool) -> _capi.Options:
     """Options that run on the tensors' device: CUDA tensors on the current
     stream of their device (so CUDA graphs capture the launches), CPU tensors
-    on the CPU backend."""
+    on the CPU backend with torch.get_num_threads() threads."""
     if device.type == "cuda":
         stream = torch.cuda.current_stream(device).cuda_stream
         return _capi.make_options(scale=scale, causal=causal, backend=_capi.FG_BACKEND_CUDA,
                                   deterministic=deterministic, stream=stream)
+    # As torch's own CPU operators do: the thread count the caller gave torch.
     return _capi.make_options(scale=scale, causal=causal, backend=_capi.FG_BACKEND_CPU,
-                              deterministic=deterministic)
+                              deterministic=deterministic, cpu_threads=torch.get_num_threads())

@@ -260,3 +260,17 @@ def test_autograd_function_fallback_for_pytorch_without_custom_op():
         [package_dir, *filter(None, [os.environ.get("PYTHONPATH")])]))
     result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
     assert result.returncode == 0 and result.stdout.strip() == "ok", result.stderr
+
+
+def test_cpu_calls_follow_torch_thread_count():
+    from flashgen._torch_views import options_for
+
+    before = torch.get_num_threads()
+    try:
+        for threads in (1, 3):
+            torch.set_num_threads(threads)
+            options = options_for(torch.device("cpu"), causal=False, scale=None,
+                                  deterministic=True)
+            assert options.cpu_threads == threads
+    finally:
+        torch.set_num_threads(before)

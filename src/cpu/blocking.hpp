@@ -15,15 +15,20 @@ struct Blocking {
   std::int64_t key_rows = 0;    // key rows per tile
 };
 
-// 64 x 64 score tiles keep a task's fp32 tiles (Q, Kᵀ, V, S, O: ~150 KiB at
-// D = 128) well inside a core's L2; beyond D = 256, halve the query block so
-// the Q and O tiles stay about as large.
-// Measured (bf16, B=1, H=4, N=1024, one thread, AVX2 kernels): 128-row query
-// blocks or 128-key blocks change forward and backward by less than the run
-// to run noise (~3%) at D = 64, 128, 256, so the smaller tiles stay: they
-// give more tasks to spread over threads on short sequences.
+// 256 x 256 score tiles: every key block loaded (and, for bf16, packed) is
+// used by 256 query rows, every Q tile by 256 keys, and each score row's
+// softmax bookkeeping (max, sum, O rescale) is paid once per 256 keys. A
+// task's fp32 tiles stay within a core's L2 (~1.3 MiB at D = 128). Beyond
+// D = 256 the query block halves so the Q and O tiles stay about as large.
+// Measured (one thread, B=1, H=2, N=1024, GFLOP/s forward / backward):
+//   query x key rows     f32 D=128 (avx512)   bf16 D=128 (amx)
+//   64 x 64               86 / 73             144 / 124
+//   128 x 128             98 / 74             220 / 196
+//   256 x 128            108 / 79             265 / 234
+//   256 x 256            112 / 82             304 / 270
+// Results depend only on the problem, never on the thread count.
 inline Blocking choose_blocking(const Problem& p) {
-  constexpr std::int64_t kScoreTile = 64;
+  constexpr std::int64_t kScoreTile = 256;
   constexpr std::int64_t kLargeDimension = 256;
   const std::int64_t widest = p.dim_qk > p.dim_v ? p.dim_qk : p.dim_v;
   Blocking b;

@@ -1,34 +1,48 @@
-// CPU flash backward in two passes, without atomics, recomputing P from the
-// forward's LSE instead of storing it.
-//
-// Query pass, one task per (batch, query head, block of query rows):
+// CPU flash backward without atomics, recomputing P from the forward's LSE
+// instead of storing it. First, per (batch, query head, block of query rows):
 //   Dterm = rowsum(dO ∘ O)             -> fp32 scratch [batch, heads_q, seq_q]
-//   for each key block: S = Q·Kᵀ, P = exp2(S·c - L2), dP = dO·Vᵀ,
-//                       dS = P ∘ (dP - Dterm), dQ += dS·K
-//   dQ *= scale
-// Key/value pass, one task per (batch, kv head, block of key rows), after the
-// query pass (it reads Dterm):
+// Then the key/value pass, one task per (batch, kv head, block of key rows):
 //   for each query head of the kv head's group, for each query block:
 //       Sᵀ = K·Qᵀ, Pᵀ = exp2(Sᵀ·c - L2), dPᵀ = V·dOᵀ, dSᵀ = Pᵀ ∘ (dPᵀ - Dterm),
-//       dV += Pᵀ·dO, dK += dSᵀ·Q
+//       dV += Pᵀ·dO, dK += dSᵀ·Q, and dQ's share dQ_kb = dS·K
 //   dK *= scale
-// c = scale·log2(e), L2 = LSE·log2(e). Every output row is owned by one task
-// and summed in a fixed order, so results do not depend on the thread count.
+// and dQ = scale · Σ_kb dQ_kb summed over key blocks in order, per query
+// block: five GEMMs per tile pair. The shares take key_blocks x the size of
+// dQ, so (batch, kv head) pairs go a memory budget's worth at a time; where
+// one pair alone is over it, the query pass computes dQ instead:
+//   for each key block: S = Q·Kᵀ, P = exp2(S·c - L2), dP = dO·Vᵀ,
+//                       dS = P ∘ (dP - Dterm), dQ += dS·K
+// (seven GEMMs: S and dP twice). c = scale·log2(e), L2 = LSE·log2(e). Every
+// output row is owned by one task and summed in a fixed order, so results do
+// not depend on the thread count. FLASHGEN_CPU_BACKWARD=query_pass forces the
+// query pass (tests run both ways).
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstdint>
+#include <memory>
 #include <numbers>
+#include <string_view>
 #include <vector>
 
 #include "common/problem.hpp"
 #include "cpu/blocking.hpp"
 #include "cpu/cpu_backend.hpp"
+#include "cpu/tensor_blocks.hpp"
 #include "cpu/thread_pool.hpp"
 #include "cpu/tile_io.hpp"
 #include "cpu/tile_math.hpp"
 
 namespace flashgen::cpu {
 namespace {
+
+// Q and dO converted once per pass over (batch, kv head) pairs, for the
+// key/value pass: Qᵀ and dOᵀ (B of Sᵀ and dPᵀ), Q and dO rows (B of dK and
+// dV), fp32 or packed bf16.
+struct QueryBlocks {
+  TensorBlocks q_transposed, q, grad_o_transposed, grad_o;
+  bool packed;
+};
 
 struct BackwardContext {
   const Problem& p;
@@ -37,6 +51,29 @@ struct BackwardContext {
   std::int64_t dim_qk_padded, dim_v_padded;
   float scale_log2;
   std::vector<float> dterm;  // [batch, heads_q, seq_q] rowsum(dO ∘ O)
+  // dQ's shares, when the key/value pass computes them, for (batch, kv head)
+  // pairs [first_pair, first_pair + pairs):
+  // [pair - first_pair, head in group, key block, query_blocks · query_rows, dim_qk_padded]
+  float* dq_shares = nullptr;
+  std::int64_t first_pair = 0;
+  // Q and dO blocks of the query heads of those pairs, for the key/value pass.
+  const QueryBlocks* query_blocks_converted = nullptr;
+
+  std::int64_t key_blocks() const { return ceil_div(p.seq_kv, blocking.key_rows); }
+  std::int64_t query_blocks() const { return ceil_div(p.seq_q, blocking.query_rows); }
+  std::int64_t share_floats() const { return query_blocks() * blocking.query_rows * dim_qk_padded; }
+  float* dq_share(std::int64_t pair, std::int64_t head, std::int64_t key_block) const {
+    const std::int64_t slot = pair - first_pair;
+    const std::int64_t in_group = head % p.group_size();
+    return dq_shares +
+           ((slot * p.group_size() + in_group) * key_blocks() + key_block) * share_floats();
+  }
+  // The first query row the key/value task of `key_block` visits (a query
+  // block's first row): earlier queries see none of its keys.
+  std::int64_t query_begin(std::int64_t key_block) const {
+    return first_query(p, key_block * blocking.key_rows) / blocking.query_rows *
+           blocking.query_rows;
+  }
 
   std::int64_t dterm_index(std::int64_t batch, std::int64_t head, std::int64_t row) const {
     return (batch * p.heads_q + head) * p.seq_q + row;
@@ -51,13 +88,26 @@ struct BackwardContext {
   }
 };
 
+// ---- Dterm ----
+
+void dterm_block(BackwardContext& c, std::int64_t batch, std::int64_t head, std::int64_t block) {
+  const std::int64_t row0 = block * c.blocking.query_rows;
+  const std::int64_t rows = std::min(c.blocking.query_rows, c.p.seq_q - row0);
+  std::vector<float> grad_o(c.dim_v_padded), o(c.dim_v_padded);  // one row each
+  for (std::int64_t r = 0; r < rows; ++r) {
+    load_rows(c.args.grad_o, batch, head, row0 + r, 1, 1, grad_o.data(), c.dim_v_padded);
+    load_rows(c.args.o, batch, head, row0 + r, 1, 1, o.data(), c.dim_v_padded);
+    c.dterm[c.dterm_index(batch, head, row0 + r)] =
+        dot(grad_o.data(), o.data(), static_cast<int>(c.dim_v_padded));
+  }
+}
+
 // ---- Query pass ----
 
 struct QueryTiles {
   QueryTiles(const BackwardContext& c)
       : q(c.blocking.query_rows * c.p.dim_qk),
         grad_o(c.blocking.query_rows * c.dim_v_padded),
-        o_row(c.dim_v_padded),
         k_transposed(c.p.dim_qk * c.blocking.key_rows),
         k(c.blocking.key_rows * c.dim_qk_padded),
         v_transposed(c.p.dim_v * c.blocking.key_rows),
@@ -69,7 +119,6 @@ struct QueryTiles {
 
   std::vector<float> q;             // [query_rows, dim_qk]
   std::vector<float> grad_o;        // [query_rows, dim_v_padded]
-  std::vector<float> o_row;         // [dim_v_padded]
   std::vector<float> k_transposed;  // [dim_qk, key_rows]
   std::vector<float> k;             // [key_rows, dim_qk_padded]
   std::vector<float> v_transposed;  // [dim_v, key_rows]
@@ -90,20 +139,14 @@ void backward_query_block(BackwardContext& c, std::int64_t batch, std::int64_t h
   const std::int64_t rows = std::min(c.blocking.query_rows, p.seq_q - row0);
   const std::int64_t rows_padded = round_up(rows, kTileRowMultiple);
   const std::int64_t key_ld = c.blocking.key_rows;
+  const GemmFunction gemm = gemm_for(p.dtype);
 
   load_rows(a.q, batch, head, row0, rows, rows_padded, t.q.data(), p.dim_qk);
   load_rows(a.grad_o, batch, head, row0, rows, rows_padded, t.grad_o.data(), c.dim_v_padded);
   for (std::int64_t r = 0; r < rows_padded; ++r) {
-    if (r < rows) {
-      load_rows(a.o, batch, head, row0 + r, 1, 1, t.o_row.data(), c.dim_v_padded);
-      t.dterm[r] = dot(t.grad_o.data() + r * c.dim_v_padded, t.o_row.data(),
-                       static_cast<int>(c.dim_v_padded));
-      c.dterm[c.dterm_index(batch, head, row0 + r)] = t.dterm[r];
-      t.lse_log2[r] = c.lse_log2(batch, head, row0 + r);
-    } else {
-      t.dterm[r] = 0.0f;
-      t.lse_log2[r] = 0.0f;
-    }
+    const bool real = r < rows;
+    t.dterm[r] = real ? c.dterm[c.dterm_index(batch, head, row0 + r)] : 0.0f;
+    t.lse_log2[r] = real ? c.lse_log2(batch, head, row0 + r) : 0.0f;
   }
 
   const std::int64_t key_end = visible_keys(p, row0 + rows - 1);
@@ -115,11 +158,11 @@ void backward_query_block(BackwardContext& c, std::int64_t batch, std::int64_t h
     load_rows_transposed(a.v, batch, kv_head, key0, keys, t.v_transposed.data(), key_ld);
 
     // S = Q·Kᵀ, then P  [rows_padded, keys_padded]
-    gemm_nn(rows_padded, keys_padded, p.dim_qk, t.q.data(), p.dim_qk, t.k_transposed.data(),
-            key_ld, t.p.data(), key_ld, false);
+    gemm(rows_padded, keys_padded, p.dim_qk, t.q.data(), p.dim_qk, t.k_transposed.data(), key_ld,
+         t.p.data(), key_ld, false);
     // dP = dO·Vᵀ  [rows_padded, keys_padded]
-    gemm_nn(rows_padded, keys_padded, p.dim_v, t.grad_o.data(), c.dim_v_padded,
-            t.v_transposed.data(), key_ld, t.dp.data(), key_ld, false);
+    gemm(rows_padded, keys_padded, p.dim_v, t.grad_o.data(), c.dim_v_padded, t.v_transposed.data(),
+         key_ld, t.dp.data(), key_ld, false);
     for (std::int64_t r = 0; r < rows_padded; ++r) {
       const std::int64_t visible = r < rows ? visible_keys(p, row0 + r) - key0 : 0;
       const int visible_end = static_cast<int>(std::clamp<std::int64_t>(visible, 0, keys));
@@ -129,8 +172,8 @@ void backward_query_block(BackwardContext& c, std::int64_t batch, std::int64_t h
       score_gradient_row(p_row, t.dp.data() + r * key_ld, keys_padded, t.dterm[r]);
     }
     // dQ += dS·K  [rows_padded, dim_qk_padded]
-    gemm_nn(rows_padded, c.dim_qk_padded, keys_padded, t.dp.data(), key_ld, t.k.data(),
-            c.dim_qk_padded, t.grad_q.data(), c.dim_qk_padded, true);
+    gemm(rows_padded, c.dim_qk_padded, keys_padded, t.dp.data(), key_ld, t.k.data(),
+         c.dim_qk_padded, t.grad_q.data(), c.dim_qk_padded, true);
   }
   store_rows(a.grad_q, batch, head, row0, rows, t.grad_q.data(), c.dim_qk_padded,
              static_cast<float>(p.scale));
@@ -139,62 +182,107 @@ void backward_query_block(BackwardContext& c, std::int64_t batch, std::int64_t h
 // ---- Key/value pass ----
 
 struct KeyValueTiles {
-  KeyValueTiles(const BackwardContext& c)
+  KeyValueTiles(const BackwardContext& c, bool packed)
       : k(c.blocking.key_rows * c.p.dim_qk),
         v(c.blocking.key_rows * c.p.dim_v),
-        q_transposed(c.p.dim_qk * c.blocking.query_rows),
-        q(c.blocking.query_rows * c.dim_qk_padded),
-        grad_o_transposed(c.p.dim_v * c.blocking.query_rows),
-        grad_o(c.blocking.query_rows * c.dim_v_padded),
         p(c.blocking.key_rows * c.blocking.query_rows),
         dp(c.blocking.key_rows * c.blocking.query_rows),
         grad_k(c.blocking.key_rows * c.dim_qk_padded, 0.0f),
         grad_v(c.blocking.key_rows * c.dim_v_padded, 0.0f),
         lse_log2(c.blocking.query_rows),
-        dterm(c.blocking.query_rows) {}
+        dterm(c.blocking.query_rows) {
+    const std::int64_t keys = c.blocking.key_rows, queries = c.blocking.query_rows;
+    if (c.dq_shares != nullptr) {
+      k_padded.resize(keys * c.dim_qk_padded);
+      ds.resize(queries * keys);
+    }
+    if (packed) {
+      k_a.resize(packed_bf16_a_elements(keys, c.p.dim_qk));
+      v_a.resize(packed_bf16_a_elements(keys, c.p.dim_v));
+      k_b.resize(packed_bf16_b_elements(keys, static_cast<int>(c.dim_qk_padded)));
+      scores_a.resize(packed_bf16_a_elements(std::max(keys, queries), std::max(keys, queries)));
+    }
+  }
 
-  std::vector<float> k;                  // [key_rows, dim_qk]
-  std::vector<float> v;                  // [key_rows, dim_v]
-  std::vector<float> q_transposed;       // [dim_qk, query_rows]
-  std::vector<float> q;                  // [query_rows, dim_qk_padded]
-  std::vector<float> grad_o_transposed;  // [dim_v, query_rows]
-  std::vector<float> grad_o;             // [query_rows, dim_v_padded]
-  std::vector<float> p;                  // [key_rows, query_rows]: Sᵀ, then Pᵀ
-  std::vector<float> dp;                 // [key_rows, query_rows]: dPᵀ, then dSᵀ
-  std::vector<float> grad_k;             // [key_rows, dim_qk_padded]
-  std::vector<float> grad_v;             // [key_rows, dim_v_padded]
-  std::vector<float> lse_log2;           // [query_rows] per column
-  std::vector<float> dterm;              // [query_rows] per column
+  std::vector<float> k;         // [key_rows, dim_qk]
+  std::vector<float> v;         // [key_rows, dim_v]
+  std::vector<float> p;         // [key_rows, query_rows]: Sᵀ, then Pᵀ
+  std::vector<float> dp;        // [key_rows, query_rows]: dPᵀ, then dSᵀ
+  std::vector<float> grad_k;    // [key_rows, dim_qk_padded]
+  std::vector<float> grad_v;    // [key_rows, dim_v_padded]
+  std::vector<float> lse_log2;  // [query_rows] per column
+  std::vector<float> dterm;     // [query_rows] per column
+  // With dQ shares:
+  std::vector<float> k_padded;  // [key_rows, dim_qk_padded]
+  std::vector<float> ds;        // [query_rows, key_rows]: dS = (dSᵀ)ᵀ
+  // Packed bf16 operands: K and V as A, K as B (dQ's share), and one of Pᵀ,
+  // dSᵀ, dS as A at a time.
+  std::vector<std::uint16_t> k_a, v_a, k_b, scores_a;
+};
+
+// C (+)= A·B for this pass: A given as fp32 (`a`, lda) or, packed, as
+// packed A (`a_packed`, or packed from `a` into `scratch` first); B as the
+// fp32 tile or packed block of `b`.
+struct PassGemm {
+  bool packed;
+  GemmFunction gemm;
+
+  void operator()(std::int64_t m, std::int64_t n, std::int64_t k, const float* a, std::int64_t lda,
+                  const std::uint16_t* a_packed, std::vector<std::uint16_t>* scratch,
+                  const TensorBlocks& b, std::int64_t slot, std::int64_t block, std::int64_t ldb,
+                  float* out, std::int64_t ldc, bool accumulate) const {
+    if (!packed) {
+      gemm(m, n, k, a, lda, b.tile(slot, block), ldb, out, ldc, accumulate);
+      return;
+    }
+    if (a_packed == nullptr) {
+      pack_bf16_a(m, k, a, lda, scratch->data());
+      a_packed = scratch->data();
+    }
+    gemm_bf16_packed(m, n, k, a_packed, b.packed(slot, block), b.packed_pitch(), out, ldc,
+                     accumulate);
+  }
 };
 
 void backward_key_value_block(BackwardContext& c, std::int64_t batch, std::int64_t kv_head,
                               std::int64_t block) {
   const Problem& p = c.p;
   const BackwardArgs& a = c.args;
-  KeyValueTiles t(c);
+  const QueryBlocks& qb = *c.query_blocks_converted;
+  KeyValueTiles t(c, qb.packed);
   const std::int64_t key0 = block * c.blocking.key_rows;
   const std::int64_t keys = std::min(c.blocking.key_rows, p.seq_kv - key0);
-  const std::int64_t keys_padded = round_up(keys, kTileRowMultiple);
+  // Whole 16 x 16 blocks of dSᵀ for its transpose.
+  const std::int64_t keys_padded = round_up(keys, kTileColumnMultiple);
   const std::int64_t query_ld = c.blocking.query_rows;
+  const std::int64_t key_ld = c.blocking.key_rows;
+  const PassGemm gemm{qb.packed, gemm_for(p.dtype)};
+  const bool shares = c.dq_shares != nullptr;
 
   load_rows(a.k, batch, kv_head, key0, keys, keys_padded, t.k.data(), p.dim_qk);
   load_rows(a.v, batch, kv_head, key0, keys, keys_padded, t.v.data(), p.dim_v);
+  if (shares) {
+    load_rows(a.k, batch, kv_head, key0, keys, keys_padded, t.k_padded.data(), c.dim_qk_padded);
+  }
+  if (qb.packed) {
+    pack_bf16_a(keys_padded, p.dim_qk, t.k.data(), p.dim_qk, t.k_a.data());
+    pack_bf16_a(keys_padded, p.dim_v, t.v.data(), p.dim_v, t.v_a.data());
+    if (shares) {
+      pack_bf16_b(keys_padded, c.dim_qk_padded, t.k_padded.data(), c.dim_qk_padded, t.k_b.data());
+    }
+  }
+  const std::uint16_t* k_a = qb.packed ? t.k_a.data() : nullptr;
+  const std::uint16_t* v_a = qb.packed ? t.v_a.data() : nullptr;
 
-  // Queries before the one that sees the block's first key see none of it;
-  // start at the query block holding it.
-  const std::int64_t query_begin =
-      first_query(p, key0) / c.blocking.query_rows * c.blocking.query_rows;
   const std::int64_t group = p.group_size();
+  const std::int64_t pair = batch * p.heads_kv + kv_head;
   for (std::int64_t head = kv_head * group; head < (kv_head + 1) * group; ++head) {
-    for (std::int64_t q0 = query_begin; q0 < p.seq_q; q0 += c.blocking.query_rows) {
+    // This head's slot among the converted query-side blocks.
+    const std::int64_t slot = (pair - c.first_pair) * group + head % group;
+    for (std::int64_t q0 = c.query_begin(block); q0 < p.seq_q; q0 += c.blocking.query_rows) {
+      const std::int64_t q_block = q0 / c.blocking.query_rows;
       const std::int64_t queries = std::min(c.blocking.query_rows, p.seq_q - q0);
       const std::int64_t queries_padded = round_up(queries, kTileColumnMultiple);
-      load_rows_transposed(a.q, batch, head, q0, queries, t.q_transposed.data(), query_ld);
-      load_rows(a.q, batch, head, q0, queries, queries_padded, t.q.data(), c.dim_qk_padded);
-      load_rows_transposed(a.grad_o, batch, head, q0, queries, t.grad_o_transposed.data(),
-                           query_ld);
-      load_rows(a.grad_o, batch, head, q0, queries, queries_padded, t.grad_o.data(),
-                c.dim_v_padded);
       for (std::int64_t col = 0; col < queries_padded; ++col) {
         const bool real = col < queries;
         t.lse_log2[col] = real ? c.lse_log2(batch, head, q0 + col) : 0.0f;
@@ -202,11 +290,11 @@ void backward_key_value_block(BackwardContext& c, std::int64_t batch, std::int64
       }
 
       // Sᵀ = K·Qᵀ  [keys_padded, queries_padded]
-      gemm_nn(keys_padded, queries_padded, p.dim_qk, t.k.data(), p.dim_qk,
-              t.q_transposed.data(), query_ld, t.p.data(), query_ld, false);
+      gemm(keys_padded, queries_padded, p.dim_qk, t.k.data(), p.dim_qk, k_a, nullptr,
+           qb.q_transposed, slot, q_block, query_ld, t.p.data(), query_ld, false);
       // dPᵀ = V·dOᵀ  [keys_padded, queries_padded]
-      gemm_nn(keys_padded, queries_padded, p.dim_v, t.v.data(), p.dim_v,
-              t.grad_o_transposed.data(), query_ld, t.dp.data(), query_ld, false);
+      gemm(keys_padded, queries_padded, p.dim_v, t.v.data(), p.dim_v, v_a, nullptr,
+           qb.grad_o_transposed, slot, q_block, query_ld, t.dp.data(), query_ld, false);
       for (std::int64_t r = 0; r < keys_padded; ++r) {
         // Key row r is seen by the queries in [first_query, seq_q).
         const std::int64_t begin = first_query(p, key0 + r) - q0;
@@ -220,17 +308,61 @@ void backward_key_value_block(BackwardContext& c, std::int64_t batch, std::int64
                                      t.dterm.data());
       }
       // dV += Pᵀ·dO  [keys_padded, dim_v_padded]
-      gemm_nn(keys_padded, c.dim_v_padded, queries_padded, t.p.data(), query_ld,
-              t.grad_o.data(), c.dim_v_padded, t.grad_v.data(), c.dim_v_padded, true);
+      gemm(keys_padded, c.dim_v_padded, queries_padded, t.p.data(), query_ld, nullptr, &t.scores_a,
+           qb.grad_o, slot, q_block, c.dim_v_padded, t.grad_v.data(), c.dim_v_padded, true);
       // dK += dSᵀ·Q  [keys_padded, dim_qk_padded]
-      gemm_nn(keys_padded, c.dim_qk_padded, queries_padded, t.dp.data(), query_ld, t.q.data(),
-              c.dim_qk_padded, t.grad_k.data(), c.dim_qk_padded, true);
+      gemm(keys_padded, c.dim_qk_padded, queries_padded, t.dp.data(), query_ld, nullptr,
+           &t.scores_a, qb.q, slot, q_block, c.dim_qk_padded, t.grad_k.data(), c.dim_qk_padded,
+           true);
+      if (shares) {
+        // dS = (dSᵀ)ᵀ  [queries_padded, keys_padded], 16 x 16 blocks
+        for (std::int64_t r = 0; r < keys_padded; r += kTileColumnMultiple) {
+          for (std::int64_t col = 0; col < queries_padded; col += kTileColumnMultiple) {
+            transpose_16x16(t.dp.data() + r * query_ld + col, static_cast<int>(query_ld),
+                            t.ds.data() + col * key_ld + r, static_cast<int>(key_ld));
+          }
+        }
+        // dQ_kb = dS·K  [queries_padded, dim_qk_padded]
+        float* share = c.dq_share(pair, head, block) + q0 * c.dim_qk_padded;
+        if (qb.packed) {
+          pack_bf16_a(queries_padded, keys_padded, t.ds.data(), key_ld, t.scores_a.data());
+          gemm_bf16_packed(queries_padded, c.dim_qk_padded, keys_padded, t.scores_a.data(),
+                           t.k_b.data(), packed_bf16_b_pitch(c.dim_qk_padded), share,
+                           c.dim_qk_padded, false);
+        } else {
+          gemm.gemm(queries_padded, c.dim_qk_padded, keys_padded, t.ds.data(), key_ld,
+                    t.k_padded.data(), c.dim_qk_padded, share, c.dim_qk_padded, false);
+        }
+      }
     }
   }
   store_rows(a.grad_k, batch, kv_head, key0, keys, t.grad_k.data(), c.dim_qk_padded,
              static_cast<float>(p.scale));
   store_rows(a.grad_v, batch, kv_head, key0, keys, t.grad_v.data(), c.dim_v_padded, 1.0f);
 }
+
+// ---- dQ from its shares ----
+
+void sum_query_block(BackwardContext& c, std::int64_t batch, std::int64_t head,
+                     std::int64_t block) {
+  const std::int64_t row0 = block * c.blocking.query_rows;
+  const std::int64_t rows = std::min(c.blocking.query_rows, c.p.seq_q - row0);
+  const std::int64_t floats = rows * c.dim_qk_padded;
+  std::vector<float> grad_q(floats, 0.0f);  // [rows, dim_qk_padded]
+  const std::int64_t pair = batch * c.p.heads_kv + head / c.p.group_size();
+  // Key blocks in order; one whose task started after this block has no share.
+  for (std::int64_t key_block = 0; key_block < c.key_blocks(); ++key_block) {
+    if (c.query_begin(key_block) > row0) continue;
+    const float* share = c.dq_share(pair, head, key_block) + row0 * c.dim_qk_padded;
+    for (std::int64_t i = 0; i < floats; ++i) grad_q[i] += share[i];
+  }
+  store_rows(c.args.grad_q, batch, head, row0, rows, grad_q.data(), c.dim_qk_padded,
+             static_cast<float>(c.p.scale));
+}
+
+// At most this much memory for dQ's shares (one (batch, kv head) pair's
+// shares are 2 x 8 key blocks x 2048 x 128 fp32 = 8 MiB at N = 2048, D = 128).
+constexpr std::int64_t kShareBudgetBytes = std::int64_t{256} << 20;
 
 }  // namespace
 
@@ -243,21 +375,78 @@ void backward(const Problem& p, const BackwardArgs& args, int threads) {
                     static_cast<float>(p.scale * std::numbers::log2e),
                     std::vector<float>(p.batch * p.heads_q * p.seq_q)};
 
-  const std::int64_t query_blocks = ceil_div(p.seq_q, c.blocking.query_rows);
+  const std::int64_t query_blocks = c.query_blocks(), key_blocks = c.key_blocks();
   parallel_for(p.batch * p.heads_q * query_blocks, threads, [&](std::int64_t task) {
-    // Causal: later query blocks see more keys; hand them out first.
-    const std::int64_t block = query_blocks - 1 - task % query_blocks;
-    const std::int64_t batch_head = task / query_blocks;
-    backward_query_block(c, batch_head / p.heads_q, batch_head % p.heads_q, block);
+    dterm_block(c, task / query_blocks / p.heads_q, task / query_blocks % p.heads_q,
+                task % query_blocks);
   });
 
-  const std::int64_t key_blocks = ceil_div(p.seq_kv, c.blocking.key_rows);
-  parallel_for(p.batch * p.heads_kv * key_blocks, threads, [&](std::int64_t task) {
+  // (batch, kv head) pairs a pass at a time: Q and dO of their query heads
+  // converted once, dQ's shares (unless the query pass computes dQ).
+  const std::int64_t group = p.group_size();
+  const bool packed = p.dtype == DType::bf16 && has_packed_bf16_gemm();
+  const std::int64_t query_rows = c.blocking.query_rows;
+  const std::int64_t query_side_bytes =
+      group *
+      (TensorBlocks::head_bytes(args.q, query_rows, BlockForm::transposed, 0, packed) +
+       TensorBlocks::head_bytes(args.q, query_rows, BlockForm::rows, c.dim_qk_padded, packed) +
+       TensorBlocks::head_bytes(args.grad_o, query_rows, BlockForm::transposed, 0, packed) +
+       TensorBlocks::head_bytes(args.grad_o, query_rows, BlockForm::rows, c.dim_v_padded, packed));
+  const std::int64_t share_bytes =
+      group * key_blocks * c.share_floats() * std::int64_t{sizeof(float)};
+  const char* forced = std::getenv("FLASHGEN_CPU_BACKWARD");
+  const bool query_pass = share_bytes > kShareBudgetBytes ||
+                          (forced != nullptr && std::string_view(forced) == "query_pass");
+  const std::int64_t pair_bytes = query_side_bytes + (query_pass ? 0 : share_bytes);
+  const std::int64_t pairs = p.batch * p.heads_kv;
+  const std::int64_t per_pass =
+      std::clamp<std::int64_t>(kShareBudgetBytes / std::max<std::int64_t>(pair_bytes, 1), 1,
+                               std::max<std::int64_t>(pairs, 1));
+
+  if (query_pass) {
+    parallel_for(p.batch * p.heads_q * query_blocks, threads, [&](std::int64_t task) {
+      // Causal: later query blocks see more keys; hand them out first.
+      const std::int64_t block = query_blocks - 1 - task % query_blocks;
+      const std::int64_t batch_head = task / query_blocks;
+      backward_query_block(c, batch_head / p.heads_q, batch_head % p.heads_q, block);
+    });
+  }
+
+  const std::int64_t heads_per_pass = per_pass * group;
+  QueryBlocks blocks{
+      TensorBlocks(args.q, query_rows, BlockForm::transposed, 0, packed, heads_per_pass),
+      TensorBlocks(args.q, query_rows, BlockForm::rows, c.dim_qk_padded, packed, heads_per_pass),
+      TensorBlocks(args.grad_o, query_rows, BlockForm::transposed, 0, packed, heads_per_pass),
+      TensorBlocks(args.grad_o, query_rows, BlockForm::rows, c.dim_v_padded, packed,
+                   heads_per_pass),
+      packed};
+  c.query_blocks_converted = &blocks;
+  // Left uninitialized (zeroing would cost a pass over memory as large as
+  // the GEMM operands): every share a sum reads is written by its key/value
+  // task first.
+  const std::unique_ptr<float[]> shares = std::make_unique_for_overwrite<float[]>(
+      query_pass ? 0 : per_pass * group * key_blocks * c.share_floats());
+  c.dq_shares = query_pass ? nullptr : shares.get();
+  for (std::int64_t first = 0; first < pairs; first += per_pass) {
+    const std::int64_t count = std::min(per_pass, pairs - first);
+    c.first_pair = first;
+    // Query heads of pairs [first, first + count) are [first · group, (first + count) · group).
+    for (TensorBlocks* converted :
+         {&blocks.q_transposed, &blocks.q, &blocks.grad_o_transposed, &blocks.grad_o}) {
+      converted->convert(first * group, count * group, threads);
+    }
     // Causal: earlier key blocks are seen by more queries; hand them out first.
-    const std::int64_t block = task % key_blocks;
-    const std::int64_t batch_head = task / key_blocks;
-    backward_key_value_block(c, batch_head / p.heads_kv, batch_head % p.heads_kv, block);
-  });
+    parallel_for(count * key_blocks, threads, [&](std::int64_t task) {
+      const std::int64_t pair = first + task / key_blocks;
+      backward_key_value_block(c, pair / p.heads_kv, pair % p.heads_kv, task % key_blocks);
+    });
+    if (query_pass) continue;
+    parallel_for(count * group * query_blocks, threads, [&](std::int64_t task) {
+      const std::int64_t pair = first + task / query_blocks / group;
+      const std::int64_t head = pair % p.heads_kv * group + task / query_blocks % group;
+      sum_query_block(c, pair / p.heads_kv, head, task % query_blocks);
+    });
+  }
 }
 
 }  // namespace flashgen::cpu

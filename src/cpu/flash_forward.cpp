@@ -17,6 +17,7 @@
 #include "common/problem.hpp"
 #include "cpu/blocking.hpp"
 #include "cpu/cpu_backend.hpp"
+#include "cpu/tensor_blocks.hpp"
 #include "cpu/thread_pool.hpp"
 #include "cpu/tile_io.hpp"
 #include "cpu/tile_math.hpp"
@@ -29,8 +30,6 @@ struct ForwardTiles {
   ForwardTiles(const Problem& p, const Blocking& b)
       : dim_v_padded(round_up(p.dim_v, kTileColumnMultiple)),
         q(b.query_rows * p.dim_qk),
-        k_transposed(p.dim_qk * b.key_rows),
-        v(b.key_rows * dim_v_padded),
         scores(b.query_rows * b.key_rows),
         o(b.query_rows * dim_v_padded),
         row_max(b.query_rows),
@@ -38,25 +37,41 @@ struct ForwardTiles {
 
   std::int64_t dim_v_padded;
   std::vector<float> q;             // [query_rows, dim_qk]
-  std::vector<float> k_transposed;  // [dim_qk, key_rows]
-  std::vector<float> v;             // [key_rows, dim_v_padded]
   std::vector<float> scores;        // [query_rows, key_rows]: S, then P
   std::vector<float> o;             // [query_rows, dim_v_padded] unnormalized accumulator
   std::vector<float> row_max;       // [query_rows] running max of S·c (log2 units)
   std::vector<float> row_sum;       // [query_rows] running Σ exp2(S·c - max)
+  // Packed bf16 GEMM operands (KeyValueBlocks::packed_bf16):
+  std::vector<std::uint16_t> q_packed;  // Q as A
+  std::vector<std::uint16_t> p_packed;  // P as A
 };
 
+// K and V converted once per pass: Kᵀ and V blocks, fp32 or packed bf16.
+struct KeyValueBlocks {
+  TensorBlocks k_transposed, v;
+  bool packed_bf16;
+};
+
+// One query block of head `head`, whose kv head's blocks sit at `slot` of
+// `kv`.
 void forward_query_block(const Problem& p, const ForwardArgs& args, const Blocking& blocking,
-                         std::int64_t batch, std::int64_t head, std::int64_t block) {
+                         const KeyValueBlocks& kv, std::int64_t slot, std::int64_t batch,
+                         std::int64_t head, std::int64_t block) {
   ForwardTiles t(p, blocking);
-  const std::int64_t kv_head = head / p.group_size();
   const std::int64_t row0 = block * blocking.query_rows;
   const std::int64_t rows = std::min(blocking.query_rows, p.seq_q - row0);
   const std::int64_t rows_padded = round_up(rows, kTileRowMultiple);
   const std::int64_t key_ld = blocking.key_rows;
   const auto scale_log2 = static_cast<float>(p.scale * std::numbers::log2e);
+  const GemmFunction gemm = gemm_for(p.dtype);
 
   load_rows(args.q, batch, head, row0, rows, rows_padded, t.q.data(), p.dim_qk);
+  if (kv.packed_bf16) {
+    t.q_packed.resize(packed_bf16_a_elements(rows_padded, p.dim_qk));
+    t.p_packed.resize(packed_bf16_a_elements(rows_padded, blocking.key_rows));
+    pack_bf16_a(static_cast<int>(rows_padded), static_cast<int>(p.dim_qk), t.q.data(),
+                static_cast<int>(p.dim_qk), t.q_packed.data());
+  }
   std::fill(t.o.begin(), t.o.end(), 0.0f);
   std::fill(t.row_max.begin(), t.row_max.end(), kMaskedScore);
   std::fill(t.row_sum.begin(), t.row_sum.end(), 0.0f);
@@ -66,12 +81,17 @@ void forward_query_block(const Problem& p, const ForwardArgs& args, const Blocki
   for (std::int64_t key0 = 0; key0 < key_end; key0 += blocking.key_rows) {
     const std::int64_t keys = std::min(blocking.key_rows, p.seq_kv - key0);
     const std::int64_t keys_padded = round_up(keys, kTileColumnMultiple);
-    load_rows_transposed(args.k, batch, kv_head, key0, keys, t.k_transposed.data(), key_ld);
-    load_rows(args.v, batch, kv_head, key0, keys, keys_padded, t.v.data(), t.dim_v_padded);
+    const std::int64_t key_block = key0 / blocking.key_rows;
 
     // S = Q·Kᵀ  [rows_padded, keys_padded]
-    gemm_nn(rows_padded, keys_padded, p.dim_qk, t.q.data(), p.dim_qk, t.k_transposed.data(),
-            key_ld, t.scores.data(), key_ld, false);
+    if (kv.packed_bf16) {
+      gemm_bf16_packed(rows_padded, keys_padded, p.dim_qk, t.q_packed.data(),
+                       kv.k_transposed.packed(slot, key_block), kv.k_transposed.packed_pitch(),
+                       t.scores.data(), key_ld, false);
+    } else {
+      gemm(rows_padded, keys_padded, p.dim_qk, t.q.data(), p.dim_qk,
+           kv.k_transposed.tile(slot, key_block), key_ld, t.scores.data(), key_ld, false);
+    }
     for (std::int64_t r = 0; r < rows_padded; ++r) {
       // Padding rows (r >= rows) see nothing; their results are discarded.
       const std::int64_t visible = r < rows ? visible_keys(p, row0 + r) - key0 : 0;
@@ -79,11 +99,20 @@ void forward_query_block(const Problem& p, const ForwardArgs& args, const Blocki
       float* s_row = t.scores.data() + r * key_ld;
       const float correction = online_softmax_row(s_row, keys_padded, 0, visible_end, scale_log2,
                                                   t.row_max[r], t.row_sum[r]);
-      scale_inplace(t.o.data() + r * t.dim_v_padded, t.dim_v_padded, correction);
+      // Once the row's max settles the factor is exactly 1: nothing to rescale.
+      if (correction != 1.0f)
+        scale_inplace(t.o.data() + r * t.dim_v_padded, t.dim_v_padded, correction);
     }
     // O += P·V  [rows_padded, dim_v_padded]; masked and padding P entries are 0.
-    gemm_nn(rows_padded, t.dim_v_padded, keys_padded, t.scores.data(), key_ld, t.v.data(),
-            t.dim_v_padded, t.o.data(), t.dim_v_padded, true);
+    if (kv.packed_bf16) {
+      pack_bf16_a(rows_padded, keys_padded, t.scores.data(), key_ld, t.p_packed.data());
+      gemm_bf16_packed(rows_padded, t.dim_v_padded, keys_padded, t.p_packed.data(),
+                       kv.v.packed(slot, key_block), kv.v.packed_pitch(), t.o.data(),
+                       t.dim_v_padded, true);
+    } else {
+      gemm(rows_padded, t.dim_v_padded, keys_padded, t.scores.data(), key_ld,
+           kv.v.tile(slot, key_block), t.dim_v_padded, t.o.data(), t.dim_v_padded, true);
+    }
   }
 
   const Strides3 lse_strides = strides_of(args.lse);
@@ -102,19 +131,45 @@ void forward_query_block(const Problem& p, const ForwardArgs& args, const Blocki
   }
 }
 
+// At most this much memory for the converted K and V (one kv head's are
+// always converted): 2 x 2048 keys x D = 128 in fp32 is 2 MiB a head.
+constexpr std::int64_t kBlockBudgetBytes = std::int64_t{64} << 20;
+
 }  // namespace
 
 void forward(const Problem& p, const ForwardArgs& args, int threads) {
   const Blocking blocking = choose_blocking(p);
   const std::int64_t blocks = ceil_div(p.seq_q, blocking.query_rows);
-  const std::int64_t tasks = p.batch * p.heads_q * blocks;
-  parallel_for(tasks, threads, [&](std::int64_t task) {
-    // Later query blocks see more keys under a causal mask: hand them out
-    // first so the last tasks to finish are short.
-    const std::int64_t block = blocks - 1 - task % blocks;
-    const std::int64_t batch_head = task / blocks;
-    forward_query_block(p, args, blocking, batch_head / p.heads_q, batch_head % p.heads_q, block);
-  });
+  const std::int64_t group = p.group_size();
+  const std::int64_t dim_v_padded = round_up(p.dim_v, kTileColumnMultiple);
+  const bool packed = p.dtype == DType::bf16 && has_packed_bf16_gemm();
+  // kv heads (batch · heads_kv + kv head) a pass at a time: their K and V
+  // converted once, then every query block of their query heads.
+  const std::int64_t pairs = p.batch * p.heads_kv;
+  const std::int64_t pair_bytes =
+      TensorBlocks::head_bytes(args.k, blocking.key_rows, BlockForm::transposed, 0, packed) +
+      TensorBlocks::head_bytes(args.v, blocking.key_rows, BlockForm::rows, dim_v_padded, packed);
+  const std::int64_t per_pass =
+      std::clamp<std::int64_t>(kBlockBudgetBytes / std::max<std::int64_t>(pair_bytes, 1), 1,
+                               std::max<std::int64_t>(pairs, 1));
+  KeyValueBlocks kv{
+      TensorBlocks(args.k, blocking.key_rows, BlockForm::transposed, 0, packed, per_pass),
+      TensorBlocks(args.v, blocking.key_rows, BlockForm::rows, dim_v_padded, packed, per_pass),
+      packed};
+  for (std::int64_t first = 0; first < pairs; first += per_pass) {
+    const std::int64_t count = std::min(per_pass, pairs - first);
+    kv.k_transposed.convert(first, count, threads);
+    kv.v.convert(first, count, threads);
+    parallel_for(count * group * blocks, threads, [&](std::int64_t task) {
+      // Later query blocks see more keys under a causal mask: hand them out
+      // first so the last tasks to finish are short.
+      const std::int64_t block = blocks - 1 - task % blocks;
+      const std::int64_t slot = task / blocks / group;
+      const std::int64_t pair = first + slot;
+      const std::int64_t head = pair % p.heads_kv * group + task / blocks % group;
+      forward_query_block(p, args, blocking, kv, slot, pair / p.heads_kv, head, block);
+    });
+  }
 }
 
 }  // namespace flashgen::cpu

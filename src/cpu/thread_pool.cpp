@@ -5,6 +5,7 @@
 #include <condition_variable>
 #include <exception>
 #include <mutex>
+#include <pthread.h>
 #include <thread>
 #include <vector>
 
@@ -22,6 +23,15 @@ class ThreadPool {
     }
     wake_.notify_all();
     for (std::thread& worker : workers_) worker.join();
+  }
+
+  void lock_for_fork() {
+    job_mutex_.lock();
+    mutex_.lock();
+  }
+  void unlock_after_fork() {
+    mutex_.unlock();
+    job_mutex_.unlock();
   }
 
   void run(std::int64_t tasks, int threads, const std::function<void(std::int64_t)>& body) {
@@ -107,9 +117,26 @@ class ThreadPool {
   std::exception_ptr error_;
 };
 
+// The process's pool. It is never destroyed: a worker may still be asleep
+// in it while static destructors run at exit.
+std::atomic<ThreadPool*> the_pool{nullptr};
+
+// fork() copies only the calling thread: in the child, the pool's workers are
+// gone while its state says they exist, and a mutex held by one of them stays
+// held. So the fork waits until no job runs and holds the pool's locks across
+// it; the parent then goes on with its pool, the child with a new one (the
+// old one, whose workers did not survive, is left untouched).
+void lock_before_fork() { the_pool.load()->lock_for_fork(); }
+void unlock_in_parent() { the_pool.load()->unlock_after_fork(); }
+void replace_in_child() { the_pool.store(new ThreadPool); }
+
 ThreadPool& shared_pool() {
-  static ThreadPool pool;
-  return pool;
+  static std::once_flag once;
+  std::call_once(once, [] {
+    the_pool.store(new ThreadPool);
+    pthread_atfork(lock_before_fork, unlock_in_parent, replace_in_child);
+  });
+  return *the_pool.load();
 }
 
 }  // namespace

@@ -4,6 +4,10 @@
 // which thread ran a task, because every task writes its own outputs with a
 // fixed summation order. That is what makes the CPU backend bit-identical for
 // any thread count.
+//
+// Fork-safe: fork() waits for a running parallel_for to finish, and the
+// child process starts a pool of its own on its first parallel_for (as a
+// DataLoader worker forked after a call does).
 #pragma once
 
 #include <cstdint>

@@ -4,6 +4,7 @@
 
 #include "common/dtype.hpp"
 #include "common/problem.hpp"
+#include "cpu/tile_math.hpp"
 
 namespace flashgen::cpu {
 namespace {
@@ -40,6 +41,18 @@ std::int64_t row_offset(const Strides4& s, std::int64_t batch, std::int64_t row,
   return batch * s.batch + row * s.seq + head * s.heads;
 }
 
+// out[d] = t's element at base + d · stride for d < count; a unit stride (the
+// usual case) gets a loop of its own that the compiler vectorizes.
+template <DType kType>
+void load_run(const void* data, std::int64_t base, std::int64_t stride, std::int64_t count,
+              float* out) {
+  if (stride == 1) {
+    for (std::int64_t d = 0; d < count; ++d) out[d] = load_element<kType>(data, base + d);
+  } else {
+    for (std::int64_t d = 0; d < count; ++d) out[d] = load_element<kType>(data, base + d * stride);
+  }
+}
+
 }  // namespace
 
 void load_rows(const TensorView& t, std::int64_t batch, std::int64_t head, std::int64_t row0,
@@ -48,9 +61,8 @@ void load_rows(const TensorView& t, std::int64_t batch, std::int64_t head, std::
   const std::int64_t dim = t.dim();
   dispatch_dtype(t.dtype, [&]<DType kType>() {
     for (std::int64_t r = 0; r < rows; ++r) {
-      const std::int64_t base = row_offset(s, batch, row0 + r, head);
       float* out = tile + r * ld;
-      for (std::int64_t d = 0; d < dim; ++d) out[d] = load_element<kType>(t.data, base + d * s.dim);
+      load_run<kType>(t.data, row_offset(s, batch, row0 + r, head), s.dim, dim, out);
       std::fill(out + dim, out + ld, 0.0f);
     }
   });
@@ -61,20 +73,31 @@ void load_rows_transposed(const TensorView& t, std::int64_t batch, std::int64_t 
                           std::int64_t row0, std::int64_t rows, float* tile, std::int64_t ld) {
   const Strides4 s = strides_of(t);
   const std::int64_t dim = t.dim();
-  // Eight rows at a time: for each d the eight values land side by side in
-  // the tile (one 32-byte run) while each source row is read in order.
-  constexpr std::int64_t kRowGroup = 8;
+  // Blocks of 16 rows x 16 columns: each row read in order into `block`,
+  // then one 16 x 16 transpose into the tile (`flipped` when the block
+  // reaches past the last column, whose rows the tile does not have).
+  constexpr std::int64_t kBlock = 16;
+  alignas(64) float block[kBlock * kBlock];
+  alignas(64) float flipped[kBlock * kBlock];
   dispatch_dtype(t.dtype, [&]<DType kType>() {
     std::int64_t r0 = 0;
-    for (; r0 + kRowGroup <= rows; r0 += kRowGroup) {
-      std::int64_t base[kRowGroup];
-      for (std::int64_t i = 0; i < kRowGroup; ++i) {
-        base[i] = row_offset(s, batch, row0 + r0 + i, head);
-      }
-      for (std::int64_t d = 0; d < dim; ++d) {
-        float* out = tile + d * ld + r0;
-        for (std::int64_t i = 0; i < kRowGroup; ++i) {
-          out[i] = load_element<kType>(t.data, base[i] + d * s.dim);
+    for (; r0 + kBlock <= rows; r0 += kBlock) {
+      for (std::int64_t d0 = 0; d0 < dim; d0 += kBlock) {
+        const std::int64_t width = std::min(kBlock, dim - d0);
+        for (std::int64_t i = 0; i < kBlock; ++i) {
+          float* out = block + i * kBlock;
+          load_run<kType>(t.data, row_offset(s, batch, row0 + r0 + i, head) + d0 * s.dim, s.dim,
+                          width, out);
+          std::fill(out + width, out + kBlock, 0.0f);
+        }
+        float* destination = tile + d0 * ld + r0;
+        if (width == kBlock) {
+          transpose_16x16(block, kBlock, destination, static_cast<int>(ld));
+        } else {
+          transpose_16x16(block, kBlock, flipped, kBlock);
+          for (std::int64_t d = 0; d < width; ++d) {
+            std::copy(flipped + d * kBlock, flipped + (d + 1) * kBlock, destination + d * ld);
+          }
         }
       }
     }

@@ -3,27 +3,19 @@
 // the target; avx2_tile_kernels() itself runs on any CPU.
 #include <cstdint>
 
+#include "cpu/isa_target.hpp"
 #include "cpu/tile_kernels.hpp"
 #include "cpu/tile_math.hpp"
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #define FLASHGEN_HAS_AVX2_KERNELS 1
 
-#if defined(__clang__)
-#pragma clang attribute push(__attribute__((target("avx2,fma"))), apply_to = function)
-#else
-#pragma GCC push_options
-#pragma GCC target("avx2,fma")
-#endif
+FLASHGEN_ISA_TARGET_BEGIN("avx2,fma")
 
 #define FLASHGEN_TILE_KERNELS_NAME "avx2"
 #include "cpu/tile_kernels_impl.hpp"
 
-#if defined(__clang__)
-#pragma clang attribute pop
-#else
-#pragma GCC pop_options
-#endif
+FLASHGEN_ISA_TARGET_END
 
 #endif
 

@@ -13,10 +13,15 @@
 namespace flashgen::cpu::isa_kernels {
 namespace {
 
-// GCC vector extension: 8 lanes of fp32 (one AVX register, two SSE ones).
-typedef float Vec __attribute__((vector_size(32)));
-typedef int IntVec __attribute__((vector_size(32)));
-constexpr int kLanes = 8;
+// GCC vector extension: kLanes fp32 lanes, one register of the file's
+// widest vector unit (8 for AVX2, two SSE registers for the baseline; 16 for
+// AVX-512). The including file sets FLASHGEN_TILE_VECTOR_LANES (default 8).
+#if !defined(FLASHGEN_TILE_VECTOR_LANES)
+#define FLASHGEN_TILE_VECTOR_LANES 8
+#endif
+constexpr int kLanes = FLASHGEN_TILE_VECTOR_LANES;
+typedef float Vec __attribute__((vector_size(kLanes * sizeof(float))));
+typedef int IntVec __attribute__((vector_size(kLanes * sizeof(int))));
 static_assert(kTileColumnMultiple % kLanes == 0);
 
 [[gnu::always_inline]] inline Vec load(const float* p) {
@@ -28,50 +33,62 @@ static_assert(kTileColumnMultiple % kLanes == 0);
   __builtin_memcpy(p, &v, sizeof v);
 }
 // A shuffle, which compiles to one broadcast: `Vec{} + x` costs a real
-// addition (0 + x is not x for x = -0) and an 8-element initializer list
-// compiles to a chain of inserts.
+// addition (0 + x is not x for x = -0) and an initializer list compiles to a
+// chain of inserts.
+#if FLASHGEN_TILE_VECTOR_LANES == 16
+[[gnu::always_inline]] inline Vec splat(float x) {
+  return __builtin_shufflevector(Vec{x}, Vec{x}, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
+}
+[[gnu::always_inline]] inline Vec lane_index() {
+  return Vec{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
+}
+#else
 [[gnu::always_inline]] inline Vec splat(float x) {
   return __builtin_shufflevector(Vec{x}, Vec{x}, 0, 0, 0, 0, 0, 0, 0, 0);
 }
-[[gnu::always_inline]] inline Vec vmax(const Vec& a, const Vec& b) { return a > b ? a : b; }
 [[gnu::always_inline]] inline Vec lane_index() { return Vec{0, 1, 2, 3, 4, 5, 6, 7}; }
+#endif
+[[gnu::always_inline]] inline Vec vmax(const Vec& a, const Vec& b) { return a > b ? a : b; }
 
-// Horizontal sum in a fixed order (pairwise by halves).
+// Horizontal sum in a fixed order: lanes i and i + kLanes/2 first, then
+// recursively by halves.
 [[gnu::always_inline]] inline float horizontal_sum(const Vec& v) {
-  const float a = (v[0] + v[4]) + (v[2] + v[6]);
-  const float b = (v[1] + v[5]) + (v[3] + v[7]);
-  return a + b;
+  float lanes[kLanes];
+  __builtin_memcpy(lanes, &v, sizeof v);
+#pragma GCC unroll 16
+  for (int width = kLanes / 2; width >= 1; width /= 2) {
+#pragma GCC unroll 16
+    for (int i = 0; i < width; ++i) lanes[i] += lanes[i + width];
+  }
+  return lanes[0];
 }
+// By halves too (max is exact in any order); the halving compiles to shuffles
+// where a lane-by-lane loop would not.
 [[gnu::always_inline]] inline float horizontal_max(const Vec& v) {
-  float m = v[0];
-  for (int i = 1; i < kLanes; ++i) m = v[i] > m ? v[i] : m;
-  return m;
+  float lanes[kLanes];
+  __builtin_memcpy(lanes, &v, sizeof v);
+#pragma GCC unroll 16
+  for (int width = kLanes / 2; width >= 1; width /= 2) {
+#pragma GCC unroll 16
+    for (int i = 0; i < width; ++i)
+      lanes[i] = lanes[i + width] > lanes[i] ? lanes[i + width] : lanes[i];
+  }
+  return lanes[0];
 }
 
 // 2^x: x = r + f with r = round(x), f in [-1/2, 1/2]; 2^f from its degree-7
 // Taylor polynomial (truncation error < 1e-8 relative), 2^r from exponent bits.
 // Inputs are clamped to [-127, 127]; below -126.5 the exponent field is 0 and
-// the result exactly 0.
-[[gnu::always_inline]] inline Vec exp2_vec(const Vec& input) {
-  Vec x = input;
-  constexpr float kMin = -127.0f, kMax = 127.0f;
-  // Adding 1.5·2^23 pushes the fraction out of the mantissa: the float sum is
-  // round-to-nearest(x) + 1.5·2^23, and its low mantissa bits are that integer.
-  constexpr float kRoundingMagic = 12582912.0f;
-  constexpr int kExponentBias = 127;
-  constexpr int kMantissaBits = 23;
+// the result exactly 0. NaN stays NaN.
+constexpr float kExp2Min = -127.0f, kExp2Max = 127.0f;
+
+// 2^f for f in [-1/2, 1/2].
+[[gnu::always_inline]] inline Vec exp2_fraction(const Vec& f) {
   // ln(2)^k / k!
   constexpr float c1 = 0.693147180559945f, c2 = 0.240226506959101f,
                   c3 = 0.0555041086648216f, c4 = 0.00961812910762848f,
                   c5 = 0.00133335581464284f, c6 = 0.000154035303933816f,
                   c7 = 1.52527338040598e-05f;
-  x = x < kMin ? splat(kMin) : x;
-  x = x > kMax ? splat(kMax) : x;
-  const Vec shifted = x + kRoundingMagic;
-  const Vec rounded = shifted - kRoundingMagic;
-  const Vec f = x - rounded;
-  const IntVec integer = (IntVec)shifted - (IntVec)splat(kRoundingMagic);
-  const Vec power = (Vec)((integer + kExponentBias) << kMantissaBits);
   Vec p = splat(c7);
   p = p * f + c6;
   p = p * f + c5;
@@ -80,8 +97,38 @@ static_assert(kTileColumnMultiple % kLanes == 0);
   p = p * f + c2;
   p = p * f + c1;
   p = p * f + 1.0f;
-  return p * power;
+  return p;
 }
+
+#if FLASHGEN_TILE_VECTOR_LANES == 16
+// AVX-512 has the steps as instructions (max/min that keep NaN, round,
+// scale by 2^r): three fewer per vector than the integer route below, with
+// the same bits (r = -127 still gives exactly 0).
+[[gnu::always_inline]] inline Vec exp2_vec(const Vec& input) {
+  const __m512 x = _mm512_min_ps(_mm512_set1_ps(kExp2Max),
+                                 _mm512_max_ps(_mm512_set1_ps(kExp2Min), (__m512)input));
+  const __m512 r = _mm512_roundscale_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  const __m512 y = _mm512_scalef_ps((__m512)exp2_fraction((Vec)_mm512_sub_ps(x, r)), r);
+  return (Vec)_mm512_maskz_mov_ps(_mm512_cmp_ps_mask(r, _mm512_set1_ps(kExp2Min), _CMP_NLE_UQ),
+                                  y);
+}
+#else
+[[gnu::always_inline]] inline Vec exp2_vec(const Vec& input) {
+  Vec x = input;
+  // Adding 1.5·2^23 pushes the fraction out of the mantissa: the float sum is
+  // round-to-nearest(x) + 1.5·2^23, and its low mantissa bits are that integer.
+  constexpr float kRoundingMagic = 12582912.0f;
+  constexpr int kExponentBias = 127;
+  constexpr int kMantissaBits = 23;
+  x = x < kExp2Min ? splat(kExp2Min) : x;
+  x = x > kExp2Max ? splat(kExp2Max) : x;
+  const Vec shifted = x + kRoundingMagic;
+  const Vec rounded = shifted - kRoundingMagic;
+  const IntVec integer = (IntVec)shifted - (IntVec)splat(kRoundingMagic);
+  const Vec power = (Vec)((integer + kExponentBias) << kMantissaBits);
+  return exp2_fraction(x - rounded) * power;
+}
+#endif
 
 // Lanes of [base, base + 8) outside [begin, end) become kMaskedScore.
 [[gnu::always_inline]] inline Vec mask_outside(const Vec& s, int base, int begin, int end) {
@@ -90,44 +137,77 @@ static_assert(kTileColumnMultiple % kLanes == 0);
   return inside ? s : splat(kMaskedScore);
 }
 
+// C[rows, vectors · kLanes] (+)= A[rows, k] · B[k, vectors · kLanes] held in
+// rows x vectors registers: per k, `vectors` B loads and `rows` broadcast A
+// values feed rows · vectors multiply-adds. Each C element is one
+// multiply-add chain over k = 0, 1, ..., so the block shape never changes a
+// result.
+template <int kRows, int kVectors>
+[[gnu::always_inline]] inline void gemm_block(int k, const float* a, int lda, const float* b,
+                                              int ldb, float* c, int ldc, bool accumulate) {
+  Vec acc[kRows][kVectors];
+#pragma GCC unroll 8
+  for (int r = 0; r < kRows; ++r) {
+#pragma GCC unroll 8
+    for (int v = 0; v < kVectors; ++v) {
+      acc[r][v] = accumulate ? load(c + static_cast<std::int64_t>(r) * ldc + v * kLanes) : Vec{};
+    }
+  }
+  for (int kk = 0; kk < k; ++kk, b += ldb) {
+    Vec bv[kVectors];
+#pragma GCC unroll 8
+    for (int v = 0; v < kVectors; ++v) bv[v] = load(b + v * kLanes);
+#pragma GCC unroll 8
+    for (int r = 0; r < kRows; ++r) {
+      const Vec x = splat(a[static_cast<std::int64_t>(r) * lda + kk]);
+#pragma GCC unroll 8
+      for (int v = 0; v < kVectors; ++v) acc[r][v] += x * bv[v];
+    }
+  }
+#pragma GCC unroll 8
+  for (int r = 0; r < kRows; ++r) {
+#pragma GCC unroll 8
+    for (int v = 0; v < kVectors; ++v) {
+      store(c + static_cast<std::int64_t>(r) * ldc + v * kLanes, acc[r][v]);
+    }
+  }
+}
+
+// Register blocks: with 8 lanes, 4 x 16 (8 accumulators); with 16 lanes,
+// 8 x 32 (16 of AVX-512's 32 registers: per k, 2 B loads feed 16
+// multiply-adds), 4-row blocks for a last group of 4 rows and 16-column
+// blocks for a last 16 columns.
+constexpr int kTallRows = kLanes == 16 ? 2 * kTileRowMultiple : kTileRowMultiple;
+constexpr int kWideVectors = kLanes == 16 ? 2 : kTileColumnMultiple / kLanes;
+
+// C[:, columns] for one strip of B's columns, all rows of A.
+template <int kVectors>
+[[gnu::always_inline]] inline void gemm_strip(int m, int k, const float* a, int lda, const float* b,
+                                              int ldb, float* c, int ldc, bool accumulate) {
+  int i0 = 0;
+  for (; i0 + kTallRows <= m; i0 += kTallRows) {
+    gemm_block<kTallRows, kVectors>(k, a + static_cast<std::int64_t>(i0) * lda, lda, b, ldb,
+                                    c + static_cast<std::int64_t>(i0) * ldc, ldc, accumulate);
+  }
+  for (; i0 < m; i0 += kTileRowMultiple) {
+    gemm_block<kTileRowMultiple, kVectors>(k, a + static_cast<std::int64_t>(i0) * lda, lda, b, ldb,
+                                           c + static_cast<std::int64_t>(i0) * ldc, ldc,
+                                           accumulate);
+  }
+}
+
+// Column strips outside, rows inside: a strip of B (k x 32 floats, 16 KiB at
+// k = 128) stays in L1 while every row block of A passes over it, where the
+// other order streams all of B from L2 once per row block.
 void gemm_nn(int m, int n, int k, const float* a, int lda, const float* b, int ldb, float* c,
              int ldc, bool accumulate) {
-  // 4 x 16 register block: per k, two B vectors and four broadcast A values
-  // feed eight multiply-adds; the eight accumulators stay in registers.
-  for (int i0 = 0; i0 < m; i0 += kTileRowMultiple) {
-    const float* a0 = a + static_cast<std::int64_t>(i0) * lda;
-    const float* a1 = a0 + lda;
-    const float* a2 = a1 + lda;
-    const float* a3 = a2 + lda;
-    for (int j0 = 0; j0 < n; j0 += kTileColumnMultiple) {
-      float* c0 = c + static_cast<std::int64_t>(i0) * ldc + j0;
-      float* c1 = c0 + ldc;
-      float* c2 = c1 + ldc;
-      float* c3 = c2 + ldc;
-      Vec acc00{}, acc01{}, acc10{}, acc11{}, acc20{}, acc21{}, acc30{}, acc31{};
-      if (accumulate) {
-        acc00 = load(c0), acc01 = load(c0 + kLanes);
-        acc10 = load(c1), acc11 = load(c1 + kLanes);
-        acc20 = load(c2), acc21 = load(c2 + kLanes);
-        acc30 = load(c3), acc31 = load(c3 + kLanes);
-      }
-      const float* bk = b + j0;
-      for (int kk = 0; kk < k; ++kk, bk += ldb) {
-        const Vec b0 = load(bk), b1 = load(bk + kLanes);
-        Vec x = splat(a0[kk]);
-        acc00 += x * b0, acc01 += x * b1;
-        x = splat(a1[kk]);
-        acc10 += x * b0, acc11 += x * b1;
-        x = splat(a2[kk]);
-        acc20 += x * b0, acc21 += x * b1;
-        x = splat(a3[kk]);
-        acc30 += x * b0, acc31 += x * b1;
-      }
-      store(c0, acc00), store(c0 + kLanes, acc01);
-      store(c1, acc10), store(c1 + kLanes, acc11);
-      store(c2, acc20), store(c2 + kLanes, acc21);
-      store(c3, acc30), store(c3 + kLanes, acc31);
-    }
+  constexpr int kStrip = kWideVectors * kLanes;
+  int j0 = 0;
+  for (; j0 + kStrip <= n; j0 += kStrip) {
+    gemm_strip<kWideVectors>(m, k, a, lda, b + j0, ldb, c + j0, ldc, accumulate);
+  }
+  if (j0 < n) {
+    gemm_strip<kTileColumnMultiple / kLanes>(m, k, a, lda, b + j0, ldb, c + j0, ldc, accumulate);
   }
 }
 
@@ -135,27 +215,46 @@ void exp2_inplace(float* x, int n) {
   for (int j = 0; j < n; j += kLanes) store(x + j, exp2_vec(load(x + j)));
 }
 
+// scale · scores[j, j + kLanes) with the lanes outside [begin, end) masked;
+// only vectors that straddle or leave [begin, end) pay for the mask.
+[[gnu::always_inline]] inline Vec scaled_scores(const float* scores, int j, int begin, int end,
+                                                float scale) {
+  const Vec s = load(scores + j) * scale;
+  return j >= begin && j + kLanes <= end ? s : mask_outside(s, j, begin, end);
+}
+
 float online_softmax_row(float* scores, int n, int visible_begin, int visible_end,
                          float scale_log2, float& row_max, float& row_sum) {
+  // The row's max of S·c is (max of S)·c when c > 0 (rounding is monotonic),
+  // so the first pass only reads; the second forms S·c - max in one
+  // multiply-add.
+  const bool positive_scale = scale_log2 > 0.0f;
   Vec block_max = splat(kMaskedScore);
   for (int j = 0; j < n; j += kLanes) {
-    const Vec s = mask_outside(load(scores + j) * scale_log2, j, visible_begin, visible_end);
-    store(scores + j, s);
-    block_max = vmax(block_max, s);
+    const Vec s = positive_scale ? load(scores + j) : load(scores + j) * scale_log2;
+    const bool whole = j >= visible_begin && j + kLanes <= visible_end;
+    block_max = vmax(block_max, whole ? s : mask_outside(s, j, visible_begin, visible_end));
   }
   const float old_max = row_max;
   const float block_row_max = horizontal_max(block_max);
-  const float new_max = old_max > block_row_max ? old_max : block_row_max;
+  const float scaled_block_max =
+      positive_scale && block_row_max != kMaskedScore ? block_row_max * scale_log2 : block_row_max;
+  const float new_max = old_max > scaled_block_max ? old_max : scaled_block_max;
   // While every score so far is masked, subtract 0 instead of the (masked)
   // max: then P = exp2(masked) = 0 rather than exp2(0) = 1.
   const float reference = new_max == kMaskedScore ? 0.0f : new_max;
   Vec sum{};
   for (int j = 0; j < n; j += kLanes) {
-    const Vec p = exp2_vec(load(scores + j) - reference);
+    Vec x = load(scores + j) * scale_log2 - reference;
+    if (!(j >= visible_begin && j + kLanes <= visible_end)) {
+      x = mask_outside(x, j, visible_begin, visible_end);
+    }
+    const Vec p = exp2_vec(x);
     store(scores + j, p);
     sum += p;
   }
-  const float correction = __builtin_exp2f(old_max - reference);
+  // The vector exp2 (no library call per row); exactly 1 when the max stays.
+  const float correction = exp2_vec(splat(old_max - reference))[0];
   row_max = new_max;
   row_sum = row_sum * correction + horizontal_sum(sum);
   return correction;
@@ -164,7 +263,7 @@ float online_softmax_row(float* scores, int n, int visible_begin, int visible_en
 void probabilities_row(float* scores, int n, int visible_begin, int visible_end,
                        float scale_log2, float row_lse_log2) {
   for (int j = 0; j < n; j += kLanes) {
-    const Vec s = mask_outside(load(scores + j) * scale_log2, j, visible_begin, visible_end);
+    const Vec s = scaled_scores(scores, j, visible_begin, visible_end, scale_log2);
     store(scores + j, exp2_vec(s - row_lse_log2));
   }
 }
@@ -172,7 +271,7 @@ void probabilities_row(float* scores, int n, int visible_begin, int visible_end,
 void probabilities_row_by_column(float* scores, int n, int visible_begin, int visible_end,
                                  float scale_log2, const float* column_lse_log2) {
   for (int j = 0; j < n; j += kLanes) {
-    const Vec s = mask_outside(load(scores + j) * scale_log2, j, visible_begin, visible_end);
+    const Vec s = scaled_scores(scores, j, visible_begin, visible_end, scale_log2);
     store(scores + j, exp2_vec(s - load(column_lse_log2 + j)));
   }
 }
@@ -197,6 +296,49 @@ void scale_inplace(float* x, int n, float factor) {
   for (int j = 0; j < n; j += kLanes) store(x + j, load(x + j) * factor);
 }
 
+#if FLASHGEN_TILE_VECTOR_LANES == 16
+// In four butterfly steps of width w = 8, 4, 2, 1: rows i and i + w (i with
+// bit w clear) swap their off-diagonal w x w blocks, one two-register shuffle
+// per row and step (vpermt2ps).
+constexpr int low_row_lane(int w, int l) { return (l & w) ? kLanes + l - w : l; }
+constexpr int high_row_lane(int w, int l) { return (l & w) ? kLanes + l : l + w; }
+#define FLASHGEN_LANES_16(f, w)                                                             \
+  f(w, 0), f(w, 1), f(w, 2), f(w, 3), f(w, 4), f(w, 5), f(w, 6), f(w, 7), f(w, 8), f(w, 9), \
+      f(w, 10), f(w, 11), f(w, 12), f(w, 13), f(w, 14), f(w, 15)
+
+template <int kWidth>
+[[gnu::always_inline]] inline void butterfly(Vec (&rows)[16]) {
+#pragma GCC unroll 16
+  for (int i = 0; i < 16; ++i) {
+    if (i & kWidth) continue;
+    const Vec low = rows[i], high = rows[i + kWidth];
+    rows[i] = __builtin_shufflevector(low, high, FLASHGEN_LANES_16(low_row_lane, kWidth));
+    rows[i + kWidth] = __builtin_shufflevector(low, high, FLASHGEN_LANES_16(high_row_lane, kWidth));
+  }
+}
+#undef FLASHGEN_LANES_16
+
+void transpose_16x16(const float* src, int lds, float* dst, int ldd) {
+  Vec rows[16];
+#pragma GCC unroll 16
+  for (int i = 0; i < 16; ++i) rows[i] = load(src + static_cast<std::int64_t>(i) * lds);
+  butterfly<8>(rows);
+  butterfly<4>(rows);
+  butterfly<2>(rows);
+  butterfly<1>(rows);
+#pragma GCC unroll 16
+  for (int i = 0; i < 16; ++i) store(dst + static_cast<std::int64_t>(i) * ldd, rows[i]);
+}
+#else
+void transpose_16x16(const float* src, int lds, float* dst, int ldd) {
+  for (int j = 0; j < 16; ++j) {
+    for (int i = 0; i < 16; ++i) {
+      dst[static_cast<std::int64_t>(j) * ldd + i] = src[static_cast<std::int64_t>(i) * lds + j];
+    }
+  }
+}
+#endif
+
 const TileKernels kIsaTileKernels = {
     FLASHGEN_TILE_KERNELS_NAME,
     gemm_nn,
@@ -208,6 +350,7 @@ const TileKernels kIsaTileKernels = {
     score_gradient_row_by_column,
     dot,
     scale_inplace,
+    transpose_16x16,
 };
 
 }  // namespace

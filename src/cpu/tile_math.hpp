@@ -1,20 +1,25 @@
-// fp32 tile arithmetic for the CPU flash backend: one GEMM micro-kernel and
-// the softmax steps, on contiguous row-major tiles whose column counts are
-// padded to kTileColumnMultiple (padding columns hold zeros).
+// Tile arithmetic for the CPU flash backend: the GEMMs (fp32, and bf16 for
+// bf16 inputs) and the softmax steps, on contiguous row-major fp32 tiles
+// whose column counts are padded to kTileColumnMultiple (padding columns hold
+// zeros).
 //
 // Every function sums in a fixed order that depends only on the tile shape,
 // never on threads, so the backend is bit-identical for any thread count.
-// They are compiled for AVX2+FMA and for the baseline, and the best the CPU
-// runs is picked once (tile_kernels.hpp); results may differ between CPUs
-// (fused multiply-adds), never between runs or thread counts on one CPU.
+// They are compiled once per instruction set (baseline, AVX2, AVX-512,
+// AVX512-BF16, AMX) and one set is picked per process (isa_dispatch.hpp);
+// results may differ between sets (fused multiply-adds, bf16 GEMMs), never
+// between runs or thread counts with one set.
 #pragma once
 
 #include <cstdint>
 
+#include "flashgen/flashgen.hpp"
+
 namespace flashgen::cpu {
 
 // Rows of a GEMM output (M) must be a multiple of kTileRowMultiple and columns
-// (N) of kTileColumnMultiple: the micro-kernel computes 4 x 16 blocks.
+// (N) of kTileColumnMultiple: the micro-kernels compute blocks of 4 (or 8)
+// rows and 16 (or 32) columns.
 inline constexpr int kTileRowMultiple = 4;
 inline constexpr int kTileColumnMultiple = 16;
 
@@ -32,6 +37,37 @@ inline constexpr float kMaskedScore = -1.0e30f;
 // sum runs over k = 0, 1, ..., K-1 in order.
 void gemm_nn(int m, int n, int k, const float* a, int lda, const float* b, int ldb, float* c,
              int ldc, bool accumulate);
+
+// gemm_nn for bf16 inputs: both operands rounded to bf16 (exact for values
+// that came from bf16 tensors; P and dS lose what a bf16 GEMM loses), products
+// summed in fp32, on the CPU's bf16 dot products (AVX512-BF16, AMX). Where
+// there are none, the fp32 gemm_nn. Sums in a fixed order for given shapes.
+void gemm_bf16(int m, int n, int k, const float* a, int lda, const float* b, int ldb, float* c,
+               int ldc, bool accumulate);
+
+// gemm_bf16 on operands packed once, where the CPU has bf16 GEMMs
+// (has_packed_bf16_gemm()): A [m, k] packed into packed_bf16_a_elements(m, k)
+// elements, B [k, n] into packed_bf16_b_elements(k, n), with
+// packed_bf16_b_pitch(n) columns, which gemm_bf16_packed takes as b_pitch.
+// The GEMM may use fewer of B's columns (n) and rows (k) than were packed.
+inline constexpr int kPackedBf16Multiple = 32;
+bool has_packed_bf16_gemm();
+inline std::int64_t packed_bf16_a_elements(std::int64_t m, std::int64_t k) {
+  return round_up(m, kPackedBf16Multiple) * round_up(k < 1 ? 1 : k, kPackedBf16Multiple);
+}
+inline int packed_bf16_b_pitch(int n) { return static_cast<int>(round_up(n, kPackedBf16Multiple)); }
+inline std::int64_t packed_bf16_b_elements(std::int64_t k, int n) {
+  return round_up(k < 1 ? 1 : k, kPackedBf16Multiple) * packed_bf16_b_pitch(n);
+}
+void pack_bf16_a(int m, int k, const float* a, int lda, std::uint16_t* out);
+void pack_bf16_b(int k, int n, const float* b, int ldb, std::uint16_t* out);
+void gemm_bf16_packed(int m, int n, int k, const std::uint16_t* a, const std::uint16_t* b,
+                      int b_pitch, float* c, int ldc, bool accumulate);
+
+using GemmFunction = void (*)(int m, int n, int k, const float* a, int lda, const float* b, int ldb,
+                              float* c, int ldc, bool accumulate);
+// The GEMM for a problem's inputs: gemm_bf16 for bf16, gemm_nn otherwise.
+inline GemmFunction gemm_for(DType dtype) { return dtype == DType::bf16 ? gemm_bf16 : gemm_nn; }
 
 // exp2 for a contiguous run (n a multiple of kTileColumnMultiple), accurate to
 // about 1 ulp; arguments below -126.5 give exactly 0.
@@ -66,5 +102,8 @@ float dot(const float* x, const float* y, int n);
 
 // x[i] *= factor.
 void scale_inplace(float* x, int n, float factor);
+
+// dst[j, i] = src[i, j] for a 16 x 16 block (leading dimensions lds, ldd).
+void transpose_16x16(const float* src, int lds, float* dst, int ldd);
 
 }  // namespace flashgen::cpu

@@ -7,6 +7,7 @@
 
 #include "attention_case.hpp"
 #include "attention_check.hpp"
+#include "scoped_env.hpp"
 
 namespace flashgen::testing {
 namespace {
@@ -67,6 +68,18 @@ TEST(CpuAttention, HonoursAnExplicitScale) {
   const Case c{1, 64, 100, 4, 2, 40, 24, true, DType::f16, Layout::padded};
   EXPECT_TRUE(check_forward(c, options));
   EXPECT_TRUE(check_backward(c, options));
+}
+
+// The backward's other way of computing dQ (a query pass of its own, taken
+// where dQ's per-key-block shares would not fit the memory budget), forced:
+// several query and key blocks, GQA, causal with empty rows, odd dims.
+TEST(CpuAttention, BackwardWithAQueryPassMatchesReference) {
+  ScopedEnv query_pass("FLASHGEN_CPU_BACKWARD", "query_pass");
+  for (const Case& c : {Case{1, 600, 530, 4, 2, 72, 40, true, DType::bf16, Layout::bshd},
+                        Case{2, 300, 300, 2, 1, 127, 127, false, DType::f32, Layout::bhsd},
+                        Case{1, 520, 260, 2, 2, 64, 64, true, DType::f16, Layout::padded}}) {
+    EXPECT_TRUE(check_backward(c, cpu_options())) << c.to_string();
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Standard, CpuForward, ::testing::ValuesIn(standard_forward_cases()),

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include "active_kernels.hpp"
 #include "attention_case.hpp"
 #include "test_tensor.hpp"
 
@@ -58,10 +59,21 @@ void expect_identical(const Outputs& a, const Outputs& b, int threads) {
 TEST(CpuDeterminism, SameBitsForOneTwoAndThreeThreads) {
   // Several query and key blocks per head, GQA (two query heads write into
   // each dK, dV), a causal mask with seq_q < seq_kv and odd dimensions.
-  const Case c{2, 200, 333, 4, 2, 72, 40, true, DType::bf16, Layout::bshd};
+  const Case c{2, 600, 700, 4, 2, 72, 40, true, DType::bf16, Layout::bshd};
   const Outputs one = run_with_threads(c, 1);
   expect_identical(one, run_with_threads(c, 2), 2);
   expect_identical(one, run_with_threads(c, 3), 3);
+}
+
+// Every instruction set this machine runs, not only the dispatcher's choice
+// (the bf16 GEMMs on AMX tiles and dot products included).
+TEST(CpuDeterminism, SameBitsForOneAndThreeThreadsOnEveryInstructionSet) {
+  const Case c{1, 530, 300, 4, 2, 64, 64, true, DType::bf16, Layout::bhsd};
+  for (const cpu::TileKernels* kernels : cpu::runnable_tile_kernels()) {
+    SCOPED_TRACE(kernels->name);
+    ActiveKernels scope(*kernels);
+    expect_identical(run_with_threads(c, 1), run_with_threads(c, 3), 3);
+  }
 }
 
 TEST(CpuDeterminism, SameBitsRunToRun) {

@@ -3,22 +3,21 @@
 #include "cpu/tile_math.hpp"
 
 #include <cmath>
+#include <cstdlib>
 #include <random>
 #include <string>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include <gtest/gtest.h>
 
+#include "common/dtype.hpp"
+#include "cpu/isa_dispatch.hpp"
 #include "cpu/tile_kernels.hpp"
 
 namespace flashgen::cpu {
 namespace {
-
-std::vector<const TileKernels*> kernel_tables() {
-  std::vector<const TileKernels*> tables = {&generic_tile_kernels()};
-  if (const TileKernels* avx2 = avx2_tile_kernels()) tables.push_back(avx2);
-  return tables;
-}
 
 class TileMath : public ::testing::TestWithParam<const TileKernels*> {};
 
@@ -46,32 +45,46 @@ TEST_P(TileMath, Exp2IsAccurateAndZeroFarBelow) {
   EXPECT_EQ(zero[0], 1.0f);  // exp2(0) is exactly 1: one visible key gives P = 1
 }
 
-TEST_P(TileMath, GemmMatchesPlainLoops) {
-  const TileKernels& kernels = *GetParam();
-  std::mt19937 rng(3);
+// `gemm` on random operands of shape m x k times k x n (with row gaps) against
+// plain loops in fp64 over the operands as `operand` gives them, both with
+// and without accumulating into C; nothing outside C's columns is written.
+template <class Operand>
+void expect_gemm_matches_loops(GemmFunction gemm, int m, int n, int k, Operand operand,
+                               std::mt19937& rng) {
   std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
-  for (int k : {0, 1, 7, 64}) {
-    const int m = 8, n = 32, lda = k + 3, ldb = n + 16, ldc = n + 5;
-    std::vector<float> a(m * lda), b(std::max(k, 1) * ldb), c(m * ldc);
-    for (float& e : a) e = uniform(rng);
-    for (float& e : b) e = uniform(rng);
-    for (bool accumulate : {false, true}) {
-      for (float& e : c) e = uniform(rng);
-      const std::vector<float> before = c;
-      kernels.gemm_nn(m, n, k, a.data(), lda, b.data(), ldb, c.data(), ldc, accumulate);
-      for (int i = 0; i < m; ++i) {
-        for (int j = 0; j < ldc; ++j) {
-          const float old = before[i * ldc + j];
-          if (j >= n) {
-            EXPECT_EQ(c[i * ldc + j], old) << "wrote outside the tile";
-            continue;
-          }
-          double expected = accumulate ? old : 0.0;
-          for (int kk = 0; kk < k; ++kk) expected += double(a[i * lda + kk]) * b[kk * ldb + j];
-          EXPECT_NEAR(c[i * ldc + j], expected, 1e-5) << i << "," << j << " k=" << k;
+  const int lda = k + 3, ldb = n + 16, ldc = n + 5;
+  std::vector<float> a(m * lda), b(std::max(k, 1) * ldb), c(m * ldc);
+  for (float& e : a) e = uniform(rng);
+  for (float& e : b) e = uniform(rng);
+  for (bool accumulate : {false, true}) {
+    for (float& e : c) e = uniform(rng);
+    const std::vector<float> before = c;
+    gemm(m, n, k, a.data(), lda, b.data(), ldb, c.data(), ldc, accumulate);
+    for (int i = 0; i < m; ++i) {
+      for (int j = 0; j < ldc; ++j) {
+        const float old = before[i * ldc + j];
+        if (j >= n) {
+          EXPECT_EQ(c[i * ldc + j], old) << "wrote outside the tile";
+          continue;
         }
+        double expected = accumulate ? old : 0.0;
+        for (int kk = 0; kk < k; ++kk) {
+          expected += double(operand(a[i * lda + kk])) * operand(b[kk * ldb + j]);
+        }
+        EXPECT_NEAR(c[i * ldc + j], expected, 1e-5)
+            << i << "," << j << " m=" << m << " n=" << n << " k=" << k;
       }
     }
+  }
+}
+
+TEST_P(TileMath, GemmMatchesPlainLoops) {
+  std::mt19937 rng(3);
+  // n covers every register-block width (16 ... 64 columns) and a remainder.
+  for (const auto [m, n, k] :
+       {std::tuple{8, 32, 0}, {8, 16, 1}, {8, 48, 7}, {12, 32, 64}, {8, 64, 9}, {20, 112, 33}}) {
+    expect_gemm_matches_loops(
+        GetParam()->gemm_nn, m, n, k, [](float x) { return x; }, rng);
   }
 }
 
@@ -139,14 +152,86 @@ TEST_P(TileMath, BackwardRowHelpers) {
   EXPECT_EQ(s[3], 3.0f);
 }
 
-INSTANTIATE_TEST_SUITE_P(Isa, TileMath, ::testing::ValuesIn(kernel_tables()),
+TEST_P(TileMath, TransposesA16By16Block) {
+  const TileKernels& k = *GetParam();
+  constexpr int lds = 19, ldd = 23;
+  std::vector<float> src(16 * lds), dst(16 * ldd, -1.0f);
+  for (std::size_t i = 0; i < src.size(); ++i) src[i] = static_cast<float>(i);
+  k.transpose_16x16(src.data(), lds, dst.data(), ldd);
+  for (int j = 0; j < 16; ++j) {
+    for (int i = 0; i < ldd; ++i) {
+      EXPECT_EQ(dst[j * ldd + i], i < 16 ? src[i * lds + j] : -1.0f) << j << "," << i;
+    }
+  }
+}
+
+// The bf16 GEMM (where the table has one) against plain loops over the
+// operands rounded to bf16, summed in fp64: only the fp32 sums' rounding
+// separates them.
+class TileMathBf16 : public ::testing::TestWithParam<const TileKernels*> {};
+
+TEST_P(TileMathBf16, GemmMatchesPlainLoopsOnRoundedOperands) {
+  std::mt19937 rng(5);
+  const auto bf16 = [](float x) { return bf16_to_float(float_to_bf16(x)); };
+  for (const auto [m, n, k] :
+       {std::tuple{4, 16, 1}, {8, 48, 7}, {36, 80, 127}, {64, 64, 64}, {32, 32, 33}}) {
+    expect_gemm_matches_loops(GetParam()->gemm_bf16, m, n, k, bf16, rng);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Isa, TileMath, ::testing::ValuesIn(runnable_tile_kernels()),
                          [](const ::testing::TestParamInfo<const TileKernels*>& info) {
                            return std::string(info.param->name);
                          });
 
-TEST(TileMathDispatch, PicksTheBestKernelsTheCpuRuns) {
-  const TileKernels* avx2 = avx2_tile_kernels();
-  EXPECT_EQ(&active_tile_kernels(), avx2 ? avx2 : &generic_tile_kernels());
+std::vector<const TileKernels*> tables_with_bf16_gemm() {
+  std::vector<const TileKernels*> tables;
+  for (const TileKernels* table : runnable_tile_kernels()) {
+    if (table->gemm_bf16 != nullptr) tables.push_back(table);
+  }
+  return tables;
+}
+
+// None on CPUs without bf16 dot products.
+GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(TileMathBf16);
+INSTANTIATE_TEST_SUITE_P(Isa, TileMathBf16, ::testing::ValuesIn(tables_with_bf16_gemm()),
+                         [](const ::testing::TestParamInfo<const TileKernels*>& info) {
+                           return std::string(info.param->name);
+                         });
+
+TEST(TileMathDispatch, RunsTheBestKernelsUnlessTheEnvironmentNamesOthers) {
+  const char* requested = std::getenv(kIsaEnvironmentVariable);
+  EXPECT_EQ(&active_tile_kernels(), choose_tile_kernels(requested).kernels);
+}
+
+TEST(TileMathDispatch, ChoosesTheWidestRunnableInstructionSet) {
+  const std::vector<const TileKernels*> tables = runnable_tile_kernels();
+  EXPECT_EQ(tables.front(), &generic_tile_kernels());
+  const TileKernels* best = choose_tile_kernels(nullptr).kernels;
+  EXPECT_EQ(best, tables.back());
+  EXPECT_EQ(choose_tile_kernels("").kernels, best);
+  // The CPU's own report, independent of the tables' probes (AMX further
+  // needs the OS's permission, which only the probe asks for).
+  __builtin_cpu_init();
+  const std::string name = best->name;
+  if (__builtin_cpu_supports("avx512bf16")) {
+    EXPECT_TRUE(name == "amx" || name == "avx512") << name;
+  } else if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw")) {
+    EXPECT_EQ(name, "avx512");
+  } else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
+    EXPECT_EQ(name, "avx2");
+  }
+}
+
+TEST(TileMathDispatch, HonoursANamedInstructionSetAndFallsBackFromAnUnknownOne) {
+  for (const TileKernels* table : runnable_tile_kernels()) {
+    const IsaChoice choice = choose_tile_kernels(table->name);
+    EXPECT_EQ(choice.kernels, table) << table->name;
+    EXPECT_TRUE(choice.warning.empty()) << choice.warning;
+  }
+  const IsaChoice unknown = choose_tile_kernels("neon");
+  EXPECT_EQ(unknown.kernels, choose_tile_kernels(nullptr).kernels);
+  EXPECT_NE(unknown.warning.find("neon"), std::string::npos) << unknown.warning;
 }
 
 }  // namespace
