@@ -92,7 +92,7 @@ fi
 # and initcheck over every kernel family, and racecheck's verdict on the
 # producer's hand-over pattern alone).
 if wanted sanitize; then
-  step sanitize 420 python3 scripts/sanitize.py --flashgen build-gpu/flashgen --jobs 6 \
+  step sanitize 420 python3 scripts/sanitize.py --flashgen build-gpu/flashgen --jobs 12 \
     --out "$out/sanitize_${date_tag}.json" --raw "$out/sanitize_raw" --log "$out/sanitize_problems.txt"
   tail -45 "$out/sanitize.log"
 fi
