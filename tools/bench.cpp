@@ -38,7 +38,6 @@ const Defaults kCpuDefaults{1, 8, 1024, {64, 128}, 3, 1, 1};
 
 constexpr double kH200Bf16GemmTflops = 751;  // measured dense bf16 GEMM ceiling
 constexpr std::int64_t kValidationSeq = 256;  // sequence length of the validated small problem
-constexpr std::int64_t kMaxDim = 1 << 16;
 constexpr std::uint64_t kSeed = 8192;
 constexpr std::size_t kPoolElements = std::size_t{1} << 24;  // 32 MiB of bf16 random values
 
@@ -107,7 +106,7 @@ Settings settings_from(const Arguments& a) {
   s.memory = memory_for(s.backend);
   s.on_gpu = s.backend == Backend::cuda;
   const Defaults& d = s.on_gpu ? kGpuDefaults : kCpuDefaults;
-  s.dims = dims_from(a, d.dims, kMaxDim);
+  s.dims = dims_from(a, d.dims, kMaxCommandDim);
   s.base.batch = a.integer("batch", d.batch, 1);
   s.base.heads_q = a.integer("heads", d.heads, 1);
   s.base.heads_kv = a.integer("heads-kv", s.base.heads_q, 1);

@@ -16,6 +16,13 @@ MemoryKind memory_for(Backend backend);
 
 DType dtype_named(const std::string& name);  // "bf16" | "f16" | "f32"
 
+// The largest head dimension the commands accept. The library takes any D;
+// the commands cap it so that a mistyped --dim does not allocate tensors and
+// an fp64 reference check of tens of gigabytes.
+inline constexpr std::int64_t kMaxCommandDim = std::int64_t{1} << 16;
+// What the commands' help says of that cap.
+inline constexpr const char* kDimRange = "1 to 65536 (the command's cap; the library takes any D)";
+
 std::string local_date_time();  // "2026-12-02 14:03:59"
 
 // FLOP rate in units of 1e12 (TFLOP/s) or 1e9 (GFLOP/s).

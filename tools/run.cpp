@@ -21,7 +21,6 @@ namespace {
 // Defaults: the CPU finishes in seconds; the GPU gets a realistic size.
 constexpr Shape kCpuDefault{1, 8, 8, 1024, 1024, 64, 64, DType::bf16, false};
 constexpr Shape kGpuDefault{2, 16, 16, 4096, 4096, 128, 128, DType::bf16, false};
-constexpr std::int64_t kMaxDim = 1 << 16;
 constexpr int kGpuRepeats = 5;  // timed calls after the first one on a GPU
 constexpr int kGpuWarmup = 1;
 constexpr std::uint64_t kSeed = 2024;
@@ -44,7 +43,7 @@ Arguments declare() {
   a.option("heads-kv", "H", "key/value heads, dividing --heads (default: --heads)");
   a.option("seq", "N", "query sequence length");
   a.option("seq-kv", "N", "key/value sequence length (default: --seq)");
-  a.option("dim", "D", "head dimension of queries and keys");
+  a.option("dim", "D", std::string("head dimension of queries and keys, ") + kDimRange);
   a.option("dim-v", "D", "head dimension of values (default: --dim)");
   a.option("dtype", "T", "bf16 (default), f16 or f32");
   a.flag("causal", "causal mask, bottom-right aligned");
@@ -61,8 +60,8 @@ Shape shape_from(const Arguments& a, const Shape& d) {
   s.heads_kv = a.integer("heads-kv", s.heads_q, 1);
   s.seq_q = a.integer("seq", d.seq_q, 0);
   s.seq_kv = a.integer("seq-kv", s.seq_q, 0);
-  s.dim_qk = a.integer("dim", d.dim_qk, 1, kMaxDim);
-  s.dim_v = a.integer("dim-v", s.dim_qk, 1, kMaxDim);
+  s.dim_qk = a.integer("dim", d.dim_qk, 1, kMaxCommandDim);
+  s.dim_v = a.integer("dim-v", s.dim_qk, 1, kMaxCommandDim);
   s.dtype = dtype_named(a.choice("dtype", "bf16", {"bf16", "f16", "f32"}));
   s.causal = a.given("causal");
   return s;

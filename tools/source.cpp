@@ -17,7 +17,6 @@
 namespace flashgen::cli {
 namespace {
 
-constexpr std::int64_t kMaxDim = 1 << 16;
 
 // "sm_" and a compute capability: what NVRTC's --gpu-architecture takes and
 // what shared_limit_of_arch reads.
@@ -60,8 +59,8 @@ int source_command(const std::vector<std::string>& words) {
 
   KernelSpec spec;
   spec.kind = kernel_kind_named(a.choice("kind", "", kernel_kind_names()));
-  spec.dim_qk = int(a.integer("dqk", 0, 1, kMaxDim));
-  spec.dim_v = int(a.integer("dv", spec.dim_qk, 1, kMaxDim));
+  spec.dim_qk = int(a.integer("dqk", 0, 1, kMaxCommandDim));
+  spec.dim_v = int(a.integer("dv", spec.dim_qk, 1, kMaxCommandDim));
   spec.dtype = dtype_named(a.choice("dtype", "bf16", {"bf16", "f16", "f32"}));
   spec.causal = a.given("causal");
   spec.vec = std::stoi(a.choice("vec", std::to_string(packed_vec(spec.dim_qk, spec.dim_v)),

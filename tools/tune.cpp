@@ -37,7 +37,6 @@ namespace {
 constexpr std::int64_t kBatch = 2, kHeads = 16, kSeq = 8192;
 const std::vector<std::int64_t> kDims = {64, 128};
 constexpr int kWarmup = 2, kRepeats = 7, kInputSets = 2, kTop = 12;
-constexpr std::int64_t kMaxDim = 1 << 16;
 constexpr std::uint64_t kSeed = 1729;
 constexpr std::size_t kPoolElements = std::size_t{1} << 24;  // 32 MiB of random bf16 values
 
@@ -143,7 +142,7 @@ Arguments declare() {
 
 Settings settings_from(const Arguments& a) {
   Settings s;
-  s.dims = dims_from(a, kDims, kMaxDim);
+  s.dims = dims_from(a, kDims, kMaxCommandDim);
   for (const std::string& name : a.choice_list("dtype", {"bf16"}, {"bf16", "f16"}))
     s.dtypes.push_back(dtype_named(name));
   const std::string causal = a.choice("causal", "0", {"0", "1", "both"});
