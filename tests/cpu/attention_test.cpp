@@ -88,6 +88,9 @@ INSTANTIATE_TEST_SUITE_P(Standard, CpuBackward, ::testing::ValuesIn(standard_bac
                          CaseName());
 INSTANTIATE_TEST_SUITE_P(Empty, CpuForward, ::testing::ValuesIn(empty_cases()), CaseName());
 INSTANTIATE_TEST_SUITE_P(Empty, CpuBackward, ::testing::ValuesIn(empty_cases()), CaseName());
+// Nothing past a tensor is read or written: every tensor ends at a PROT_NONE page.
+INSTANTIATE_TEST_SUITE_P(PageEnd, CpuForward, ::testing::ValuesIn(page_end_cases()), CaseName());
+INSTANTIATE_TEST_SUITE_P(PageEnd, CpuBackward, ::testing::ValuesIn(page_end_cases()), CaseName());
 
 }  // namespace
 }  // namespace flashgen::testing

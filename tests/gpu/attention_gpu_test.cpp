@@ -483,6 +483,11 @@ INSTANTIATE_TEST_SUITE_P(Standard, GpuBackward,
 INSTANTIATE_TEST_SUITE_P(Empty, GpuForward, ::testing::ValuesIn(empty_cases()), CaseName());
 INSTANTIATE_TEST_SUITE_P(Empty, GpuBackward, ::testing::ValuesIn(empty_cases()), CaseName());
 INSTANTIATE_TEST_SUITE_P(Empty, GpuBackwardAtomic, ::testing::ValuesIn(empty_cases()), CaseName());
+// Over-reads fault in an ordinary run: every tensor ends at an unmapped page.
+INSTANTIATE_TEST_SUITE_P(PageEnd, GpuForward, ::testing::ValuesIn(page_end_cases()), CaseName());
+INSTANTIATE_TEST_SUITE_P(PageEnd, GpuBackward, ::testing::ValuesIn(page_end_cases()), CaseName());
+INSTANTIATE_TEST_SUITE_P(PageEnd, GpuBackwardAtomic, ::testing::ValuesIn(page_end_cases()),
+                         CaseName());
 INSTANTIATE_TEST_SUITE_P(Random, GpuBackward, ::testing::ValuesIn(random_cases(24)), CaseName());
 INSTANTIATE_TEST_SUITE_P(Standard, GpuBackwardAtomic,
                          ::testing::ValuesIn(half_precision(standard_backward_cases())),

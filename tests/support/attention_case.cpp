@@ -98,6 +98,27 @@ std::vector<Case> empty_cases() {
   };
 }
 
+std::vector<Case> page_end_cases() {
+  std::vector<Case> cases = {
+      // batch, seq_q, seq_kv, heads_q, heads_kv, dim_qk, dim_v, causal, dtype, layout
+      {1, 130, 130, 1, 1, 385, 385, kFull, bf16, bshd},
+      {1, 130, 130, 2, 2, 127, 127, kCausal, bf16, bshd},
+      {1, 65, 129, 2, 2, 199, 63, kFull, f16, bhsd},
+      {1, 257, 257, 2, 2, 68, 68, kFull, bf16, bshd},
+      {1, 130, 130, 3, 3, 66, 66, kCausal, f16, bshd},
+      {1, 300, 300, 2, 2, 64, 64, kFull, bf16, bshd},
+      {1, 130, 77, 4, 2, 128, 128, kCausal, bf16, bshd},
+      {1, 65, 65, 2, 2, 256, 256, kCausal, bf16, bshd},
+      {1, 257, 257, 2, 1, 320, 320, kFull, bf16, bshd},
+      {1, 65, 65, 1, 1, 512, 512, kCausal, bf16, bshd},
+      {1, 130, 130, 2, 2, 64, 64, kCausal, f32, bshd},
+      {1, 65, 65, 2, 1, 40, 40, kFull, f32, bhsd},
+      {1, 7, 7, 1, 1, 1, 1, kFull, f32, padded},
+  };
+  for (Case& c : cases) c.placement = Placement::ends_at_unmapped_page;
+  return cases;
+}
+
 std::vector<Case> standard_backward_cases() {
   std::vector<Case> cases = shared_cases();
   cases.push_back({1, 64, 777, 1, 1, 512, 512, kCausal, bf16, bshd});

@@ -59,4 +59,11 @@ std::vector<Case> standard_backward_cases();
 // sequences. Outputs are empty or zeros (LSE -inf), as torch's SDPA gives.
 std::vector<Case> empty_cases();
 
+// Problems whose tensors each end where the mapped memory ends
+// (Placement::ends_at_unmapped_page), so a read or write past a tensor
+// faults: every load path of the GPU (rows aligned to 16 bytes for TMA, 8
+// and 4 bytes for cp.async, 2 bytes staged and shifted), heads-major
+// storage, the wide-head kernels and fp32.
+std::vector<Case> page_end_cases();
+
 }  // namespace flashgen::testing
