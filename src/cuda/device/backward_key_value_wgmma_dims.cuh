@@ -197,7 +197,7 @@ struct BackwardKeyValueWgmmaDims {
           sum_partials(smem.partial, kPartialsBarrier, group, group_thread, st);
           probabilities(st, smem, p, walk, j, warp_key0, lane);
         },
-        group, group_thread, lane);
+        group, group_thread);
   }
 
   // The dK CTA: Sᵀ_g(j) and dPᵀ_g(j) beside dK_g += dSᵀ(j−1)·Q(j−1).
@@ -232,7 +232,7 @@ struct BackwardKeyValueWgmmaDims {
           probabilities(st, smem, p, walk, j, warp_key0, lane);
           subtract_columns_times(dpt, st, smem.dterm[j % kStages], lane);
         },
-        group, group_thread, lane);
+        group, group_thread);
   }
 
   // One warpgroup's loop over the traversed blocks, accumulating into acc:
@@ -246,7 +246,7 @@ struct BackwardKeyValueWgmmaDims {
   static __device__ __forceinline__ void traverse(SharedStorage& smem, int total,
                                                   float (&acc)[1][kAccTiles][4], Gemms gemms,
                                                   Product product, Side side, int group,
-                                                  int group_thread, int lane) {
+                                                  int group_thread) {
     zero(acc);
     u32 frag[kBlockN / 16][1][4];  // block j−1's A fragments
     if (total > 0) {
@@ -276,7 +276,7 @@ struct BackwardKeyValueWgmmaDims {
       side(a, b, j);
       wgmma_wait<0>();  // the A fragments of block j−1 are free
       fence_registers(flat(acc));
-      release(smem, j - 1, lane);
+      smem.pipeline.release_each(j - 1);  // this thread read its row statistics
       pack_and_exchange(smem, frag, a, group, group_thread);
     }
     if (total > 0) {
@@ -286,13 +286,8 @@ struct BackwardKeyValueWgmmaDims {
       wgmma_commit();
       wgmma_wait<0>();
       fence_registers(flat(acc));
-      release(smem, total - 1, lane);
+      smem.pipeline.release_each(total - 1);
     }
-  }
-
-  // This thread no longer reads block j's stage (its row statistics among it).
-  static __device__ __forceinline__ void release(SharedStorage& smem, int j, int) {
-    smem.pipeline.release_each(j);
   }
 
   // Packs this warpgroup's rows of Pᵀ (dSᵀ) as A fragments, hands its words

@@ -24,7 +24,7 @@ namespace flashgen_device {
 
 // Arrivals on a full barrier of a key/value kernel whose producer warp
 // copies Q and dO by TMA: each of its lanes, after its row statistics.
-constexpr int kQueryBlockArrivals = 32;
+constexpr int kQueryBlockArrivals = ProducerCopies<true>::kThreads;
 
 // The producer warp of a key/value kernel whose traversed Q and dO (kQueryCols,
 // kGradOCols columns) come by TMA (slices of kSliceCols columns): for each
