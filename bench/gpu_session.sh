@@ -14,7 +14,8 @@
 #
 # --budget   wall-clock seconds for the whole run (default 560)
 # --steps    which steps run, of build,sanitize,tests_new,compare,tests_rest,probe,tune,bench,
-#            peers,f32,pytest (default: all but sanitize, compare and tune)
+#            peers,f32,pytest,cpu,workloads (default: all but sanitize, compare, tune, cpu
+#            and workloads)
 # --compare  the other source tree the compare step times this one against
 # --new      ctest regex of the tests to run first (default "Tma|Float32|WgmmaSplit")
 # --dims     head dimensions of the bench and peers rows
@@ -25,14 +26,17 @@
 # --kernel-cache  a .tgz of a kernel cache folder made elsewhere
 #            (`flashgen precompile --sweep` into $FLASHGEN_CACHE_DIR, then tar);
 #            unpacked under /tmp and used as FLASHGEN_CACHE_DIR
+# --workloads  options of bench/workloads.py in the workloads step (default: the whole suite,
+#            every system)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
 out=${1:-}
-[ -n "$out" ] || { echo "usage: bash bench/gpu_session.sh OUT_DIR [--budget S] [--steps LIST] [--new REGEX] [--dims LIST] [--tune-dims LIST] [--kernel-cache ARCHIVE] [--compare DIR]" >&2; exit 2; }
+[ -n "$out" ] || { echo "usage: bash bench/gpu_session.sh OUT_DIR [--budget S] [--steps LIST] [--new REGEX] [--dims LIST] [--tune-dims LIST] [--kernel-cache ARCHIVE] [--compare DIR] [--workloads OPTIONS]" >&2; exit 2; }
 shift
 budget=560
 compare_source=""
+workload_options=""
 steps=build,tests_new,tests_rest,probe,bench,peers,f32,pytest
 new_tests="Tma|Float32|WgmmaSplit"
 dims=40,64,127,128,199,256,257,384,385,512
@@ -45,6 +49,7 @@ while [ $# -gt 0 ]; do
     --new) new_tests=$2; shift 2 ;;
     --dims) dims=$2; shift 2 ;;
     --compare) compare_source=$2; shift 2 ;;
+    --workloads) workload_options=$2; shift 2 ;;
     --kernel-cache)
       cache_root=$(mktemp -d /tmp/flashgen_cache.XXXXXX)
       tar -C "$cache_root" -xzf "$2" || { echo "gpu_session.sh: cannot unpack $2" >&2; exit 2; }
@@ -165,6 +170,20 @@ if wanted pytest; then
         > "$0/pytest_$(basename "$f" .py).log" 2>&1 &
     done; wait' "$out"
   for f in "$out"/pytest_*.log; do echo "$(basename "$f"): $(tail -1 "$f")"; done
+fi
+
+# The CPU backend against torch's CPU attention with every core of the host.
+if wanted cpu; then
+  step cpu 150 env FLASHGEN_LIBRARY="$PWD/build-gpu/libflashgen.so" python3 bench/cpu_vs_torch.py \
+    --threads "$(nproc)" --out "$out/cpu_vs_torch_${date_tag}.json"
+  tail -20 "$out/cpu.log"
+fi
+
+# The workload suite with the peers (bench/workloads.py).
+if wanted workloads; then
+  step workloads 560 env FLASHGEN_LIBRARY="$PWD/build-gpu/libflashgen.so" python3 bench/workloads.py \
+    --json "$out/workloads_${date_tag}.json" $workload_options
+  grep -v "^\[" "$out/workloads.log" | tail -45
 fi
 
 # The step logs (and the sanitizer's raw reports) as one archive beside the

@@ -1,5 +1,6 @@
-"""Loads bench/peers.py, bench/plot.py and bench/tuning_gain.py as modules
-bench_peers / bench_plot / bench_tuning_gain.
+"""Loads bench/peers.py, bench/plot.py, bench/tuning_gain.py and
+bench/workloads.py as modules bench_peers / bench_plot / bench_tuning_gain /
+bench_workloads.
 
 They are scripts, not a package; loading them by path under distinct names
 keeps them from clashing with any other 'plot' module on sys.path.
@@ -25,3 +26,4 @@ def _load(module_name, file_name):
 _load("bench_peers", "peers.py")
 _load("bench_plot", "plot.py")
 _load("bench_tuning_gain", "tuning_gain.py")
+_load("bench_workloads", "workloads.py")

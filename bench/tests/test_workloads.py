@@ -1,0 +1,78 @@
+"""bench/workloads.py without a GPU: the suite, FLOP and pair counts, the report."""
+
+import json
+
+import pytest
+
+import bench_workloads as workloads
+
+
+def test_suite_loads_and_filters():
+    rows, host = workloads.load_suite(workloads.DEFAULT_SUITE)
+    assert len(rows) >= 20 and len(host) >= 1
+    names = [w.name for w in rows]
+    assert len(names) == len(set(names))
+    assert any(w.heads_q != w.heads_kv and w.causal for w in rows)      # GQA causal
+    assert any(w.seq_q != w.seq_kv for w in rows)                       # chunked prefill
+    assert any(w.dim_v != w.dim_qk for w in rows)
+    assert {127, 199, 257, 385, 512} <= {w.dim_qk for w in rows}
+    only, _ = workloads.load_suite(workloads.DEFAULT_SUITE, only="D=127")
+    assert [w.dim_qk for w in only] == [127, 127]
+
+
+def test_workload_defaults_and_errors():
+    w = workloads.Workload(name="x", batch=1, heads_q=4, seq_q=10, dim_qk=8, causal=False)
+    assert (w.heads_kv, w.seq_kv, w.dim_v) == (4, 10, 8)
+    with pytest.raises(ValueError, match="heads_kv"):
+        workloads.Workload(name="x", batch=1, heads_q=4, heads_kv=3, seq_q=10, dim_qk=8, causal=False)
+    with pytest.raises(ValueError, match="seq_q"):
+        workloads.Workload(name="x", batch=1, heads_q=4, seq_q=0, dim_qk=8, causal=False)
+
+
+def test_attended_pairs_bottom_right():
+    assert workloads.attended_pairs(4, 4, False) == 16
+    assert workloads.attended_pairs(4, 4, True) == 4 + 3 + 2 + 1
+    # 2 queries over 5 keys: the last sees all 5, the one before 4.
+    assert workloads.attended_pairs(2, 5, True) == 9
+    # More queries than keys: the first rows see nothing.
+    assert workloads.attended_pairs(5, 2, True) == 0 + 0 + 0 + 1 + 2
+
+
+def test_flops_follow_the_flashattention_convention():
+    w = workloads.Workload(name="x", batch=2, heads_q=16, seq_q=1024, dim_qk=64, causal=False)
+    assert workloads.forward_flops(w) == 4 * 2 * 16 * 1024 ** 2 * 64
+    assert workloads.backward_flops(w) == 2.5 * workloads.forward_flops(w)
+    mixed = workloads.Workload(name="y", batch=1, heads_q=1, seq_q=8, dim_qk=192, dim_v=128, causal=False)
+    assert workloads.forward_flops(mixed) == 2 * 64 * (192 + 128)
+    assert workloads.io_bytes(mixed) == 2 * (8 * (192 + 128) * 2)
+
+
+def synthetic_result():
+    shape = {"batch": 1}
+    rows = [{"workload": "a", "system": "flashgen", "shape": shape, "fwd_tflops": 500.0, "bwd_tflops": 300.0},
+            {"workload": "a", "system": "flashgen atomic", "shape": shape, "bwd_tflops": 420.0},
+            {"workload": "a", "system": "cudnn", "shape": shape, "fwd_tflops": 625.0, "bwd_tflops": 400.0},
+            {"workload": "a", "system": "flash", "shape": shape, "error": "RuntimeError: no"},
+            {"workload": "b", "system": "flashgen", "shape": shape, "fwd_tflops": 100.0, "bwd_tflops": 50.0},
+            {"workload": "host: t", "system": "flashgen", "shape": shape, "fwd_wall_us": 40.0,
+             "fwd_bwd_wall_us": 300.0}]
+    return {"device": "GPU", "date": "2026-12-05", "rows": rows}
+
+
+def test_summary_ratios_against_the_best_peer():
+    summary = {line["workload"]: line for line in workloads.summarize(synthetic_result())}
+    assert summary["a"]["fwd"]["ratio"] == pytest.approx(0.8)
+    assert summary["a"]["bwd"]["ratio"] == pytest.approx(0.75)
+    assert summary["a"]["bwd_any"]["ratio"] == pytest.approx(1.05)
+    assert summary["a"]["fwd"]["peer"] == "cudnn"
+    assert summary["b"]["fwd"]["ratio"] is None  # no peer ran it
+    assert "host: t" not in summary
+
+
+def test_report_from_json(tmp_path, capsys):
+    path = tmp_path / "w.json"
+    path.write_text(json.dumps(synthetic_result()))
+    workloads.main(["--report", str(path)])
+    out = capsys.readouterr().out
+    assert "| a | 500 | cuDNN 625 | 0.80 |" in out
+    assert "| host: t | flashgen | 40 | 300 |" in out

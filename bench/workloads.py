@@ -1,0 +1,454 @@
+#!/usr/bin/env python3
+"""flashgen and its peers on the shapes people train and serve.
+
+Runs the suite of bench/workloads.json through the Python package
+(flashgen.attention, layout "bshd", what a model calls) and through PyTorch's
+attention kernels in the same process: SDPA forced to cuDNN, FLASH (FA2) and
+EFFICIENT, and FlexAttention compiled with a block mask for causal. Every
+system reads the same [batch, seq, heads, dim] tensors (SDPA and Flex through
+transposed views, as models call them), with GQA passed as such
+(enable_gqa), and bottom-right causal where seq_q != seq_kv.
+
+Each system's output is first checked against an fp32 computation of a few
+query rows, so a system that computes something else (top-left causal, say)
+is reported as a mismatch, not timed. Times are medians of CUDA events after
+warm-up, inputs random normal, rotated so that no repeat finds them in L2
+(bench/peers.py's timing). "flashgen" is the deterministic backward,
+"flashgen atomic" the backward with deterministic=False.
+
+The "host" workloads measure wall time per call on problems too small for
+the GPU to matter: forward alone (inputs without grad) and forward +
+backward, flashgen against SDPA's default choice.
+
+    python3 bench/workloads.py --json bench/results/<gpu>/workloads_<date>.json
+    python3 bench/workloads.py --report FILE.json [--plot FILE.png]
+
+Writes {"tool": "workloads", "device", "torch", "cudnn", "flashgen", "date",
+"gemm_tflops", "rows": [{"workload", "system", "shape", "fwd_ms", "bwd_ms",
+"fwd_tflops", "bwd_tflops", "gbps"} or "error"/"bwd_error"]}; host rows carry
+"fwd_wall_us" and "fwd_bwd_wall_us". FLOPs count the attended (query, key)
+pairs: forward 2·pairs·(Dqk + Dv), backward 2·pairs·(3·Dqk + 2·Dv), per
+batch and query head. gbps: bytes of q, k, v and o over the forward time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import datetime
+import json
+import pathlib
+import re
+import sys
+import time
+
+try:
+    import torch
+except ImportError:  # --report and the pure helpers work without PyTorch
+    torch = None
+
+BENCH_DIR = pathlib.Path(__file__).resolve().parent
+DEFAULT_SUITE = BENCH_DIR / "workloads.json"
+PEERS = ("cudnn", "flash", "efficient", "flex")
+SYSTEMS = ("flashgen", "flashgen atomic") + PEERS
+DISPLAY = {"flashgen": "flashgen", "flashgen atomic": "flashgen atomic", "cudnn": "cuDNN",
+           "flash": "FA2", "efficient": "EFFICIENT", "flex": "FlexAttention"}
+ELEMENT_BYTES = {"bf16": 2, "fp16": 2, "f32": 4}
+# Largest |system - fp32| over the checked rows, relative to max |fp32|.
+AGREEMENT = {"bf16": 2e-2, "fp16": 5e-3, "f32": 1e-4}
+CHECKED_ROWS = 48
+HOST_CALLS = 200
+
+
+@dataclasses.dataclass(frozen=True)
+class Workload:
+    name: str
+    batch: int
+    heads_q: int
+    seq_q: int
+    dim_qk: int
+    causal: bool
+    heads_kv: int = 0   # 0: heads_q
+    seq_kv: int = 0     # 0: seq_q
+    dim_v: int = 0      # 0: dim_qk
+    dtype: str = "bf16"
+
+    def __post_init__(self):
+        for field in ("heads_kv", "seq_kv", "dim_v"):
+            if getattr(self, field) == 0:
+                object.__setattr__(self, field, getattr(self, {"heads_kv": "heads_q", "seq_kv": "seq_q",
+                                                                "dim_v": "dim_qk"}[field]))
+        for field in ("batch", "heads_q", "heads_kv", "seq_q", "seq_kv", "dim_qk", "dim_v"):
+            value = getattr(self, field)
+            if not isinstance(value, int) or value <= 0:
+                raise ValueError(f"workload '{self.name}': {field} must be a positive integer, not {value!r}")
+        if self.heads_q % self.heads_kv:
+            raise ValueError(f"workload '{self.name}': heads_kv ({self.heads_kv}) must divide heads_q ({self.heads_q})")
+        if self.dtype not in ELEMENT_BYTES:
+            raise ValueError(f"workload '{self.name}': dtype must be one of {sorted(ELEMENT_BYTES)}")
+
+    def shape(self):
+        return {key: value for key, value in dataclasses.asdict(self).items() if key != "name"}
+
+
+# ----------------------------------------------------------------------------
+# Pure helpers (no PyTorch)
+# ----------------------------------------------------------------------------
+
+def load_suite(path, only=None):
+    """(workloads, host workloads) from the suite file, filtered by the regex only."""
+    data = json.loads(pathlib.Path(path).read_text())
+    pattern = re.compile(only) if only else None
+
+    def parse(entries):
+        loaded = [Workload(**entry) for entry in entries]
+        return [w for w in loaded if pattern is None or pattern.search(w.name)]
+    return parse(data.get("workloads", [])), parse(data.get("host", []))
+
+
+def attended_pairs(seq_q, seq_kv, causal):
+    """(query, key) pairs computed per head; causal is bottom-right aligned."""
+    if not causal:
+        return seq_q * seq_kv
+    offset = seq_kv - seq_q  # query i sees keys j <= i + offset
+    return sum(min(seq_kv, max(0, i + offset + 1)) for i in range(seq_q))
+
+
+def forward_flops(w):
+    return 2.0 * w.batch * w.heads_q * attended_pairs(w.seq_q, w.seq_kv, w.causal) * (w.dim_qk + w.dim_v)
+
+
+def backward_flops(w):
+    """S and dP recomputed/formed (Dqk, Dv), dV (Dv), dQ and dK (Dqk each)."""
+    pairs = attended_pairs(w.seq_q, w.seq_kv, w.causal)
+    return 2.0 * w.batch * w.heads_q * pairs * (3 * w.dim_qk + 2 * w.dim_v)
+
+
+def io_bytes(w):
+    """q, k, v read and o written once."""
+    elements = (w.batch * w.seq_q * w.heads_q * (w.dim_qk + w.dim_v)
+                + w.batch * w.seq_kv * w.heads_kv * (w.dim_qk + w.dim_v))
+    return elements * ELEMENT_BYTES[w.dtype]
+
+
+def timing_fields(w, fwd_ms=None, bwd_ms=None):
+    fields = {}
+    if fwd_ms is not None:
+        fields.update(fwd_ms=fwd_ms, fwd_tflops=forward_flops(w) / (fwd_ms * 1e9),
+                      gbps=io_bytes(w) / (fwd_ms * 1e6))
+    if bwd_ms is not None:
+        fields.update(bwd_ms=bwd_ms, bwd_tflops=backward_flops(w) / (bwd_ms * 1e9))
+    return fields
+
+
+def summarize(result):
+    """Per workload: flashgen's TFLOP/s, the best peer's, and the ratios.
+
+    fwd: flashgen's forward; bwd: the deterministic backward; bwd_any: the
+    backward with deterministic=False ("flashgen atomic"). Each against the
+    fastest peer that ran the direction.
+    """
+    by_workload = {}
+    for row in result["rows"]:
+        if "fwd_wall_us" in row:
+            continue
+        by_workload.setdefault(row["workload"], {})[row["system"]] = row
+    summary = []
+    for name, systems in by_workload.items():
+        line = {"workload": name}
+        for direction, system, key in (("fwd", "flashgen", "fwd_tflops"), ("bwd", "flashgen", "bwd_tflops"),
+                                       ("bwd_any", "flashgen atomic", "bwd_tflops")):
+            ours = systems.get(system, {}).get(key)
+            peers = [(row[key], peer) for peer, row in systems.items() if peer in PEERS and key in row]
+            best = max(peers) if peers else None
+            line[direction] = {"flashgen": ours, "peer": best[1] if best else None,
+                               "peer_tflops": best[0] if best else None,
+                               "ratio": ours / best[0] if ours and best else None}
+        summary.append(line)
+    return summary
+
+
+def markdown_table(result):
+    """The README's table: TFLOP/s of flashgen and the best peer, and ratios."""
+    def cell(entry):
+        if entry["flashgen"] is None:
+            return "-"
+        if entry["ratio"] is None:
+            return f"{entry['flashgen']:.0f} | - | -"
+        return f"{entry['flashgen']:.0f} | {DISPLAY[entry['peer']]} {entry['peer_tflops']:.0f} | {entry['ratio']:.2f}"
+    lines = ["| workload | fwd flashgen | best peer | ratio | bwd flashgen | best peer | ratio "
+             "| bwd (atomic) | best peer | ratio |", "|---" * 10 + "|"]
+    for line in summarize(result):
+        lines.append(f"| {line['workload']} | {cell(line['fwd'])} | {cell(line['bwd'])} | {cell(line['bwd_any'])} |")
+    host = [row for row in result["rows"] if "fwd_wall_us" in row]
+    if host:
+        lines += ["", "| host workload | system | forward µs (wall) | forward + backward µs (wall) |",
+                  "|---|---|---|---|"]
+        for row in host:
+            lines.append(f"| {row['workload']} | {DISPLAY.get(row['system'], row['system'])} "
+                         f"| {row['fwd_wall_us']:.0f} | {row.get('fwd_bwd_wall_us', float('nan')):.0f} |")
+    return "\n".join(lines)
+
+
+def plot_ratios(result, path):
+    """Each workload's ratio to the best peer, forward and both backwards."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    summary = summarize(result)
+    names = [line["workload"] for line in summary]
+    fig, ax = plt.subplots(figsize=(9, 0.32 * len(names) + 1.5))
+    height = 0.27
+    for offset, (direction, label, color) in enumerate((("fwd", "forward", "#d62728"),
+                                                        ("bwd", "backward (deterministic)", "#1f77b4"),
+                                                        ("bwd_any", "backward (atomic)", "#ff7f0e"))):
+        values = [line[direction]["ratio"] or 0.0 for line in summary]
+        ax.barh([i + (offset - 1) * height for i in range(len(names))], values, height, label=label, color=color)
+    ax.axvline(1.0, color="black", linewidth=1)
+    ax.set_yticks(range(len(names)), names, fontsize=8)
+    ax.invert_yaxis()
+    ax.set_xlabel("flashgen TFLOP/s / best peer's (same run)")
+    ax.set_title(f"{result.get('device', '')}, {result.get('date', '')}", fontsize=9)
+    ax.legend(fontsize=8, loc="lower right")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+
+
+# ----------------------------------------------------------------------------
+# Systems and timing (PyTorch + CUDA)
+# ----------------------------------------------------------------------------
+
+def load_peers_module():
+    """bench/peers.py: its timing, input rotation and error helpers."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("bench_peers", BENCH_DIR / "peers.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def make_inputs(w, count, requires_grad=True):
+    """count sets of {q, k, v, grad_out} in [batch, seq, heads, dim] storage."""
+    dtype = {"bf16": torch.bfloat16, "fp16": torch.float16, "f32": torch.float32}[w.dtype]
+
+    def tensor(seq, heads, dim, grad):
+        return torch.randn((w.batch, seq, heads, dim), device="cuda", dtype=dtype).requires_grad_(grad)
+    return [{"q": tensor(w.seq_q, w.heads_q, w.dim_qk, requires_grad),
+             "k": tensor(w.seq_kv, w.heads_kv, w.dim_qk, requires_grad),
+             "v": tensor(w.seq_kv, w.heads_kv, w.dim_v, requires_grad),
+             "grad_out": tensor(w.seq_q, w.heads_q, w.dim_v, False)} for _ in range(count)]
+
+
+def system_call(system, w):
+    """attention(q, k, v) -> o, all [batch, seq, heads, dim], for one system."""
+    if system.startswith("flashgen"):
+        import flashgen
+        deterministic = system == "flashgen"
+        return lambda q, k, v: flashgen.attention(q, k, v, causal=w.causal, deterministic=deterministic)
+    gqa = w.heads_q != w.heads_kv
+    if system == "flex":
+        return flex_call(w, gqa)
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    from torch.nn.functional import scaled_dot_product_attention
+    backend = {"flash": SDPBackend.FLASH_ATTENTION, "cudnn": SDPBackend.CUDNN_ATTENTION,
+               "efficient": SDPBackend.EFFICIENT_ATTENTION}[system]
+    mask, is_causal = None, w.causal
+    if w.causal and w.seq_q != w.seq_kv:  # SDPA's is_causal is top-left
+        from torch.nn.attention.bias import causal_lower_right
+        mask, is_causal = causal_lower_right(w.seq_q, w.seq_kv), False
+
+    def call(q, k, v):
+        with sdpa_kernel([backend]):
+            o = scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2),
+                                             attn_mask=mask, is_causal=is_causal, enable_gqa=gqa)
+        return o.transpose(1, 2)
+    return call
+
+
+def flex_call(w, gqa):
+    from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+    torch._dynamo.reset()  # one compile per shape, never the eager fallback
+    try:
+        torch._functorch.config.donated_buffer = False  # the backward is replayed with retain_graph
+    except AttributeError:
+        pass
+    compiled = torch.compile(flex_attention, dynamic=False)
+    block_mask = None
+    if w.causal:
+        offset = w.seq_kv - w.seq_q
+
+        def bottom_right(b, h, q_idx, kv_idx):
+            return q_idx + offset >= kv_idx
+        block_mask = create_block_mask(bottom_right, B=None, H=None, Q_LEN=w.seq_q, KV_LEN=w.seq_kv,
+                                       device="cuda")
+
+    def call(q, k, v):
+        o = compiled(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), block_mask=block_mask,
+                     enable_gqa=gqa)
+        return o.transpose(1, 2)
+    return call
+
+
+def checked_rows(w):
+    """Query rows checked against fp32: the first, the last and a spread."""
+    step = max(1, w.seq_q // CHECKED_ROWS)
+    return sorted(set(range(0, w.seq_q, step)) | {w.seq_q - 1})
+
+
+def check_against_fp32(w, inputs, o):
+    """Raises when o's checked rows (batch 0, every head) differ from fp32."""
+    rows = torch.tensor(checked_rows(w), device="cuda")
+    q = inputs["q"][0, rows].float().transpose(0, 1)                 # [Hq, r, Dqk]
+    group = w.heads_q // w.heads_kv
+    k = inputs["k"][0].float().transpose(0, 1).repeat_interleave(group, 0)  # [Hq, Skv, Dqk]
+    v = inputs["v"][0].float().transpose(0, 1).repeat_interleave(group, 0)
+    s = q @ k.transpose(1, 2) / w.dim_qk ** 0.5
+    if w.causal:
+        keys = torch.arange(w.seq_kv, device="cuda")
+        s = s.masked_fill(keys[None, None, :] > rows[None, :, None] + (w.seq_kv - w.seq_q), float("-inf"))
+    expected = torch.nan_to_num(torch.softmax(s, dim=-1)) @ v        # [Hq, r, Dv]
+    got = o[0, rows].float().transpose(0, 1)
+    error = float((got - expected).abs().max() / expected.abs().max().clamp_min(1e-30))
+    if not error <= AGREEMENT[w.dtype]:
+        raise ArithmeticError(f"mismatch: max error {error:.3g} of max |o| against fp32 "
+                              f"(allowed {AGREEMENT[w.dtype]})")
+
+
+def measure(system, w, peers, args):
+    """One row: forward and backward medians, or why the system refused."""
+    row = {"workload": w.name, "system": system, "shape": w.shape()}
+    sets = outputs = None
+    try:
+        l2 = getattr(torch.cuda.get_device_properties(0), "L2_cache_size", 0) or peers.FALLBACK_L2_BYTES
+        sets = make_inputs(w, peers.input_sets_needed(2 * io_bytes(w), l2))
+        attention = system_call(system, w)
+        started = time.perf_counter()
+        check_against_fp32(w, sets[0], attention(sets[0]["q"], sets[0]["k"], sets[0]["v"]))
+        row["first_call_s"] = time.perf_counter() - started  # compiles (flex, flashgen's NVRTC)
+        if system != "flashgen atomic":  # its forward is flashgen's
+            ms = peers.time_calls(lambda i: attention(sets[i]["q"], sets[i]["k"], sets[i]["v"]), len(sets),
+                                  args.warmup, args.repeats, args.time_budget_s)
+            row.update(timing_fields(w, fwd_ms=ms))
+    except Exception as exc:  # refused shape, mismatch, out of memory: record and go on
+        row["error"] = peers.one_line_error(exc)
+    if "error" not in row and not args.forward_only:
+        try:
+            outputs = [attention(s["q"], s["k"], s["v"]) for s in sets]
+
+            def backward(i):
+                s = sets[i]
+                torch.autograd.grad(outputs[i], (s["q"], s["k"], s["v"]), s["grad_out"], retain_graph=True)
+            ms = peers.time_calls(backward, len(sets), args.warmup, args.repeats, args.time_budget_s)
+            row.update(timing_fields(w, bwd_ms=ms))
+        except Exception as exc:
+            row["bwd_error"] = peers.one_line_error(exc)
+    sets = outputs = None
+    peers.release()
+    return row
+
+
+def wall_us(call, calls):
+    """Wall µs per call of call() repeated, the GPU drained before and after."""
+    call()
+    torch.cuda.synchronize()
+    started = time.perf_counter()
+    for _ in range(calls):
+        call()
+    torch.cuda.synchronize()
+    return (time.perf_counter() - started) / calls * 1e6
+
+
+def measure_host(system, w):
+    """Wall time per call on a problem whose GPU time is small."""
+    from torch.nn.functional import scaled_dot_product_attention
+    row = {"workload": w.name, "system": system, "shape": w.shape()}
+    (plain,), (graded,) = make_inputs(w, 1, requires_grad=False), make_inputs(w, 1)
+    if system == "flashgen":
+        attention = system_call("flashgen", w)
+    else:  # SDPA as a model calls it, its own backend choice
+        def attention(q, k, v):
+            return scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2),
+                                                is_causal=w.causal).transpose(1, 2)
+    row["fwd_wall_us"] = wall_us(lambda: attention(plain["q"], plain["k"], plain["v"]), HOST_CALLS)
+
+    def step():
+        o = attention(graded["q"], graded["k"], graded["v"])
+        torch.autograd.grad(o, (graded["q"], graded["k"], graded["v"]), graded["grad_out"])
+    row["fwd_bwd_wall_us"] = wall_us(step, HOST_CALLS)
+    return row
+
+
+def run(args):
+    peers = load_peers_module()
+    import flashgen
+    workloads, host = load_suite(args.suite, args.only)
+    systems = [name.strip() for name in args.systems.split(",") if name.strip()]
+    for name in systems:
+        if name not in SYSTEMS:
+            raise SystemExit(f"--systems: '{name}' is not one of {','.join(SYSTEMS)}")
+    result = {"tool": "workloads", "device": torch.cuda.get_device_name(0), "torch": torch.__version__,
+              "cudnn": torch.backends.cudnn.version(), "flashgen": flashgen.version(),
+              "date": datetime.date.today().isoformat(), "rows": []}
+    if not args.skip_gemm:
+        result["gemm_tflops"] = peers.measure_gemm_tflops()
+    jobs = [(w, s) for w in workloads for s in systems]
+    jobs += [] if args.skip_host else [(w, s) for w in host for s in ("flashgen", "sdpa")]
+    for index, (w, system) in enumerate(jobs, start=1):
+        row = measure_host(system, w) if w in host else measure(system, w, peers, args)
+        result["rows"].append(row)
+        print(f"[{index}/{len(jobs)}] {progress_text(row)}", file=sys.stderr, flush=True)
+        if args.json:  # as we go: a crash late in the run keeps the rest
+            write_json(result, args.json)
+    print(markdown_table(result))
+    if args.plot:
+        plot_ratios(result, args.plot)
+    return result
+
+
+def progress_text(row):
+    head = f"{row['workload']} | {row['system']}:"
+    if "fwd_wall_us" in row:
+        return f"{head} forward {row['fwd_wall_us']:.0f} µs, forward+backward {row['fwd_bwd_wall_us']:.0f} µs (wall)"
+    if "error" in row:
+        return f"{head} {row['error']}"
+    parts = [f"fwd {row['fwd_tflops']:.0f}"] if "fwd_tflops" in row else []
+    parts += [f"bwd {row['bwd_tflops']:.0f}"] if "bwd_tflops" in row else [row.get("bwd_error", "")]
+    return f"{head} {' / '.join(part for part in parts if part)} TFLOP/s"
+
+
+def write_json(result, path):
+    pathlib.Path(path).write_text(json.dumps(result, indent=1) + "\n")
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--suite", default=str(DEFAULT_SUITE), help="workloads file (default bench/workloads.json)")
+    parser.add_argument("--only", help="regex: run only the workloads whose name matches")
+    parser.add_argument("--systems", default=",".join(SYSTEMS), help=f"comma-separated, of {','.join(SYSTEMS)}")
+    parser.add_argument("--json", help="write the rows here (as they come)")
+    parser.add_argument("--plot", help="PNG of each workload's ratio to the best peer")
+    parser.add_argument("--report", help="no run: print the table (and --plot) of this JSON file")
+    parser.add_argument("--warmup", type=int, default=5)
+    parser.add_argument("--repeats", type=int, default=20)
+    parser.add_argument("--time-budget-s", type=float, default=1.0, help="per timing: stop repeating after this")
+    parser.add_argument("--forward-only", action="store_true")
+    parser.add_argument("--skip-host", action="store_true", help="without the host-overhead rows")
+    parser.add_argument("--skip-gemm", action="store_true", help="without the bf16 GEMM ceiling measurement")
+    return parser.parse_args(argv)
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    if args.report:
+        result = json.loads(pathlib.Path(args.report).read_text())
+        print(markdown_table(result))
+        if args.plot:
+            plot_ratios(result, args.plot)
+        return
+    if torch is None or not torch.cuda.is_available():
+        raise SystemExit("bench/workloads.py needs PyTorch and a CUDA GPU (--report works without)")
+    run(args)
+
+
+if __name__ == "__main__":
+    main()
