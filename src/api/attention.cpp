@@ -1,5 +1,5 @@
 // The public entry points: each asks the planner, then dispatches to the
-// backend the plan names. Errors carry the planner's code and reason.
+// backend it decides on. Errors carry the planner's code and reason.
 #include <cstddef>
 
 #include "api/empty_outputs.hpp"
@@ -39,9 +39,9 @@ std::size_t backward_workspace_bytes(const BackwardArgs& args, const Options& op
 }
 
 void forward(const ForwardArgs& args, const Options& options) {
-  const api::PlannedCall planned = api::plan_call(args, options);
-  const Problem& p = require_ok(planned).problem;
-  if (planned.plan.backend == Backend::cuda) {
+  const api::DispatchedCall call = api::dispatch_call(args, options);
+  const Problem& p = call.problem;
+  if (call.backend == Backend::cuda) {
     cuda::forward(p, args, options.stream);  // writes empty problems' outputs itself
     return;
   }
@@ -53,9 +53,9 @@ void forward(const ForwardArgs& args, const Options& options) {
 }
 
 void backward(const BackwardArgs& args, const Options& options) {
-  const api::PlannedCall planned = api::plan_call(args, options);
-  const Problem& p = require_ok(planned).problem;
-  if (planned.plan.backend == Backend::cuda) {
+  const api::DispatchedCall call = api::dispatch_call(args, options);
+  const Problem& p = call.problem;
+  if (call.backend == Backend::cuda) {
     cuda::backward(p, args, options.stream, options.deterministic);
     return;
   }

@@ -2,8 +2,10 @@
 //   1. validate the arguments into a Problem (invalid_argument names the rule);
 //   2. pick the backend from the tensors' memory (automatic) or check the
 //      requested one can reach it;
-//   3. ask that backend what it would run (CPU: a description; CUDA: the
-//      generated kernels' names) and how much device scratch the backward needs.
+//   3. for a plan, ask that backend what it would run (CPU: a description;
+//      CUDA: the generated kernels' names) and how much device scratch the
+//      backward needs. forward() and backward() take steps 1 and 2 only
+//      (dispatch_call): naming kernels costs strings a repeated call need not build.
 // Empty problems are planned like any other: the host path writes their
 // outputs directly, the CUDA backend writes them on its stream.
 #include "api/plan.hpp"
@@ -66,16 +68,21 @@ void plan_cpu(const Call& call, const Problem& p, const Options& options, Plan& 
   plan.workspace_bytes = 0;
 }
 
-void plan_cuda(const Call& call, const Problem& p, const Options& options, Plan& plan) {
-  const cuda::Availability available = cuda::availability();
+// The CUDA backend can run at all here, and q.device names a device. Both
+// answers hold for the process (the driver and NVRTC load once), so they are
+// found once: a repeated call pays for neither.
+void check_cuda_reachable(const TensorView& q) {
+  static const cuda::Availability available = cuda::availability();
   if (!available.ok)
     throw Error(ErrorCode::unsupported, "the CUDA backend cannot run here: " + available.reason);
-  const TensorView& q = call.q();
   const int devices = cuda::device_count();
   if (q.device >= devices)
     throw Error(ErrorCode::invalid_argument,
                 "q.device (" + std::to_string(q.device) + ") must be < the number of CUDA devices (" +
                     std::to_string(devices) + ")");
+}
+
+void plan_cuda(const Call& call, const Problem& p, const Options& options, Plan& plan) {
   if (call.direction == Direction::forward) {
     plan.kernels = cuda::forward_kernel_names(p, *call.forward);
     plan.workspace_bytes = 0;
@@ -92,15 +99,26 @@ void plan_cuda(const Call& call, const Problem& p, const Options& options, Plan&
                     ") when workspace is given; pass null to let the library allocate it");
 }
 
-// THE planner.
+// THE decision: the validated problem and the backend that runs it. Throws
+// flashgen::Error with the broken rule.
+DispatchedCall dispatch(const Call& call, const Options& options) {
+  DispatchedCall out;
+  out.problem = call.direction == Direction::forward ? validate_forward(*call.forward, options)
+                                                     : validate_backward(*call.backward, options);
+  // Validation has checked that an explicit backend reaches the memory.
+  out.backend = call.q().memory == MemoryKind::cuda ? Backend::cuda : Backend::cpu;
+  if (out.backend == Backend::cuda) check_cuda_reachable(call.q());
+  return out;
+}
+
+// The plan: the decision, and what the backend would run for it.
 PlannedCall decide(const Call& call, const Options& options) {
   PlannedCall out;
   Plan& plan = out.plan;
   try {
-    out.problem = call.direction == Direction::forward ? validate_forward(*call.forward, options)
-                                                       : validate_backward(*call.backward, options);
-    // Validation has checked that an explicit backend reaches the memory.
-    plan.backend = call.q().memory == MemoryKind::cuda ? Backend::cuda : Backend::cpu;
+    const DispatchedCall decided = dispatch(call, options);
+    out.problem = decided.problem;
+    plan.backend = decided.backend;
     if (plan.backend == Backend::cpu)
       plan_cpu(call, out.problem, options, plan);
     else
@@ -125,6 +143,14 @@ PlannedCall plan_call(const ForwardArgs& args, const Options& options) {
 
 PlannedCall plan_call(const BackwardArgs& args, const Options& options) {
   return decide({Direction::backward, nullptr, &args}, options);
+}
+
+DispatchedCall dispatch_call(const ForwardArgs& args, const Options& options) {
+  return dispatch({Direction::forward, &args, nullptr}, options);
+}
+
+DispatchedCall dispatch_call(const BackwardArgs& args, const Options& options) {
+  return dispatch({Direction::backward, nullptr, &args}, options);
 }
 
 std::string describe(const Problem& p) {

@@ -1,6 +1,8 @@
 // The planner: ONE function decides what runs for a problem, or why it
 // cannot. plan_forward / plan_backward / supports_* / backward_workspace_bytes
 // and forward / backward all go through it, so they cannot disagree.
+// forward / backward stop at the decision (dispatch_call); the plans add the
+// names of the kernels that would run.
 #pragma once
 
 #include <string>
@@ -14,6 +16,16 @@ struct PlannedCall {
   Problem problem;  // meaningful only when plan.ok
   Plan plan;
 };
+
+// The validated problem and the backend that runs it.
+struct DispatchedCall {
+  Problem problem;
+  Backend backend = Backend::cpu;
+};
+
+// Throws flashgen::Error (invalid_argument, unsupported) with the broken rule.
+DispatchedCall dispatch_call(const ForwardArgs& args, const Options& options);
+DispatchedCall dispatch_call(const BackwardArgs& args, const Options& options);
 
 // Never throws flashgen::Error: a broken rule or a missing backend comes back
 // as plan.ok == false with plan.error and plan.reason.

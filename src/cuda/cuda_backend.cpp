@@ -4,7 +4,9 @@
 #include "cuda/cuda_backend.hpp"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <mutex>
 #include <string>
 #include <unordered_map>
@@ -71,6 +73,66 @@ const CompiledKernel& compiled(const KernelChoice& c, int ordinal) {
   return get_kernel(request, ordinal, c.generated->shared_bytes);
 }
 
+// A kernel ready to launch: the choice and its loaded function.
+struct ResolvedKernel {
+  KernelChoice choice;
+  const CompiledKernel* kernel = nullptr;  // owned by get_kernel's cache
+};
+
+// Everything choose() reads, as integers: two calls with equal signatures
+// get the same kernel. `seq` picks the tuning table's row, `tables` counts
+// table reloads (a reload may change the row).
+struct Signature {
+  KernelKind kind;
+  DType dtype;
+  int dim_qk, dim_v, vec, ordinal;
+  bool causal, tma_readable;
+  std::int64_t seq;
+  std::uint64_t tables;
+  bool operator==(const Signature&) const = default;
+};
+
+struct SignatureHash {
+  std::size_t operator()(const Signature& s) const {
+    std::size_t h = 0;
+    for (std::uint64_t field :
+         {std::uint64_t(s.kind), std::uint64_t(s.dtype), std::uint64_t(s.dim_qk),
+          std::uint64_t(s.dim_v), std::uint64_t(s.vec), std::uint64_t(s.ordinal),
+          std::uint64_t(s.causal) << 1 | std::uint64_t(s.tma_readable), std::uint64_t(s.seq),
+          s.tables})
+      h = (h ^ field) * 0x100000001b3ull;  // FNV-1a over the fields
+    return h;
+  }
+};
+
+// The kernel for a launch. A repeated call finds it by its signature (a few
+// integers hashed): no tuning-table lookup, no key strings, no copy or hash
+// of the source. Tuning overrides (the tuner, FLASHGEN_TUNING) bypass the
+// memo, since they change between calls with the same signature.
+ResolvedKernel resolve(KernelKind kind, const Problem& p, int vec, bool tma_readable,
+                       int ordinal) {
+  const auto build = [&] {
+    ResolvedKernel r;
+    r.choice = choose(kind, p, vec, tma_readable, ordinal);
+    r.kernel = &compiled(r.choice, ordinal);
+    return r;
+  };
+  if (tuning_overridden(kind)) return build();
+  const Signature key{kind,  p.dtype, static_cast<int>(p.dim_qk), static_cast<int>(p.dim_v),
+                      vec,   ordinal, p.causal,
+                      tma_readable, std::max(p.seq_q, p.seq_kv), tuning_tables_generation()};
+  static std::mutex mutex;
+  static auto* memo = new std::unordered_map<Signature, ResolvedKernel, SignatureHash>();  // leaked: calls may run at exit
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    auto it = memo->find(key);
+    if (it != memo->end()) return it->second;
+  }
+  ResolvedKernel r = build();  // outside the lock: a first call may compile for seconds
+  std::lock_guard<std::mutex> lock(mutex);
+  return memo->emplace(key, r).first->second;
+}
+
 int forward_vec(const ForwardArgs& a) { return alignment_class({&a.q, &a.k, &a.v, &a.o}); }
 bool forward_tma_readable(const ForwardArgs& a) { return tma_can_read(a.k) && tma_can_read(a.v); }
 
@@ -83,12 +145,12 @@ unsigned to_unsigned(std::int64_t x) { return static_cast<unsigned>(x); }
 bool use_atomic(const Problem& p, bool deterministic) {
   if (deterministic || p.dtype == DType::f32) return false;  // fp32: no atomic kernel
   const char* forced = std::getenv("FLASHGEN_BACKWARD");
-  const std::string choice = forced ? forced : "";
-  if (choice == "atomic") return true;
-  if (choice == "two_kernel") return false;
-  if (!choice.empty())
+  if (forced != nullptr && *forced != '\0') {
+    if (std::strcmp(forced, "atomic") == 0) return true;
+    if (std::strcmp(forced, "two_kernel") == 0) return false;
     throw Error(ErrorCode::invalid_argument,
-                "FLASHGEN_BACKWARD must be atomic or two_kernel; got '" + choice + "'");
+                std::string("FLASHGEN_BACKWARD must be atomic or two_kernel; got '") + forced + "'");
+  }
   return prefer_atomic_backward(static_cast<int>(p.dim_qk), static_cast<int>(p.dim_v));
 }
 
@@ -138,15 +200,16 @@ LaunchShape block_grid(const KernelChoice& c, std::int64_t rows, std::int64_t he
 // first, second: the two tensors the kernel traverses (K and V, or Q and dO
 // over keys); kernels that copy them with TMA (GeneratedKernel::tensor_maps)
 // take their tensor maps as the entry's second parameter.
-void launch_choice(const KernelChoice& c, int ordinal, const LaunchShape& shape,
-                   flashgen_device::AttentionParams& params, void* stream,
-                   const TensorView& first, const TensorView& second) {
+void launch_resolved(const ResolvedKernel& r, const LaunchShape& shape,
+                     flashgen_device::AttentionParams& params, void* stream,
+                     const TensorView& first, const TensorView& second) {
   if (shape.grid[0] == 0 || shape.grid[1] == 0 || shape.grid[2] == 0) return;
+  const KernelChoice& c = r.choice;
   flashgen_device::TraversedTensorMaps maps;
   if (c.generated->tensor_maps)
     maps = traversed_tensor_maps(first, second, c.tuning.block_cols, c.generated->swizzle);
   void* kernel_args[] = {&params, &maps};
-  launch(compiled(c, ordinal), shape, stream, kernel_args);
+  launch(*r.kernel, shape, stream, kernel_args);
 }
 
 // A caller's workspace must hold the whole layout; none given is allowed here.
@@ -190,16 +253,16 @@ flashgen_device::AttentionParams backward_params(const Problem& p, const Backwar
 // of the key/value heads, the others over query blocks of the query heads.
 void launch_backward_kind(KernelKind kind, const Problem& p, const BackwardArgs& args,
                           flashgen_device::AttentionParams& params, void* stream) {
-  const int ordinal = args.q.device;
-  const KernelChoice c = choose(kind, p, backward_vec(args), backward_tma_readable(args), ordinal);
+  const ResolvedKernel r =
+      resolve(kind, p, backward_vec(args), backward_tma_readable(args), args.q.device);
   const bool over_keys =
       kind == KernelKind::backward_key_value || kind == KernelKind::backward_atomic;
-  const LaunchShape shape = over_keys ? block_grid(c, p.seq_kv, p.heads_kv, p.batch)
-                                      : block_grid(c, p.seq_q, p.heads_q, p.batch);
+  const LaunchShape shape = over_keys ? block_grid(r.choice, p.seq_kv, p.heads_kv, p.batch)
+                                      : block_grid(r.choice, p.seq_q, p.heads_q, p.batch);
   if (over_keys)
-    launch_choice(c, ordinal, shape, params, stream, args.q, args.grad_o);
+    launch_resolved(r, shape, params, stream, args.q, args.grad_o);
   else
-    launch_choice(c, ordinal, shape, params, stream, args.k, args.v);
+    launch_resolved(r, shape, params, stream, args.k, args.v);
 }
 
 }  // namespace
@@ -242,13 +305,11 @@ std::size_t backward_workspace_bytes(const Problem& p, bool deterministic) {
 }
 
 void forward(const Problem& p, const ForwardArgs& args, void* stream) {
-  const int ordinal = args.q.device;
-  const KernelChoice c =
-      choose(KernelKind::forward, p, forward_vec(args), forward_tma_readable(args), ordinal);
-
+  const ResolvedKernel r = resolve(KernelKind::forward, p, forward_vec(args),
+                                   forward_tma_readable(args), args.q.device);
   flashgen_device::AttentionParams params = attention_params(p, args);
-  launch_choice(c, ordinal, block_grid(c, p.seq_q, p.heads_q, p.batch), params, stream, args.k,
-                args.v);
+  launch_resolved(r, block_grid(r.choice, p.seq_q, p.heads_q, p.batch), params, stream, args.k,
+                  args.v);
 }
 
 void backward(const Problem& p, const BackwardArgs& args, void* stream, bool deterministic) {

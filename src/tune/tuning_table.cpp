@@ -300,11 +300,25 @@ std::shared_ptr<const TuningTableSet> tuning_tables(const std::string& arch) {
   return it->second.tables;
 }
 
+namespace {
+std::atomic<std::uint64_t>& reload_count() {
+  static std::atomic<std::uint64_t> count{0};
+  return count;
+}
+}  // namespace
+
 void reload_tuning_tables() {
   TableCache& cache = table_cache();
   std::lock_guard<std::mutex> lock(cache.mutex);
   cache.by_name.clear();
   cache.answers.clear();
+  reload_count().fetch_add(1, std::memory_order_release);
+}
+
+std::uint64_t tuning_tables_generation() { return reload_count().load(std::memory_order_acquire); }
+
+bool tuning_overridden(KernelKind kind) {
+  return scoped_override(kind).has_value() || std::getenv("FLASHGEN_TUNING") != nullptr;
 }
 
 std::optional<TuningParams> lookup_tuning(const KernelSpec& spec, const Problem& p,

@@ -96,6 +96,12 @@ std::shared_ptr<const TuningTableSet> tuning_tables(const std::string& arch);
 // Forget loaded tables: the next lookup reads them again (after the tuner
 // wrote the user table, or a test changed FLASHGEN_CACHE_DIR).
 void reload_tuning_tables();
+// How many times the tables were reloaded: a memo of lookups keyed by it
+// never serves an answer from tables no longer in force.
+std::uint64_t tuning_tables_generation();
+// Whether an override (1 or 2 above) applies to `kind` now: its answer can
+// change between two calls of the same problem.
+bool tuning_overridden(KernelKind kind);
 
 // <cache_dir(arch)>/tuning/<table name>.json, "" when there is no cache directory.
 std::string user_tuning_table_path(const std::string& arch);
