@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <functional>
 #include <set>
 #include <string>
 #include <vector>
@@ -74,6 +75,8 @@ Arguments declare() {
       "bq = backward_query (Dterm, dQ; 3 GEMMs: 1.5x forward FLOPs, (3D+5)N^2 per head),\n"
       "bkv = backward_key_value (dK, dV; 4 GEMMs: 2x forward FLOPs, (4D+5)N^2 per head);\n"
       "both recompute S and dP, so bq + bkv FLOPs (3.5x) exceed the backward's 2.5x.\n"
+      "On a GPU the JSON also has each call's host time (fwd_host_us, bwd_host_us,\n"
+      "bwd_atomic_host_us: median microseconds the caller's thread spends in one call).\n"
       "GPU defaults: B=2 H=16 N=8192 D=64,128, 20 repeats after 5 warm-up, 2 input sets.\n"
       "CPU defaults: B=1 H=8 N=1024 D=64,128, 3 repeats after 1 warm-up.\n"
       "Exit code 1 when a validation or a run fails (refused shapes only print why).");
@@ -222,9 +225,24 @@ void append_unique(std::vector<std::string>& to, const std::vector<std::string>&
     if (std::find(to.begin(), to.end(), item) == to.end()) to.push_back(item);
 }
 
+// A call's median time and its host time per call (see median_host_us).
+struct CallTimes {
+  double ms = -1, host_us = -1;
+};
+
+// Calls per host-time measurement: a tenth of a millisecond each at most.
+constexpr int kHostTimedCalls = 100;
+
+CallTimes time_calls(const Settings& s, const std::function<void()>& body) {
+  CallTimes t;
+  t.ms = median_ms(s.memory, body, s.warmup, s.repeats);
+  if (s.memory == MemoryKind::cuda) t.host_us = median_host_us(s.memory, body, kHostTimedCalls);
+  return t;
+}
+
 // Times one backward variant over the rotated sets.
-double time_backward(const Settings& s, std::vector<BackwardArgs> args, bool deterministic,
-                     std::vector<std::string>& kernels) {
+CallTimes time_backward(const Settings& s, std::vector<BackwardArgs> args, bool deterministic,
+                        std::vector<std::string>& kernels) {
   const Options options = options_for(s, deterministic);
   const Plan plan = plan_backward(args[0], options);
   if (!plan.ok) throw Error(plan.error, plan.reason);
@@ -236,8 +254,7 @@ double time_backward(const Settings& s, std::vector<BackwardArgs> args, bool det
     a.workspace_bytes = workspace.bytes();
   }
   std::size_t call = 0;
-  return median_ms(
-      s.memory, [&] { backward(args[call++ % args.size()], options); }, s.warmup, s.repeats);
+  return time_calls(s, [&] { backward(args[call++ % args.size()], options); });
 }
 
 // Times backward_query and backward_key_value of the deterministic backward,
@@ -297,14 +314,21 @@ BenchRow bench_dim(const Settings& s, std::int64_t dim, const RandomPool& pool) 
     for (const ForwardArgs& a : forward_args) forward(a, options);
     if (s.time_forward) {
       std::size_t call = 0;
-      row.forward_ms = median_ms(
-          s.memory, [&] { forward(forward_args[call++ % forward_args.size()], options); },
-          s.warmup, s.repeats);
+      const CallTimes t =
+          time_calls(s, [&] { forward(forward_args[call++ % forward_args.size()], options); });
+      row.forward_ms = t.ms;
+      row.forward_host_us = t.host_us;
     }
-    if (s.time_backward)
-      row.backward_ms = time_backward(s, backward_args, s.deterministic, row.kernels);
-    if (s.time_backward_atomic)
-      row.backward_atomic_ms = time_backward(s, backward_args, false, row.kernels);
+    if (s.time_backward) {
+      const CallTimes t = time_backward(s, backward_args, s.deterministic, row.kernels);
+      row.backward_ms = t.ms;
+      row.backward_host_us = t.host_us;
+    }
+    if (s.time_backward_atomic) {
+      const CallTimes t = time_backward(s, backward_args, false, row.kernels);
+      row.backward_atomic_ms = t.ms;
+      row.backward_atomic_host_us = t.host_us;
+    }
     if (s.time_backward_stages) time_backward_stages(s, backward_args, row);
   } catch (const Error& error) {
     row.error = error.what();

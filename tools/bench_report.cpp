@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <fstream>
 #include <stdexcept>
+#include <utility>
 
 #include <nlohmann/json.hpp>
 
@@ -145,6 +146,11 @@ void write_json(const std::string& path, const BenchHeader& h, const std::vector
       r["bwd_atomic_ms"] = row.backward_atomic_ms;
       r["bwd_atomic_tflops"] = tflops(bwd_flops, row.backward_atomic_ms);
     }
+    // Host time per call: what a small problem costs beyond its kernels.
+    for (const auto& [key, value] : {std::pair{"fwd_host_us", row.forward_host_us},
+                                     std::pair{"bwd_host_us", row.backward_host_us},
+                                     std::pair{"bwd_atomic_host_us", row.backward_atomic_host_us}})
+      if (value >= 0) r[key] = value;
     if (row.backward_query_ms >= 0) {
       r["bq_ms"] = row.backward_query_ms;
       r["bq_tflops"] = tflops(backward_query_flops(p), row.backward_query_ms);

@@ -29,6 +29,8 @@ struct BenchRow {
   std::vector<std::string> kernels;  // forward, backward (and atomic) plans
   // Milliseconds; < 0 when not measured.
   double forward_ms = -1, backward_ms = -1, backward_atomic_ms = -1;
+  // Host microseconds per call (median; GPU rows only, -1 otherwise).
+  double forward_host_us = -1, backward_host_us = -1, backward_atomic_host_us = -1;
   double backward_query_ms = -1, backward_key_value_ms = -1;  // the deterministic stages alone
   std::string error;     // refused or failed: no timings
   bool failed = false;   // wrong results or a run-time failure (not a refusal)

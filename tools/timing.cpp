@@ -33,4 +33,22 @@ double median_ms(MemoryKind memory, const std::function<void()>& body, int warmu
   return median(times);
 }
 
+double median_host_us(MemoryKind memory, const std::function<void()>& body, int calls) {
+  if (memory != MemoryKind::cuda) return 0.0;
+  // Drained now and then, so a full launch queue never blocks a call.
+  constexpr int kCallsBetweenDrains = 32;
+  body();  // any first-call work (compilation) stays out
+  cuda::synchronize();
+  std::vector<double> times;
+  for (int i = 0; i < calls; ++i) {
+    const auto start = std::chrono::steady_clock::now();
+    body();
+    const auto stop = std::chrono::steady_clock::now();
+    times.push_back(std::chrono::duration<double, std::micro>(stop - start).count());
+    if ((i + 1) % kCallsBetweenDrains == 0) cuda::synchronize();
+  }
+  cuda::synchronize();
+  return median(times);
+}
+
 }  // namespace flashgen::cli

@@ -17,6 +17,11 @@ double median_ms(MemoryKind memory, const std::function<void()>& body, int warmu
 // (the cost a first call pays).
 double first_call_ms(MemoryKind memory, const std::function<void()>& body);
 
+// Median microseconds the calling thread spends in one call of `body` on
+// device tensors, without waiting for the GPU (the launches are queued): the
+// library's host overhead per call. Host tensors: 0 (their calls are all host).
+double median_host_us(MemoryKind memory, const std::function<void()>& body, int calls);
+
 double median(std::vector<double> values);
 
 }  // namespace flashgen::cli
