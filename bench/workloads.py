@@ -382,7 +382,8 @@ def run(args):
     peers = load_peers_module()
     import flashgen
     workloads, host = load_suite(args.suite, args.only)
-    systems = [name.strip() for name in args.systems.split(",") if name.strip()]
+    # "flashgen_atomic" for "flashgen atomic": a list without spaces for shells.
+    systems = [name.strip().replace("_", " ") for name in args.systems.split(",") if name.strip()]
     for name in systems:
         if name not in SYSTEMS:
             raise SystemExit(f"--systems: '{name}' is not one of {','.join(SYSTEMS)}")
@@ -424,7 +425,7 @@ def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--suite", default=str(DEFAULT_SUITE), help="workloads file (default bench/workloads.json)")
     parser.add_argument("--only", help="regex: run only the workloads whose name matches")
-    parser.add_argument("--systems", default=",".join(SYSTEMS), help=f"comma-separated, of {','.join(SYSTEMS)}")
+    parser.add_argument("--systems", default=",".join(SYSTEMS), help="comma-separated, of " + ",".join(s.replace(" ", "_") for s in SYSTEMS))
     parser.add_argument("--json", help="write the rows here (as they come)")
     parser.add_argument("--plot", help="PNG of each workload's ratio to the best peer")
     parser.add_argument("--report", help="no run: print the table (and --plot) of this JSON file")
