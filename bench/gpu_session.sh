@@ -181,6 +181,10 @@ fi
 
 # The workload suite with the peers (bench/workloads.py).
 if wanted workloads; then
+  # The suite's kernels compiled first, on every core (a first call compiles
+  # its kernels one after the other).
+  step precompile 90 build-gpu/flashgen precompile --dims 40,64,80,127,128,199,256,257,385,512 \
+    --causal both --threads "$(nproc)"
   step workloads 560 env FLASHGEN_LIBRARY="$PWD/build-gpu/libflashgen.so" python3 bench/workloads.py \
     --json "$out/workloads_${date_tag}.json" $workload_options
   grep -v "^\[" "$out/workloads.log" | tail -45
