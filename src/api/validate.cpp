@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdarg>
+#include <cstring>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -99,8 +100,7 @@ Operand operand_of(const char* name, const RowStatsView& t, bool output) {
 // Lower bound of each axis: batch, heads and sequences may be empty (the
 // outputs are then empty, or zeros), the head dimensions may not.
 std::int64_t minimum_extent(const char* axis) {
-  const std::string label = axis;
-  return label.rfind("dim", 0) == 0 ? 1 : 0;
+  return std::strncmp(axis, "dim", 3) == 0 ? 1 : 0;
 }
 
 std::string strides_text(const Operand& op) {

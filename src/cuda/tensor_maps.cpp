@@ -17,8 +17,10 @@ std::string list(const T* values, unsigned count, const char* separator = ",") {
 
 constexpr std::uint64_t kElementBytes = 2;
 
+// `name` and `part` name the map in an error (no string is built otherwise:
+// maps are encoded on every call).
 flashgen_device::TensorMap encode(const TensorView& t, const TensorMapGeometry& g, int swizzle,
-                                  const std::string& name) {
+                                  const char* name, const char* part) {
   const driver::Api& api = driver::api();
   if (api.cuTensorMapEncodeTiled == nullptr)
     throw Error(ErrorCode::unsupported,
@@ -33,7 +35,7 @@ flashgen_device::TensorMap encode(const TensorView& t, const TensorMapGeometry& 
       driver::CU_TENSOR_MAP_L2_PROMOTION_L2_128B, driver::CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   if (result != driver::CUDA_SUCCESS) {
     throw Error(ErrorCode::runtime,
-                "cuTensorMapEncodeTiled failed for " + name + " (dims " + list(g.dims, g.rank) +
+                std::string("cuTensorMapEncodeTiled failed for ") + name + part + " (dims " + list(g.dims, g.rank) +
                     ", byte strides " + list(g.byte_strides, g.rank - 1) + ", box " +
                     list(g.box, g.rank, "x") + "): " + driver::error_text(result));
   }
@@ -112,11 +114,11 @@ flashgen_device::TraversedTensorMaps traversed_tensor_maps(const TensorView& fir
   flashgen_device::TensorMap* sliced[2] = {&maps.first_sliced, &maps.second_sliced};
   for (int i = 0; i < 2; ++i) {
     const TensorView& t = *tensors[i];
-    const std::string name = i == 0 ? "the first traversed tensor" : "the second traversed tensor";
-    *views[i] = encode(t, tensor_map_geometry(t, box_rows, slice_cols), swizzle, name);
+    const char* name = i == 0 ? "the first traversed tensor" : "the second traversed tensor";
+    *views[i] = encode(t, tensor_map_geometry(t, box_rows, slice_cols), swizzle, name, "");
     if (whole_slices(t, slice_cols) > 0)
-      *sliced[i] = encode(t, sliced_tensor_map_geometry(t, box_rows, slice_cols), swizzle,
-                          name + "'s whole slices");
+      *sliced[i] = encode(t, sliced_tensor_map_geometry(t, box_rows, slice_cols), swizzle, name,
+                          "'s whole slices");
   }
   return maps;
 }
