@@ -216,26 +216,28 @@ constexpr unsigned long long forward_f32_shared_bytes(const SharedShape& s) {
                            f32_chunk_width(s.dim_v, s.head_chunks));
 }
 
-// q, dO [rows][..]; k [32][odd chunks], v [32][odd dv]; lse and dterm [rows].
-constexpr unsigned long long backward_query_f32_shared_bytes(const SharedShape& s) {
+// The two fp32 backward kernels: their own rows' tiles [rows][dqk] and
+// [rows][dv]; the traversed tiles [32][odd chunks of dqk] and [32][odd
+// `second_width`]; lse and dterm [`stat_rows`].
+constexpr unsigned long long backward_f32_shared_bytes(const SharedShape& s, int second_width,
+                                                       int stat_rows) {
   const int dqk = layout_round_up(s.dim_qk, 4), dv = layout_round_up(s.dim_v, 4);
   return kStatBytes *
          ((unsigned long long)s.rows * (dqk + dv) +
           (unsigned long long)kF32TraversedRows *
               f32_odd_width(f32_chunk_width(s.dim_qk, s.head_chunks) * s.head_chunks) +
-          (unsigned long long)kF32TraversedRows * f32_odd_width(dv) + 2ull * s.rows);
+          (unsigned long long)kF32TraversedRows * f32_odd_width(second_width) + 2ull * stat_rows);
+}
+
+// q, dO [rows][..]; k [32][odd chunks], v [32][odd dv]; lse and dterm [rows].
+constexpr unsigned long long backward_query_f32_shared_bytes(const SharedShape& s) {
+  return backward_f32_shared_bytes(s, layout_round_up(s.dim_v, 4), s.rows);
 }
 
 // k, v [rows][..]; q, dO [32][odd chunks]; lse and dterm [32].
 constexpr unsigned long long backward_key_value_f32_shared_bytes(const SharedShape& s) {
-  const int dqk = layout_round_up(s.dim_qk, 4), dv = layout_round_up(s.dim_v, 4);
-  return kStatBytes *
-         ((unsigned long long)s.rows * (dqk + dv) +
-          (unsigned long long)kF32TraversedRows *
-              f32_odd_width(f32_chunk_width(s.dim_qk, s.head_chunks) * s.head_chunks) +
-          (unsigned long long)kF32TraversedRows *
-              f32_odd_width(f32_chunk_width(s.dim_v, s.head_chunks) * s.head_chunks) +
-          2ull * kF32TraversedRows);
+  return backward_f32_shared_bytes(s, f32_chunk_width(s.dim_v, s.head_chunks) * s.head_chunks,
+                                   kF32TraversedRows);
 }
 
 }  // namespace flashgen_device
