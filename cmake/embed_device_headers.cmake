@@ -1,12 +1,13 @@
-# Writes OUTPUT: a C++ file holding every INPUT_DIR/*.cuh as a string, with a
-# content hash that goes into kernel cache keys.
-file(GLOB headers ${INPUT_DIR}/*.cuh)
+# Writes OUTPUT: a C++ file holding every .cuh under INPUT_DIR as a string,
+# named by its path under INPUT_DIR ("arch/wgmma.cuh"), with a content hash
+# that goes into kernel cache keys. NVRTC matches an #include's text against
+# these names literally, so device headers include each other by that path.
+file(GLOB_RECURSE headers RELATIVE ${INPUT_DIR} ${INPUT_DIR}/*.cuh)
 list(SORT headers)
 set(body "")
 set(all "")
-foreach(path ${headers})
-  get_filename_component(name ${path} NAME)
-  file(READ ${path} text)
+foreach(name ${headers})
+  file(READ ${INPUT_DIR}/${name} text)
   string(APPEND all "${name}\n${text}")
   # Raw string with a delimiter that never occurs in device code.
   string(APPEND body "    {\"${name}\", R\"FGEMBED(${text})FGEMBED\"},\n")

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Writes src/cuda/device/wgmma_ops.cuh: the wgmma.mma_async wrappers.
+"""Writes src/cuda/device/arch/wgmma_ops.cuh: the wgmma.mma_async wrappers.
 
 An m64nNk16 wgmma names its N/2 accumulator registers one by one in the
 instruction, so each N needs its own operand list; this script writes them
@@ -11,7 +11,7 @@ for N = 16, 32, ..., 256 instead of by hand. Run it after changing it:
 import sys
 from pathlib import Path
 
-OUT = Path(__file__).resolve().parent.parent / "src/cuda/device/wgmma_ops.cuh"
+OUT = Path(__file__).resolve().parent.parent / "src/cuda/device/arch/wgmma_ops.cuh"
 WIDTHS = range(16, 257, 16)
 TYPES = (("kBF16", "bf16"), ("kF16", "f16"))
 
@@ -79,7 +79,7 @@ def main():
         "//   registers_shared: D (+)= A·B, A from registers (the m16n8k16 A-fragment layout per\n",
         "//                     warp), B from a descriptor of an MN-major tile (transposed)\n",
         "//   registers_k_major: the same with B K-major (not transposed)\n",
-        "// `accumulate` = 0 overwrites D. The caller fences, commits and waits (wgmma.cuh).\n",
+        "// `accumulate` = 0 overwrites D. The caller fences, commits and waits (arch/wgmma.cuh).\n",
         "#pragma once\n\n#include \"common.cuh\"\n\nnamespace flashgen_device {\n\n",
         "template <int N>\nstruct Wgmma;\n\n",
     ]

@@ -5,7 +5,7 @@
 // forward (S = Q·Kᵀ: both operands from shared memory, n = key block;
 // O += P·V: A from registers, B MN-major, n = value columns).
 //
-//   nvcc -std=c++17 -O3 -arch=sm_90a bench/micro/wgmma_layouts.cu -o wgmma_layouts
+//   nvcc -std=c++17 -O3 -arch=sm_90a -I src/cuda/device bench/micro/wgmma_layouts.cu -o wgmma_layouts
 //   ./wgmma_layouts
 //
 // Every CTA (one per SM) runs W warpgroups, each issuing the same chain of
@@ -18,7 +18,7 @@
 #include <cstdio>
 #include <vector>
 
-#include "../../src/cuda/device/wgmma_ops.cuh"
+#include "arch/wgmma_ops.cuh"  // src/cuda/device on the include path
 
 using namespace flashgen_device;
 

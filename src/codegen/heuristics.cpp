@@ -315,7 +315,7 @@ bool prefer_atomic_backward(int dim_qk, int dim_v) {
   return wide && !whole_sectors;
 }
 
-// fp32 (the CUDA-core kernels, simt_f32.cuh): 4 warps of 8 rows, one
+// fp32 (the CUDA-core kernels, kernels/f32/simt.cuh): 4 warps of 8 rows, one
 // traversed row per lane; output columns past 128 (dK and dV: 64 each) in
 // chunks, so the accumulators stay in registers; fewer warps where the
 // tiles (fp32, at full width) do not fit the shared memory.

@@ -48,12 +48,12 @@ enum class WarpgroupSplit {
   rows,  // each owns its own 64 rows (the default)
   // The wide-head backward kernels (rows=64 warps=8 head=0, TMA), where two
   // warpgroups share 64 rows and split the head dims, so no GEMM is
-  // computed per column chunk (backward_query_wgmma_split.cuh,
-  // backward_key_value_wgmma_dims.cuh).
+  // computed per column chunk (kernels/backward_query/wgmma_split.cuh,
+  // kernels/backward_key_value/wgmma_dims.cuh).
   dims,
   // The wide-head key/value backward (rows=64 warps=8 head=0, TMA): two
   // warpgroups over the same 64 keys, one computing Sᵀ and dV, the other
-  // dPᵀ and dK (backward_key_value_wgmma_split.cuh).
+  // dPᵀ and dK (kernels/backward_key_value/wgmma_split.cuh).
   outputs,
 };
 const char* to_string(WarpgroupSplit split);
@@ -65,7 +65,7 @@ struct TuningParams {
   int warps = 4;
   unsigned cached = 0;  // CachedOperand bits
   // sm_90a, rows aligned to 4 bytes or more: Hopper's warpgroup MMA
-  // (forward_wgmma.cuh, backward_key_value_wgmma.cuh) instead of mma.sync;
+  // (kernels/forward/wgmma.cuh, kernels/backward_key_value/wgmma.cuh) instead of mma.sync;
   // one 16-row tile per warp, whole warpgroups.
   bool wgmma = false;
   // Pipeline stages of the traversed K and V tiles in the wgmma forward

@@ -91,7 +91,7 @@ TEST(Generate, ProducerWarpgroupOnTheWgmmaForward) {
   t.producer = true;
   const KernelSpec s = spec_of(KernelKind::forward, 128, 128);
   const GeneratedKernel g = generate(s, t);
-  EXPECT_NE(g.source.find("forward_wgmma_producer.cuh"), std::string::npos);
+  EXPECT_NE(g.source.find("kernels/forward/wgmma_producer.cuh"), std::string::npos);
   EXPECT_NE(g.source.find("kStages = 3;"), std::string::npos) << "three stages by default";
   EXPECT_EQ(g.threads, (12 + 4) * 32);
   // Three stages of K and V, and a full and an empty barrier per stage of
@@ -112,7 +112,7 @@ TEST(Generate, ProducerWarpgroupOnTheWgmmaForward) {
   TuningParams query{128, 64, 0, 8, 0, true};
   query.producer = true;
   const GeneratedKernel g_q = generate(spec_of(KernelKind::backward_query, 64, 64), query);
-  EXPECT_NE(g_q.source.find("backward_query_wgmma_producer.cuh"), std::string::npos);
+  EXPECT_NE(g_q.source.find("kernels/backward_query/wgmma_producer.cuh"), std::string::npos);
   EXPECT_EQ(g_q.threads, (8 + 4) * 32);
   EXPECT_EQ(g_q.shared_bytes, 2u * (128 * (64 + 64) + 3 * 64 * 64 + 3 * 64 * 64) + 4u * 2 * 128 +
                                   2 * 3 * 8);
@@ -120,7 +120,7 @@ TEST(Generate, ProducerWarpgroupOnTheWgmmaForward) {
   TuningParams kv{128, 32, 0, 8, 0, true};
   kv.producer = true;
   const GeneratedKernel g_kv = generate(spec_of(KernelKind::backward_key_value, 64, 64), kv);
-  EXPECT_NE(g_kv.source.find("backward_key_value_wgmma_producer.cuh"), std::string::npos);
+  EXPECT_NE(g_kv.source.find("kernels/backward_key_value/wgmma_producer.cuh"), std::string::npos);
   EXPECT_EQ(g_kv.threads, (8 + 4) * 32);
   EXPECT_EQ(g_kv.shared_bytes, 2u * (128 * (64 + 64) + 3 * 32 * (64 + 64)) + 4u * 3 * 2 * 32 +
                                    2 * 3 * 8);
@@ -156,7 +156,7 @@ TEST(Generate, TmaCopiesTheForwardProducersTilesOnAlignedRows) {
   for (KernelKind kind : {KernelKind::backward_query, KernelKind::backward_key_value}) {
     const GeneratedKernel g_b = generate(spec_of(kind, 64, 64), backward);
     EXPECT_TRUE(g_b.tensor_maps) << g_b.name;
-    EXPECT_NE(g_b.source.find("_wgmma_producer.cuh"), std::string::npos);
+    EXPECT_NE(g_b.source.find("/wgmma_producer.cuh"), std::string::npos);
     EXPECT_NE(g_b.source.find("kTma = true;"), std::string::npos);
   }
 }
@@ -198,7 +198,7 @@ TEST(Generate, KeyValueBackwardSplitsItsOutputsAcrossTwoWarpgroups) {
   EXPECT_EQ(parse_tuning(t.to_string()), t);
   const KernelSpec s = spec_of(KernelKind::backward_key_value, 256, 256);
   const GeneratedKernel g = generate(s, t);
-  EXPECT_NE(g.source.find("backward_key_value_wgmma_split.cuh"), std::string::npos);
+  EXPECT_NE(g.source.find("kernels/backward_key_value/wgmma_split.cuh"), std::string::npos);
   EXPECT_EQ(g.threads, 384) << "two computing warpgroups and the producer's";
   // K, V [64][256]; two stages of Q, dO [64][256]; L2 and Dterm; the
   // hand-over of Pᵀ [2][32][128] fp32; two full and two empty barriers.
@@ -223,7 +223,7 @@ TEST(Generate, SplitDimsQueryBackwardSharesSixtyFourRows) {
   t.split = WarpgroupSplit::dims;
   const KernelSpec s = spec_of(KernelKind::backward_query, 384, 384);
   const GeneratedKernel g = generate(s, t);
-  EXPECT_NE(g.source.find("backward_query_wgmma_split.cuh"), std::string::npos);
+  EXPECT_NE(g.source.find("kernels/backward_query/wgmma_split.cuh"), std::string::npos);
   EXPECT_NE(g.source.find("kKeyStages = 3"), std::string::npos);
   EXPECT_EQ(g.threads, 384) << "two computing warpgroups and the producer";
   // q, dO [64][384]; three stages of k, two of v [32][384]; lse, dterm; the
@@ -251,7 +251,7 @@ TEST(Generate, SplitDimsKeyValueBackwardTakesTwoCtasPerKeyBlock) {
   t.split = WarpgroupSplit::dims;
   const KernelSpec s = spec_of(KernelKind::backward_key_value, 384, 384);
   const GeneratedKernel g = generate(s, t);
-  EXPECT_NE(g.source.find("backward_key_value_wgmma_dims.cuh"), std::string::npos);
+  EXPECT_NE(g.source.find("kernels/backward_key_value/wgmma_dims.cuh"), std::string::npos);
   EXPECT_NE(g.source.find("kStages = 2"), std::string::npos);
   EXPECT_NE(g.source.find("kHeadChunks = 2"), std::string::npos);
   EXPECT_EQ(head_chunks_of(s, t), 2);
@@ -295,7 +295,7 @@ TEST(Generate, WgmmaNeedsAlignedRowsHopperAndWholeWarpgroups) {
   TuningParams t{128, 64, 0, 8, 0};
   t.wgmma = true;
   KernelSpec s = spec_of(KernelKind::forward, 128, 128);
-  EXPECT_NE(generate(s, t).source.find("forward_wgmma.cuh"), std::string::npos);
+  EXPECT_NE(generate(s, t).source.find("kernels/forward/wgmma.cuh"), std::string::npos);
   EXPECT_EQ(shared_bytes(s, t), 2u * (128 * 128 + 2 * 64 * (128 + 128)));
   refused(spec_of(KernelKind::forward, 127, 127, 0), t, "contiguous rows");
   refused(spec_of(KernelKind::backward_key_value, 63, 63, 0), t, "contiguous rows");
@@ -304,7 +304,7 @@ TEST(Generate, WgmmaNeedsAlignedRowsHopperAndWholeWarpgroups) {
   EXPECT_EQ(shared_bytes(odd_query, t), 2u * (128 * (128 + 128) + 3 * 64 * 128 + 2 * 64 * 128 +
                                               2 * 64 * 17 * 8) +
                                             4u * 2 * 128);
-  EXPECT_NE(generate(odd_query, t).source.find("backward_query_wgmma.cuh"), std::string::npos);
+  EXPECT_NE(generate(odd_query, t).source.find("kernels/backward_query/wgmma.cuh"), std::string::npos);
   const KernelSpec odd = spec_of(KernelKind::forward, 127, 127, 1);  // staged K and V
   EXPECT_EQ(shared_bytes(odd, t), 2u * (128 * 128 + 2 * 64 * 256 + 2 * 64 * 17 * 8));
   EXPECT_NO_THROW(generate(spec_of(KernelKind::forward, 68, 68, 4), t));
@@ -316,7 +316,7 @@ TEST(Generate, WgmmaNeedsAlignedRowsHopperAndWholeWarpgroups) {
   refused(spec_of(KernelKind::backward_query, 384, 64), t, "Dqk <= 256");
   refused(spec_of(KernelKind::backward_key_value, 128, 136), t, "Dqk + Dv <= 256");
   EXPECT_NE(generate(spec_of(KernelKind::backward_key_value, 128, 128), t).source.find(
-                "backward_key_value_wgmma.cuh"),
+                "kernels/backward_key_value/wgmma.cuh"),
             std::string::npos);
   refused(spec_of(KernelKind::forward, 128, 384), t, "at most 256 value columns per CTA");
   TuningParams chunked{128, 32, 256, 8, 0};
@@ -326,7 +326,7 @@ TEST(Generate, WgmmaNeedsAlignedRowsHopperAndWholeWarpgroups) {
   EXPECT_EQ(shared_bytes(large, chunked), 2u * (128 * 512 + 2 * 32 * (512 + 256)));
   refused(spec_of(KernelKind::backward_query, 128, 128), TuningParams{128, 32, 64, 8, 0, true},
           "head must be 0");
-  EXPECT_NE(generate(spec_of(KernelKind::backward_query, 128, 128), t).source.find("backward_query_wgmma.cuh"), std::string::npos);
+  EXPECT_NE(generate(spec_of(KernelKind::backward_query, 128, 128), t).source.find("kernels/backward_query/wgmma.cuh"), std::string::npos);
   TuningParams six_warps{96, 64, 0, 6, 0};
   six_warps.wgmma = true;
   refused(s, six_warps, "warpgroups");
@@ -499,7 +499,7 @@ TEST(Generate, RejectsTuningsTheTemplatesCannotRun) {
 TEST(Generate, SourceIsConstantsAndOneEntry) {
   const KernelSpec s = spec_of(KernelKind::backward_key_value, 199, 77, 1);
   const GeneratedKernel g = generate(s, {64, 32, 0, 4, 0});
-  EXPECT_NE(g.source.find("#include \"backward_key_value.cuh\""), std::string::npos);
+  EXPECT_NE(g.source.find("#include \"kernels/backward_key_value/mma_sync.cuh\""), std::string::npos);
   EXPECT_NE(g.source.find("static constexpr int kDimQK = 199;"), std::string::npos);
   EXPECT_NE(g.source.find("static_assert(sizeof(Kernel::SharedStorage) == " +
                           std::to_string(g.shared_bytes)),

@@ -53,12 +53,12 @@ TEST(KernelListing, IncludedHeadersComeAfterTheirIncludes) {
   const std::vector<std::string> names =
       included_headers(generate(spec, {64, 32, 0, 4, 0}).source);
   ASSERT_FALSE(names.empty());
-  EXPECT_EQ(names.back(), "backward_key_value.cuh");  // the one the source names
+  EXPECT_EQ(names.back(), "kernels/backward_key_value/mma_sync.cuh");  // the one the source names
   EXPECT_EQ(names.front(), "params.cuh");              // common.cuh's only include
-  EXPECT_LT(position(names, "common.cuh"), position(names, "row_kernels.cuh"));
-  EXPECT_LT(position(names, "row_stats.cuh"), position(names, "row_kernels.cuh"));
-  EXPECT_LT(position(names, "mma.cuh"), position(names, "warp_gemm.cuh"));
-  EXPECT_EQ(position(names, "forward.cuh"), names.size());  // not included
+  EXPECT_LT(position(names, "common.cuh"), position(names, "kernels/row_kernels.cuh"));
+  EXPECT_LT(position(names, "softmax/row_stats.cuh"), position(names, "kernels/row_kernels.cuh"));
+  EXPECT_LT(position(names, "arch/mma.cuh"), position(names, "arch/warp_gemm.cuh"));
+  EXPECT_EQ(position(names, "kernels/forward/mma_sync.cuh"), names.size());  // not included
   for (const std::string& name : names)
     EXPECT_EQ(std::count(names.begin(), names.end(), name), 1) << name;
 }

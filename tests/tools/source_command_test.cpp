@@ -23,7 +23,7 @@ TEST_F(SourceCommand, PrintsTheSpecAndTheEntryPoint) {
   EXPECT_EQ(o.output.rfind("// forward bf16 dqk=127 dv=127 causal=0 vec=1 sm_90a | rows=", 0), 0u)
       << o.output;
   EXPECT_TRUE(contains(o.output, "extern \"C\" __global__")) << o.output;
-  EXPECT_TRUE(contains(o.output, "#include \"forward_wgmma.cuh\"")) << o.output;
+  EXPECT_TRUE(contains(o.output, "#include \"kernels/forward/wgmma.cuh\"")) << o.output;
 }
 
 TEST_F(SourceCommand, EveryKindWithItsOptions) {
@@ -49,7 +49,7 @@ TEST_F(SourceCommand, HeadersAfterTheSource) {
   const Outcome o = run_cli("source --kind forward --dqk 64 --vec 1 --arch sm_80 --headers");
   EXPECT_EQ(o.exit_code, 0) << o.output;
   const std::size_t entry = o.output.find("extern \"C\"");
-  const std::size_t forward = o.output.find("// ---- file: forward.cuh ----");
+  const std::size_t forward = o.output.find("// ---- file: kernels/forward/mma_sync.cuh ----");
   ASSERT_NE(forward, std::string::npos) << o.output;
   EXPECT_LT(entry, o.output.find("// ---- file: common.cuh ----"));
   EXPECT_LT(o.output.find("// ---- file: common.cuh ----"), forward);

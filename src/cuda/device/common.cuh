@@ -26,7 +26,7 @@ struct select_type<false, T, F> {
   typedef F type;
 };
 
-// kF32: fp32 tensors, which only the fp32 kernels (simt_f32.cuh) take.
+// kF32: fp32 tensors, which only the fp32 kernels (kernels/f32/simt.cuh) take.
 enum ElementType { kF16 = 0, kBF16 = 1, kF32 = 2 };
 
 // Pack two floats into one 32-bit register of two 16-bit values (lo first),

@@ -60,11 +60,4 @@ struct TraversedTensorMaps {
 // host encodes the maps' boxes and the kernels step their tiles by it.
 constexpr int tma_slice_columns(int swizzle) { return swizzle == 32 ? 16 : 8; }
 
-// Elements of a shared-memory tile of `elements` whose operand a kernel may
-// hold in registers instead (cache=K, V, Q, dO of the backward kernels with
-// split=dims): held, a placeholder of 1024 bytes, which keeps the tiles after
-// it aligned as TMA and the swizzled layouts need. The host sizes shared
-// memory with it, the kernels lay it out.
-constexpr int held_tile_elements(bool held, int elements) { return held ? 512 : elements; }
-
 }  // namespace flashgen_device

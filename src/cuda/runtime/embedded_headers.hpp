@@ -1,4 +1,4 @@
-// The device headers (src/cuda/device/*.cuh) embedded at build time.
+// The device headers (src/cuda/device/**/*.cuh) embedded at build time.
 #pragma once
 
 #include <string>
@@ -7,7 +7,7 @@
 namespace flashgen::cuda {
 
 struct EmbeddedHeader {
-  const char* name;  // "forward.cuh"
+  const char* name;  // the path under src/cuda/device: "kernels/forward/wgmma.cuh"
   const char* text;
 };
 const std::vector<EmbeddedHeader>& embedded_device_headers();

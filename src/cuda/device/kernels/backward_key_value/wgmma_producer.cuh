@@ -3,9 +3,9 @@
 // L2 and Dterm) into kStages stages (all four warps with cp.async, one
 // thread with TMA) while the other warpgroups only compute, and which hands
 // most of its registers to them (RegisterSplit). The stages and
-// their full/empty barriers are a StagePipeline (producer_pipeline.cuh): warpgroups
+// their full/empty barriers are a StagePipeline (pipeline/producer_pipeline.cuh): warpgroups
 // wait for their data, not for each other, instead of the lockstep of a
-// __syncthreads per traversed block in backward_key_value_wgmma.cuh.
+// __syncthreads per traversed block in kernels/backward_key_value/wgmma.cuh.
 //
 // Rows aligned to 4 bytes or more (the copies go straight into the
 // core-matrix tiles); everything else is BackwardKeyValueWgmma's. With
@@ -16,9 +16,9 @@
 // writes (TraversedTile).
 #pragma once
 
-#include "backward_key_value_wgmma.cuh"
-#include "producer_pipeline.cuh"
-#include "tma.cuh"
+#include "kernels/backward_key_value/wgmma.cuh"
+#include "pipeline/producer_pipeline.cuh"
+#include "arch/tma.cuh"
 
 namespace flashgen_device {
 

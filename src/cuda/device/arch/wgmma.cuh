@@ -16,8 +16,8 @@
 #pragma once
 
 #include "common.cuh"
-#include "copy.cuh"
-#include "wgmma_ops.cuh"
+#include "copy/tile_copy.cuh"
+#include "arch/wgmma_ops.cuh"
 
 namespace flashgen_device {
 

@@ -26,10 +26,11 @@
 // tile leaves shared memory (as the key/value kernel's cache=K / cache=V).
 #pragma once
 
-#include "backward_query_wgmma.cuh"
-#include "producer_pipeline.cuh"
-#include "tma.cuh"
-#include "warpgroup_exchange.cuh"
+#include "kernels/backward_query/wgmma.cuh"
+#include "pipeline/producer_pipeline.cuh"
+#include "arch/tma.cuh"
+#include "layout/shared_memory.cuh"
+#include "pipeline/warpgroup_exchange.cuh"
 
 namespace flashgen_device {
 
@@ -66,13 +67,13 @@ struct BackwardQueryWgmmaSplit {
   };
   typedef BackwardQueryWgmma<HalfConfig> Half;
 
-  // Exchanged per thread (warpgroup_exchange.cuh): the partial S and dP of
+  // Exchanged per thread (pipeline/warpgroup_exchange.cuh): the partial S and dP of
   // the other warpgroup's rows, then the words of dS's A fragments of its own.
   static constexpr int kPartialFloats = 2 * other_rows_floats<kKeyTiles>();
   static constexpr int kGradWords = own_words<kBlockN / 16>();
 
   struct SharedStorage {
-    u16 q[kQueryTileElements];  // core-matrix layout (wgmma.cuh)
+    u16 q[kQueryTileElements];  // core-matrix layout (arch/wgmma.cuh)
     u16 grad_o[kGradOTileElements];
     u16 k[kKeyStages][kBlockN * kDimQK];  // TMA's layout (TraversedTile)
     u16 v[kValueStages][kBlockN * kDimV];

@@ -1,4 +1,4 @@
-// Forward for fp32 tensors on the CUDA cores (simt_f32.cuh): one CTA owns
+// Forward for fp32 tensors on the CUDA cores (kernels/f32/simt.cuh): one CTA owns
 // 8 query rows per warp (and one chunk of the value columns) and traverses
 // key blocks of 32 with an online softmax in the log2 domain, as the
 // tensor-core forward does:
@@ -7,7 +7,7 @@
 //   O = O·correction + P·V
 #pragma once
 
-#include "simt_f32.cuh"
+#include "kernels/f32/simt.cuh"
 
 namespace flashgen_device {
 

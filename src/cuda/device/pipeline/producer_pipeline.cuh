@@ -6,8 +6,8 @@
 #pragma once
 
 #include "common.cuh"
-#include "copy.cuh"
-#include "wgmma.cuh"
+#include "copy/tile_copy.cuh"
+#include "arch/wgmma.cuh"
 
 namespace flashgen_device {
 

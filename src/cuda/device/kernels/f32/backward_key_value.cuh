@@ -1,5 +1,5 @@
 // Backward, key/value side, for fp32 tensors on the CUDA cores
-// (simt_f32.cuh): one CTA owns 8 keys per warp of one kv head (and one chunk
+// (kernels/f32/simt.cuh): one CTA owns 8 keys per warp of one kv head (and one chunk
 // of dK's and dV's columns) and traverses query blocks of 32 of every query
 // head in its group, a lane per query. Four products, transposed so the
 // CTA's keys are the rows:
@@ -13,7 +13,7 @@
 // group's query heads inside the CTA: no element is ever added by two CTAs.
 #pragma once
 
-#include "simt_f32.cuh"
+#include "kernels/f32/simt.cuh"
 
 namespace flashgen_device {
 

@@ -18,7 +18,7 @@
 #pragma once
 
 #include "common.cuh"
-#include "producer_pipeline.cuh"
+#include "pipeline/producer_pipeline.cuh"
 
 namespace flashgen_device {
 

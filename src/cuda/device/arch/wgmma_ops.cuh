@@ -5,7 +5,7 @@
 //   registers_shared: D (+)= A·B, A from registers (the m16n8k16 A-fragment layout per
 //                     warp), B from a descriptor of an MN-major tile (transposed)
 //   registers_k_major: the same with B K-major (not transposed)
-// `accumulate` = 0 overwrites D. The caller fences, commits and waits (wgmma.cuh).
+// `accumulate` = 0 overwrites D. The caller fences, commits and waits (arch/wgmma.cuh).
 #pragma once
 
 #include "common.cuh"

@@ -1,4 +1,4 @@
-// Backward, query side, for fp32 tensors on the CUDA cores (simt_f32.cuh):
+// Backward, query side, for fp32 tensors on the CUDA cores (kernels/f32/simt.cuh):
 // one CTA owns 8 query rows per warp (and one chunk of dQ's columns) and
 // traverses key blocks of 32, like the forward. Three products:
 //
@@ -10,7 +10,7 @@
 // key/value kernel, which runs next. No atomics: each dQ element has one owner.
 #pragma once
 
-#include "simt_f32.cuh"
+#include "kernels/f32/simt.cuh"
 
 namespace flashgen_device {
 

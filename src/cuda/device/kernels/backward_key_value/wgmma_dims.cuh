@@ -6,7 +6,7 @@
 //
 //   dV CTA:  Sᵀ_g = K[:, half g]·Q[:, half g]ᵀ        wgmma
 //            Sᵀ = Sᵀ_0 + Sᵀ_1, Pᵀ                      shared memory, as in
-//            dV[:, half g] += Pᵀ·dO[:, half g]         warpgroup_exchange.cuh
+//            dV[:, half g] += Pᵀ·dO[:, half g]         pipeline/warpgroup_exchange.cuh
 //   dK CTA:  Sᵀ_g, dPᵀ_g = V[:, half g]·dO[:, half g]ᵀ
 //            Sᵀ, dPᵀ, Pᵀ, dSᵀ
 //            dK[:, half g] += dSᵀ·Q[:, half g]
@@ -31,8 +31,9 @@
 // deeper pipeline.
 #pragma once
 
-#include "backward_key_value_wgmma_producer.cuh"
-#include "warpgroup_exchange.cuh"
+#include "kernels/backward_key_value/wgmma_producer.cuh"
+#include "layout/shared_memory.cuh"
+#include "pipeline/warpgroup_exchange.cuh"
 
 namespace flashgen_device {
 
@@ -71,7 +72,7 @@ struct BackwardKeyValueWgmmaDims {
   static constexpr int kFragmentWords = own_words<kBlockN / 16>();
 
   struct SharedStorage {
-    u16 k[kKeyTileElements];  // core-matrix layout (wgmma.cuh)
+    u16 k[kKeyTileElements];  // core-matrix layout (arch/wgmma.cuh)
     u16 v[kValueTileElements];
     u16 q[kStages][kBlockN * kDimQK];  // TMA's layout (TraversedTile)
     u16 grad_o[kStages][kBlockN * kDimV];

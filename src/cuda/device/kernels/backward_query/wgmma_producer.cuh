@@ -3,9 +3,9 @@
 // with cp.async, one thread with TMA) while the other warpgroups only
 // compute, and which hands most of its registers to them (RegisterSplit).
 // The stages and their full/empty barriers are a StagePipeline
-// (producer_pipeline.cuh): warpgroups wait for their data, not for each
+// (pipeline/producer_pipeline.cuh): warpgroups wait for their data, not for each
 // other, instead of the lockstep of a __syncthreads per key block in
-// backward_query_wgmma.cuh.
+// kernels/backward_query/wgmma.cuh.
 //
 // Rows aligned to 4 bytes or more (the copies go straight into the
 // core-matrix tiles); everything else is BackwardQueryWgmma's. With C::kTma
@@ -15,9 +15,9 @@
 // have the layout TMA writes (TraversedTile).
 #pragma once
 
-#include "backward_query_wgmma.cuh"
-#include "producer_pipeline.cuh"
-#include "tma.cuh"
+#include "kernels/backward_query/wgmma.cuh"
+#include "pipeline/producer_pipeline.cuh"
+#include "arch/tma.cuh"
 
 namespace flashgen_device {
 
@@ -36,7 +36,7 @@ struct BackwardQueryWgmmaProducer {
   static_assert(C::kVec >= 2, "the producer copies straight into the tiles");
 
   struct SharedStorage {
-    u16 q[kBlockM * kDimQK];  // core-matrix layout (wgmma.cuh)
+    u16 q[kBlockM * kDimQK];  // core-matrix layout (arch/wgmma.cuh)
     u16 grad_o[kBlockM * kDimV];
     u16 k[kStages][kBlockN * kDimQK];
     u16 v[kStages][kBlockN * kDimV];

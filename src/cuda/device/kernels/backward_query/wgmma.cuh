@@ -2,7 +2,7 @@
 // (aligned to 4 bytes or more: copied straight into the tiles; 2-byte aligned:
 // K and V staged and shifted into them, Q and dO shifted in registers) and
 // Dqk <= 256 (dQ stays in registers). Same algorithm as
-// backward_query.cuh (Dterm first, no atomics); each warpgroup owns 64 query
+// kernels/backward_query/mma_sync.cuh (Dterm first, no atomics); each warpgroup owns 64 query
 // rows:
 //
 //   S  = Q·Kᵀ      wgmma, Q and K from shared memory (both K-major)
@@ -16,18 +16,19 @@
 #pragma once
 
 #include "common.cuh"
-#include "copy.cuh"
-#include "mask.cuh"
-#include "row_stats.cuh"
-#include "softmax.cuh"
-#include "warp_gemm.cuh"
-#include "wgmma.cuh"
+#include "copy/tile_copy.cuh"
+#include "epilogue/store.cuh"
+#include "softmax/mask.cuh"
+#include "softmax/row_stats.cuh"
+#include "softmax/softmax.cuh"
+#include "arch/warp_gemm.cuh"
+#include "arch/wgmma.cuh"
 
 namespace flashgen_device {
 
 // C (generated): kElement, kDimQK, kDimV, kWarps (a multiple of 4), kBlockN,
 // kVec (8, 4, 2 or 1), kCausal, kTma (K and V tiles in the layout TMA
-// writes: backward_query_wgmma_producer.cuh with copy=tma).
+// writes: kernels/backward_query/wgmma_producer.cuh with copy=tma).
 template <class C>
 struct BackwardQueryWgmma {
   static constexpr int E = C::kElement;
@@ -53,7 +54,7 @@ struct BackwardQueryWgmma {
   typedef TileCopy<kBlockN, kDimV, 0, 1, kThreads, true> VCopy;
 
   struct Tiles {
-    u16 q[kBlockM * kDimQK];  // core-matrix layout (wgmma.cuh)
+    u16 q[kBlockM * kDimQK];  // core-matrix layout (arch/wgmma.cuh)
     u16 grad_o[kBlockM * kDimV];
     u16 k[kKeyStages][kBlockN * kDimQK];
     u16 v[kValueStages][kBlockN * kDimV];

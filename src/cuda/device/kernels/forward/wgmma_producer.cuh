@@ -7,9 +7,9 @@
 // an "empty" one (every consumer warp arrives once it no longer reads
 // block j), so warpgroups wait for their data, not for each other: one's
 // softmax can run while another's GEMMs do, instead of the lockstep of a
-// __syncthreads per key block in forward_wgmma.cuh.
+// __syncthreads per key block in kernels/forward/wgmma.cuh.
 //
-// The stages and their barriers are StagePipelines (producer_pipeline.cuh):
+// The stages and their barriers are StagePipelines (pipeline/producer_pipeline.cuh):
 // with cp.async copies one for K and V together (three stages or more: the
 // producer signals block j-1 after issuing block j); with TMA copies one
 // each, so K[j+2] refills K[j]'s stage as soon as S(j) is done, while
@@ -26,9 +26,9 @@
 // full barrier; the tiles then have the layout TMA writes (TraversedTile).
 #pragma once
 
-#include "forward_wgmma.cuh"
-#include "producer_pipeline.cuh"
-#include "tma.cuh"
+#include "kernels/forward/wgmma.cuh"
+#include "pipeline/producer_pipeline.cuh"
+#include "arch/tma.cuh"
 
 namespace flashgen_device {
 

@@ -12,12 +12,12 @@
 // A producer warpgroup copies the traversed Q and dO by TMA (16-byte
 // aligned rows) into two stages, with their rows' L2 and Dterm. Each
 // warpgroup runs its GEMMs of block j beside its product of block j−1, as
-// backward_key_value_wgmma.cuh does; the hand-over of Pᵀ is double-buffered
+// kernels/backward_key_value/wgmma.cuh does; the hand-over of Pᵀ is double-buffered
 // (two named barriers per buffer: ready, and free again), so warpgroup 0
 // can run up to two blocks ahead. Deterministic: no atomics, a fixed order.
 #pragma once
 
-#include "backward_key_value_wgmma_producer.cuh"
+#include "kernels/backward_key_value/wgmma_producer.cuh"
 
 namespace flashgen_device {
 
@@ -50,7 +50,7 @@ struct BackwardKeyValueWgmmaSplit {
   static constexpr int kHandoffThreads = 2 * kGroupThreads;
 
   struct SharedStorage {
-    u16 k[kBlockM * kDimQK];  // core-matrix layout (wgmma.cuh)
+    u16 k[kBlockM * kDimQK];  // core-matrix layout (arch/wgmma.cuh)
     u16 v[kBlockM * kDimV];
     u16 q[kStages][kBlockN * kDimQK];  // TMA's layout (TraversedTile)
     u16 grad_o[kStages][kBlockN * kDimV];

@@ -4,7 +4,7 @@
 #pragma once
 
 #include "common.cuh"
-#include "row_stats.cuh"
+#include "softmax/row_stats.cuh"
 
 namespace flashgen_device {
 

@@ -13,12 +13,13 @@
 #pragma once
 
 #include "common.cuh"
-#include "copy.cuh"
-#include "mask.cuh"
-#include "row_kernels.cuh"
-#include "row_stats.cuh"
-#include "softmax.cuh"
-#include "warp_gemm.cuh"
+#include "copy/tile_copy.cuh"
+#include "epilogue/store.cuh"
+#include "softmax/mask.cuh"
+#include "kernels/row_kernels.cuh"
+#include "softmax/row_stats.cuh"
+#include "softmax/softmax.cuh"
+#include "arch/warp_gemm.cuh"
 
 namespace flashgen_device {
 

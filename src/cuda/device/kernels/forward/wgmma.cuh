@@ -1,10 +1,10 @@
 // Forward kernel on Hopper's warpgroup MMA (sm_90a), for any contiguous rows
 // (alignment classes 8, 4, 2 copied straight into the tiles, 1 staged) and
 // up to 256 value columns per CTA (a larger Dv is split across CTAs). Same
-// algorithm as forward.cuh; what differs is who multiplies:
+// algorithm as kernels/forward/mma_sync.cuh; what differs is who multiplies:
 //
 //   S = Q·Kᵀ   wgmma, Q and K read by the tensor cores from shared memory
-//   P = exp2(S·scale·log2e − m)  in registers (online softmax, softmax.cuh)
+//   P = exp2(S·scale·log2e − m)  in registers (online softmax, softmax/softmax.cuh)
 //   O += P·V   wgmma, P from registers, V from shared memory (MN-major)
 //
 // Each warpgroup (4 warps) owns 64 query rows; its accumulators have the
@@ -16,11 +16,12 @@
 #pragma once
 
 #include "common.cuh"
-#include "copy.cuh"
-#include "mask.cuh"
-#include "softmax.cuh"
-#include "warp_gemm.cuh"
-#include "wgmma.cuh"
+#include "copy/tile_copy.cuh"
+#include "epilogue/store.cuh"
+#include "softmax/mask.cuh"
+#include "softmax/softmax.cuh"
+#include "arch/warp_gemm.cuh"
+#include "arch/wgmma.cuh"
 
 namespace flashgen_device {
 
@@ -29,7 +30,7 @@ namespace flashgen_device {
 // kBlockN, kCausal, kVec (8, 4, 2: cp.async straight into the tiles; 1: the
 // aligned chunks around each row are staged and shifted into the tiles),
 // kStages (2, 3 or 4; 2 when staged: one staging area), kTma (K and V tiles
-// in the layout TMA writes: forward_wgmma_producer.cuh with copy=tma).
+// in the layout TMA writes: kernels/forward/wgmma_producer.cuh with copy=tma).
 template <class C>
 struct ForwardWgmma {
   static constexpr int E = C::kElement;
@@ -59,7 +60,7 @@ struct ForwardWgmma {
   typedef TileCopy<kBlockN, kDimV, 0, 1, kThreads, true> VCopy;
 
   struct Tiles {
-    u16 q[kBlockM * kDimQK];           // [kBlockM][kDimQK], core-matrix layout (wgmma.cuh)
+    u16 q[kBlockM * kDimQK];           // [kBlockM][kDimQK], core-matrix layout (arch/wgmma.cuh)
     u16 k[kStages][kBlockN * kDimQK];  // [kBlockN][kDimQK]
     u16 v[kStages][kBlockN * kDimV];   // [kBlockN][kDimV]
   };

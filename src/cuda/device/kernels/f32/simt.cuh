@@ -10,8 +10,8 @@
 #pragma once
 
 #include "common.cuh"
-#include "mask.cuh"
-#include "row_stats.cuh"
+#include "softmax/mask.cuh"
+#include "softmax/row_stats.cuh"
 
 namespace flashgen_device {
 
@@ -122,7 +122,7 @@ __device__ __forceinline__ void store_rows(float* out, index_t stride_seq, index
   }
 }
 
-// stage_rows() (row_stats.cuh) for fp32 dO and O.
+// stage_rows() (softmax/row_stats.cuh) for fp32 dO and O.
 template <int kDimV, int kRows, int kWarps>
 __device__ __forceinline__ void stage_query_rows_f32(const AttentionParams& p, int batch, int head,
                                                      int row0, float* dterm_shared,

@@ -2,7 +2,7 @@
 // (aligned to 4 bytes or more: copied straight into the tiles; 2-byte aligned:
 // the traversed Q and dO staged and shifted into them, K and V shifted in
 // registers) and Dqk + Dv <= 256 (dK and dV both stay in registers).
-// Same algorithm as backward_key_value.cuh (deterministic, GQA summed inside
+// Same algorithm as kernels/backward_key_value/mma_sync.cuh (deterministic, GQA summed inside
 // the CTA); each warpgroup owns 64 key rows:
 //
 //   Sᵀ  = K·Qᵀ     wgmma, K and Q from shared memory (both K-major)
@@ -18,12 +18,13 @@
 #pragma once
 
 #include "common.cuh"
-#include "copy.cuh"
-#include "mask.cuh"
-#include "row_stats.cuh"
-#include "softmax.cuh"
-#include "warp_gemm.cuh"
-#include "wgmma.cuh"
+#include "copy/tile_copy.cuh"
+#include "epilogue/store.cuh"
+#include "softmax/mask.cuh"
+#include "softmax/row_stats.cuh"
+#include "softmax/softmax.cuh"
+#include "arch/warp_gemm.cuh"
+#include "arch/wgmma.cuh"
 
 namespace flashgen_device {
 
@@ -83,7 +84,7 @@ __device__ __forceinline__ void copy_key_value_rows(u16* k_tile, u16* v_tile,
 
 // C (generated): kElement, kDimQK, kDimV, kWarps (a multiple of 4), kBlockN,
 // kVec (8, 4, 2 or 1), kCausal, kTma (Q and dO tiles in the layout TMA
-// writes: backward_key_value_wgmma_producer.cuh with copy=tma).
+// writes: kernels/backward_key_value/wgmma_producer.cuh with copy=tma).
 template <class C>
 struct BackwardKeyValueWgmma {
   static constexpr int E = C::kElement;
@@ -109,7 +110,7 @@ struct BackwardKeyValueWgmma {
   typedef TileCopy<kBlockN, kDimV, 0, 1, kThreads, true> GradOCopy;
 
   struct Tiles {
-    u16 k[kBlockM * kDimQK];                 // core-matrix layout (wgmma.cuh)
+    u16 k[kBlockM * kDimQK];                 // core-matrix layout (arch/wgmma.cuh)
     u16 v[kBlockM * kDimV];
     u16 q[kStages][kBlockN * kDimQK];
     u16 grad_o[kStages][kBlockN * kDimV];

@@ -7,7 +7,7 @@
 //         transposed on the way by ldmatrix.trans
 #pragma once
 
-#include "mma.cuh"
+#include "arch/mma.cuh"
 
 namespace flashgen_device {
 
