@@ -70,12 +70,7 @@ _PROTOTYPES = {
 @functools.lru_cache(maxsize=None)
 def lib() -> ctypes.CDLL:
     """The library with these prototypes declared too."""
-    library = _capi.lib()
-    for name, (restype, argtypes) in _PROTOTYPES.items():
-        function = getattr(library, name)
-        function.restype = restype
-        function.argtypes = argtypes
-    return library
+    return _capi.declare(_capi.lib(), _PROTOTYPES)
 
 
 def make_index(data: int, memory: int, device: int, shape, stride) -> Index:
