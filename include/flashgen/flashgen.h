@@ -76,6 +76,50 @@ int fg_backward_workspace_bytes(const fg_tensor* q, const fg_tensor* k, const fg
 int fg_supports_forward(const fg_tensor* q, const fg_tensor* k, const fg_tensor* v,
                         const fg_tensor* o, const fg_row_stats* lse, const fg_options* options);
 
+/* Ragged batches and KV caches (see flashgen/sequences.hpp for the layouts
+ * and rules). int32 indices, rank 1 ([n], shape[1] = 1) or 2; strides count
+ * elements. */
+typedef struct {
+  const int32_t* data;
+  int32_t memory;
+  int32_t device;
+  int64_t shape[2];
+  int64_t stride[2];
+} fg_index;
+
+/* Varlen: q, k, v, o are [1, total, heads, dim]; lse [1, heads_q, total_q]
+ * (NULL: not written); cu_seqlens_* [batch + 1]. */
+typedef struct {
+  const fg_index* cu_seqlens_q;
+  const fg_index* cu_seqlens_k;
+  int64_t max_seqlen_q;
+  int64_t max_seqlen_k;
+} fg_varlen;
+
+int fg_forward_varlen(const fg_tensor* q, const fg_tensor* k, const fg_tensor* v,
+                      const fg_tensor* o, const fg_row_stats* lse, const fg_varlen* sequences,
+                      const fg_options* options);
+
+int fg_backward_varlen(const fg_tensor* q, const fg_tensor* k, const fg_tensor* v,
+                       const fg_tensor* o, const fg_tensor* grad_o, const fg_row_stats* lse,
+                       const fg_tensor* grad_q, const fg_tensor* grad_k, const fg_tensor* grad_v,
+                       const fg_varlen* sequences, const fg_options* options);
+
+/* KV cache: block_table NULL for a contiguous cache; k_new and v_new NULL
+ * to append nothing; lse NULL: not written. Writes the appended rows into
+ * k_cache and v_cache (the only arguments the call modifies). */
+typedef struct {
+  const fg_tensor* k_cache;
+  const fg_tensor* v_cache;
+  const fg_index* cache_seqlens;
+  const fg_index* block_table;
+  const fg_tensor* k_new;
+  const fg_tensor* v_new;
+} fg_kvcache;
+
+int fg_forward_with_kvcache(const fg_tensor* q, const fg_kvcache* cache, const fg_tensor* o,
+                            const fg_row_stats* lse, const fg_options* options);
+
 /* Message of this thread's last failing call ("" if none). */
 const char* fg_last_error(void);
 const char* fg_version(void);

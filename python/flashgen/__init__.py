@@ -13,7 +13,7 @@ from .ring import ring_attention, ring_ranges, ring_shard, ring_unshard  # conte
 from ._capi import UnsupportedError
 from . import _capi
 
-__all__ = ["attention", "cuda_available", "numpy", "ring_attention", "ring_ranges", "ring_shard",
+__all__ = ["attention", "attention_varlen", "attention_with_kvcache", "cuda_available", "numpy", "ring_attention", "ring_ranges", "ring_shard",
            "ring_unshard", "UnsupportedError", "version"]
 
 
@@ -34,9 +34,18 @@ except ImportError:
 
 if _torch is not None:
     from ._torch_attention import attention
+    from ._torch_sequences import attention_varlen, attention_with_kvcache
 else:
 
     def attention(*args, **kwargs):
         """Needs PyTorch; see flashgen.numpy for arrays."""
         raise ImportError("flashgen.attention needs PyTorch (pip install torch); "
                           "flashgen.numpy works on numpy arrays without it")
+
+    def attention_varlen(*args, **kwargs):
+        """Needs PyTorch; see flashgen.numpy.forward_varlen for arrays."""
+        raise ImportError("flashgen.attention_varlen needs PyTorch (pip install torch)")
+
+    def attention_with_kvcache(*args, **kwargs):
+        """Needs PyTorch; see flashgen.numpy.forward_with_kvcache for arrays."""
+        raise ImportError("flashgen.attention_with_kvcache needs PyTorch (pip install torch)")

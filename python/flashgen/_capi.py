@@ -109,8 +109,12 @@ _PROTOTYPES = {
 @functools.lru_cache(maxsize=None)
 def lib() -> ctypes.CDLL:
     """The library with every prototype declared."""
-    library = _library.load()
-    for name, (restype, argtypes) in _PROTOTYPES.items():
+    return declare(_library.load(), _PROTOTYPES)
+
+
+def declare(library: ctypes.CDLL, prototypes: dict) -> ctypes.CDLL:
+    """Sets each function's restype and argtypes from name -> (restype, argtypes)."""
+    for name, (restype, argtypes) in prototypes.items():
         function = getattr(library, name)
         function.restype = restype
         function.argtypes = argtypes

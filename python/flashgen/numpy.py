@@ -22,7 +22,7 @@ from . import _capi
 from ._arguments import check_causal, check_int, check_scale
 from ._layout import BSHD, SEQ_HEADS_SWAP, check_layout, packed_shape
 
-__all__ = ["forward", "backward"]
+__all__ = ["forward", "backward", "forward_varlen", "backward_varlen", "forward_with_kvcache"]
 
 
 def _bfloat16():
@@ -161,3 +161,7 @@ def backward(q, k, v, o, do, lse, causal: bool = False, scale: float | None = No
                    workspace.ctypes.data if workspace is not None else None,
                    workspace_bytes, options)
     return dq, dk, dv
+
+
+# Ragged batches and KV caches (defined beside, on the helpers above).
+from ._numpy_sequences import backward_varlen, forward_varlen, forward_with_kvcache  # noqa: E402

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import flashgen
-from flashgen import _capi, _library
+from flashgen import _capi, _capi_sequences, _library
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 HEADER_DIR = REPO / "include"
@@ -23,6 +23,9 @@ FIELDS = {
     "fg_tensor": ("Tensor", [name for name, _ in _capi.Tensor._fields_]),
     "fg_row_stats": ("RowStats", [name for name, _ in _capi.RowStats._fields_]),
     "fg_options": ("Options", [name for name, _ in _capi.Options._fields_]),
+    "fg_index": ("Index", [name for name, _ in _capi_sequences.Index._fields_]),
+    "fg_varlen": ("Varlen", [name for name, _ in _capi_sequences.Varlen._fields_]),
+    "fg_kvcache": ("KVCache", [name for name, _ in _capi_sequences.KVCache._fields_]),
 }
 ENUMS = ["FG_OK", "FG_INVALID_ARGUMENT", "FG_UNSUPPORTED", "FG_RUNTIME", "FG_F16", "FG_BF16",
          "FG_F32", "FG_HOST", "FG_CUDA", "FG_BACKEND_AUTO", "FG_BACKEND_CUDA", "FG_BACKEND_CPU"]
@@ -58,7 +61,7 @@ def test_structs_and_enums_match_the_header(tmp_path):
         name, *numbers = line.split()
         facts[name] = tuple(int(n) for n in numbers)
     for struct, (python_name, fields) in FIELDS.items():
-        mirror = getattr(_capi, python_name)
+        mirror = getattr(_capi, python_name, None) or getattr(_capi_sequences, python_name)
         assert facts[struct] == (ctypes.sizeof(mirror),), f"sizeof({struct})"
         for field in fields:
             descriptor = getattr(mirror, field)

@@ -9,6 +9,7 @@
 #include "cuda/cuda_backend.hpp"
 #include "flashgen/flashgen.h"
 #include "flashgen/flashgen.hpp"
+#include "flashgen/sequences.hpp"
 
 namespace flashgen {
 namespace {
@@ -109,6 +110,18 @@ ForwardArgs forward_args_of(const fg_tensor* q, const fg_tensor* k, const fg_ten
   return args;
 }
 
+IndexView view_of(const fg_index& t) {
+  IndexView view;
+  view.data = t.data;
+  view.memory = static_cast<MemoryKind>(t.memory);
+  view.device = t.device;
+  for (int i = 0; i < 2; ++i) {
+    view.shape[i] = t.shape[i];
+    view.stride[i] = t.stride[i];
+  }
+  return view;
+}
+
 // Runs `body` and turns every exception into a status and a message.
 template <class Body>
 int guarded(Body&& body) {
@@ -186,6 +199,57 @@ int fg_supports_forward(const fg_tensor* q, const fg_tensor* k, const fg_tensor*
     const ForwardArgs args = forward_args_of(q, k, v, o, lse);
     const Plan plan = plan_forward(args, options_of(require(options, "options")));
     if (!plan.ok) throw Error(plan.error, plan.reason);
+  });
+}
+
+int fg_forward_varlen(const fg_tensor* q, const fg_tensor* k, const fg_tensor* v,
+                      const fg_tensor* o, const fg_row_stats* lse, const fg_varlen* sequences,
+                      const fg_options* options) {
+  return guarded([&] {
+    const ForwardArgs plain = forward_args_of(q, k, v, o, lse);
+    const fg_varlen& s = require(sequences, "sequences");
+    VarlenForwardArgs args;
+    args.q = plain.q, args.k = plain.k, args.v = plain.v, args.o = plain.o, args.lse = plain.lse;
+    args.cu_seqlens_q = view_of(require(s.cu_seqlens_q, "sequences->cu_seqlens_q"));
+    args.cu_seqlens_k = view_of(require(s.cu_seqlens_k, "sequences->cu_seqlens_k"));
+    args.max_seqlen_q = s.max_seqlen_q, args.max_seqlen_k = s.max_seqlen_k;
+    forward_varlen(args, options_of(require(options, "options")));
+  });
+}
+
+int fg_backward_varlen(const fg_tensor* q, const fg_tensor* k, const fg_tensor* v,
+                       const fg_tensor* o, const fg_tensor* grad_o, const fg_row_stats* lse,
+                       const fg_tensor* grad_q, const fg_tensor* grad_k, const fg_tensor* grad_v,
+                       const fg_varlen* sequences, const fg_options* options) {
+  return guarded([&] {
+    const BackwardArgs plain = backward_args_of(q, k, v, o, grad_o, lse, grad_q, grad_k, grad_v);
+    const fg_varlen& s = require(sequences, "sequences");
+    VarlenBackwardArgs args;
+    args.q = plain.q, args.k = plain.k, args.v = plain.v, args.o = plain.o;
+    args.grad_o = plain.grad_o, args.lse = plain.lse;
+    args.grad_q = plain.grad_q, args.grad_k = plain.grad_k, args.grad_v = plain.grad_v;
+    args.cu_seqlens_q = view_of(require(s.cu_seqlens_q, "sequences->cu_seqlens_q"));
+    args.cu_seqlens_k = view_of(require(s.cu_seqlens_k, "sequences->cu_seqlens_k"));
+    args.max_seqlen_q = s.max_seqlen_q, args.max_seqlen_k = s.max_seqlen_k;
+    backward_varlen(args, options_of(require(options, "options")));
+  });
+}
+
+int fg_forward_with_kvcache(const fg_tensor* q, const fg_kvcache* cache, const fg_tensor* o,
+                            const fg_row_stats* lse, const fg_options* options) {
+  return guarded([&] {
+    const fg_kvcache& c = require(cache, "cache");
+    KVCacheForwardArgs args;
+    args.q = view_of(require(q, "q"));
+    args.k_cache = view_of(require(c.k_cache, "cache->k_cache"));
+    args.v_cache = view_of(require(c.v_cache, "cache->v_cache"));
+    args.cache_seqlens = view_of(require(c.cache_seqlens, "cache->cache_seqlens"));
+    if (c.block_table != nullptr) args.block_table = view_of(*c.block_table);
+    if (c.k_new != nullptr) args.k_new = view_of(*c.k_new);
+    if (c.v_new != nullptr) args.v_new = view_of(*c.v_new);
+    args.o = view_of(require(o, "o"));
+    if (lse != nullptr) args.lse = view_of(*lse);
+    forward_with_kvcache(args, options_of(require(options, "options")));
   });
 }
 

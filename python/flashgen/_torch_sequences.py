@@ -1,0 +1,122 @@
+"""flashgen.attention_varlen and flashgen.attention_with_kvcache for torch
+tensors (flash-attn 2's layouts; see flashgen/_numpy_sequences.py). CPU
+tensors run on the CPU backend; the library refuses CUDA tensors with
+flashgen.UnsupportedError until the GPU kernels support these calls."""
+
+from __future__ import annotations
+
+import torch
+
+from . import _capi, _capi_sequences
+from ._arguments import check_bool, check_causal, check_int, check_scale
+from ._torch_views import check_inputs, options_for, row_stats_view, tensor_view
+
+
+def _index(name: str, tensor, rank: int) -> _capi_sequences.Index:
+    if not isinstance(tensor, torch.Tensor) or tensor.dtype != torch.int32 or tensor.dim() != rank:
+        raise TypeError(f"{name} must be an int32 torch.Tensor of {rank} dimension(s), got "
+                        f"{getattr(tensor, 'dtype', type(tensor).__name__)} of shape "
+                        f"{tuple(getattr(tensor, 'shape', ()))}")
+    memory, device = ((_capi.FG_CUDA, tensor.device.index or 0) if tensor.device.type == "cuda"
+                      else (_capi.FG_HOST, 0))
+    return _capi_sequences.make_index(tensor.data_ptr(), memory, device, tensor.shape,
+                                      tensor.stride())
+
+
+def _packed(tensors: dict) -> dict:
+    """[tokens, heads, dim] tensors as [1, tokens, heads, dim] views."""
+    for name, t in tensors.items():
+        if not isinstance(t, torch.Tensor) or t.dim() != 3:
+            raise ValueError(f"{name} must be a [tokens, heads, dim] tensor, got shape "
+                             f"{tuple(getattr(t, 'shape', ()))}")
+    unsqueezed = {name: t.unsqueeze(0) for name, t in tensors.items()}
+    check_inputs(unsqueezed)
+    return unsqueezed
+
+
+class _Varlen(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, q, k, v, cu_q, cu_k, max_q, max_k, causal, scale, deterministic):
+        t = _packed({"q": q, "k": k, "v": v})
+        o = q.new_empty((q.shape[0], q.shape[1], v.shape[2]))
+        lse = torch.empty((q.shape[1], q.shape[0]), dtype=torch.float32, device=q.device)
+        indices = (_index("cu_seqlens_q", cu_q, 1), _index("cu_seqlens_k", cu_k, 1))
+        sequences = _capi_sequences.varlen(*indices, max_q, max_k)
+        options = options_for(q.device, causal=causal, scale=scale, deterministic=deterministic)
+        _capi_sequences.forward_varlen(tensor_view(t["q"]), tensor_view(t["k"]),
+                                       tensor_view(t["v"]), tensor_view(o.unsqueeze(0)),
+                                       row_stats_view(lse.unsqueeze(0)), sequences, options)
+        ctx.save_for_backward(q, k, v, o, lse, cu_q, cu_k)
+        ctx.max_q, ctx.max_k = max_q, max_k
+        ctx.causal, ctx.scale, ctx.deterministic = causal, scale, deterministic
+        ctx.mark_non_differentiable(lse)
+        return o, lse
+
+    @staticmethod
+    def backward(ctx, grad_o, grad_lse):
+        q, k, v, o, lse, cu_q, cu_k = ctx.saved_tensors
+        t = _packed({"q": q, "k": k, "v": v, "o": o, "grad_o": grad_o.contiguous()})
+        grads = [torch.empty_like(x) for x in (q, k, v)]
+        indices = (_index("cu_seqlens_q", cu_q, 1), _index("cu_seqlens_k", cu_k, 1))
+        sequences = _capi_sequences.varlen(*indices, ctx.max_q, ctx.max_k)
+        options = options_for(q.device, causal=ctx.causal, scale=ctx.scale,
+                              deterministic=ctx.deterministic)
+        _capi_sequences.backward_varlen(*(tensor_view(t[n]) for n in ("q", "k", "v", "o", "grad_o")),
+                                        row_stats_view(lse.unsqueeze(0)),
+                                        *(tensor_view(g.unsqueeze(0)) for g in grads),
+                                        sequences, options)
+        return (*grads, None, None, None, None, None, None, None)
+
+
+def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
+                     causal=False, scale=None, deterministic=True, return_lse=False):
+    """Attention per sequence of a packed batch, differentiable.
+
+    q [total_q, heads_q, dim_qk], k [total_k, heads_kv, dim_qk],
+    v [total_k, heads_kv, dim_v]; cu_seqlens_* int32 [batch + 1] (0 first,
+    non-decreasing, last = the packed length); max_seqlen_* at least the
+    longest sequence. causal is bottom-right per sequence. Returns o
+    [total_q, heads_q, dim_v], and lse float32 [heads_q, total_q] with
+    return_lse=True. A row that sees no key gives o = 0, lse = -inf.
+    """
+    causal, scale = check_causal(causal), check_scale(scale)
+    deterministic = check_bool("deterministic", deterministic)
+    return_lse = check_bool("return_lse", return_lse)
+    o, lse = _Varlen.apply(q, k, v, cu_seqlens_q, cu_seqlens_k,
+                           check_int("max_seqlen_q", max_seqlen_q),
+                           check_int("max_seqlen_k", max_seqlen_k), causal, scale, deterministic)
+    return (o, lse) if return_lse else o
+
+
+def attention_with_kvcache(q, k_cache, v_cache, cache_seqlens, block_table=None, k=None, v=None,
+                           causal=False, scale=None, return_lse=False):
+    """Attention of q [batch, seq_q, heads_q, dim_qk] to each sequence's KV cache.
+
+    k_cache / v_cache: [batch, seq_cache, heads_kv, dim] or, with block_table
+    (int32 [batch, max_pages]), paged [num_pages, page_size, heads_kv, dim]
+    (page_size a multiple of 16). cache_seqlens int32 [batch]. k / v
+    [batch, seq_new, heads_kv, dim] are first written into the caches at
+    cache_seqlens (the caches are modified in place), then attended; causal is
+    bottom-right against the length after the append. Not differentiable.
+    """
+    causal, scale = check_causal(causal), check_scale(scale)
+    return_lse = check_bool("return_lse", return_lse)
+    if (k is None) != (v is None):
+        raise ValueError("k and v are appended together: pass both or neither")
+    tensors = {"q": q, "k_cache": k_cache, "v_cache": v_cache}
+    if k is not None:
+        tensors.update(k=k, v=v)
+    check_inputs(tensors)
+    views = {name: tensor_view(t) for name, t in tensors.items()}
+    seqlens = _index("cache_seqlens", cache_seqlens, 1)
+    table = _index("block_table", block_table, 2) if block_table is not None else None
+    cache = _capi_sequences.kvcache(views["k_cache"], views["v_cache"], seqlens, table,
+                                    views.get("k"), views.get("v"))
+    batch, seq_q, heads_q, _ = q.shape
+    o = q.new_empty((batch, seq_q, heads_q, v_cache.shape[3]))
+    lse = torch.empty((batch, heads_q, seq_q), dtype=torch.float32, device=q.device)
+    options = options_for(q.device, causal=causal, scale=scale, deterministic=True)
+    with torch.no_grad():
+        _capi_sequences.forward_with_kvcache(views["q"], cache, tensor_view(o),
+                                             row_stats_view(lse), options)
+    return (o, lse) if return_lse else o

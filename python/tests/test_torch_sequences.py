@@ -1,0 +1,70 @@
+"""flashgen.attention_varlen / attention_with_kvcache and flashgen.flash_attn on
+CPU tensors, against flashgen.attention per sequence."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import flashgen  # noqa: E402
+from flashgen.flash_attn import (flash_attn_func, flash_attn_varlen_func,  # noqa: E402
+                                 flash_attn_with_kvcache)
+
+
+def _cumulative(lengths):
+    return torch.tensor([0, *itertools.accumulate(lengths)], dtype=torch.int32)
+
+
+def test_attention_varlen_forward_and_gradients_match_per_sequence_calls():
+    torch.manual_seed(0)
+    lengths_q, lengths_k = [5, 0, 1, 30], [7, 3, 1, 30]
+    cu_q, cu_k = _cumulative(lengths_q), _cumulative(lengths_k)
+    q = torch.randn(int(cu_q[-1]), 4, 24, requires_grad=True)
+    k = torch.randn(int(cu_k[-1]), 2, 24, requires_grad=True)
+    v = torch.randn(int(cu_k[-1]), 2, 16, requires_grad=True)
+    o = flashgen.attention_varlen(q, k, v, cu_q, cu_k, 30, 30, causal=True)
+    o.sum().backward()
+    for b in range(4):
+        qs, ks = slice(int(cu_q[b]), int(cu_q[b + 1])), slice(int(cu_k[b]), int(cu_k[b + 1]))
+        qb, kb, vb = (t.detach()[None, s].clone().requires_grad_() for t, s in ((q, qs), (k, ks), (v, ks)))
+        ob = flashgen.attention(qb, kb, vb, causal=True)
+        ob.sum().backward()
+        torch.testing.assert_close(o[qs], ob[0], rtol=0, atol=0)
+        torch.testing.assert_close(q.grad[qs], qb.grad[0], rtol=0, atol=0)
+        torch.testing.assert_close(k.grad[ks], kb.grad[0], rtol=0, atol=0)
+
+
+def test_flash_attn_with_kvcache_appends_and_matches_attention():
+    torch.manual_seed(1)
+    k_cache, v_cache = torch.randn(4, 16, 1, 32), torch.randn(4, 16, 1, 32)
+    block_table = torch.tensor([[3, 1], [0, 2]], dtype=torch.int32)
+    seqlens = torch.tensor([5, 16], dtype=torch.int32)
+    q, k, v = torch.randn(2, 2, 4, 32), torch.randn(2, 2, 1, 32), torch.randn(2, 2, 1, 32)
+    keys = [torch.cat([k_cache[block_table[b, 0]], k_cache[block_table[b, 1]]])[: int(seqlens[b])]
+            for b in range(2)]
+    values = [torch.cat([v_cache[block_table[b, 0]], v_cache[block_table[b, 1]]])[: int(seqlens[b])]
+              for b in range(2)]
+    o, lse = flash_attn_with_kvcache(q, k_cache, v_cache, k, v, cache_seqlens=seqlens,
+                                     block_table=block_table, causal=True,
+                                     return_softmax_lse=True)
+    for b in range(2):
+        ob = flashgen.attention(q[b:b + 1], torch.cat([keys[b], k[b]])[None],
+                                torch.cat([values[b], v[b]])[None], causal=True)
+        torch.testing.assert_close(o[b], ob[0], rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(k_cache[block_table[0, 0], 5], k[0, 0])
+
+
+def test_flash_attn_compat_refuses_what_flashgen_does_not_do():
+    q = torch.randn(1, 4, 1, 16)
+    with pytest.raises(ValueError, match="dropout_p must be 0"):
+        flash_attn_func(q, q, q, dropout_p=0.1)
+    with pytest.raises(ValueError, match="return_attn_probs=True is not supported"):
+        flash_attn_func(q, q, q, return_attn_probs=True)
+    torch.testing.assert_close(flash_attn_func(q, q, q, causal=True),
+                               flashgen.attention(q, q, q, causal=True))
+    cu = torch.tensor([0, 4], dtype=torch.int32)
+    torch.testing.assert_close(flash_attn_varlen_func(q[0], q[0], q[0], cu, cu, 4, 4),
+                               flashgen.attention(q, q, q)[0])

@@ -1,0 +1,218 @@
+// The checks every argument of the public API goes through, one operand at a
+// time and between operands (see operands.hpp).
+#include "api/operands.hpp"
+
+#include <cstdarg>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+namespace flashgen::api {
+
+void fail(const char* format, ...) {
+  char message[1024];
+  va_list arguments;
+  va_start(arguments, format);
+  std::vsnprintf(message, sizeof(message), format, arguments);
+  va_end(arguments);
+  throw Error(ErrorCode::invalid_argument, message);
+}
+
+bool is_valid(DType dtype) {
+  const int value = static_cast<int>(dtype);
+  return value >= static_cast<int>(DType::f16) && value <= static_cast<int>(DType::f32);
+}
+
+bool is_valid(MemoryKind memory) {
+  const int value = static_cast<int>(memory);
+  return value == static_cast<int>(MemoryKind::host) || value == static_cast<int>(MemoryKind::cuda);
+}
+
+bool is_valid(Backend backend) {
+  const int value = static_cast<int>(backend);
+  return value >= static_cast<int>(Backend::automatic) && value <= static_cast<int>(Backend::cpu);
+}
+
+const char* memory_name(MemoryKind memory) {
+  return memory == MemoryKind::cuda ? "cuda" : "host";
+}
+
+Operand operand_of(const char* name, const TensorView& t, const char* const* axes, bool output) {
+  Operand op;
+  op.name = name;
+  op.data = t.data;
+  op.rank = 4;
+  op.shape = t.shape;
+  op.stride = t.stride;
+  op.axes = axes;
+  op.element_bytes = size_of(t.dtype);
+  op.memory = t.memory;
+  op.device = t.device;
+  op.output = output;
+  return op;
+}
+
+Operand operand_of(const char* name, const RowStatsView& t, bool output) {
+  Operand op;
+  op.name = name;
+  op.data = t.data;
+  op.rank = 3;
+  op.shape = t.shape;
+  op.stride = t.stride;
+  op.axes = kRowStatsAxes;
+  op.element_bytes = sizeof(float);
+  op.memory = t.memory;
+  op.device = t.device;
+  op.output = output;
+  return op;
+}
+
+// Lower bound of each axis: batch, heads and sequences may be empty (the
+// outputs are then empty, or zeros), the head dimensions may not.
+std::int64_t minimum_extent(const char* axis) {
+  return std::strncmp(axis, "dim", 3) == 0 ? 1 : 0;
+}
+
+std::string strides_text(const Operand& op) {
+  std::string text = "{";
+  for (int i = 0; i < op.rank; ++i) {
+    text += std::to_string(op.stride[i]);
+    if (i + 1 < op.rank) text += ", ";
+  }
+  return text + "}";
+}
+
+// Memory kind and device on their own (agreement is checked later).
+void check_placement(const Operand& op) {
+  if (!is_valid(op.memory))
+    fail("%s.memory (%d) is not a valid MemoryKind (host = 0, cuda = 1)", op.name,
+         static_cast<int>(op.memory));
+  if (op.memory == MemoryKind::cuda && op.device < 0)
+    fail("%s.device (%d) must be >= 0 for cuda memory", op.name, op.device);
+}
+
+// Extents, strides, int64 size of every offset, and data; fills op.range.
+void check_operand(Operand& op) {
+  check_placement(op);
+  for (int i = 0; i < op.rank; ++i) {
+    const std::int64_t minimum = minimum_extent(op.axes[i]);
+    if (op.shape[i] < minimum)
+      fail("%s.shape[%d] (%s = %lld) must be >= %lld", op.name, i, op.axes[i],
+           static_cast<long long>(op.shape[i]), static_cast<long long>(minimum));
+  }
+  for (int i = 0; i < op.rank; ++i) {
+    if (op.stride[i] < 0)
+      fail("%s.stride[%d] (%lld) must be >= 0: negative strides are not supported", op.name, i,
+           static_cast<long long>(op.stride[i]));
+  }
+  std::int64_t count = 1;       // number of elements
+  std::int64_t max_offset = 0;  // element offset of the last element
+  for (int i = 0; i < op.rank; ++i) {
+    std::int64_t reach = 0;
+    if (__builtin_mul_overflow(count, op.shape[i], &count) ||
+        __builtin_mul_overflow(op.shape[i] > 0 ? op.shape[i] - 1 : 0, op.stride[i], &reach) ||
+        __builtin_add_overflow(max_offset, reach, &max_offset))
+      fail("%s: the element count or an element offset overflows int64 (strides %s)", op.name,
+           strides_text(op).c_str());
+  }
+  if (count == 0) {
+    op.range = {};
+    return;  // an empty tensor is never read or written; its data may be null
+  }
+  std::int64_t bytes = 0;
+  if (__builtin_add_overflow(max_offset, 1, &bytes) ||
+      __builtin_mul_overflow(bytes, static_cast<std::int64_t>(op.element_bytes), &bytes))
+    fail("%s: the byte offset of its last element overflows int64 (strides %s)", op.name,
+         strides_text(op).c_str());
+  if (op.data == nullptr)
+    fail("%s.data is null (only an empty tensor, numel 0, may have null data)", op.name);
+  const auto begin = reinterpret_cast<std::uintptr_t>(op.data);
+  std::uintptr_t end = 0;
+  if (__builtin_add_overflow(begin, static_cast<std::uintptr_t>(bytes), &end))
+    fail("%s: data + the byte offset of its last element overflows the address space", op.name);
+  op.range = {begin, end};
+}
+
+void check_dtype(const char* name, DType dtype) {
+  if (!is_valid(dtype))
+    fail("%s.dtype (%d) is not a valid DType (f16 = 0, bf16 = 1, f32 = 2)", name,
+         static_cast<int>(dtype));
+}
+
+void check_same_dtype(const char* name, DType dtype, DType reference) {
+  if (dtype != reference)
+    fail("%s.dtype (%s) must equal q.dtype (%s): all tensors share one dtype", name,
+         to_string(dtype), to_string(reference));
+}
+
+// Every tensor lives where q lives: same memory kind, and same device for cuda.
+void check_same_placement(const Operand& op, const Operand& q) {
+  if (op.memory != q.memory)
+    fail("%s.memory (%s) must equal q.memory (%s): all tensors live in one memory", op.name,
+         memory_name(op.memory), memory_name(q.memory));
+  if (op.memory == MemoryKind::cuda && op.device != q.device)
+    fail("%s.device (%d) must equal q.device (%d): all tensors live on one device", op.name,
+         op.device, q.device);
+}
+
+// "k.shape[0] (batch = 3) must equal q.shape[0] (batch = 2)".
+void check_extent(const Operand& op, int axis, const Operand& reference, int reference_axis) {
+  if (op.shape[axis] != reference.shape[reference_axis])
+    fail("%s.shape[%d] (%s = %lld) must equal %s.shape[%d] (%s = %lld)", op.name, axis,
+         op.axes[axis], static_cast<long long>(op.shape[axis]), reference.name, reference_axis,
+         reference.axes[reference_axis], static_cast<long long>(reference.shape[reference_axis]));
+}
+
+void check_same_shape(const Operand& op, const Operand& reference) {
+  for (int i = 0; i < op.rank; ++i) check_extent(op, i, reference, i);
+}
+
+// Outputs must not alias inputs or each other, and each output element needs
+// its own address (a zero stride on an output would make threads race).
+void check_outputs_do_not_overlap(const std::vector<const Operand*>& operands) {
+  for (const Operand* out : operands) {
+    if (!out->output || out->range.empty()) continue;
+    if (!elements_are_distinct(out->rank, out->shape, out->stride))
+      fail("%s.stride %s makes distinct elements share memory: every output element needs its "
+           "own address",
+           out->name, strides_text(*out).c_str());
+  }
+  for (std::size_t i = 0; i < operands.size(); ++i) {
+    for (std::size_t j = 0; j < operands.size(); ++j) {
+      const Operand& a = *operands[i];
+      const Operand& b = *operands[j];
+      if (i == j || !a.output || (b.output && j < i)) continue;  // each pair once
+      if (a.range.overlaps(b.range))
+        fail("%s overlaps %s in memory (bytes [%#llx, %#llx) and [%#llx, %#llx)): outputs must "
+             "not share memory with inputs or other outputs",
+             a.name, b.name, static_cast<unsigned long long>(a.range.begin),
+             static_cast<unsigned long long>(a.range.end),
+             static_cast<unsigned long long>(b.range.begin),
+             static_cast<unsigned long long>(b.range.end));
+    }
+  }
+}
+
+Operand operand_of(const char* name, const IndexView& t, const char* const* axes) {
+  Operand op;
+  op.name = name;
+  op.data = t.data;
+  op.rank = 2;
+  op.shape = t.shape;
+  op.stride = t.stride;
+  op.axes = axes;
+  op.element_bytes = sizeof(std::int32_t);
+  op.memory = t.memory;
+  op.device = t.device;
+  return op;
+}
+
+// A rank-1 index array: shape [n, 1].
+void check_vector(const Operand& op) {
+  if (op.shape[1] != 1)
+    fail("%s.shape[1] (%lld) must be 1: %s is a vector", op.name,
+         static_cast<long long>(op.shape[1]), op.name);
+}
+
+}  // namespace flashgen::api

@@ -1,0 +1,75 @@
+// The checks every argument of the public API goes through: each operand on
+// its own (dtype, memory, extents, strides, size, data), then agreement
+// between operands (dtype, memory, shapes), then memory overlap of outputs.
+// Each failure throws flashgen::Error(invalid_argument) with a message that
+// names the argument and the rule.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "api/validate.hpp"
+#include "flashgen/flashgen.hpp"
+#include "flashgen/sequences.hpp"
+
+namespace flashgen::api {
+
+[[noreturn]] void fail(const char* format, ...) __attribute__((format(printf, 1, 2)));
+
+bool is_valid(DType dtype);
+bool is_valid(MemoryKind memory);
+bool is_valid(Backend backend);
+const char* memory_name(MemoryKind memory);
+
+// Axis labels, used in messages: "k.shape[2] (heads_kv = 3)".
+inline constexpr const char* kQueryAxes[4] = {"batch", "seq_q", "heads_q", "dim_qk"};
+inline constexpr const char* kKeyAxes[4] = {"batch", "seq_kv", "heads_kv", "dim_qk"};
+inline constexpr const char* kValueAxes[4] = {"batch", "seq_kv", "heads_kv", "dim_v"};
+inline constexpr const char* kOutputAxes[4] = {"batch", "seq_q", "heads_q", "dim_v"};
+inline constexpr const char* kRowStatsAxes[3] = {"batch", "heads_q", "seq_q"};
+
+// One argument as the checks see it: a name, a strided extent and where it lives.
+struct Operand {
+  const char* name = "";
+  const void* data = nullptr;
+  int rank = 0;
+  const std::int64_t* shape = nullptr;
+  const std::int64_t* stride = nullptr;
+  const char* const* axes = nullptr;
+  std::size_t element_bytes = 0;
+  MemoryKind memory = MemoryKind::host;
+  int device = 0;
+  bool output = false;
+  ByteRange range;  // filled by check_operand
+};
+
+Operand operand_of(const char* name, const TensorView& t, const char* const* axes, bool output);
+Operand operand_of(const char* name, const RowStatsView& t, bool output);
+// An int32 index array (cu_seqlens, cache_seqlens, block_table): an input.
+Operand operand_of(const char* name, const IndexView& t, const char* const* axes);
+
+// Lower bound of an axis: batch, heads and sequences may be empty, the head
+// dimensions ("dim...") may not.
+std::int64_t minimum_extent(const char* axis);
+std::string strides_text(const Operand& op);
+
+// Memory kind and device on their own (agreement is checked later).
+void check_placement(const Operand& op);
+// Extents, strides, int64 size of every offset, and data; fills op.range.
+void check_operand(Operand& op);
+void check_dtype(const char* name, DType dtype);
+void check_same_dtype(const char* name, DType dtype, DType reference);
+// A rank-1 index array: shape [n, 1].
+void check_vector(const Operand& op);
+// Every tensor lives where q lives: same memory kind, and same device for cuda.
+void check_same_placement(const Operand& op, const Operand& q);
+// "k.shape[0] (batch = 3) must equal q.shape[0] (batch = 2)".
+void check_extent(const Operand& op, int axis, const Operand& reference, int reference_axis);
+void check_same_shape(const Operand& op, const Operand& reference);
+// Outputs must not alias inputs or each other, and each output element needs
+// its own address.
+void check_outputs_do_not_overlap(const std::vector<const Operand*>& operands);
+
+}  // namespace flashgen::api

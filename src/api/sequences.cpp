@@ -1,0 +1,133 @@
+// The varlen and KV-cache entry points (flashgen/sequences.hpp). Each
+// validates, then runs the plain CPU backend once per sequence over views of
+// that sequence's rows (a sequence is a problem of batch 1), so the tiled
+// algorithm is the plain call's; empty sequences get their zeros and -inf
+// written directly, as empty plain problems do. A paged cache is gathered
+// per sequence into a packed buffer first (cpu/kv_cache.hpp).
+#include "flashgen/sequences.hpp"
+
+#include <vector>
+
+#include "api/empty_outputs.hpp"
+#include "api/plan.hpp"
+#include "api/validate_sequences.hpp"
+#include "cpu/cpu_backend.hpp"
+#include "cpu/kv_cache.hpp"
+
+namespace flashgen {
+namespace {
+
+// Rows [row0, row0 + rows) of batch entry b, as a view of batch 1.
+TensorView rows_of(const TensorView& t, std::int64_t b, std::int64_t row0, std::int64_t rows) {
+  TensorView view = t;
+  view.data = static_cast<unsigned char*>(t.data) +
+              (b * t.stride[0] + row0 * t.stride[1]) * static_cast<std::int64_t>(size_of(t.dtype));
+  view.shape[0] = 1;
+  view.shape[1] = rows;
+  return view;
+}
+
+RowStatsView rows_of(const RowStatsView& t, std::int64_t b, std::int64_t row0, std::int64_t rows) {
+  if (t.data == nullptr) return t;
+  RowStatsView view = t;
+  view.data = t.data + b * t.stride[0] + row0 * t.stride[2];
+  view.shape[0] = 1;
+  view.shape[2] = rows;
+  return view;
+}
+
+void run_forward(const Problem& p, const ForwardArgs& args, const Options& options) {
+  if (api::is_empty(p))
+    api::write_empty_forward(p, args);
+  else
+    cpu::forward(p, args, options.cpu_threads);
+}
+
+}  // namespace
+
+IndexView IndexView::vector(const std::int32_t* data, std::int64_t size, MemoryKind memory,
+                            int device) {
+  return matrix(data, size, 1, memory, device);
+}
+
+IndexView IndexView::matrix(const std::int32_t* data, std::int64_t rows, std::int64_t columns,
+                            MemoryKind memory, int device) {
+  IndexView view;
+  view.data = data;
+  view.shape[0] = rows, view.shape[1] = columns;
+  view.stride[0] = columns, view.stride[1] = 1;
+  view.memory = memory;
+  view.device = device;
+  return view;
+}
+
+TensorView packed_tokens(void* data, DType dtype, std::int64_t tokens, std::int64_t heads,
+                         std::int64_t dim, MemoryKind memory, int device) {
+  return TensorView::bshd(data, dtype, 1, tokens, heads, dim, memory, device);
+}
+
+void forward_varlen(const VarlenForwardArgs& args, const Options& options) {
+  const api::VarlenProblem vp = api::validate_varlen_forward(args, options);
+  for (std::int64_t b = 0; b < vp.batch(); ++b) {
+    const Problem p = vp.sequence(b);
+    const std::int64_t q0 = vp.q_begin[b], k0 = vp.k_begin[b];
+    ForwardArgs sequence;
+    sequence.q = rows_of(args.q, 0, q0, p.seq_q);
+    sequence.k = rows_of(args.k, 0, k0, p.seq_kv);
+    sequence.v = rows_of(args.v, 0, k0, p.seq_kv);
+    sequence.o = rows_of(args.o, 0, q0, p.seq_q);
+    sequence.lse = rows_of(args.lse, 0, q0, p.seq_q);
+    run_forward(p, sequence, options);
+  }
+}
+
+void backward_varlen(const VarlenBackwardArgs& args, const Options& options) {
+  const api::VarlenProblem vp = api::validate_varlen_backward(args, options);
+  for (std::int64_t b = 0; b < vp.batch(); ++b) {
+    const Problem p = vp.sequence(b);
+    const std::int64_t q0 = vp.q_begin[b], k0 = vp.k_begin[b];
+    BackwardArgs sequence;
+    sequence.q = rows_of(args.q, 0, q0, p.seq_q);
+    sequence.k = rows_of(args.k, 0, k0, p.seq_kv);
+    sequence.v = rows_of(args.v, 0, k0, p.seq_kv);
+    sequence.o = rows_of(args.o, 0, q0, p.seq_q);
+    sequence.grad_o = rows_of(args.grad_o, 0, q0, p.seq_q);
+    sequence.lse = rows_of(args.lse, 0, q0, p.seq_q);
+    sequence.grad_q = rows_of(args.grad_q, 0, q0, p.seq_q);
+    sequence.grad_k = rows_of(args.grad_k, 0, k0, p.seq_kv);
+    sequence.grad_v = rows_of(args.grad_v, 0, k0, p.seq_kv);
+    if (api::is_empty(p))
+      api::write_empty_backward(p, sequence);
+    else
+      cpu::backward(p, sequence, options.cpu_threads);
+  }
+}
+
+void forward_with_kvcache(const KVCacheForwardArgs& args, const Options& options) {
+  const api::KVCacheProblem kv = api::validate_kvcache_forward(args, options);
+  const IndexView* table = kv.paged ? &args.block_table : nullptr;
+  const cpu::CacheRows keys{args.k_cache, table, kv.page_size};
+  const cpu::CacheRows values{args.v_cache, table, kv.page_size};
+  if (kv.seq_new > 0) {
+    cpu::append_rows(keys, args.k_new, kv.cache_lengths);
+    cpu::append_rows(values, args.v_new, kv.cache_lengths);
+  }
+  std::vector<unsigned char> k_buffer, v_buffer;  // a paged sequence's rows, packed
+  for (std::int64_t b = 0; b < kv.base.batch; ++b) {
+    const Problem p = kv.sequence(b);
+    ForwardArgs sequence;
+    sequence.q = rows_of(args.q, b, 0, p.seq_q);
+    sequence.o = rows_of(args.o, b, 0, p.seq_q);
+    sequence.lse = rows_of(args.lse, b, 0, p.seq_q);
+    if (kv.paged) {
+      sequence.k = cpu::gather_rows(keys, b, p.seq_kv, k_buffer);
+      sequence.v = cpu::gather_rows(values, b, p.seq_kv, v_buffer);
+    } else {
+      sequence.k = rows_of(args.k_cache, b, 0, p.seq_kv);
+      sequence.v = rows_of(args.v_cache, b, 0, p.seq_kv);
+    }
+    run_forward(p, sequence, options);
+  }
+}
+
+}  // namespace flashgen

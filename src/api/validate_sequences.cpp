@@ -1,0 +1,121 @@
+// Rules of the varlen and KV-cache calls, in a fixed order so the first
+// broken rule is the one reported: options; each tensor and index array on
+// its own; agreement (dtype, memory, shapes); overlap of outputs; then, on
+// the host only, the index values (cu_seqlens, cache_seqlens, block_table).
+#include "api/validate_sequences.hpp"
+
+#include <string>
+#include <vector>
+
+#include "api/operands.hpp"
+#include "api/validate.hpp"
+
+namespace flashgen::api {
+namespace {
+
+constexpr const char* kCumulativeAxes[2] = {"batch + 1", "1"};
+
+// cu_seqlens: [batch + 1], 0 first, non-decreasing, last = the packed length.
+std::vector<std::int64_t> read_cu_seqlens(const char* name, const IndexView& t,
+                                          const char* packed, std::int64_t total) {
+  std::vector<std::int64_t> begin(static_cast<std::size_t>(t.shape[0]));
+  for (std::int64_t b = 0; b < t.shape[0]; ++b) begin[b] = t.at(b);
+  if (begin[0] != 0) fail("%s[0] (%lld) must be 0: the first sequence starts at the first token",
+                          name, static_cast<long long>(begin[0]));
+  for (std::size_t b = 1; b < begin.size(); ++b) {
+    if (begin[b] < begin[b - 1])
+      fail("%s must be non-decreasing: %s[%zu] (%lld) < %s[%zu] (%lld)", name, name, b,
+           static_cast<long long>(begin[b]), name, b - 1, static_cast<long long>(begin[b - 1]));
+  }
+  if (begin.back() != total)
+    fail("%s[%zu] (%lld) must equal %s's length (%lld): the last entry is the total of the "
+         "sequences' lengths",
+         name, begin.size() - 1, static_cast<long long>(begin.back()), packed,
+         static_cast<long long>(total));
+  return begin;
+}
+
+void check_max_seqlen(const char* name, std::int64_t max_seqlen,
+                      const std::vector<std::int64_t>& begin) {
+  for (std::size_t b = 0; b + 1 < begin.size(); ++b) {
+    const std::int64_t length = begin[b + 1] - begin[b];
+    if (length > max_seqlen)
+      fail("%s (%lld) must be >= every sequence's length: sequence %zu has %lld", name,
+           static_cast<long long>(max_seqlen), b, static_cast<long long>(length));
+  }
+}
+
+// Shared by the varlen forward and backward, after the packed tensors passed
+// the plain call's rules (as a problem of batch 1).
+VarlenProblem check_varlen(const char* call, const Problem& packed, const TensorView& q,
+                           const IndexView& cu_seqlens_q, const IndexView& cu_seqlens_k,
+                           std::int64_t max_seqlen_q, std::int64_t max_seqlen_k) {
+  if (packed.batch != 1)
+    fail("q.shape[0] (batch = %lld) must be 1: varlen tensors hold the sequences' tokens one "
+         "after another along axis 1 ([1, total_q, heads_q, dim_qk])",
+         static_cast<long long>(packed.batch));
+  Operand q_op = operand_of("q", q, kQueryAxes, false);
+  Operand cu_q = operand_of("cu_seqlens_q", cu_seqlens_q, kCumulativeAxes);
+  Operand cu_k = operand_of("cu_seqlens_k", cu_seqlens_k, kCumulativeAxes);
+  for (Operand* op : {&cu_q, &cu_k}) {
+    check_operand(*op);
+    check_vector(*op);
+    if (op->shape[0] < 1)
+      fail("%s.shape[0] (%lld) must be >= 1: it holds batch + 1 offsets", op->name,
+           static_cast<long long>(op->shape[0]));
+    check_same_placement(*op, q_op);
+  }
+  check_extent(cu_k, 0, cu_q, 0);
+  if (max_seqlen_q < 0 || max_seqlen_k < 0)
+    fail("max_seqlen_q (%lld) and max_seqlen_k (%lld) must be >= 0",
+         static_cast<long long>(max_seqlen_q), static_cast<long long>(max_seqlen_k));
+
+  require_host_memory(call, q.memory);
+  VarlenProblem out;
+  out.packed = packed;
+  out.q_begin = read_cu_seqlens("cu_seqlens_q", cu_seqlens_q, "q", packed.seq_q);
+  out.k_begin = read_cu_seqlens("cu_seqlens_k", cu_seqlens_k, "k", packed.seq_kv);
+  check_max_seqlen("max_seqlen_q", max_seqlen_q, out.q_begin);
+  check_max_seqlen("max_seqlen_k", max_seqlen_k, out.k_begin);
+  return out;
+}
+
+}  // namespace
+
+Problem VarlenProblem::sequence(std::int64_t b) const {
+  Problem p = packed;
+  p.seq_q = q_begin[b + 1] - q_begin[b];
+  p.seq_kv = k_begin[b + 1] - k_begin[b];
+  return p;
+}
+
+Problem KVCacheProblem::sequence(std::int64_t b) const {
+  Problem p = base;
+  p.batch = 1;
+  p.seq_kv = cache_lengths[b] + seq_new;
+  return p;
+}
+
+void require_host_memory(const char* call, MemoryKind memory) {
+  if (memory == MemoryKind::cuda)
+    throw Error(ErrorCode::unsupported,
+                std::string(call) + ": not supported by the CUDA backend yet; use host (CPU) tensors");
+}
+
+VarlenProblem validate_varlen_forward(const VarlenForwardArgs& a, const Options& options) {
+  const Problem packed = validate_forward({a.q, a.k, a.v, a.o, a.lse}, options);
+  return check_varlen("forward_varlen", packed, a.q, a.cu_seqlens_q, a.cu_seqlens_k,
+                      a.max_seqlen_q, a.max_seqlen_k);
+}
+
+VarlenProblem validate_varlen_backward(const VarlenBackwardArgs& a, const Options& options) {
+  BackwardArgs packed_args;
+  packed_args.q = a.q, packed_args.k = a.k, packed_args.v = a.v, packed_args.o = a.o;
+  packed_args.grad_o = a.grad_o, packed_args.lse = a.lse;
+  packed_args.grad_q = a.grad_q, packed_args.grad_k = a.grad_k, packed_args.grad_v = a.grad_v;
+  const Problem packed = validate_backward(packed_args, options);
+  return check_varlen("backward_varlen", packed, a.q, a.cu_seqlens_q, a.cu_seqlens_k,
+                      a.max_seqlen_q, a.max_seqlen_k);
+}
+
+}  // namespace flashgen::api

@@ -1,0 +1,45 @@
+// Validation of the varlen and KV-cache entry points (flashgen/sequences.hpp):
+// the tensors' rules (as the plain calls check them), the index arrays'
+// shapes, then their values. Values are read on the host, so the CUDA
+// backend's refusal comes first (require_host_memory), before any index is
+// read. Each problem splits into one plain Problem per sequence.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "common/problem.hpp"
+#include "flashgen/sequences.hpp"
+
+namespace flashgen::api {
+
+struct VarlenProblem {
+  Problem packed;  // batch 1, seq_q = total_q, seq_kv = total_k; heads, dims, dtype, scale, causal
+  std::vector<std::int64_t> q_begin, k_begin;  // [batch + 1], from cu_seqlens_q / cu_seqlens_k
+
+  std::int64_t batch() const { return static_cast<std::int64_t>(q_begin.size()) - 1; }
+  // Sequence b as a plain problem of batch 1.
+  Problem sequence(std::int64_t b) const;
+};
+
+struct KVCacheProblem {
+  Problem base;  // batch, seq_q, heads, dims, dtype, scale, causal (seq_kv per sequence)
+  bool paged = false;
+  std::int64_t page_size = 0;  // paged: rows per page
+  std::int64_t capacity = 0;   // rows a sequence's cache holds (seq_cache, or max_pages · page_size)
+  std::int64_t seq_new = 0;    // rows appended per sequence
+  std::vector<std::int64_t> cache_lengths;  // [batch] before the append
+
+  // Sequence b after the append, as a plain problem of batch 1.
+  Problem sequence(std::int64_t b) const;
+};
+
+VarlenProblem validate_varlen_forward(const VarlenForwardArgs& args, const Options& options);
+VarlenProblem validate_varlen_backward(const VarlenBackwardArgs& args, const Options& options);
+KVCacheProblem validate_kvcache_forward(const KVCacheForwardArgs& args, const Options& options);
+
+// The one place the CUDA backend refuses these calls (unsupported) until its
+// kernels support them: "forward_varlen: not supported by the CUDA backend yet".
+void require_host_memory(const char* call, MemoryKind memory);
+
+}  // namespace flashgen::api

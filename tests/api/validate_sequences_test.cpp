@@ -1,0 +1,173 @@
+// Bad input to the varlen and KV-cache calls: each broken rule is refused
+// with invalid_argument (or unsupported for CUDA memory) and a message that
+// names the argument and the rule, before anything is read or written.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "flashgen/sequences.hpp"
+
+namespace flashgen {
+namespace {
+
+// Host buffers large enough for the shapes below (values never matter: each
+// call fails before it computes).
+struct Buffers {
+  std::vector<std::uint16_t> q = std::vector<std::uint16_t>(4096), k = q, v = q, o = q, kc = q,
+                             vc = q, kn = q, vn = q;
+  std::vector<float> lse = std::vector<float>(1024);
+};
+
+::testing::AssertionResult fails_with(ErrorCode code, const std::string& needle,
+                                      const auto& call) {
+  try {
+    call();
+  } catch (const Error& error) {
+    if (error.code() == code && std::string(error.what()).find(needle) != std::string::npos)
+      return ::testing::AssertionSuccess();
+    return ::testing::AssertionFailure() << "code " << static_cast<int>(error.code()) << ": "
+                                         << error.what();
+  }
+  return ::testing::AssertionFailure() << "no error";
+}
+
+struct Varlen {
+  Buffers buffers;
+  std::vector<std::int32_t> cu_q = {0, 3, 3, 8}, cu_k = {0, 4, 6, 8};
+  VarlenForwardArgs args() {
+    VarlenForwardArgs a;
+    a.q = packed_tokens(buffers.q.data(), DType::bf16, 8, 2, 16);
+    a.k = packed_tokens(buffers.k.data(), DType::bf16, 8, 1, 16);
+    a.v = packed_tokens(buffers.v.data(), DType::bf16, 8, 1, 16);
+    a.o = packed_tokens(buffers.o.data(), DType::bf16, 8, 2, 16);
+    a.lse = RowStatsView::contiguous(buffers.lse.data(), 1, 2, 8);
+    a.cu_seqlens_q = IndexView::vector(cu_q.data(), 4);
+    a.cu_seqlens_k = IndexView::vector(cu_k.data(), 4);
+    a.max_seqlen_q = 5, a.max_seqlen_k = 4;
+    return a;
+  }
+};
+
+TEST(ValidateVarlen, RefusesOffsetsThatAreNotCumulativeLengths) {
+  Varlen t;
+  EXPECT_NO_THROW(forward_varlen(t.args()));
+  t.cu_q = {0, 3, 2, 8};
+  EXPECT_TRUE(fails_with(ErrorCode::invalid_argument,
+                         "cu_seqlens_q must be non-decreasing: cu_seqlens_q[2] (2) < "
+                         "cu_seqlens_q[1] (3)",
+                         [&] { forward_varlen(t.args()); }));
+  t.cu_q = {0, 3, 3, 7};
+  EXPECT_TRUE(fails_with(ErrorCode::invalid_argument, "cu_seqlens_q[3] (7) must equal q's length (8)",
+                         [&] { forward_varlen(t.args()); }));
+  t.cu_q = {1, 3, 3, 8};
+  EXPECT_TRUE(fails_with(ErrorCode::invalid_argument, "cu_seqlens_q[0] (1) must be 0",
+                         [&] { forward_varlen(t.args()); }));
+  t.cu_q = {0, 3, 3, 8};
+  t.cu_k = {0, 4, 6, 9};
+  EXPECT_TRUE(fails_with(ErrorCode::invalid_argument, "cu_seqlens_k[3] (9) must equal k's length",
+                         [&] { forward_varlen(t.args()); }));
+}
+
+TEST(ValidateVarlen, RefusesShapesAndLimits) {
+  Varlen t;
+  VarlenForwardArgs a = t.args();
+  a.max_seqlen_q = 4;
+  EXPECT_TRUE(fails_with(ErrorCode::invalid_argument,
+                         "max_seqlen_q (4) must be >= every sequence's length: sequence 2 has 5",
+                         [&] { forward_varlen(a); }));
+  a = t.args();
+  a.cu_seqlens_k = IndexView::vector(t.cu_k.data(), 3);
+  EXPECT_TRUE(fails_with(ErrorCode::invalid_argument, "cu_seqlens_k.shape[0] (batch + 1 = 3) must equal cu_seqlens_q.shape[0]",
+                         [&] { forward_varlen(a); }));
+  a = t.args();
+  a.q = TensorView::bshd(t.buffers.q.data(), DType::bf16, 2, 4, 2, 16);
+  a.k = TensorView::bshd(t.buffers.k.data(), DType::bf16, 2, 4, 1, 16);
+  a.v = TensorView::bshd(t.buffers.v.data(), DType::bf16, 2, 4, 1, 16);
+  a.o = TensorView::bshd(t.buffers.o.data(), DType::bf16, 2, 4, 2, 16);
+  a.lse = RowStatsView::contiguous(t.buffers.lse.data(), 2, 2, 4);
+  EXPECT_TRUE(fails_with(ErrorCode::invalid_argument, "q.shape[0] (batch = 2) must be 1",
+                         [&] { forward_varlen(a); }));
+}
+
+TEST(ValidateVarlen, TheCudaBackendRefusesUntilItsKernelsSupportIt) {
+  Varlen t;
+  VarlenForwardArgs a = t.args();
+  // Device memory is never touched: the call is refused before anything runs.
+  for (TensorView* view : {&a.q, &a.k, &a.v, &a.o}) view->memory = MemoryKind::cuda;
+  a.lse.memory = a.cu_seqlens_q.memory = a.cu_seqlens_k.memory = MemoryKind::cuda;
+  EXPECT_TRUE(fails_with(ErrorCode::unsupported,
+                         "forward_varlen: not supported by the CUDA backend yet",
+                         [&] { forward_varlen(a); }));
+}
+
+struct Paged {
+  Buffers buffers;
+  std::vector<std::int32_t> seqlens = {3, 20}, table = {2, 0, 1, 3};
+  KVCacheForwardArgs args(std::int64_t page_size = 16) {
+    KVCacheForwardArgs a;
+    a.q = TensorView::bshd(buffers.q.data(), DType::bf16, 2, 1, 2, 16);
+    a.k_cache = TensorView::bshd(buffers.kc.data(), DType::bf16, 4, page_size, 1, 16);
+    a.v_cache = TensorView::bshd(buffers.vc.data(), DType::bf16, 4, page_size, 1, 16);
+    a.cache_seqlens = IndexView::vector(seqlens.data(), 2);
+    a.block_table = IndexView::matrix(table.data(), 2, 2);
+    a.k_new = TensorView::bshd(buffers.kn.data(), DType::bf16, 2, 1, 1, 16);
+    a.v_new = TensorView::bshd(buffers.vn.data(), DType::bf16, 2, 1, 1, 16);
+    a.o = TensorView::bshd(buffers.o.data(), DType::bf16, 2, 1, 2, 16);
+    return a;
+  }
+};
+
+TEST(ValidateKVCache, RefusesBlockTableEntriesOutsideThePages) {
+  Paged t;
+  EXPECT_NO_THROW(forward_with_kvcache(t.args()));
+  t.table = {2, 0, -1, 3};
+  EXPECT_TRUE(fails_with(ErrorCode::invalid_argument,
+                         "block_table[1][0] (-1) must be in [0, num_pages = 4)",
+                         [&] { forward_with_kvcache(t.args()); }));
+  t.table = {2, 9, 1, 3};  // sequence 0 (4 rows after the append) never reads its page 1
+  EXPECT_NO_THROW(forward_with_kvcache(t.args()));
+  t.table = {2, 0, 1, 4};
+  EXPECT_TRUE(fails_with(ErrorCode::invalid_argument, "block_table[1][1] (4)",
+                         [&] { forward_with_kvcache(t.args()); }));
+}
+
+TEST(ValidateKVCache, RefusesPageSizesAndLengthsOutOfRule) {
+  Paged t;
+  EXPECT_TRUE(fails_with(ErrorCode::invalid_argument,
+                         "k_cache.shape[1] (page_size = 24) must be a positive multiple of 16",
+                         [&] { forward_with_kvcache(t.args(24)); }));
+  t.seqlens = {3, 32};
+  EXPECT_TRUE(fails_with(ErrorCode::invalid_argument,
+                         "cache_seqlens[1] (32) + the appended rows (seq_new = 1) must be <= the "
+                         "cache's rows per sequence (32 = max_pages · page_size)",
+                         [&] { forward_with_kvcache(t.args()); }));
+  t.seqlens = {-1, 3};
+  EXPECT_TRUE(fails_with(ErrorCode::invalid_argument, "cache_seqlens[0] (-1) must be >= 0",
+                         [&] { forward_with_kvcache(t.args()); }));
+  t.seqlens = {3, 3};
+  KVCacheForwardArgs a = t.args();
+  a.v_new.data = nullptr;  // still appends: k_new is given
+  EXPECT_TRUE(fails_with(ErrorCode::invalid_argument, "v_new.data is null",
+                         [&] { forward_with_kvcache(a); }));
+  a = t.args();
+  a.o = a.k_cache;  // the output would overwrite the cache
+  a.o.shape[0] = 2, a.o.shape[1] = 1, a.o.shape[2] = 2;
+  EXPECT_TRUE(fails_with(ErrorCode::invalid_argument, "overlaps",
+                         [&] { forward_with_kvcache(a); }));
+}
+
+TEST(ValidateKVCache, TheCudaBackendRefusesUntilItsKernelsSupportIt) {
+  Paged t;
+  KVCacheForwardArgs a = t.args();
+  for (TensorView* view : {&a.q, &a.k_cache, &a.v_cache, &a.k_new, &a.v_new, &a.o})
+    view->memory = MemoryKind::cuda;
+  a.cache_seqlens.memory = a.block_table.memory = MemoryKind::cuda;
+  EXPECT_TRUE(fails_with(ErrorCode::unsupported,
+                         "forward_with_kvcache: not supported by the CUDA backend yet",
+                         [&] { forward_with_kvcache(a); }));
+}
+
+}  // namespace
+}  // namespace flashgen
