@@ -17,7 +17,7 @@
 #pragma once
 
 #include "kernels/backward_key_value/wgmma.cuh"
-#include "pipeline/producer_pipeline.cuh"
+#include "pipeline/warp_specialized.cuh"
 #include "arch/tma.cuh"
 
 namespace flashgen_device {
@@ -57,8 +57,9 @@ __device__ __forceinline__ void produce_query_blocks_with_tma(Storage& smem,
 template <class C>
 struct BackwardKeyValueWgmmaProducer {
   typedef BackwardKeyValueWgmma<C> Base;
-  typedef RegisterSplit<C::kWarps> Registers;
-  typedef ProducerCopies<C::kTma> Copies;
+  typedef WarpSpecialized<C::kWarps, C::kTma> Roles;
+  typedef typename Roles::Registers Registers;
+  typedef typename Roles::Copies Copies;
   static constexpr int kStages = Base::kStages;
   static constexpr int kBlockM = Base::kBlockM, kBlockN = Base::kBlockN;
   static constexpr int kDimQK = Base::kDimQK, kDimV = Base::kDimV;
@@ -109,17 +110,8 @@ struct BackwardKeyValueWgmmaProducer {
       zero_unwritten_columns<kBlockN, kDimQK, kDimV>(smem.q, kQuerySlices * kSliceCols, smem.grad_o,
                                                      kGradOSlices * kSliceCols, thread,
                                                      Registers::kThreads);
-    cp_async_commit();
-    cp_async_wait<0>();
-    fence_async_shared();
-    __syncthreads();  // K, V and the barriers are ready; no CTA-wide barrier after this
-
-    if (Registers::is_producer(warp)) {
-      if constexpr (C::kTma) {  // the first warp (its first lane issues every copy)
-        if (warp == kConsumerWarps) produce(smem, walk, batch, kv_head, lane);
-      } else {  // all four warps
-        produce(smem, walk, batch, kv_head, thread - kConsumerThreads);
-      }
+    if (Roles::split_roles(warp)) {  // K and V are ready after it
+      if (Roles::copies(warp)) produce(smem, walk, batch, kv_head, Roles::producer_thread(thread));
       return;
     }
     const int group = warp / 4;

@@ -37,7 +37,8 @@ struct BackwardKeyValueWgmmaSplit {
   static_assert(kBlockN % 16 == 0 && kBlockN <= 256 && kDimQK <= 256 && kDimV <= 256,
                 "wgmma n is 16..256; dK (or dV) lives in one warpgroup's registers");
   static_assert(C::kTma && C::kVec == 8, "Q and dO are copied by TMA");
-  typedef RegisterSplit<C::kWarps> Registers;
+  typedef WarpSpecialized<C::kWarps, true> Roles;
+  typedef typename Roles::Registers Registers;
   typedef QueryTraversal<kBlockN> Traversal;
   typedef TraversedTile<kBlockN, kDimQK, true, C::kSwizzle> Queries;
   typedef TraversedTile<kBlockN, kDimV, true, C::kSwizzle> GradOs;
@@ -84,13 +85,8 @@ struct BackwardKeyValueWgmmaSplit {
     zero_unwritten_columns<kBlockN, kDimQK, kDimV>(smem.q, kQuerySlices * kSliceCols, smem.grad_o,
                                                    kGradOSlices * kSliceCols, thread,
                                                    Registers::kThreads);
-    cp_async_commit();
-    cp_async_wait<0>();
-    fence_async_shared();
-    __syncthreads();  // K, V and the barriers are ready; no CTA-wide barrier after this
-
-    if (Registers::is_producer(warp)) {
-      if (warp == kConsumerWarps)
+    if (Roles::split_roles(warp)) {  // K and V are ready after it
+      if (Roles::copies(warp))
         produce_query_blocks_with_tma<kSliceCols, C::kDimQK, C::kDimV>(smem, maps, p, walk, batch,
                                                                        kv_head, lane);
       return;

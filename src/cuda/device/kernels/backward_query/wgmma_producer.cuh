@@ -16,7 +16,7 @@
 #pragma once
 
 #include "kernels/backward_query/wgmma.cuh"
-#include "pipeline/producer_pipeline.cuh"
+#include "pipeline/warp_specialized.cuh"
 #include "arch/tma.cuh"
 
 namespace flashgen_device {
@@ -24,8 +24,9 @@ namespace flashgen_device {
 template <class C>
 struct BackwardQueryWgmmaProducer {
   typedef BackwardQueryWgmma<C> Base;
-  typedef RegisterSplit<C::kWarps> Registers;
-  typedef ProducerCopies<C::kTma> Copies;
+  typedef WarpSpecialized<C::kWarps, C::kTma> Roles;
+  typedef typename Roles::Registers Registers;
+  typedef typename Roles::Copies Copies;
   // K[j] is read until the dQ product of block j (iteration j+1), V[j] by
   // dP(j): one stage holds both, released once both are done.
   static constexpr int kStages = 3;
@@ -92,18 +93,8 @@ struct BackwardQueryWgmmaProducer {
       zero_unwritten_columns<kBlockN, kDimQK, kDimV>(smem.k, kKeySlices * kSliceCols, smem.v,
                                                      kValueSlices * kSliceCols, thread,
                                                      Registers::kThreads);
-    cp_async_commit();
-    cp_async_wait<0>();
-    fence_async_shared();
-    // Q, dO, the row stats and the barriers are ready; no CTA-wide barrier after this.
-    __syncthreads();
-
-    if (Registers::is_producer(warp)) {
-      if constexpr (C::kTma) {  // the first warp (its first lane issues every copy)
-        if (warp == kConsumerWarps) produce(smem, batch, kv_head, n_blocks, lane);
-      } else {  // all four warps
-        produce(smem, batch, kv_head, n_blocks, thread - kConsumerThreads);
-      }
+    if (Roles::split_roles(warp)) {  // Q, dO and the row stats are ready after it
+      if (Roles::copies(warp)) produce(smem, batch, kv_head, n_blocks, Roles::producer_thread(thread));
       return;
     }
     const int group = warp / 4;

@@ -27,7 +27,7 @@
 #pragma once
 
 #include "kernels/backward_query/wgmma.cuh"
-#include "pipeline/producer_pipeline.cuh"
+#include "pipeline/warp_specialized.cuh"
 #include "arch/tma.cuh"
 #include "layout/shared_memory.cuh"
 #include "pipeline/warpgroup_exchange.cuh"
@@ -52,7 +52,8 @@ struct BackwardQueryWgmmaSplit {
   static_assert(kBlockN % 16 == 0 && kBlockN <= 256 && kHalfQK <= 256,
                 "wgmma n is 16..256; half of dQ lives in each warpgroup's registers");
   static_assert(C::kTma && C::kVec == 8, "K and V are copied by TMA");
-  typedef RegisterSplit<C::kWarps> Registers;
+  typedef WarpSpecialized<C::kWarps, true> Roles;
+  typedef typename Roles::Registers Registers;
   typedef TraversedTile<kBlockN, kDimQK, true, C::kSwizzle> Keys;
   typedef TraversedTile<kBlockN, kDimV, true, C::kSwizzle> Values;
   static constexpr bool kQueriesInRegisters = C::kCacheQ, kGradOsInRegisters = C::kCacheGradO;
@@ -126,14 +127,9 @@ struct BackwardQueryWgmmaSplit {
                                        Registers::kThreads);
     zero_columns_from<kBlockN, kDimV>(smem.v, kValueSlices * kSliceCols, thread,
                                       Registers::kThreads);
-    cp_async_commit();
-    cp_async_wait<0>();
-    fence_async_shared();
-    // Q, dO, the row stats and the barriers are ready; no CTA-wide barrier after this.
-    __syncthreads();
-
-    if (Registers::is_producer(warp)) {
-      if (warp == kConsumerWarps && lane == 0) produce(smem, maps, batch, kv_head, n_blocks);
+    if (Roles::split_roles(warp)) {  // Q, dO and the row stats are ready after it
+      if (Roles::copies(warp) && Roles::producer_thread(thread) == 0)
+        produce(smem, maps, batch, kv_head, n_blocks);
       return;
     }
     // The warpgroup, broadcast so that the compiler sees a warp-uniform

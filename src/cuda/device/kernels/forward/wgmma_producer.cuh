@@ -27,7 +27,7 @@
 #pragma once
 
 #include "kernels/forward/wgmma.cuh"
-#include "pipeline/producer_pipeline.cuh"
+#include "pipeline/warp_specialized.cuh"
 #include "arch/tma.cuh"
 
 namespace flashgen_device {
@@ -40,8 +40,9 @@ struct ForwardWgmmaProducer {
   static constexpr int kDimQK = Base::kDimQK, kDimV = Base::kDimV;
   static constexpr int kConsumerWarps = C::kWarps;
   static constexpr int kConsumerThreads = C::kWarps * 32;
-  typedef RegisterSplit<C::kWarps> Registers;
-  typedef ProducerCopies<C::kTma> Copies;
+  typedef WarpSpecialized<C::kWarps, C::kTma> Roles;
+  typedef typename Roles::Registers Registers;
+  typedef typename Roles::Copies Copies;
 
   // Base's tiles, then a full and an empty barrier per stage of each
   // pipeline (`values` unused with cp.async copies).
@@ -88,17 +89,8 @@ struct ForwardWgmmaProducer {
       zero_unwritten_columns<kBlockN, kDimQK, kDimV>(smem.k, kKeySlices * kSliceCols, smem.v,
                                                      value_slices(w) * kSliceCols, thread,
                                                      Registers::kThreads);
-    cp_async_commit();
-    cp_async_wait<0>();
-    fence_async_shared();
-    __syncthreads();  // Q and the barriers are ready; no CTA-wide barrier after this
-
-    if (Registers::is_producer(warp)) {
-      if constexpr (C::kTma) {  // the first warp (its first lane issues every copy)
-        if (warp == kConsumerWarps) produce(smem, w, lane);
-      } else {  // all four warps
-        produce(smem, w, thread - kConsumerThreads);
-      }
+    if (Roles::split_roles(warp)) {
+      if (Roles::copies(warp)) produce(smem, w, Roles::producer_thread(thread));
       return;
     }
     const int group = warp / 4;
