@@ -3,6 +3,7 @@
 #pragma once
 
 #include "common.cuh"
+#include "params.cuh"
 
 namespace flashgen_device {
 
@@ -39,6 +40,51 @@ __device__ __forceinline__ void store_acc_tile(u16* global, index_t row_stride, 
       }
     }
   }
+}
+
+// The same for one batch and head of a [batch, seq, heads, dim] tensor:
+// rows row0 on, columns col0 on (a head chunk's or a warpgroup's half).
+template <int E, int kVec, int kRowTiles, int kNTiles>
+__device__ __forceinline__ void store_rows(const TensorArg& t, int batch, int head, int row0,
+                                           int col0, const float (&acc)[kRowTiles][kNTiles][4],
+                                           const float (&row_scale)[kRowTiles][2],
+                                           int valid_rows, int valid_cols, int lane) {
+  store_acc_tile<E, kVec>(
+      head_slice<u16>(t, batch, head) + row0 * t.stride_seq + col0 * t.stride_dim, t.stride_seq,
+      t.stride_dim, acc, row_scale, valid_rows, valid_cols, lane);
+}
+
+// The same with every row times one factor: the gradients dQ and dK carry
+// the softmax scale (the kernels accumulate dS without it), dV none.
+template <int E, int kVec, int kRowTiles, int kNTiles>
+__device__ __forceinline__ void store_rows_times(const TensorArg& t, int batch, int head, int row0,
+                                                 int col0,
+                                                 const float (&acc)[kRowTiles][kNTiles][4],
+                                                 float factor, int valid_rows, int valid_cols,
+                                                 int lane) {
+  float row_scale[kRowTiles][2];
+#pragma unroll
+  for (int rt = 0; rt < kRowTiles; ++rt) row_scale[rt][0] = row_scale[rt][1] = factor;
+  store_rows<E, kVec>(t, batch, head, row0, col0, acc, row_scale, valid_rows, valid_cols, lane);
+}
+
+// The forward's LSE of a warp's rows from row0 (natural log; rows past the
+// sequence end are not written): the first lane of each quad holds its
+// two rows' values per row tile.
+template <int kRowTiles>
+__device__ __forceinline__ void store_lse_rows(const AttentionParams& p, int batch, int head,
+                                               int row0, const float (&lse)[kRowTiles][2],
+                                               int lane) {
+  if (p.lse.data == nullptr || (lane & 3) != 0) return;
+#pragma unroll
+  for (int rt = 0; rt < kRowTiles; ++rt)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int row = row0 + rt * 16 + (lane >> 2) + 8 * h;
+      if (row < p.seq_q)
+        p.lse.data[batch * p.lse.stride_batch + head * p.lse.stride_heads +
+                   row * p.lse.stride_seq] = lse[rt][h];
+    }
 }
 
 }  // namespace flashgen_device

@@ -169,13 +169,10 @@ struct BackwardKeyValueWgmma {
                                                          const float (&dv)[1][kDimV / 8][4],
                                                          int lane) {
     const int valid_keys = p.seq_kv - warp_key0;
-    const float ones[1][2] = {{1.0f, 1.0f}}, scale[1][2] = {{p.scale, p.scale}};
-    store_acc_tile<E, C::kVec>(
-        head_slice<u16>(p.grad_v, batch, kv_head) + warp_key0 * p.grad_v.stride_seq,
-        p.grad_v.stride_seq, p.grad_v.stride_dim, dv, ones, valid_keys, C::kDimV, lane);
-    store_acc_tile<E, C::kVec>(
-        head_slice<u16>(p.grad_k, batch, kv_head) + warp_key0 * p.grad_k.stride_seq,
-        p.grad_k.stride_seq, p.grad_k.stride_dim, dk, scale, valid_keys, C::kDimQK, lane);
+    store_rows_times<E, C::kVec>(p.grad_v, batch, kv_head, warp_key0, 0, dv, 1.0f, valid_keys,
+                                 C::kDimV, lane);
+    store_rows_times<E, C::kVec>(p.grad_k, batch, kv_head, warp_key0, 0, dk, p.scale, valid_keys,
+                                 C::kDimQK, lane);
   }
 
   // The traversed-block loop of one warpgroup, for any way of filling the

@@ -100,18 +100,13 @@ struct BackwardKeyValueWgmmaSplit {
     if (group == 0) {
       float dv[1][kDimV / 8][4];
       accumulate_values(smem, p, walk, dv, warp_key0, group_thread, lane);
-      const float ones[1][2] = {{1.0f, 1.0f}};
-      store_acc_tile<E, C::kVec>(
-          head_slice<u16>(p.grad_v, batch, kv_head) + warp_key0 * p.grad_v.stride_seq,
-          p.grad_v.stride_seq, p.grad_v.stride_dim, dv, ones, p.seq_kv - warp_key0, C::kDimV, lane);
+      store_rows_times<E, C::kVec>(p.grad_v, batch, kv_head, warp_key0, 0, dv, 1.0f,
+                                   p.seq_kv - warp_key0, C::kDimV, lane);
     } else {
       float dk[1][kDimQK / 8][4];
       accumulate_keys(smem, walk, dk, group_thread, lane);
-      const float scale[1][2] = {{p.scale, p.scale}};
-      store_acc_tile<E, C::kVec>(
-          head_slice<u16>(p.grad_k, batch, kv_head) + warp_key0 * p.grad_k.stride_seq,
-          p.grad_k.stride_seq, p.grad_k.stride_dim, dk, scale, p.seq_kv - warp_key0, C::kDimQK,
-          lane);
+      store_rows_times<E, C::kVec>(p.grad_k, batch, kv_head, warp_key0, 0, dk, p.scale,
+                                   p.seq_kv - warp_key0, C::kDimQK, lane);
     }
   }
 

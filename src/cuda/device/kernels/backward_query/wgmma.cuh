@@ -187,10 +187,8 @@ struct BackwardQueryWgmma {
                                                       int head, int warp_row0,
                                                       const float (&dq)[1][kDimQK / 8][4],
                                                       int lane) {
-    const float scale[1][2] = {{p.scale, p.scale}};
-    store_acc_tile<E, C::kVec>(
-        head_slice<u16>(p.grad_q, batch, head) + warp_row0 * p.grad_q.stride_seq,
-        p.grad_q.stride_seq, p.grad_q.stride_dim, dq, scale, p.seq_q - warp_row0, C::kDimQK, lane);
+    store_rows_times<E, C::kVec>(p.grad_q, batch, head, warp_row0, 0, dq, p.scale,
+                                 p.seq_q - warp_row0, C::kDimQK, lane);
   }
 
 

@@ -152,21 +152,9 @@ struct Forward {
 
     float inverse_sum[kRowTiles][2], lse[kRowTiles][2];
     softmax.finish(inverse_sum, lse);
-    const int warp_rows = p.seq_q - warp_row0;
-    store_acc_tile<E, C::kVec>(
-        head_slice<u16>(p.o, batch, head) + warp_row0 * p.o.stride_seq + dv0 * p.o.stride_dim,
-        p.o.stride_seq, p.o.stride_dim, o, inverse_sum, warp_rows, C::kDimV - dv0, lane);
-    if (chunk == 0 && p.lse.data != nullptr && (lane & 3) == 0) {
-#pragma unroll
-      for (int rt = 0; rt < kRowTiles; ++rt)
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          const int row = warp_row0 + rt * 16 + (lane >> 2) + 8 * h;
-          if (row < p.seq_q)
-            p.lse.data[batch * p.lse.stride_batch + head * p.lse.stride_heads +
-                       row * p.lse.stride_seq] = lse[rt][h];
-        }
-    }
+    store_rows<E, C::kVec>(p.o, batch, head, warp_row0, dv0, o, inverse_sum, p.seq_q - warp_row0,
+                           C::kDimV - dv0, lane);
+    if (chunk == 0) store_lse_rows(p, batch, head, warp_row0, lse, lane);
   }
 };
 
