@@ -221,8 +221,12 @@ struct TileCopy {
     if (thread == 0 && valid_rows >= 1 && valid_rows <= kRows && valid_cols > 0) {
       const u16* row = global + (valid_rows - 1) * row_stride;
       const int skew = static_cast<int>(reinterpret_cast<u64>(row) & 15) / 2;  // elements before it
-      if ((skew + valid_cols) % 8 != 0) {  // its last chunk reaches past it
-        const int last = (skew + valid_cols - 1) / 8;
+      const int last = (skew + valid_cols - 1) / 8;  // the chunk of the row's last element
+      // Only where the row ends inside its last chunk, and inside this tile:
+      // a tile of a column slice (valid_cols > kCols) ends mid-row, its last
+      // chunk went by cp.async above, and a chunk past kStageChunks would be
+      // the next row's staging (or past the staging area).
+      if ((skew + valid_cols) % 8 != 0 && last < kStageChunks) {
         u16* stage = staging + (valid_rows - 1) * kStageStride + last * 8;
 #pragma unroll 1
         for (int i = 0; i < 8; ++i) {
