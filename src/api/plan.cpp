@@ -55,7 +55,7 @@ void plan_cpu(const Call& call, const Problem& p, const Options& options, Plan& 
     return;
   }
   const int threads = resolved_cpu_threads(options.cpu_threads);
-  char text[256];
+  char text[384];
   if (call.direction == Direction::forward)
     std::snprintf(text, sizeof(text), "cpu.forward (tiled online softmax, %s, %d threads)",
                   describe(p).c_str(), threads);
@@ -67,6 +67,9 @@ void plan_cpu(const Call& call, const Problem& p, const Options& options, Plan& 
 }
 
 void plan_cuda(const Call& call, const Problem& p, const Options& options, Plan& plan) {
+  // Before availability, so the message does not depend on the machine.
+  const std::string refused = cuda::unsupported_option(p);
+  if (!refused.empty()) throw Error(ErrorCode::unsupported, refused);
   const cuda::Availability available = cuda::availability();
   if (!available.ok)
     throw Error(ErrorCode::unsupported, "the CUDA backend cannot run here: " + available.reason);
@@ -127,6 +130,29 @@ PlannedCall plan_call(const BackwardArgs& args, const Options& options) {
   return decide({Direction::backward, nullptr, &args}, options);
 }
 
+namespace {
+
+// " window=(128,0) softcap=30 alibi sinks" for the options that are set.
+std::string describe_score_options(const Problem& p) {
+  std::string text;
+  char part[96];
+  if (p.causal && p.causal_alignment == CausalAlignment::top_left) text += " top_left";
+  if (p.has_window()) {
+    std::snprintf(part, sizeof(part), " window=(%lld,%lld)", static_cast<long long>(p.window_left),
+                  static_cast<long long>(p.window_right));
+    text += part;
+  }
+  if (p.softcap > 0.0) {
+    std::snprintf(part, sizeof(part), " softcap=%.4g", p.softcap);
+    text += part;
+  }
+  if (p.alibi_slopes.given()) text += " alibi";
+  if (p.has_sinks()) text += " sinks";
+  return text;
+}
+
+}  // namespace
+
 std::string describe(const Problem& p) {
   char text[256];
   std::snprintf(text, sizeof(text),
@@ -136,7 +162,7 @@ std::string describe(const Problem& p) {
                 static_cast<long long>(p.seq_kv), static_cast<long long>(p.dim_qk),
                 static_cast<long long>(p.dim_v), to_string(p.dtype), p.causal ? " causal" : "",
                 p.scale);
-  return text;
+  return text + describe_score_options(p);
 }
 
 }  // namespace flashgen::api
