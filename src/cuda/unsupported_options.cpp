@@ -11,7 +11,7 @@ namespace flashgen::cuda {
 std::string unsupported_option(const Problem& p) {
   const char* option = nullptr;
   if (p.has_window())
-    option = "window_size (window_left / window_right)";
+    option = "window_size";
   else if (p.softcap > 0.0)
     option = "softcap";
   else if (p.alibi_slopes.given())
