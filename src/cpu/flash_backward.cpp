@@ -9,7 +9,7 @@
 // and dQ = scale · Σ_kb dQ_kb summed over key blocks in order, per query
 // block: five GEMMs per tile pair. The shares take key_blocks x the size of
 // dQ, so (batch, kv head) pairs go a memory budget's worth at a time; where
-// one pair alone is over it, the query pass computes dQ instead:
+// one pair alone is over it, the query pass (flash_backward_query.cpp) computes dQ instead:
 //   for each key block: S = Q·Kᵀ, P = exp2(S·c - L2), dP = dO·Vᵀ,
 //                       dS = P ∘ (dP - Dterm), dQ += dS·K
 // (seven GEMMs: S and dP twice). c = scale·log2(e), L2 = LSE·log2(e). Every
@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "common/problem.hpp"
+#include "cpu/backward_context.hpp"
 #include "cpu/blocking.hpp"
 #include "cpu/cpu_backend.hpp"
 #include "cpu/score_mods.hpp"
@@ -40,59 +41,6 @@
 
 namespace flashgen::cpu {
 namespace {
-
-// Q and dO converted once per pass over (batch, kv head) pairs, for the
-// key/value pass: Qᵀ and dOᵀ (B of Sᵀ and dPᵀ), Q and dO rows (B of dK and
-// dV), fp32 or packed bf16.
-struct QueryBlocks {
-  TensorBlocks q_transposed, q, grad_o_transposed, grad_o;
-  bool packed;
-};
-
-struct BackwardContext {
-  const Problem& p;
-  const BackwardArgs& args;
-  Blocking blocking;
-  std::int64_t dim_qk_padded, dim_v_padded;
-  ScoreModifier mods;
-  float scale_log2;
-  std::vector<float> dterm;  // [batch, heads_q, seq_q] rowsum(dO ∘ O)
-  // dQ's shares, when the key/value pass computes them, for (batch, kv head)
-  // pairs [first_pair, first_pair + pairs):
-  // [pair - first_pair, head in group, key block, query_blocks · query_rows, dim_qk_padded]
-  float* dq_shares = nullptr;
-  std::int64_t first_pair = 0;
-  // Q and dO blocks of the query heads of those pairs, for the key/value pass.
-  const QueryBlocks* query_blocks_converted = nullptr;
-
-  std::int64_t key_blocks() const { return ceil_div(p.seq_kv, blocking.key_rows); }
-  std::int64_t query_blocks() const { return ceil_div(p.seq_q, blocking.query_rows); }
-  std::int64_t share_floats() const { return query_blocks() * blocking.query_rows * dim_qk_padded; }
-  float* dq_share(std::int64_t pair, std::int64_t head, std::int64_t key_block) const {
-    const std::int64_t slot = pair - first_pair;
-    const std::int64_t in_group = head % p.group_size();
-    return dq_shares +
-           ((slot * p.group_size() + in_group) * key_blocks() + key_block) * share_floats();
-  }
-  // The query blocks the key/value task of `key_block` visits: the others
-  // see none of its keys.
-  RowRange visited_query_blocks(std::int64_t key_block) const {
-    const std::int64_t key0 = key_block * blocking.key_rows;
-    return query_blocks_seeing(p, blocking, key0, std::min(blocking.key_rows, p.seq_kv - key0));
-  }
-
-  std::int64_t dterm_index(std::int64_t batch, std::int64_t head, std::int64_t row) const {
-    return (batch * p.heads_q + head) * p.seq_q + row;
-  }
-
-  // Base-2 log-sum-exp of a query row. A row that sees no key has LSE = -inf;
-  // every score of it is masked, so any finite stand-in gives P = 0.
-  float lse_log2(std::int64_t batch, std::int64_t head, std::int64_t row) const {
-    const Strides3 s = strides_of(args.lse);
-    const float lse = args.lse.data[batch * s.batch + head * s.heads + row * s.seq];
-    return std::isfinite(lse) ? lse * std::numbers::log2e_v<float> : 0.0f;
-  }
-};
 
 // ---- Dterm ----
 
@@ -106,95 +54,6 @@ void dterm_block(BackwardContext& c, std::int64_t batch, std::int64_t head, std:
     c.dterm[c.dterm_index(batch, head, row0 + r)] =
         dot(grad_o.data(), o.data(), static_cast<int>(c.dim_v_padded));
   }
-}
-
-// ---- Query pass ----
-
-struct QueryTiles {
-  QueryTiles(const BackwardContext& c)
-      : q(c.blocking.query_rows * c.p.dim_qk),
-        grad_o(c.blocking.query_rows * c.dim_v_padded),
-        k_transposed(c.p.dim_qk * c.blocking.key_rows),
-        k(c.blocking.key_rows * c.dim_qk_padded),
-        v_transposed(c.p.dim_v * c.blocking.key_rows),
-        p(c.blocking.query_rows * c.blocking.key_rows),
-        dp(c.blocking.query_rows * c.blocking.key_rows),
-        grad_q(c.blocking.query_rows * c.dim_qk_padded, 0.0f),
-        lse_log2(c.blocking.query_rows),
-        dterm(c.blocking.query_rows),
-        softcap_slope(c.blocking.key_rows) {}
-
-  std::vector<float> q;             // [query_rows, dim_qk]
-  std::vector<float> grad_o;        // [query_rows, dim_v_padded]
-  std::vector<float> k_transposed;  // [dim_qk, key_rows]
-  std::vector<float> k;             // [key_rows, dim_qk_padded]
-  std::vector<float> v_transposed;  // [dim_v, key_rows]
-  std::vector<float> p;             // [query_rows, key_rows]: S, then P
-  std::vector<float> dp;            // [query_rows, key_rows]: dP, then dS
-  std::vector<float> grad_q;        // [query_rows, dim_qk_padded]
-  std::vector<float> lse_log2;      // [query_rows]
-  std::vector<float> dterm;         // [query_rows]
-  std::vector<float> softcap_slope; // [key_rows] 1 - tanh² of one row
-};
-
-void backward_query_block(BackwardContext& c, std::int64_t batch, std::int64_t head,
-                          std::int64_t block) {
-  const Problem& p = c.p;
-  const BackwardArgs& a = c.args;
-  QueryTiles t(c);
-  const std::int64_t kv_head = head / p.group_size();
-  const std::int64_t row0 = block * c.blocking.query_rows;
-  const std::int64_t rows = std::min(c.blocking.query_rows, p.seq_q - row0);
-  const std::int64_t rows_padded = round_up(rows, kTileRowMultiple);
-  const std::int64_t key_ld = c.blocking.key_rows;
-  const GemmFunction gemm = gemm_for(p.dtype);
-
-  load_rows(a.q, batch, head, row0, rows, rows_padded, t.q.data(), p.dim_qk);
-  load_rows(a.grad_o, batch, head, row0, rows, rows_padded, t.grad_o.data(), c.dim_v_padded);
-  for (std::int64_t r = 0; r < rows_padded; ++r) {
-    const bool real = r < rows;
-    t.dterm[r] = real ? c.dterm[c.dterm_index(batch, head, row0 + r)] : 0.0f;
-    t.lse_log2[r] = real ? c.lse_log2(batch, head, row0 + r) : 0.0f;
-  }
-
-  const RowRange key_blocks = key_blocks_seen(p, c.blocking, row0, rows);
-  for (std::int64_t key_block = key_blocks.begin; key_block < key_blocks.end; ++key_block) {
-    const std::int64_t key0 = key_block * c.blocking.key_rows;
-    const std::int64_t keys = std::min(c.blocking.key_rows, p.seq_kv - key0);
-    const std::int64_t keys_padded = round_up(keys, kTileColumnMultiple);
-    load_rows_transposed(a.k, batch, kv_head, key0, keys, t.k_transposed.data(), key_ld);
-    load_rows(a.k, batch, kv_head, key0, keys, keys_padded, t.k.data(), c.dim_qk_padded);
-    load_rows_transposed(a.v, batch, kv_head, key0, keys, t.v_transposed.data(), key_ld);
-
-    // S = Q·Kᵀ, then P  [rows_padded, keys_padded]
-    gemm(rows_padded, keys_padded, p.dim_qk, t.q.data(), p.dim_qk, t.k_transposed.data(), key_ld,
-         t.p.data(), key_ld, false);
-    // dP = dO·Vᵀ  [rows_padded, keys_padded]
-    gemm(rows_padded, keys_padded, p.dim_v, t.grad_o.data(), c.dim_v_padded, t.v_transposed.data(),
-         key_ld, t.dp.data(), key_ld, false);
-    for (std::int64_t r = 0; r < rows_padded; ++r) {
-      const RowRange visible =
-          r < rows ? columns_within(visible_keys(p, row0 + r), key0, keys) : RowRange{};
-      float* p_row = t.p.data() + r * key_ld;
-      const bool modify = c.mods.active() && r < rows;
-      if (modify) {
-        c.mods.query_row(p_row, static_cast<int>(keys_padded), batch, head, row0 + r, key0,
-                         t.softcap_slope.data());
-      }
-      probabilities_row(p_row, keys_padded, static_cast<int>(visible.begin),
-                        static_cast<int>(visible.end), c.scale_log2, t.lse_log2[r]);
-      // dS = P ∘ (dP - Dterm), in place of dP
-      float* ds_row = t.dp.data() + r * key_ld;
-      score_gradient_row(p_row, ds_row, keys_padded, t.dterm[r]);
-      if (modify && c.mods.has_softcap())
-        ScoreModifier::chain(ds_row, t.softcap_slope.data(), static_cast<int>(keys_padded));
-    }
-    // dQ += dS·K  [rows_padded, dim_qk_padded]
-    gemm(rows_padded, c.dim_qk_padded, keys_padded, t.dp.data(), key_ld, t.k.data(),
-         c.dim_qk_padded, t.grad_q.data(), c.dim_qk_padded, true);
-  }
-  store_rows(a.grad_q, batch, head, row0, rows, t.grad_q.data(), c.dim_qk_padded,
-             static_cast<float>(p.scale));
 }
 
 // ---- Key/value pass ----
