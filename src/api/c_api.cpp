@@ -46,42 +46,34 @@ T& require(T* pointer, const char* name) {
   return *pointer;
 }
 
+// The fields every view shares: data, memory, device, shape and strides.
 // Enum values are copied as they are; validation reports values out of range by name.
-TensorView view_of(const fg_tensor& t) {
-  TensorView view;
+template <class View, class CView>
+View common_view_of(const CView& t) {
+  View view;
   view.data = t.data;
-  view.dtype = static_cast<DType>(t.dtype);
   view.memory = static_cast<MemoryKind>(t.memory);
   view.device = t.device;
-  for (int i = 0; i < 4; ++i) {
+  constexpr int rank = sizeof(t.shape) / sizeof(t.shape[0]);
+  static_assert(rank == sizeof(view.shape) / sizeof(view.shape[0]));
+  for (int i = 0; i < rank; ++i) {
     view.shape[i] = t.shape[i];
     view.stride[i] = t.stride[i];
   }
   return view;
 }
 
-RowStatsView view_of(const fg_row_stats& t) {
-  RowStatsView view;
-  view.data = t.data;
-  view.memory = static_cast<MemoryKind>(t.memory);
-  view.device = t.device;
-  for (int i = 0; i < 3; ++i) {
-    view.shape[i] = t.shape[i];
-    view.stride[i] = t.stride[i];
-  }
+TensorView view_of(const fg_tensor& t) {
+  TensorView view = common_view_of<TensorView>(t);
+  view.dtype = static_cast<DType>(t.dtype);
   return view;
 }
+
+RowStatsView view_of(const fg_row_stats& t) { return common_view_of<RowStatsView>(t); }
 
 HeadVectorView view_of(const fg_head_vector& t) {
-  HeadVectorView view;
-  view.data = t.data;
+  HeadVectorView view = common_view_of<HeadVectorView>(t);
   view.rank = t.rank;
-  view.memory = static_cast<MemoryKind>(t.memory);
-  view.device = t.device;
-  for (int i = 0; i < 2; ++i) {
-    view.shape[i] = t.shape[i];
-    view.stride[i] = t.stride[i];
-  }
   return view;
 }
 

@@ -298,13 +298,7 @@ Problem problem_of(const TensorView& q, const TensorView& k, const TensorView& v
   p.dtype = q.dtype;
   p.scale = options.scale.value_or(1.0 / std::sqrt(static_cast<double>(p.dim_qk)));
   p.causal = options.causal;
-  p.causal_alignment = options.causal_alignment;
-  p.window_left = options.window_left;
-  p.window_right = options.window_right;
-  p.softcap = options.softcap;
-  p.alibi_slopes = options.alibi_slopes;
-  p.sinks = options.sinks;
-  p.grad_sinks = options.grad_sinks;
+  copy_score_options(options, p);
   return p;
 }
 

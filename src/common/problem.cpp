@@ -21,6 +21,16 @@ double Problem::alibi_slope(std::int64_t batch, std::int64_t head) const {
 
 double Problem::sink(std::int64_t head) const { return sinks.data[head * sinks.stride[0]]; }
 
+void copy_score_options(const Options& options, Problem& p) {
+  p.causal_alignment = options.causal_alignment;
+  p.window_left = options.window_left;
+  p.window_right = options.window_right;
+  p.softcap = options.softcap;
+  p.alibi_slopes = options.alibi_slopes;
+  p.sinks = options.sinks;
+  p.grad_sinks = options.grad_sinks;
+}
+
 RowRange visible_keys(const Problem& p, std::int64_t row) {
   const std::int64_t diagonal = row + p.diagonal_offset();
   std::int64_t begin = 0, end = p.seq_kv;

@@ -59,6 +59,10 @@ struct Problem {
   double sink(std::int64_t head) const;
 };
 
+// The masks and score modifiers of `options` into `p` (causal itself and
+// the scale are the caller's).
+void copy_score_options(const Options& options, Problem& p);
+
 // Keys [begin, end) query row `row` sees under the causal and window masks.
 // Both ends never decrease with the row, so a block of rows sees the union
 // [keys(first row).begin, keys(last row).end).
