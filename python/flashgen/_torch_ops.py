@@ -41,6 +41,7 @@ def _score_keywords(top_left, window_left, window_right, softcap, alibi_slopes, 
     return dict(top_left=top_left, window=(window_left, window_right), softcap=softcap,
                 alibi_slopes=alibi_slopes, sinks=sinks)
 
+
 _HAS_CUSTOM_OP = hasattr(torch.library, "custom_op") and hasattr(torch.library, "register_fake")
 
 
