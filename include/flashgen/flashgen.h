@@ -42,6 +42,26 @@ typedef struct {
   int64_t stride[3];
 } fg_row_stats;
 
+/* fp32 per-head values: [heads_q] (rank 1) or [batch, heads_q] (rank 2);
+ * strides count elements; data NULL = not given. */
+typedef struct {
+  float* data;
+  int32_t memory; /* fg_memory */
+  int32_t device;
+  int32_t rank;
+  int32_t reserved;
+  int64_t shape[2];
+  int64_t stride[2];
+} fg_head_vector;
+
+/* Where the causal diagonal sits when seq_q != seq_kv. */
+typedef enum {
+  FG_CAUSAL_BOTTOM_RIGHT = 0, /* query i sees keys j <= i + seq_kv - seq_q (flash-attn) */
+  FG_CAUSAL_TOP_LEFT = 1      /* query i sees keys j <= i (torch SDPA's is_causal) */
+} fg_causal_alignment;
+
+/* Always fill with fg_options_init() first: fields are only ever appended, and
+ * the initializer sets every one (new ones included) to its default. */
 typedef struct {
   double scale;          /* used when has_scale != 0, else 1/sqrt(dim_qk) */
   int32_t has_scale;
@@ -51,6 +71,16 @@ typedef struct {
   void* stream;          /* CUstream / cudaStream_t, NULL = default */
   int32_t cpu_threads;   /* 0 = all hardware threads */
   int32_t reserved;
+  /* Masks and score modifiers (flash-attn 2 conventions; CPU backend only for
+   * now, the CUDA backend refuses them). Defaults: all off. */
+  int64_t window_left;          /* query i sees keys j >= i + seq_kv - seq_q - left; -1 = unbounded */
+  int64_t window_right;         /* ... and j <= i + seq_kv - seq_q + right; -1 = unbounded */
+  double softcap;               /* s <- softcap * tanh(s / softcap); 0 = off */
+  int32_t causal_alignment;     /* fg_causal_alignment */
+  int32_t reserved2;
+  fg_head_vector alibi_slopes;  /* s <- s - slope * |i + seq_kv - seq_q - j|; [heads_q] or [batch, heads_q] */
+  fg_head_vector sinks;         /* per-head logit in the softmax denominator; [heads_q] */
+  fg_head_vector grad_sinks;    /* backward output with sinks: dL/dsink, [heads_q] */
 } fg_options;
 
 void fg_options_init(fg_options* options);

@@ -66,15 +66,65 @@ struct RowStatsView {
                                  int device = 0);
 };
 
+// fp32 per-head values: [heads_q] (rank 1) or [batch, heads_q] (rank 2);
+// strides count elements. data == nullptr means "not given".
+struct HeadVectorView {
+  float* data = nullptr;
+  int rank = 1;
+  std::int64_t shape[2] = {0, 0};
+  std::int64_t stride[2] = {0, 0};
+  MemoryKind memory = MemoryKind::host;
+  int device = 0;
+
+  static HeadVectorView heads(float* data, std::int64_t heads_q,
+                              MemoryKind memory = MemoryKind::host, int device = 0);
+  static HeadVectorView batch_heads(float* data, std::int64_t batch, std::int64_t heads_q,
+                                    MemoryKind memory = MemoryKind::host, int device = 0);
+  bool given() const { return data != nullptr; }
+};
+
 enum class Backend : int { automatic = 0, cuda = 1, cpu = 2 };
 const char* to_string(Backend backend);
+
+// Where the causal mask's diagonal sits when seq_q != seq_kv.
+//   bottom_right: query i sees keys j <= i + seq_kv - seq_q (flash-attn >= 2.1,
+//                 flash_attn_func(causal=True)); the default.
+//   top_left:     query i sees keys j <= i (torch SDPA's is_causal).
+enum class CausalAlignment : int { bottom_right = 0, top_left = 1 };
+const char* to_string(CausalAlignment alignment);
 
 struct Options {
   // Softmax scale; unset means 1 / sqrt(dim_qk).
   std::optional<double> scale;
-  // Causal mask aligned to the bottom-right corner when seq_q != seq_kv
-  // (query i sees keys j <= i + seq_kv - seq_q), as FlashAttention >= 2.1.
+  // Causal mask, aligned as causal_alignment says (bottom-right by default:
+  // query i sees keys j <= i + seq_kv - seq_q, as FlashAttention >= 2.1).
   bool causal = false;
+  CausalAlignment causal_alignment = CausalAlignment::bottom_right;
+
+  // Masks and score modifiers, flash-attn 2's conventions. The CPU backend
+  // runs them all; the CUDA backend refuses any of them for now.
+  //
+  // Sliding window: query i sees keys j with
+  //   i + seq_kv - seq_q - window_left <= j <= i + seq_kv - seq_q + window_right
+  // (always bottom-right aligned); -1 = unbounded on that side. Combines
+  // with causal (both masks apply).
+  std::int64_t window_left = -1;
+  std::int64_t window_right = -1;
+  // Soft cap: s <- softcap · tanh(s / softcap) on the scaled scores; 0 = off.
+  double softcap = 0.0;
+  // ALiBi: s <- s - slope · |i + seq_kv - seq_q - j| on the scaled scores,
+  // after the soft cap. fp32 [heads_q] or [batch, heads_q]; optional.
+  HeadVectorView alibi_slopes;
+  // Attention sinks (gpt-oss): one logit per query head that joins each
+  // row's softmax denominator and carries no value. fp32 [heads_q];
+  // optional. The log-sum-exp then includes it: LSE = log(Σ_j exp(s_j) +
+  // exp(sink)), so a row that sees no key has O = 0 and LSE = sink.
+  HeadVectorView sinks;
+  // Backward output when sinks are given (required then, ignored by the
+  // forward): fp32 [heads_q], overwritten with dL/dsink =
+  // -Σ_{batch, rows} P_sink · rowsum(dO ∘ O), P_sink = exp(sink - LSE).
+  HeadVectorView grad_sinks;
+
   Backend backend = Backend::automatic;
   // true: bit-identical gradients run to run (two-kernel backward, no atomics).
   // false: the planner may pick the atomic-dQ backward when it is faster.

@@ -34,6 +34,10 @@ FG_BACKEND_AUTO = 0
 FG_BACKEND_CUDA = 1
 FG_BACKEND_CPU = 2
 
+# fg_causal_alignment
+FG_CAUSAL_BOTTOM_RIGHT = 0
+FG_CAUSAL_TOP_LEFT = 1
+
 TENSOR_RANK = 4     # [batch, seq, heads, dim]
 ROW_STATS_RANK = 3  # [batch, heads, seq]
 
@@ -70,6 +74,20 @@ class RowStats(ctypes.Structure):
     ]
 
 
+class HeadVector(ctypes.Structure):
+    """fg_head_vector: fp32 [heads_q] (rank 1) or [batch, heads_q] (rank 2)."""
+
+    _fields_ = [
+        ("data", c_void_p),  # float*; NULL = not given
+        ("memory", c_int32),
+        ("device", c_int32),
+        ("rank", c_int32),
+        ("reserved", c_int32),
+        ("shape", c_int64 * 2),
+        ("stride", c_int64 * 2),
+    ]
+
+
 class Options(ctypes.Structure):
     """fg_options."""
 
@@ -82,6 +100,14 @@ class Options(ctypes.Structure):
         ("stream", c_void_p),
         ("cpu_threads", c_int32),
         ("reserved", c_int32),
+        ("window_left", c_int64),
+        ("window_right", c_int64),
+        ("softcap", c_double),
+        ("causal_alignment", c_int32),
+        ("reserved2", c_int32),
+        ("alibi_slopes", HeadVector),
+        ("sinks", HeadVector),
+        ("grad_sinks", HeadVector),
     ]
 
 
@@ -166,8 +192,23 @@ def make_row_stats(data: int, memory: int, device: int, shape, stride) -> RowSta
     return view
 
 
+def make_head_vector(data: int, memory: int, device: int, shape, stride) -> HeadVector:
+    """A per-head fp32 view; shape and stride of rank 1 or 2."""
+    view = HeadVector()
+    view.data = data
+    view.memory = memory
+    view.device = device
+    view.rank = len(shape)
+    view.shape[:len(shape)] = [int(n) for n in shape]
+    view.stride[:len(stride)] = [int(s) for s in stride]
+    return view
+
+
 def make_options(*, scale=None, causal=False, backend=FG_BACKEND_AUTO, deterministic=True,
-                 stream=None, cpu_threads=0) -> Options:
+                 stream=None, cpu_threads=0, causal_alignment=FG_CAUSAL_BOTTOM_RIGHT,
+                 window=(-1, -1), softcap=0.0, alibi_slopes: HeadVector | None = None,
+                 sinks: HeadVector | None = None,
+                 grad_sinks: HeadVector | None = None) -> Options:
     options = Options()
     lib().fg_options_init(ctypes.byref(options))
     if scale is not None:
@@ -178,6 +219,15 @@ def make_options(*, scale=None, causal=False, backend=FG_BACKEND_AUTO, determini
     options.deterministic = int(bool(deterministic))
     options.stream = stream
     options.cpu_threads = int(cpu_threads)
+    options.causal_alignment = int(causal_alignment)
+    options.window_left, options.window_right = int(window[0]), int(window[1])
+    options.softcap = float(softcap)
+    if alibi_slopes is not None:
+        options.alibi_slopes = alibi_slopes
+    if sinks is not None:
+        options.sinks = sinks
+    if grad_sinks is not None:
+        options.grad_sinks = grad_sinks
     return options
 
 

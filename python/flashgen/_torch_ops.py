@@ -8,6 +8,12 @@ device, so the caching allocator and CUDA graph capture see them.
 
 All tensors here are already [batch, seq, heads, dim] views (the public
 function swaps axes for the [batch, heads, seq, dim] layout).
+
+Both ops take the masks and score modifiers as six trailing arguments, in
+this order (SCORE_OPTIONS_OFF turns them all off): top_left (causal
+alignment), window_left, window_right, softcap, alibi_slopes (fp32 or None),
+sinks (fp32 [heads_q] or None). The backward returns a fourth tensor, the
+sinks' gradient (empty without sinks), which autograd hands to `sinks`.
 """
 
 # No `from __future__ import annotations`: torch.library reads the operator
@@ -17,7 +23,24 @@ from typing import Optional, Tuple
 import torch
 
 from . import _capi
-from ._torch_views import check_inputs, options_for, row_stats_view, tensor_view
+from ._torch_views import (check_head_vector, check_inputs, options_for, row_stats_view,
+                           tensor_view)
+
+# top_left, window_left, window_right, softcap, alibi_slopes, sinks
+SCORE_OPTIONS_OFF = (False, -1, -1, 0.0, None, None)
+_SCORE_ARGUMENTS = len(SCORE_OPTIONS_OFF)
+
+
+def _check_score_tensors(q, alibi_slopes, sinks) -> None:
+    check_head_vector("alibi_slopes", alibi_slopes, q.device)
+    check_head_vector("sinks", sinks, q.device)
+
+
+def _score_keywords(top_left, window_left, window_right, softcap, alibi_slopes, sinks) -> dict:
+    """The six trailing arguments as options_for's keywords."""
+    return dict(top_left=top_left, window=(window_left, window_right), softcap=softcap,
+                alibi_slopes=alibi_slopes, sinks=sinks)
+
 
 _HAS_CUSTOM_OP = hasattr(torch.library, "custom_op") and hasattr(torch.library, "register_fake")
 
@@ -52,27 +75,36 @@ def _allocate_forward(q: torch.Tensor, v: torch.Tensor, heads_major: bool):
     return o, lse
 
 
-def _allocate_backward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor):
+def _allocate_backward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, sinks):
     # empty_like keeps the input's strides when it is dense, so each gradient
-    # has the memory layout of the tensor it belongs to.
-    return torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
+    # has the memory layout of the tensor it belongs to. The sinks' gradient
+    # is fp32 [heads_q], or empty without sinks.
+    grad_sinks = (torch.empty((q.shape[2],), dtype=torch.float32, device=q.device)
+                  if sinks is not None else torch.empty((0,), dtype=torch.float32,
+                                                        device=q.device))
+    return torch.empty_like(q), torch.empty_like(k), torch.empty_like(v), grad_sinks
 
 
-def _forward_impl(q, k, v, causal, scale, deterministic, heads_major):
+def _forward_impl(q, k, v, causal, scale, deterministic, heads_major, *score):
     check_inputs({"q": q, "k": k, "v": v})
+    _check_score_tensors(q, score[4], score[5])
     o, lse = _allocate_forward(q, v, heads_major)
     with _device_guard(q.device):
-        options = options_for(q.device, causal=causal, scale=scale, deterministic=deterministic)
+        options = options_for(q.device, causal=causal, scale=scale, deterministic=deterministic,
+                              **_score_keywords(*score))
         _capi.forward(tensor_view(q), tensor_view(k), tensor_view(v), tensor_view(o),
                       row_stats_view(lse), options)
     return o, lse
 
 
-def _backward_impl(grad_o, q, k, v, o, lse, causal, scale, deterministic):
+def _backward_impl(grad_o, q, k, v, o, lse, causal, scale, deterministic, *score):
     check_inputs({"q": q, "k": k, "v": v, "o": o, "grad_o": grad_o})
-    grad_q, grad_k, grad_v = _allocate_backward(q, k, v)
+    _check_score_tensors(q, score[4], score[5])
+    grad_q, grad_k, grad_v, grad_sinks = _allocate_backward(q, k, v, score[5])
     with _device_guard(q.device):
-        options = options_for(q.device, causal=causal, scale=scale, deterministic=deterministic)
+        options = options_for(q.device, causal=causal, scale=scale, deterministic=deterministic,
+                              grad_sinks=grad_sinks if score[5] is not None else None,
+                              **_score_keywords(*score))
         views = [tensor_view(t) for t in (q, k, v, o, grad_o)]
         lse_view = row_stats_view(lse)
         grads = [tensor_view(t) for t in (grad_q, grad_k, grad_v)]
@@ -84,72 +116,91 @@ def _backward_impl(grad_o, q, k, v, o, lse, causal, scale, deterministic):
         _capi.backward(*views, lse_view, *grads,
                        workspace.data_ptr() if workspace is not None else None,
                        workspace_bytes, options)
-    return grad_q, grad_k, grad_v
+    return grad_q, grad_k, grad_v, grad_sinks
+
+
+def _save(ctx, q, k, v, o, lse, causal, scale, deterministic, score) -> None:
+    """What the backward needs; the score tensors travel as saved tensors."""
+    top_left, window_left, window_right, softcap, alibi_slopes, sinks = score
+    ctx.save_for_backward(q, k, v, o, lse, alibi_slopes, sinks)
+    ctx.causal, ctx.scale, ctx.deterministic = causal, scale, deterministic
+    ctx.score_scalars = (top_left, window_left, window_right, softcap)
+
+
+def _gradients(ctx, backward_op, grad_o):
+    """The forward inputs' gradients: q, k, v, and the sinks' when given."""
+    q, k, v, o, lse, alibi_slopes, sinks = ctx.saved_tensors
+    grad_q, grad_k, grad_v, grad_sinks = backward_op(
+        grad_o, q, k, v, o, lse, ctx.causal, ctx.scale, ctx.deterministic,
+        *ctx.score_scalars, alibi_slopes, sinks)
+    # causal, scale, deterministic, heads_major and the score scalars and
+    # slopes have none.
+    rest = [None] * (4 + _SCORE_ARGUMENTS - 1)
+    return (grad_q, grad_k, grad_v, *rest, grad_sinks if sinks is not None else None)
 
 
 if _HAS_CUSTOM_OP:
 
     @torch.library.custom_op("flashgen::attention_forward", mutates_args=())
     def attention_forward_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool,
-                             scale: Optional[float], deterministic: bool,
-                             heads_major: bool) -> Tuple[torch.Tensor, torch.Tensor]:
-        return _forward_impl(q, k, v, causal, scale, deterministic, heads_major)
+                             scale: Optional[float], deterministic: bool, heads_major: bool,
+                             top_left: bool, window_left: int, window_right: int, softcap: float,
+                             alibi_slopes: Optional[torch.Tensor], sinks: Optional[torch.Tensor]
+                             ) -> Tuple[torch.Tensor, torch.Tensor]:
+        return _forward_impl(q, k, v, causal, scale, deterministic, heads_major, top_left,
+                             window_left, window_right, softcap, alibi_slopes, sinks)
 
     @attention_forward_op.register_fake
-    def _(q, k, v, causal, scale, deterministic, heads_major):
+    def _(q, k, v, causal, scale, deterministic, heads_major, *score):
         check_inputs({"q": q, "k": k, "v": v})
+        _check_score_tensors(q, score[4], score[5])
         return _allocate_forward(q, v, heads_major)
 
     @torch.library.custom_op("flashgen::attention_backward", mutates_args=())
     def attention_backward_op(grad_o: torch.Tensor, q: torch.Tensor, k: torch.Tensor,
                               v: torch.Tensor, o: torch.Tensor, lse: torch.Tensor, causal: bool,
-                              scale: Optional[float], deterministic: bool
-                              ) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        return _backward_impl(grad_o, q, k, v, o, lse, causal, scale, deterministic)
+                              scale: Optional[float], deterministic: bool, top_left: bool,
+                              window_left: int, window_right: int, softcap: float,
+                              alibi_slopes: Optional[torch.Tensor], sinks: Optional[torch.Tensor]
+                              ) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        return _backward_impl(grad_o, q, k, v, o, lse, causal, scale, deterministic, top_left,
+                              window_left, window_right, softcap, alibi_slopes, sinks)
 
     @attention_backward_op.register_fake
-    def _(grad_o, q, k, v, o, lse, causal, scale, deterministic):
+    def _(grad_o, q, k, v, o, lse, causal, scale, deterministic, *score):
         check_inputs({"q": q, "k": k, "v": v, "o": o, "grad_o": grad_o})
-        return _allocate_backward(q, k, v)
+        return _allocate_backward(q, k, v, score[5])
 
     def _setup_context(ctx, inputs, output):
-        q, k, v, causal, scale, deterministic, _ = inputs
+        q, k, v, causal, scale, deterministic, _ = inputs[:7]
         o, lse = output
-        ctx.save_for_backward(q, k, v, o, lse)
-        ctx.causal, ctx.scale, ctx.deterministic = causal, scale, deterministic
+        _save(ctx, q, k, v, o, lse, causal, scale, deterministic, inputs[7:])
         # lse is a statistic for the backward, not a differentiable output.
         ctx.mark_non_differentiable(lse)
 
     def _backward(ctx, grad_o, grad_lse):
-        q, k, v, o, lse = ctx.saved_tensors
-        grad_q, grad_k, grad_v = attention_backward_op(grad_o, q, k, v, o, lse, ctx.causal,
-                                                       ctx.scale, ctx.deterministic)
-        return grad_q, grad_k, grad_v, None, None, None, None
+        return _gradients(ctx, attention_backward_op, grad_o)
 
     attention_forward_op.register_autograd(_backward, setup_context=_setup_context)
 
-    def attention_forward(q, k, v, causal, scale, deterministic, heads_major):
+    def attention_forward(q, k, v, causal, scale, deterministic, heads_major, *score):
         """(o, lse) with autograd through flashgen::attention_backward."""
-        return attention_forward_op(q, k, v, causal, scale, deterministic, heads_major)
+        return attention_forward_op(q, k, v, causal, scale, deterministic, heads_major, *score)
 
 else:  # PyTorch before 2.4: plain autograd, no torch.compile support.
 
     class _Attention(torch.autograd.Function):
         @staticmethod
-        def forward(ctx, q, k, v, causal, scale, deterministic, heads_major):
-            o, lse = _forward_impl(q, k, v, causal, scale, deterministic, heads_major)
-            ctx.save_for_backward(q, k, v, o, lse)
-            ctx.causal, ctx.scale, ctx.deterministic = causal, scale, deterministic
+        def forward(ctx, q, k, v, causal, scale, deterministic, heads_major, *score):
+            o, lse = _forward_impl(q, k, v, causal, scale, deterministic, heads_major, *score)
+            _save(ctx, q, k, v, o, lse, causal, scale, deterministic, score)
             ctx.mark_non_differentiable(lse)
             return o, lse
 
         @staticmethod
         def backward(ctx, grad_o, grad_lse):
-            q, k, v, o, lse = ctx.saved_tensors
-            grad_q, grad_k, grad_v = _backward_impl(grad_o, q, k, v, o, lse, ctx.causal,
-                                                    ctx.scale, ctx.deterministic)
-            return grad_q, grad_k, grad_v, None, None, None, None
+            return _gradients(ctx, _backward_impl, grad_o)
 
-    def attention_forward(q, k, v, causal, scale, deterministic, heads_major):
+    def attention_forward(q, k, v, causal, scale, deterministic, heads_major, *score):
         """(o, lse) with autograd through the library's backward."""
-        return _Attention.apply(q, k, v, causal, scale, deterministic, heads_major)
+        return _Attention.apply(q, k, v, causal, scale, deterministic, heads_major, *score)

@@ -74,14 +74,44 @@ def row_stats_view(tensor: torch.Tensor) -> _capi.RowStats:
                                 tensor.stride())
 
 
-def options_for(device: torch.device, *, causal: bool, scale, deterministic: bool) -> _capi.Options:
+def check_head_vector(name: str, tensor, device: torch.device) -> None:
+    """TypeError unless None or a float32 tensor on `device` (the library
+    checks its shape: [heads_q], or [batch, heads_q] for alibi_slopes)."""
+    if tensor is None:
+        return
+    if not isinstance(tensor, torch.Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor or None, got {type(tensor).__name__}")
+    if tensor.dtype != torch.float32:
+        raise TypeError(f"{name} must be float32, got {tensor.dtype}")
+    if tensor.device != device:
+        raise ValueError(f"{name} is on {tensor.device} but q is on {device}; all must be on "
+                         f"the same device")
+
+
+def head_vector_view(tensor) -> _capi.HeadVector | None:
+    """fp32 [heads_q] or [batch, heads_q] view; None stays None (not given)."""
+    if tensor is None:
+        return None
+    memory, device = _memory_of(tensor.device)
+    return _capi.make_head_vector(tensor.data_ptr(), memory, device, tensor.shape,
+                                  tensor.stride())
+
+
+def options_for(device: torch.device, *, causal: bool, scale, deterministic: bool,
+                top_left: bool = False, window=(-1, -1), softcap: float = 0.0,
+                alibi_slopes=None, sinks=None, grad_sinks=None) -> _capi.Options:
     """Options that run on the tensors' device: CUDA tensors on the current
     stream of their device (so CUDA graphs capture the launches), CPU tensors
     on the CPU backend with torch.get_num_threads() threads."""
+    score = dict(causal_alignment=(_capi.FG_CAUSAL_TOP_LEFT if top_left
+                                   else _capi.FG_CAUSAL_BOTTOM_RIGHT),
+                 window=window, softcap=softcap, alibi_slopes=head_vector_view(alibi_slopes),
+                 sinks=head_vector_view(sinks), grad_sinks=head_vector_view(grad_sinks))
     if device.type == "cuda":
         stream = torch.cuda.current_stream(device).cuda_stream
         return _capi.make_options(scale=scale, causal=causal, backend=_capi.FG_BACKEND_CUDA,
-                                  deterministic=deterministic, stream=stream)
+                                  deterministic=deterministic, stream=stream, **score)
     # As torch's own CPU operators do: the thread count the caller gave torch.
     return _capi.make_options(scale=scale, causal=causal, backend=_capi.FG_BACKEND_CPU,
-                              deterministic=deterministic, cpu_threads=torch.get_num_threads())
+                              deterministic=deterministic, cpu_threads=torch.get_num_threads(),
+                              **score)

@@ -12,6 +12,20 @@ never copied):
     lse float32 [batch, heads_q, seq_q], the natural-log row log-sum-exp
 With layout="bhsd" the arrays are [batch, heads, seq, dim] instead. Outputs
 are packed arrays of the same layout and dtype.
+
+Masks and score modifiers (flash-attn 2's keywords and conventions):
+    causal       False, True or "bottom_right" (query i sees keys
+                 j <= i + seq_kv - seq_q, flash-attn), "top_left" (j <= i,
+                 torch SDPA's is_causal)
+    window_size  (left, right): query i sees keys j with
+                 i + seq_kv - seq_q - left <= j <= i + seq_kv - seq_q + right;
+                 -1 = unbounded. Combines with causal.
+    softcap      s <- softcap * tanh(s / softcap) on the scaled scores; 0 = off
+    alibi_slopes float32 [heads_q] or [batch, heads_q]:
+                 s <- s - slope * |i + seq_kv - seq_q - j|, after the soft cap
+    sinks        float32 [heads_q]: a per-head logit in each row's softmax
+                 denominator, with no value (gpt-oss). lse includes it; the
+                 backward then also returns d sinks.
 """
 
 from __future__ import annotations
@@ -19,7 +33,8 @@ from __future__ import annotations
 import numpy as np
 
 from . import _capi
-from ._arguments import check_causal, check_int, check_scale
+from ._arguments import (check_causal_mode, check_int, check_scale, check_softcap,
+                         check_window)
 from ._layout import BSHD, SEQ_HEADS_SWAP, check_layout, packed_shape
 
 __all__ = ["forward", "backward", "forward_varlen", "backward_varlen", "forward_with_kvcache"]
@@ -103,24 +118,46 @@ def _empty(layout: str, dtype, batch: int, seq: int, heads: int, dim: int) -> tu
     return array, (array if layout == BSHD else array.transpose(SEQ_HEADS_SWAP))
 
 
-def _options(causal: bool, scale, cpu_threads: int) -> _capi.Options:
+def _head_vector(name: str, array) -> _capi.HeadVector | None:
+    """A float32 [heads_q] or [batch, heads_q] array as the library's view."""
+    if array is None:
+        return None
+    if not isinstance(array, np.ndarray):
+        raise TypeError(f"{name} must be a numpy.ndarray or None, got {type(array).__name__}")
+    if array.dtype != np.float32:
+        raise TypeError(f"{name} must be float32, got {array.dtype}")
+    return _capi.make_head_vector(array.ctypes.data, _capi.FG_HOST, 0, array.shape,
+                                  _element_strides(name, array))
+
+
+def _options(causal, scale, cpu_threads: int, window_size, softcap, alibi_slopes, sinks,
+             grad_sinks=None) -> _capi.Options:
     """The call's options; TypeError for an argument of the wrong type."""
-    return _capi.make_options(scale=check_scale(scale), causal=check_causal(causal),
-                              backend=_capi.FG_BACKEND_CPU,
-                              cpu_threads=check_int("cpu_threads", cpu_threads))
+    causal, top_left = check_causal_mode(causal)
+    return _capi.make_options(
+        scale=check_scale(scale), causal=causal, backend=_capi.FG_BACKEND_CPU,
+        cpu_threads=check_int("cpu_threads", cpu_threads),
+        causal_alignment=_capi.FG_CAUSAL_TOP_LEFT if top_left else _capi.FG_CAUSAL_BOTTOM_RIGHT,
+        window=check_window(window_size), softcap=check_softcap(softcap),
+        alibi_slopes=_head_vector("alibi_slopes", alibi_slopes),
+        sinks=_head_vector("sinks", sinks), grad_sinks=_head_vector("grad_sinks", grad_sinks))
 
 
-def forward(q, k, v, causal: bool = False, scale: float | None = None, *,
-            layout: str = BSHD, cpu_threads: int = 0) -> tuple:
+def forward(q, k, v, causal: bool | str = False, scale: float | None = None, *,
+            layout: str = BSHD, cpu_threads: int = 0, window_size=(-1, -1),
+            softcap: float = 0.0, alibi_slopes=None, sinks=None) -> tuple:
     """O = softmax(scale · Q·Kᵀ) · V and the row log-sum-exp.
 
-    scale defaults to 1/sqrt(dim_qk); causal masks keys after the query's
-    position aligned to the bottom-right corner (query i sees keys
-    j <= i + seq_kv - seq_q). Returns (o, lse): o like q's layout and dtype with
-    v's dim, lse float32 [batch, heads_q, seq_q]. A fully masked row gives
-    o = 0 and lse = -inf. cpu_threads = 0 uses every hardware thread.
+    scale defaults to 1/sqrt(dim_qk); causal=True masks keys after the
+    query's position aligned to the bottom-right corner (query i sees keys
+    j <= i + seq_kv - seq_q), causal="top_left" aligned to the top-left
+    (j <= i); window_size, softcap, alibi_slopes and sinks as the module
+    says. Returns (o, lse): o like q's layout and dtype with v's dim, lse
+    float32 [batch, heads_q, seq_q]. A row that sees no key gives o = 0 and
+    lse = -inf (lse = the head's sink with sinks). cpu_threads = 0 uses every
+    hardware thread.
     """
-    options = _options(causal, scale, cpu_threads)
+    options = _options(causal, scale, cpu_threads, window_size, softcap, alibi_slopes, sinks)
     check_layout(layout)
     q, k, v = (_to_bshd(name, a, layout) for name, a in (("q", q), ("k", k), ("v", v)))
     fg_dtype = _check_same_dtype({"q": q, "k": k, "v": v})
@@ -133,15 +170,20 @@ def forward(q, k, v, causal: bool = False, scale: float | None = None, *,
     return o, lse
 
 
-def backward(q, k, v, o, do, lse, causal: bool = False, scale: float | None = None, *,
-             layout: str = BSHD, cpu_threads: int = 0) -> tuple:
+def backward(q, k, v, o, do, lse, causal: bool | str = False, scale: float | None = None, *,
+             layout: str = BSHD, cpu_threads: int = 0, window_size=(-1, -1),
+             softcap: float = 0.0, alibi_slopes=None, sinks=None) -> tuple:
     """Gradients (dq, dk, dv) of the forward's o given do = dLoss/dO.
 
-    o and lse are the forward's outputs for the same q, k, v, causal and scale;
+    o and lse are the forward's outputs for the same q, k, v and keywords;
     do is shaped like o. Gradients are packed arrays of the inputs' layout and
-    dtype, shaped like q, k and v.
+    dtype, shaped like q, k and v. With sinks the result is
+    (dq, dk, dv, dsinks), dsinks float32 [heads_q]:
+    dsinks[h] = -sum over batches and rows of exp(sinks[h] - lse) * rowsum(do * o).
     """
-    options = _options(causal, scale, cpu_threads)
+    grad_sinks = None if sinks is None else np.empty(np.shape(sinks), dtype=np.float32)
+    options = _options(causal, scale, cpu_threads, window_size, softcap, alibi_slopes, sinks,
+                       grad_sinks)
     check_layout(layout)
     named = (("q", q), ("k", k), ("v", v), ("o", o), ("do", do))
     q, k, v, o, do = (_to_bshd(name, a, layout) for name, a in named)
@@ -160,7 +202,7 @@ def backward(q, k, v, o, do, lse, causal: bool = False, scale: float | None = No
     _capi.backward(*views, lse_view, *grads,
                    workspace.ctypes.data if workspace is not None else None,
                    workspace_bytes, options)
-    return dq, dk, dv
+    return (dq, dk, dv) if grad_sinks is None else (dq, dk, dv, grad_sinks)
 
 
 # Ragged batches and KV caches (defined beside, on the helpers above).

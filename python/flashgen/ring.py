@@ -271,20 +271,23 @@ if torch is not None:
 
     def _block_forward(q, k, v, causal, scale, deterministic):
         """(o, lse) of one block; o in q's dtype, lse fp32 [b, h, s_q]."""
+        off = _torch_ops.SCORE_OPTIONS_OFF
         if _torch_ops._HAS_CUSTOM_OP:
             return torch.ops.flashgen.attention_forward(q, k, v, causal, scale, deterministic,
-                                                        False)
-        return _torch_ops._forward_impl(q, k, v, causal, scale, deterministic, False)
+                                                        False, *off)
+        return _torch_ops._forward_impl(q, k, v, causal, scale, deterministic, False, *off)
 
     def _block_backward(grad_o, q, k, v, o, lse, causal, scale, deterministic):
         """(dq, dk, dv) of one block given the final o and the global lse: the
         kernels' P = exp(s - lse) is then the global probability and
         Dterm = rowsum(dO ∘ O) the global one, so each block's gradient is its
         exact share of the total."""
+        off = _torch_ops.SCORE_OPTIONS_OFF
         if _torch_ops._HAS_CUSTOM_OP:
             return torch.ops.flashgen.attention_backward(grad_o, q, k, v, o, lse, causal,
-                                                         scale, deterministic)
-        return _torch_ops._backward_impl(grad_o, q, k, v, o, lse, causal, scale, deterministic)
+                                                         scale, deterministic, *off)[:3]
+        return _torch_ops._backward_impl(grad_o, q, k, v, o, lse, causal, scale, deterministic,
+                                         *off)[:3]
 
     def _ring_forward(ring: _Ring, q, k, v, causal, scale, deterministic):
         """o [b, s, h, dv] in q's dtype and the global lse fp32 [b, h, s]."""

@@ -26,6 +26,8 @@ static_assert(FG_HOST == static_cast<int>(MemoryKind::host) &&
 static_assert(FG_BACKEND_AUTO == static_cast<int>(Backend::automatic) &&
               FG_BACKEND_CUDA == static_cast<int>(Backend::cuda) &&
               FG_BACKEND_CPU == static_cast<int>(Backend::cpu));
+static_assert(FG_CAUSAL_BOTTOM_RIGHT == static_cast<int>(CausalAlignment::bottom_right) &&
+              FG_CAUSAL_TOP_LEFT == static_cast<int>(CausalAlignment::top_left));
 
 thread_local std::string last_error;
 
@@ -45,29 +47,34 @@ T& require(T* pointer, const char* name) {
   return *pointer;
 }
 
+// The fields every view shares: data, memory, device, shape and strides.
 // Enum values are copied as they are; validation reports values out of range by name.
-TensorView view_of(const fg_tensor& t) {
-  TensorView view;
+template <class View, class CView>
+View common_view_of(const CView& t) {
+  View view;
   view.data = t.data;
-  view.dtype = static_cast<DType>(t.dtype);
   view.memory = static_cast<MemoryKind>(t.memory);
   view.device = t.device;
-  for (int i = 0; i < 4; ++i) {
+  constexpr int rank = sizeof(t.shape) / sizeof(t.shape[0]);
+  static_assert(rank == sizeof(view.shape) / sizeof(view.shape[0]));
+  for (int i = 0; i < rank; ++i) {
     view.shape[i] = t.shape[i];
     view.stride[i] = t.stride[i];
   }
   return view;
 }
 
-RowStatsView view_of(const fg_row_stats& t) {
-  RowStatsView view;
-  view.data = t.data;
-  view.memory = static_cast<MemoryKind>(t.memory);
-  view.device = t.device;
-  for (int i = 0; i < 3; ++i) {
-    view.shape[i] = t.shape[i];
-    view.stride[i] = t.stride[i];
-  }
+TensorView view_of(const fg_tensor& t) {
+  TensorView view = common_view_of<TensorView>(t);
+  view.dtype = static_cast<DType>(t.dtype);
+  return view;
+}
+
+RowStatsView view_of(const fg_row_stats& t) { return common_view_of<RowStatsView>(t); }
+
+HeadVectorView view_of(const fg_head_vector& t) {
+  HeadVectorView view = common_view_of<HeadVectorView>(t);
+  view.rank = t.rank;
   return view;
 }
 
@@ -79,6 +86,13 @@ Options options_of(const fg_options& o) {
   options.deterministic = o.deterministic != 0;
   options.stream = o.stream;
   options.cpu_threads = o.cpu_threads;
+  options.window_left = o.window_left;
+  options.window_right = o.window_right;
+  options.softcap = o.softcap;
+  options.causal_alignment = static_cast<CausalAlignment>(o.causal_alignment);
+  options.alibi_slopes = view_of(o.alibi_slopes);
+  options.sinks = view_of(o.sinks);
+  options.grad_sinks = view_of(o.grad_sinks);
   return options;
 }
 
@@ -159,6 +173,14 @@ void fg_options_init(fg_options* options) {
   options->deterministic = defaults.deterministic ? 1 : 0;
   options->stream = defaults.stream;
   options->cpu_threads = defaults.cpu_threads;
+  options->window_left = defaults.window_left;
+  options->window_right = defaults.window_right;
+  options->softcap = defaults.softcap;
+  options->causal_alignment = static_cast<std::int32_t>(defaults.causal_alignment);
+  for (fg_head_vector* v : {&options->alibi_slopes, &options->sinks, &options->grad_sinks}) {
+    v->data = nullptr;  // not given
+    v->rank = 1;
+  }
 }
 
 int fg_forward(const fg_tensor* q, const fg_tensor* k, const fg_tensor* v, const fg_tensor* o,

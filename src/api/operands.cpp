@@ -68,6 +68,21 @@ Operand operand_of(const char* name, const RowStatsView& t, bool output) {
   return op;
 }
 
+Operand operand_of(const char* name, const HeadVectorView& t, bool output) {
+  Operand op;
+  op.name = name;
+  op.data = t.data;
+  op.rank = t.rank;
+  op.shape = t.shape;
+  op.stride = t.stride;
+  op.axes = t.rank == 1 ? kHeadAxes : kBatchHeadAxes;
+  op.element_bytes = sizeof(float);
+  op.memory = t.memory;
+  op.device = t.device;
+  op.output = output;
+  return op;
+}
+
 // Lower bound of each axis: batch, heads and sequences may be empty (the
 // outputs are then empty, or zeros), the head dimensions may not.
 std::int64_t minimum_extent(const char* axis) {

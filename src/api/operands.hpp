@@ -16,8 +16,6 @@
 
 namespace flashgen::api {
 
-[[noreturn]] void fail(const char* format, ...) __attribute__((format(printf, 1, 2)));
-
 bool is_valid(DType dtype);
 bool is_valid(MemoryKind memory);
 bool is_valid(Backend backend);
@@ -29,6 +27,8 @@ inline constexpr const char* kKeyAxes[4] = {"batch", "seq_kv", "heads_kv", "dim_
 inline constexpr const char* kValueAxes[4] = {"batch", "seq_kv", "heads_kv", "dim_v"};
 inline constexpr const char* kOutputAxes[4] = {"batch", "seq_q", "heads_q", "dim_v"};
 inline constexpr const char* kRowStatsAxes[3] = {"batch", "heads_q", "seq_q"};
+inline constexpr const char* kHeadAxes[1] = {"heads_q"};
+inline constexpr const char* kBatchHeadAxes[2] = {"batch", "heads_q"};
 
 // One argument as the checks see it: a name, a strided extent and where it lives.
 struct Operand {
@@ -47,6 +47,8 @@ struct Operand {
 
 Operand operand_of(const char* name, const TensorView& t, const char* const* axes, bool output);
 Operand operand_of(const char* name, const RowStatsView& t, bool output);
+// A per-head fp32 vector of the options (rank 1 or 2, checked by check_options).
+Operand operand_of(const char* name, const HeadVectorView& t, bool output);
 // An int32 index array (cu_seqlens, cache_seqlens, block_table): an input.
 Operand operand_of(const char* name, const IndexView& t, const char* const* axes);
 

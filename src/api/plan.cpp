@@ -57,7 +57,7 @@ void plan_cpu(const Call& call, const Problem& p, const Options& options, Plan& 
     return;
   }
   const int threads = resolved_cpu_threads(options.cpu_threads);
-  char text[256];
+  char text[384];
   if (call.direction == Direction::forward)
     std::snprintf(text, sizeof(text), "cpu.forward (tiled online softmax, %s, %d threads)",
                   describe(p).c_str(), threads);
@@ -68,10 +68,13 @@ void plan_cpu(const Call& call, const Problem& p, const Options& options, Plan& 
   plan.workspace_bytes = 0;
 }
 
-// The CUDA backend can run at all here, and q.device names a device. Both
-// answers hold for the process (the driver and NVRTC load once), so they are
-// found once: a repeated call pays for neither.
-void check_cuda_reachable(const TensorView& q) {
+// The CUDA backend takes the problem's options, can run at all here, and
+// q.device names a device. Availability holds for the process (the driver and
+// NVRTC load once), so it is found once: a repeated call does not pay for it.
+void check_cuda_reachable(const Problem& p, const TensorView& q) {
+  // Before availability, so the message does not depend on the machine.
+  const std::string refused = cuda::unsupported_option(p);
+  if (!refused.empty()) throw Error(ErrorCode::unsupported, refused);
   static const cuda::Availability available = cuda::availability();
   if (!available.ok)
     throw Error(ErrorCode::unsupported, "the CUDA backend cannot run here: " + available.reason);
@@ -107,7 +110,7 @@ DispatchedCall dispatch(const Call& call, const Options& options) {
                                                      : validate_backward(*call.backward, options);
   // Validation has checked that an explicit backend reaches the memory.
   out.backend = call.q().memory == MemoryKind::cuda ? Backend::cuda : Backend::cpu;
-  if (out.backend == Backend::cuda) check_cuda_reachable(call.q());
+  if (out.backend == Backend::cuda) check_cuda_reachable(out.problem, call.q());
   return out;
 }
 
@@ -153,6 +156,29 @@ DispatchedCall dispatch_call(const BackwardArgs& args, const Options& options) {
   return dispatch({Direction::backward, nullptr, &args}, options);
 }
 
+namespace {
+
+// " window=(128,0) softcap=30 alibi sinks" for the options that are set.
+std::string describe_score_options(const Problem& p) {
+  std::string text;
+  char part[96];
+  if (p.causal && p.causal_alignment == CausalAlignment::top_left) text += " top_left";
+  if (p.has_window()) {
+    std::snprintf(part, sizeof(part), " window=(%lld,%lld)", static_cast<long long>(p.window_left),
+                  static_cast<long long>(p.window_right));
+    text += part;
+  }
+  if (p.softcap > 0.0) {
+    std::snprintf(part, sizeof(part), " softcap=%.4g", p.softcap);
+    text += part;
+  }
+  if (p.alibi_slopes.given()) text += " alibi";
+  if (p.has_sinks()) text += " sinks";
+  return text;
+}
+
+}  // namespace
+
 std::string describe(const Problem& p) {
   char text[256];
   std::snprintf(text, sizeof(text),
@@ -162,7 +188,7 @@ std::string describe(const Problem& p) {
                 static_cast<long long>(p.seq_kv), static_cast<long long>(p.dim_qk),
                 static_cast<long long>(p.dim_v), to_string(p.dtype), p.causal ? " causal" : "",
                 p.scale);
-  return text;
+  return text + describe_score_options(p);
 }
 
 }  // namespace flashgen::api

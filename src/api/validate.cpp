@@ -16,15 +16,6 @@
 namespace flashgen::api {
 namespace {
 
-void check_options(const Options& options) {
-  if (!is_valid(options.backend))
-    fail("options.backend (%d) is not a valid Backend (automatic = 0, cuda = 1, cpu = 2)",
-         static_cast<int>(options.backend));
-  if (options.scale.has_value() && (!std::isfinite(*options.scale) || *options.scale == 0.0))
-    fail("options.scale (%g) must be finite and non-zero", *options.scale);
-  if (options.cpu_threads < 0)
-    fail("options.cpu_threads (%d) must be >= 0 (0 = all hardware threads)", options.cpu_threads);
-}
 
 // An explicit backend must be able to reach the tensors' memory.
 void check_backend_reaches(const Options& options, const Operand& q) {
@@ -61,6 +52,31 @@ void check_row_stats_shape(const Operand& lse, const Operand& q) {
   check_extent(lse, 2, q, 1);  // seq_q
 }
 
+// [heads_q] or [batch, heads_q] of the problem q defines.
+void check_head_vector_shape(const Operand& op, const Operand& q) {
+  if (op.rank == 1) {
+    check_extent(op, 0, q, 2);  // heads_q
+    return;
+  }
+  check_extent(op, 0, q, 0);  // batch
+  check_extent(op, 1, q, 2);  // heads_q
+}
+
+// The per-head vectors the options give: ALiBi slopes and sinks (inputs),
+// and for the backward the sinks' gradient (an output).
+struct HeadVectors {
+  HeadVectors(const Options& options, bool backward)
+      : alibi(operand_of("options.alibi_slopes", options.alibi_slopes, false)),
+        sinks(operand_of("options.sinks", options.sinks, false)),
+        grad_sinks(operand_of("options.grad_sinks", options.grad_sinks, true)) {
+    if (options.alibi_slopes.given()) given.push_back(&alibi);
+    if (options.sinks.given()) given.push_back(&sinks);
+    if (backward && options.grad_sinks.given()) given.push_back(&grad_sinks);
+  }
+  Operand alibi, sinks, grad_sinks;
+  std::vector<Operand*> given;
+};
+
 Problem problem_of(const TensorView& q, const TensorView& k, const TensorView& v,
                    const Options& options) {
   Problem p;
@@ -74,10 +90,20 @@ Problem problem_of(const TensorView& q, const TensorView& k, const TensorView& v
   p.dtype = q.dtype;
   p.scale = options.scale.value_or(1.0 / std::sqrt(static_cast<double>(p.dim_qk)));
   p.causal = options.causal;
+  copy_score_options(options, p);
   return p;
 }
 
 }  // namespace
+
+void fail(const char* format, ...) {
+  char message[1024];
+  va_list arguments;
+  va_start(arguments, format);
+  std::vsnprintf(message, sizeof(message), format, arguments);
+  va_end(arguments);
+  throw Error(ErrorCode::invalid_argument, message);
+}
 
 bool elements_are_distinct(int rank, const std::int64_t* shape, const std::int64_t* stride) {
   std::vector<int> axes;
@@ -108,8 +134,10 @@ Problem validate_forward(const ForwardArgs& args, const Options& options) {
   const bool has_lse = args.lse.data != nullptr;
   Operand lse = operand_of("lse", args.lse, true);
 
+  HeadVectors heads(options, false);
   std::vector<Operand*> all = {&q, &k, &v, &o};
   if (has_lse) all.push_back(&lse);
+  all.insert(all.end(), heads.given.begin(), heads.given.end());
   for (Operand* op : all) check_operand(*op);
 
   for (const auto& [name, dtype] : dtypes) check_same_dtype(name, dtype, args.q.dtype);
@@ -118,6 +146,7 @@ Problem validate_forward(const ForwardArgs& args, const Options& options) {
 
   check_attention_shapes(q, k, v, o);
   if (has_lse) check_row_stats_shape(lse, q);
+  for (const Operand* op : heads.given) check_head_vector_shape(*op, q);
 
   check_outputs_do_not_overlap({all.begin(), all.end()});
   return problem_of(args.q, args.k, args.v, options);
@@ -141,8 +170,15 @@ Problem validate_backward(const BackwardArgs& args, const Options& options) {
   Operand grad_q = operand_of("grad_q", args.grad_q, kQueryAxes, true);
   Operand grad_k = operand_of("grad_k", args.grad_k, kKeyAxes, true);
   Operand grad_v = operand_of("grad_v", args.grad_v, kValueAxes, true);
+  if (options.sinks.given() && !options.grad_sinks.given())
+    fail("options.grad_sinks is not given: the backward with options.sinks writes the sinks' "
+         "gradient there (fp32 [heads_q])");
+  if (!options.sinks.given() && options.grad_sinks.given())
+    fail("options.grad_sinks is given without options.sinks: it is the sinks' gradient");
 
+  HeadVectors heads(options, true);
   std::vector<Operand*> all = {&q, &k, &v, &o, &grad_o, &lse, &grad_q, &grad_k, &grad_v};
+  all.insert(all.end(), heads.given.begin(), heads.given.end());
   for (Operand* op : all) check_operand(*op);
 
   for (const auto& [name, dtype] : dtypes) check_same_dtype(name, dtype, args.q.dtype);
@@ -155,6 +191,7 @@ Problem validate_backward(const BackwardArgs& args, const Options& options) {
   check_same_shape(grad_q, q);
   check_same_shape(grad_k, k);
   check_same_shape(grad_v, v);
+  for (const Operand* op : heads.given) check_head_vector_shape(*op, q);
 
   // A caller-provided device workspace is scratch the kernels write.
   Operand workspace;  // rank 0: a plain byte range

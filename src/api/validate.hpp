@@ -11,6 +11,13 @@
 
 namespace flashgen::api {
 
+// Throws Error(invalid_argument) with the printf-formatted message.
+[[noreturn]] void fail(const char* format, ...) __attribute__((format(printf, 1, 2)));
+
+// The options on their own (validate_options.cpp): backend, scale, threads,
+// causal alignment, window, soft cap, and the rank of the per-head vectors.
+void check_options(const Options& options);
+
 Problem validate_forward(const ForwardArgs& args, const Options& options);
 Problem validate_backward(const BackwardArgs& args, const Options& options);
 

@@ -37,6 +37,14 @@ const char* to_string(Backend backend) {
   return "unknown-backend";
 }
 
+const char* to_string(CausalAlignment alignment) {
+  switch (alignment) {
+    case CausalAlignment::bottom_right: return "bottom_right";
+    case CausalAlignment::top_left: return "top_left";
+  }
+  return "unknown-alignment";
+}
+
 namespace {
 
 // A [batch, seq, heads, dim] view with the given element strides.
@@ -80,6 +88,32 @@ RowStatsView RowStatsView::contiguous(float* data, std::int64_t batch, std::int6
   t.stride[2] = 1;
   t.stride[1] = seq;
   t.stride[0] = heads * seq;
+  t.memory = memory;
+  t.device = device;
+  return t;
+}
+
+HeadVectorView HeadVectorView::heads(float* data, std::int64_t heads_q, MemoryKind memory,
+                                     int device) {
+  HeadVectorView t;
+  t.data = data;
+  t.rank = 1;
+  t.shape[0] = heads_q;
+  t.stride[0] = 1;
+  t.memory = memory;
+  t.device = device;
+  return t;
+}
+
+HeadVectorView HeadVectorView::batch_heads(float* data, std::int64_t batch, std::int64_t heads_q,
+                                           MemoryKind memory, int device) {
+  HeadVectorView t;
+  t.data = data;
+  t.rank = 2;
+  t.shape[0] = batch;
+  t.shape[1] = heads_q;
+  t.stride[0] = heads_q;
+  t.stride[1] = 1;
   t.memory = memory;
   t.device = device;
   return t;

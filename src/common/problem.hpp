@@ -18,6 +18,13 @@ struct Strides3 {
   std::int64_t batch = 0, heads = 0, seq = 1;
 };
 
+// A half-open range [begin, end) of rows; empty when end <= begin.
+struct RowRange {
+  std::int64_t begin = 0, end = 0;
+  bool empty() const { return end <= begin; }
+  std::int64_t size() const { return empty() ? 0 : end - begin; }
+};
+
 struct Problem {
   std::int64_t batch = 0;
   std::int64_t seq_q = 0, seq_kv = 0;
@@ -26,12 +33,42 @@ struct Problem {
   DType dtype = DType::bf16;
   double scale = 0.0;  // resolved (never unset here)
   bool causal = false;
+  CausalAlignment causal_alignment = CausalAlignment::bottom_right;
+  // Masks and score modifiers as in Options (validated; views in the
+  // tensors' memory, data null when not given).
+  std::int64_t window_left = -1, window_right = -1;  // -1 = unbounded
+  double softcap = 0.0;                              // 0 = off
+  HeadVectorView alibi_slopes, sinks, grad_sinks;
 
   // Query heads per kv head (0 where there are no heads at all).
   std::int64_t group_size() const { return heads_kv > 0 ? heads_q / heads_kv : 0; }
-  // Causal: query row i sees keys j <= i + causal_offset().
-  std::int64_t causal_offset() const { return seq_kv - seq_q; }
+  // Causal: query row i sees keys j <= i + causal_offset() (seq_kv - seq_q
+  // bottom-right, 0 top-left).
+  std::int64_t causal_offset() const {
+    return causal_alignment == CausalAlignment::top_left ? 0 : seq_kv - seq_q;
+  }
+  // The diagonal the window and ALiBi are measured from: key i + diagonal_offset().
+  std::int64_t diagonal_offset() const { return seq_kv - seq_q; }
+  bool has_window() const { return window_left >= 0 || window_right >= 0; }
+  // Whether scores change beyond the scale (soft cap or ALiBi).
+  bool modifies_scores() const { return softcap > 0.0 || alibi_slopes.given(); }
+  bool has_sinks() const { return sinks.given(); }
+
+  // Host-memory reads of the per-head parameters (CPU backend, reference).
+  double alibi_slope(std::int64_t batch, std::int64_t head) const;
+  double sink(std::int64_t head) const;
 };
+
+// The masks and score modifiers of `options` into `p` (causal itself and
+// the scale are the caller's).
+void copy_score_options(const Options& options, Problem& p);
+
+// Keys [begin, end) query row `row` sees under the causal and window masks.
+// Both ends never decrease with the row, so a block of rows sees the union
+// [keys(first row).begin, keys(last row).end).
+RowRange visible_keys(const Problem& p, std::int64_t row);
+// Queries [begin, end) that see key row `key`; both ends never decrease with the key.
+RowRange seeing_queries(const Problem& p, std::int64_t key);
 
 Strides4 strides_of(const TensorView& t);
 Strides3 strides_of(const RowStatsView& t);

@@ -38,20 +38,34 @@ inline Blocking choose_blocking(const Problem& p) {
   return b;
 }
 
-// Causal (bottom-right): query row i sees keys j < visible_keys(i).
-inline std::int64_t visible_keys(const Problem& p, std::int64_t query_row) {
-  if (!p.causal) return p.seq_kv;
-  const std::int64_t end = query_row + p.causal_offset() + 1;
-  return end < 0 ? 0 : (end > p.seq_kv ? p.seq_kv : end);
-}
-
-// Causal: key row j is seen by queries i >= first_query(j).
-inline std::int64_t first_query(const Problem& p, std::int64_t key_row) {
-  if (!p.causal) return 0;
-  const std::int64_t first = key_row - p.causal_offset();
-  return first < 0 ? 0 : first;
-}
-
 inline std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
+
+// The blocks a tile visits. Tiles wholly outside the causal and window masks
+// are never visited, so a window's cost grows with its width, not with the
+// sequence. The masks' row ranges never move backwards (problem.hpp), so the
+// keys of rows [row0, row0 + rows) lie in [keys(row0).begin, keys(last).end).
+
+// Key blocks [begin, end) that query rows [row0, row0 + rows) see.
+inline RowRange key_blocks_seen(const Problem& p, const Blocking& b, std::int64_t row0,
+                                std::int64_t rows) {
+  const RowRange first = visible_keys(p, row0), last = visible_keys(p, row0 + rows - 1);
+  if (last.end <= first.begin) return {};
+  return {first.begin / b.key_rows, ceil_div(last.end, b.key_rows)};
+}
+
+// Query blocks [begin, end) that see key rows [key0, key0 + keys).
+inline RowRange query_blocks_seeing(const Problem& p, const Blocking& b, std::int64_t key0,
+                                    std::int64_t keys) {
+  const RowRange first = seeing_queries(p, key0), last = seeing_queries(p, key0 + keys - 1);
+  if (last.end <= first.begin) return {};
+  return {first.begin / b.query_rows, ceil_div(last.end, b.query_rows)};
+}
+
+// Row r's visible columns of a tile whose first column is row col0 and which
+// holds `cols` real columns, as [begin, end) within the tile.
+inline RowRange columns_within(const RowRange& rows, std::int64_t col0, std::int64_t cols) {
+  auto clamp = [&](std::int64_t x) { return x < 0 ? 0 : (x > cols ? cols : x); };
+  return {clamp(rows.begin - col0), clamp(rows.end - col0)};
+}
 
 }  // namespace flashgen::cpu

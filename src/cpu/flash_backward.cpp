@@ -9,13 +9,16 @@
 // and dQ = scale · Σ_kb dQ_kb summed over key blocks in order, per query
 // block: five GEMMs per tile pair. The shares take key_blocks x the size of
 // dQ, so (batch, kv head) pairs go a memory budget's worth at a time; where
-// one pair alone is over it, the query pass computes dQ instead:
+// one pair alone is over it, the query pass (flash_backward_query.cpp) computes dQ instead:
 //   for each key block: S = Q·Kᵀ, P = exp2(S·c - L2), dP = dO·Vᵀ,
 //                       dS = P ∘ (dP - Dterm), dQ += dS·K
 // (seven GEMMs: S and dP twice). c = scale·log2(e), L2 = LSE·log2(e). Every
 // output row is owned by one task and summed in a fixed order, so results do
 // not depend on the thread count. FLASHGEN_CPU_BACKWARD=query_pass forces the
-// query pass (tests run both ways).
+// query pass (tests run both ways). Soft cap and ALiBi rewrite the score rows
+// as in the forward (score_mods.hpp) and the soft cap's derivative scales dS;
+// a sink needs nothing here (the LSE includes it) but its own gradient
+// (sink_gradient.hpp). Tiles outside the causal and window masks are skipped.
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -26,8 +29,11 @@
 #include <vector>
 
 #include "common/problem.hpp"
+#include "cpu/backward_context.hpp"
 #include "cpu/blocking.hpp"
 #include "cpu/cpu_backend.hpp"
+#include "cpu/score_mods.hpp"
+#include "cpu/sink_gradient.hpp"
 #include "cpu/tensor_blocks.hpp"
 #include "cpu/thread_pool.hpp"
 #include "cpu/tile_io.hpp"
@@ -35,58 +41,6 @@
 
 namespace flashgen::cpu {
 namespace {
-
-// Q and dO converted once per pass over (batch, kv head) pairs, for the
-// key/value pass: Qᵀ and dOᵀ (B of Sᵀ and dPᵀ), Q and dO rows (B of dK and
-// dV), fp32 or packed bf16.
-struct QueryBlocks {
-  TensorBlocks q_transposed, q, grad_o_transposed, grad_o;
-  bool packed;
-};
-
-struct BackwardContext {
-  const Problem& p;
-  const BackwardArgs& args;
-  Blocking blocking;
-  std::int64_t dim_qk_padded, dim_v_padded;
-  float scale_log2;
-  std::vector<float> dterm;  // [batch, heads_q, seq_q] rowsum(dO ∘ O)
-  // dQ's shares, when the key/value pass computes them, for (batch, kv head)
-  // pairs [first_pair, first_pair + pairs):
-  // [pair - first_pair, head in group, key block, query_blocks · query_rows, dim_qk_padded]
-  float* dq_shares = nullptr;
-  std::int64_t first_pair = 0;
-  // Q and dO blocks of the query heads of those pairs, for the key/value pass.
-  const QueryBlocks* query_blocks_converted = nullptr;
-
-  std::int64_t key_blocks() const { return ceil_div(p.seq_kv, blocking.key_rows); }
-  std::int64_t query_blocks() const { return ceil_div(p.seq_q, blocking.query_rows); }
-  std::int64_t share_floats() const { return query_blocks() * blocking.query_rows * dim_qk_padded; }
-  float* dq_share(std::int64_t pair, std::int64_t head, std::int64_t key_block) const {
-    const std::int64_t slot = pair - first_pair;
-    const std::int64_t in_group = head % p.group_size();
-    return dq_shares +
-           ((slot * p.group_size() + in_group) * key_blocks() + key_block) * share_floats();
-  }
-  // The first query row the key/value task of `key_block` visits (a query
-  // block's first row): earlier queries see none of its keys.
-  std::int64_t query_begin(std::int64_t key_block) const {
-    return first_query(p, key_block * blocking.key_rows) / blocking.query_rows *
-           blocking.query_rows;
-  }
-
-  std::int64_t dterm_index(std::int64_t batch, std::int64_t head, std::int64_t row) const {
-    return (batch * p.heads_q + head) * p.seq_q + row;
-  }
-
-  // Base-2 log-sum-exp of a query row. A row that sees no key has LSE = -inf;
-  // every score of it is masked, so any finite stand-in gives P = 0.
-  float lse_log2(std::int64_t batch, std::int64_t head, std::int64_t row) const {
-    const Strides3 s = strides_of(args.lse);
-    const float lse = args.lse.data[batch * s.batch + head * s.heads + row * s.seq];
-    return std::isfinite(lse) ? lse * std::numbers::log2e_v<float> : 0.0f;
-  }
-};
 
 // ---- Dterm ----
 
@@ -102,83 +56,6 @@ void dterm_block(BackwardContext& c, std::int64_t batch, std::int64_t head, std:
   }
 }
 
-// ---- Query pass ----
-
-struct QueryTiles {
-  QueryTiles(const BackwardContext& c)
-      : q(c.blocking.query_rows * c.p.dim_qk),
-        grad_o(c.blocking.query_rows * c.dim_v_padded),
-        k_transposed(c.p.dim_qk * c.blocking.key_rows),
-        k(c.blocking.key_rows * c.dim_qk_padded),
-        v_transposed(c.p.dim_v * c.blocking.key_rows),
-        p(c.blocking.query_rows * c.blocking.key_rows),
-        dp(c.blocking.query_rows * c.blocking.key_rows),
-        grad_q(c.blocking.query_rows * c.dim_qk_padded, 0.0f),
-        lse_log2(c.blocking.query_rows),
-        dterm(c.blocking.query_rows) {}
-
-  std::vector<float> q;             // [query_rows, dim_qk]
-  std::vector<float> grad_o;        // [query_rows, dim_v_padded]
-  std::vector<float> k_transposed;  // [dim_qk, key_rows]
-  std::vector<float> k;             // [key_rows, dim_qk_padded]
-  std::vector<float> v_transposed;  // [dim_v, key_rows]
-  std::vector<float> p;             // [query_rows, key_rows]: S, then P
-  std::vector<float> dp;            // [query_rows, key_rows]: dP, then dS
-  std::vector<float> grad_q;        // [query_rows, dim_qk_padded]
-  std::vector<float> lse_log2;      // [query_rows]
-  std::vector<float> dterm;         // [query_rows]
-};
-
-void backward_query_block(BackwardContext& c, std::int64_t batch, std::int64_t head,
-                          std::int64_t block) {
-  const Problem& p = c.p;
-  const BackwardArgs& a = c.args;
-  QueryTiles t(c);
-  const std::int64_t kv_head = head / p.group_size();
-  const std::int64_t row0 = block * c.blocking.query_rows;
-  const std::int64_t rows = std::min(c.blocking.query_rows, p.seq_q - row0);
-  const std::int64_t rows_padded = round_up(rows, kTileRowMultiple);
-  const std::int64_t key_ld = c.blocking.key_rows;
-  const GemmFunction gemm = gemm_for(p.dtype);
-
-  load_rows(a.q, batch, head, row0, rows, rows_padded, t.q.data(), p.dim_qk);
-  load_rows(a.grad_o, batch, head, row0, rows, rows_padded, t.grad_o.data(), c.dim_v_padded);
-  for (std::int64_t r = 0; r < rows_padded; ++r) {
-    const bool real = r < rows;
-    t.dterm[r] = real ? c.dterm[c.dterm_index(batch, head, row0 + r)] : 0.0f;
-    t.lse_log2[r] = real ? c.lse_log2(batch, head, row0 + r) : 0.0f;
-  }
-
-  const std::int64_t key_end = visible_keys(p, row0 + rows - 1);
-  for (std::int64_t key0 = 0; key0 < key_end; key0 += c.blocking.key_rows) {
-    const std::int64_t keys = std::min(c.blocking.key_rows, p.seq_kv - key0);
-    const std::int64_t keys_padded = round_up(keys, kTileColumnMultiple);
-    load_rows_transposed(a.k, batch, kv_head, key0, keys, t.k_transposed.data(), key_ld);
-    load_rows(a.k, batch, kv_head, key0, keys, keys_padded, t.k.data(), c.dim_qk_padded);
-    load_rows_transposed(a.v, batch, kv_head, key0, keys, t.v_transposed.data(), key_ld);
-
-    // S = Q·Kᵀ, then P  [rows_padded, keys_padded]
-    gemm(rows_padded, keys_padded, p.dim_qk, t.q.data(), p.dim_qk, t.k_transposed.data(), key_ld,
-         t.p.data(), key_ld, false);
-    // dP = dO·Vᵀ  [rows_padded, keys_padded]
-    gemm(rows_padded, keys_padded, p.dim_v, t.grad_o.data(), c.dim_v_padded, t.v_transposed.data(),
-         key_ld, t.dp.data(), key_ld, false);
-    for (std::int64_t r = 0; r < rows_padded; ++r) {
-      const std::int64_t visible = r < rows ? visible_keys(p, row0 + r) - key0 : 0;
-      const int visible_end = static_cast<int>(std::clamp<std::int64_t>(visible, 0, keys));
-      float* p_row = t.p.data() + r * key_ld;
-      probabilities_row(p_row, keys_padded, 0, visible_end, c.scale_log2, t.lse_log2[r]);
-      // dS = P ∘ (dP - Dterm), in place of dP
-      score_gradient_row(p_row, t.dp.data() + r * key_ld, keys_padded, t.dterm[r]);
-    }
-    // dQ += dS·K  [rows_padded, dim_qk_padded]
-    gemm(rows_padded, c.dim_qk_padded, keys_padded, t.dp.data(), key_ld, t.k.data(),
-         c.dim_qk_padded, t.grad_q.data(), c.dim_qk_padded, true);
-  }
-  store_rows(a.grad_q, batch, head, row0, rows, t.grad_q.data(), c.dim_qk_padded,
-             static_cast<float>(p.scale));
-}
-
 // ---- Key/value pass ----
 
 struct KeyValueTiles {
@@ -190,7 +67,8 @@ struct KeyValueTiles {
         grad_k(c.blocking.key_rows * c.dim_qk_padded, 0.0f),
         grad_v(c.blocking.key_rows * c.dim_v_padded, 0.0f),
         lse_log2(c.blocking.query_rows),
-        dterm(c.blocking.query_rows) {
+        dterm(c.blocking.query_rows),
+        softcap_slope(c.blocking.query_rows) {
     const std::int64_t keys = c.blocking.key_rows, queries = c.blocking.query_rows;
     if (c.dq_shares != nullptr) {
       k_padded.resize(keys * c.dim_qk_padded);
@@ -212,6 +90,7 @@ struct KeyValueTiles {
   std::vector<float> grad_v;    // [key_rows, dim_v_padded]
   std::vector<float> lse_log2;  // [query_rows] per column
   std::vector<float> dterm;     // [query_rows] per column
+  std::vector<float> softcap_slope;  // [query_rows] 1 - tanh² of one row
   // With dQ shares:
   std::vector<float> k_padded;  // [key_rows, dim_qk_padded]
   std::vector<float> ds;        // [query_rows, key_rows]: dS = (dSᵀ)ᵀ
@@ -279,8 +158,9 @@ void backward_key_value_block(BackwardContext& c, std::int64_t batch, std::int64
   for (std::int64_t head = kv_head * group; head < (kv_head + 1) * group; ++head) {
     // This head's slot among the converted query-side blocks.
     const std::int64_t slot = (pair - c.first_pair) * group + head % group;
-    for (std::int64_t q0 = c.query_begin(block); q0 < p.seq_q; q0 += c.blocking.query_rows) {
-      const std::int64_t q_block = q0 / c.blocking.query_rows;
+    const RowRange visited = c.visited_query_blocks(block);
+    for (std::int64_t q_block = visited.begin; q_block < visited.end; ++q_block) {
+      const std::int64_t q0 = q_block * c.blocking.query_rows;
       const std::int64_t queries = std::min(c.blocking.query_rows, p.seq_q - q0);
       const std::int64_t queries_padded = round_up(queries, kTileColumnMultiple);
       for (std::int64_t col = 0; col < queries_padded; ++col) {
@@ -296,16 +176,23 @@ void backward_key_value_block(BackwardContext& c, std::int64_t batch, std::int64
       gemm(keys_padded, queries_padded, p.dim_v, t.v.data(), p.dim_v, v_a, nullptr,
            qb.grad_o_transposed, slot, q_block, query_ld, t.dp.data(), query_ld, false);
       for (std::int64_t r = 0; r < keys_padded; ++r) {
-        // Key row r is seen by the queries in [first_query, seq_q).
-        const std::int64_t begin = first_query(p, key0 + r) - q0;
-        const int visible_begin = static_cast<int>(std::clamp<std::int64_t>(begin, 0, queries));
-        const int visible_end = r < keys ? static_cast<int>(queries) : 0;
+        // Key row r is seen by the queries seeing_queries(key0 + r); padding keys by none.
+        const RowRange visible =
+            r < keys ? columns_within(seeing_queries(p, key0 + r), q0, queries) : RowRange{};
         float* p_row = t.p.data() + r * query_ld;
-        probabilities_row_by_column(p_row, queries_padded, visible_begin, visible_end,
-                                    c.scale_log2, t.lse_log2.data());
+        const bool modify = c.mods.active() && r < keys;
+        if (modify) {
+          c.mods.key_row(p_row, static_cast<int>(queries_padded), batch, head, key0 + r, q0,
+                         t.softcap_slope.data());
+        }
+        probabilities_row_by_column(p_row, queries_padded, static_cast<int>(visible.begin),
+                                    static_cast<int>(visible.end), c.scale_log2,
+                                    t.lse_log2.data());
         // dSᵀ = Pᵀ ∘ (dPᵀ - Dterm), in place of dPᵀ
-        score_gradient_row_by_column(p_row, t.dp.data() + r * query_ld, queries_padded,
-                                     t.dterm.data());
+        float* ds_row = t.dp.data() + r * query_ld;
+        score_gradient_row_by_column(p_row, ds_row, queries_padded, t.dterm.data());
+        if (modify && c.mods.has_softcap())
+          ScoreModifier::chain(ds_row, t.softcap_slope.data(), static_cast<int>(queries_padded));
       }
       // dV += Pᵀ·dO  [keys_padded, dim_v_padded]
       gemm(keys_padded, c.dim_v_padded, queries_padded, t.p.data(), query_ld, nullptr, &t.scores_a,
@@ -350,9 +237,10 @@ void sum_query_block(BackwardContext& c, std::int64_t batch, std::int64_t head,
   const std::int64_t floats = rows * c.dim_qk_padded;
   std::vector<float> grad_q(floats, 0.0f);  // [rows, dim_qk_padded]
   const std::int64_t pair = batch * c.p.heads_kv + head / c.p.group_size();
-  // Key blocks in order; one whose task started after this block has no share.
+  // Key blocks in order; one whose task does not visit this block has no share.
   for (std::int64_t key_block = 0; key_block < c.key_blocks(); ++key_block) {
-    if (c.query_begin(key_block) > row0) continue;
+    const RowRange visited = c.visited_query_blocks(key_block);
+    if (block < visited.begin || block >= visited.end) continue;
     const float* share = c.dq_share(pair, head, key_block) + row0 * c.dim_qk_padded;
     for (std::int64_t i = 0; i < floats; ++i) grad_q[i] += share[i];
   }
@@ -372,7 +260,8 @@ void backward(const Problem& p, const BackwardArgs& args, int threads) {
                     choose_blocking(p),
                     round_up(p.dim_qk, kTileColumnMultiple),
                     round_up(p.dim_v, kTileColumnMultiple),
-                    static_cast<float>(p.scale * std::numbers::log2e),
+                    ScoreModifier(p),
+                    ScoreModifier(p).scale_log2(),
                     std::vector<float>(p.batch * p.heads_q * p.seq_q)};
 
   const std::int64_t query_blocks = c.query_blocks(), key_blocks = c.key_blocks();
@@ -380,6 +269,7 @@ void backward(const Problem& p, const BackwardArgs& args, int threads) {
     dterm_block(c, task / query_blocks / p.heads_q, task / query_blocks % p.heads_q,
                 task % query_blocks);
   });
+  if (p.has_sinks()) write_sink_gradient(p, args.lse, c.dterm, threads);
 
   // (batch, kv head) pairs a pass at a time: Q and dO of their query heads
   // converted once, dQ's shares (unless the query pass computes dQ).

@@ -8,6 +8,10 @@
 //   l' = l·exp2(m - m') + rowsum(P)
 //   O' = O·exp2(m - m') + P·V
 // and at the end O / l and LSE = (m + log2 l)·ln 2 (natural log for the API).
+// Soft cap and ALiBi rewrite S's rows before the softmax step (score_mods.hpp,
+// c is then log2 e); a sink starts each row as a column already seen: m =
+// sink·log2 e, l = 1, O = 0. Key blocks outside the causal and window masks
+// are skipped (blocking.hpp: key_blocks_seen).
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -17,6 +21,7 @@
 #include "common/problem.hpp"
 #include "cpu/blocking.hpp"
 #include "cpu/cpu_backend.hpp"
+#include "cpu/score_mods.hpp"
 #include "cpu/tensor_blocks.hpp"
 #include "cpu/thread_pool.hpp"
 #include "cpu/tile_io.hpp"
@@ -62,7 +67,8 @@ void forward_query_block(const Problem& p, const ForwardArgs& args, const Blocki
   const std::int64_t rows = std::min(blocking.query_rows, p.seq_q - row0);
   const std::int64_t rows_padded = round_up(rows, kTileRowMultiple);
   const std::int64_t key_ld = blocking.key_rows;
-  const auto scale_log2 = static_cast<float>(p.scale * std::numbers::log2e);
+  const ScoreModifier mods(p);
+  const float scale_log2 = mods.scale_log2();
   const GemmFunction gemm = gemm_for(p.dtype);
 
   load_rows(args.q, batch, head, row0, rows, rows_padded, t.q.data(), p.dim_qk);
@@ -75,13 +81,19 @@ void forward_query_block(const Problem& p, const ForwardArgs& args, const Blocki
   std::fill(t.o.begin(), t.o.end(), 0.0f);
   std::fill(t.row_max.begin(), t.row_max.end(), kMaskedScore);
   std::fill(t.row_sum.begin(), t.row_sum.end(), 0.0f);
+  if (p.has_sinks()) {
+    // The sink as a column every real row has already seen.
+    const auto sink_log2 = static_cast<float>(p.sink(head) * std::numbers::log2e);
+    std::fill(t.row_max.begin(), t.row_max.begin() + rows, sink_log2);
+    std::fill(t.row_sum.begin(), t.row_sum.begin() + rows, 1.0f);
+  }
 
-  // Keys beyond what the block's last row may see are never read.
-  const std::int64_t key_end = visible_keys(p, row0 + rows - 1);
-  for (std::int64_t key0 = 0; key0 < key_end; key0 += blocking.key_rows) {
+  // Key blocks no row of the block sees are never read.
+  const RowRange key_blocks = key_blocks_seen(p, blocking, row0, rows);
+  for (std::int64_t key_block = key_blocks.begin; key_block < key_blocks.end; ++key_block) {
+    const std::int64_t key0 = key_block * blocking.key_rows;
     const std::int64_t keys = std::min(blocking.key_rows, p.seq_kv - key0);
     const std::int64_t keys_padded = round_up(keys, kTileColumnMultiple);
-    const std::int64_t key_block = key0 / blocking.key_rows;
 
     // S = Q·Kᵀ  [rows_padded, keys_padded]
     if (kv.packed_bf16) {
@@ -94,11 +106,14 @@ void forward_query_block(const Problem& p, const ForwardArgs& args, const Blocki
     }
     for (std::int64_t r = 0; r < rows_padded; ++r) {
       // Padding rows (r >= rows) see nothing; their results are discarded.
-      const std::int64_t visible = r < rows ? visible_keys(p, row0 + r) - key0 : 0;
-      const int visible_end = static_cast<int>(std::clamp<std::int64_t>(visible, 0, keys));
+      const RowRange visible =
+          r < rows ? columns_within(visible_keys(p, row0 + r), key0, keys) : RowRange{};
       float* s_row = t.scores.data() + r * key_ld;
-      const float correction = online_softmax_row(s_row, keys_padded, 0, visible_end, scale_log2,
-                                                  t.row_max[r], t.row_sum[r]);
+      if (mods.active() && r < rows)
+        mods.query_row(s_row, static_cast<int>(keys_padded), batch, head, row0 + r, key0, nullptr);
+      const float correction = online_softmax_row(
+          s_row, keys_padded, static_cast<int>(visible.begin), static_cast<int>(visible.end),
+          scale_log2, t.row_max[r], t.row_sum[r]);
       // Once the row's max settles the factor is exactly 1: nothing to rescale.
       if (correction != 1.0f)
         scale_inplace(t.o.data() + r * t.dim_v_padded, t.dim_v_padded, correction);
@@ -118,7 +133,8 @@ void forward_query_block(const Problem& p, const ForwardArgs& args, const Blocki
   const Strides3 lse_strides = strides_of(args.lse);
   for (std::int64_t r = 0; r < rows; ++r) {
     const float sum = t.row_sum[r];
-    // A row that sees no key (causal, seq_q > seq_kv) has sum 0: O = 0, LSE = -inf.
+    // A row that sees no key (causal, seq_q > seq_kv; a window) has sum 0:
+    // O = 0, LSE = -inf (with a sink, sum 1: O = 0, LSE = the sink).
     const bool empty = sum == 0.0f;
     store_rows(args.o, batch, head, row0 + r, 1, t.o.data() + r * t.dim_v_padded,
                t.dim_v_padded, empty ? 0.0f : 1.0f / sum);

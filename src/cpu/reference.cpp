@@ -34,7 +34,7 @@ std::int64_t offset(std::int64_t seq_len, std::int64_t heads,
 template <class Real>
 void attention_for_kv_head(const Problem& p, const PackedInputs& in, Rounding<Real> round,
                            std::int64_t b, std::int64_t kv_head, ForwardResult& fwd,
-                           BackwardResult* bwd) {
+                           BackwardResult* bwd, std::vector<double>& grad_sink_rows) {
   const std::int64_t dqk = p.dim_qk, dv = p.dim_v, skv = p.seq_kv;
   const Real scale = static_cast<Real>(p.scale);
 
@@ -55,6 +55,7 @@ void attention_for_kv_head(const Problem& p, const PackedInputs& in, Rounding<Re
 
   std::vector<Real> q(dqk), grad_o(dv), o(dv), grad_q(dqk);
   std::vector<Real> s(skv), dp(skv);  // one row of S then P; of dP then dS
+  std::vector<Real> softcap_slope(p.softcap > 0 ? skv : 0);  // 1 - tanh² of the row
   for (std::int64_t head = kv_head * p.group_size(); head < (kv_head + 1) * p.group_size();
        ++head) {
     for (std::int64_t i = 0; i < p.seq_q; ++i) {
@@ -63,39 +64,56 @@ void attention_for_kv_head(const Problem& p, const PackedInputs& in, Rounding<Re
       const std::int64_t lse_at = (b * p.heads_q + head) * p.seq_q + i;
       for (std::int64_t d = 0; d < dqk; ++d) q[d] = static_cast<Real>(in.q[q_at + d]);
 
-      // Causal (bottom-right): keys [0, n) are visible.
-      std::int64_t n = skv;
-      if (p.causal) n = std::clamp<std::int64_t>(i + p.causal_offset() + 1, 0, skv);
-      if (n == 0) {
+      // Keys [lo, hi) are visible (causal and window masks).
+      const RowRange keys = visible_keys(p, i);
+      const std::int64_t lo = keys.begin, hi = keys.end;
+      const bool sink = p.has_sinks();
+      const Real sink_logit = sink ? static_cast<Real>(p.sink(head)) : Real(0);
+      if (keys.empty()) {
+        // No key: O = 0, and LSE = -inf, or the sink's logit (P_sink = 1,
+        // whose gradient -P_sink · Dterm is 0 since O = 0).
         std::fill(fwd.o.begin() + o_at, fwd.o.begin() + o_at + dv, 0.0);
-        fwd.lse[lse_at] = -std::numeric_limits<double>::infinity();
+        fwd.lse[lse_at] = sink ? static_cast<double>(sink_logit)
+                               : -std::numeric_limits<double>::infinity();
         if (bwd) std::fill(bwd->grad_q.begin() + q_at, bwd->grad_q.begin() + q_at + dqk, 0.0);
         continue;
       }
 
-      // s = scale · q·Kᵀ over the visible keys (accumulated in Real).
-      std::fill(s.begin(), s.begin() + n, Real(0));
+      // s = scale · q·Kᵀ over the visible keys (accumulated in Real), then
+      // the soft cap (with its derivative for the backward) and ALiBi.
+      std::fill(s.begin() + lo, s.begin() + hi, Real(0));
       for (std::int64_t d = 0; d < dqk; ++d) {
         const Real qd = q[d];
         const Real* kt = k_transposed.data() + d * skv;
-        for (std::int64_t j = 0; j < n; ++j) s[j] += qd * kt[j];
+        for (std::int64_t j = lo; j < hi; ++j) s[j] += qd * kt[j];
       }
-      Real row_max = -std::numeric_limits<Real>::infinity();
-      for (std::int64_t j = 0; j < n; ++j) {
+      const Real softcap = static_cast<Real>(p.softcap);
+      const Real slope = static_cast<Real>(p.alibi_slope(b, head));
+      const std::int64_t diagonal = i + p.diagonal_offset();
+      Real row_max = sink ? sink_logit : -std::numeric_limits<Real>::infinity();
+      for (std::int64_t j = lo; j < hi; ++j) {
         s[j] *= scale;
+        if (softcap > 0) {
+          const Real t = std::tanh(s[j] / softcap);
+          s[j] = softcap * t;
+          softcap_slope[j] = 1 - t * t;
+        }
+        s[j] -= slope * static_cast<Real>(std::abs(diagonal - j));
         row_max = std::max(row_max, s[j]);
       }
-      Real sum = 0;
-      for (std::int64_t j = 0; j < n; ++j) {
+      Real sum = sink ? std::exp(sink_logit - row_max) : Real(0);
+      const Real sink_term = sum;
+      for (std::int64_t j = lo; j < hi; ++j) {
         s[j] = std::exp(s[j] - row_max);
         sum += s[j];
       }
-      for (std::int64_t j = 0; j < n; ++j) s[j] = round(s[j] / sum);  // P
+      for (std::int64_t j = lo; j < hi; ++j) s[j] = round(s[j] / sum);  // P
+      const Real p_sink = sink_term / sum;
       fwd.lse[lse_at] = static_cast<double>(row_max + std::log(sum));
 
       // o = P·V
       std::fill(o.begin(), o.end(), Real(0));
-      for (std::int64_t j = 0; j < n; ++j) {
+      for (std::int64_t j = lo; j < hi; ++j) {
         const Real pj = s[j];
         const Real* vj = v.data() + j * dv;
         for (std::int64_t d = 0; d < dv; ++d) o[d] += pj * vj[d];
@@ -110,17 +128,23 @@ void attention_for_kv_head(const Problem& p, const PackedInputs& in, Rounding<Re
       for (std::int64_t d = 0; d < dv; ++d) grad_o[d] = static_cast<Real>(in.grad_o[o_at + d]);
       Real dterm = 0;
       for (std::int64_t d = 0; d < dv; ++d) dterm += grad_o[d] * o[d];
-      std::fill(dp.begin(), dp.begin() + n, Real(0));
+      std::fill(dp.begin() + lo, dp.begin() + hi, Real(0));
       for (std::int64_t d = 0; d < dv; ++d) {
         const Real gd = grad_o[d];
         const Real* vt = v_transposed.data() + d * skv;
-        for (std::int64_t j = 0; j < n; ++j) dp[j] += gd * vt[j];
+        for (std::int64_t j = lo; j < hi; ++j) dp[j] += gd * vt[j];
       }
-      for (std::int64_t j = 0; j < n; ++j) dp[j] = round(s[j] * (round(dp[j]) - dterm));
+      for (std::int64_t j = lo; j < hi; ++j) {
+        dp[j] = round(s[j] * (round(dp[j]) - dterm));
+        // Through the soft cap: d(c·tanh(x/c))/dx = 1 - tanh²(x/c).
+        if (softcap > 0) dp[j] = round(dp[j] * softcap_slope[j]);
+      }
+      // The sink's column: dP_sink = 0 (no value), so dS_sink = -P_sink · Dterm.
+      if (sink) grad_sink_rows[b * p.heads_q + head] -= static_cast<double>(p_sink * dterm);
 
       // dQ = scale · dS·K; dK += dSᵀ·q; dV += Pᵀ·dO (scaled and rounded at the end).
       std::fill(grad_q.begin(), grad_q.end(), Real(0));
-      for (std::int64_t j = 0; j < n; ++j) {
+      for (std::int64_t j = lo; j < hi; ++j) {
         const Real dsj = dp[j], pj = s[j];
         const Real* kj = k.data() + j * dqk;
         Real* gk = grad_k_acc.data() + j * dqk;
@@ -162,9 +186,18 @@ void run_attention(const Problem& p, const PackedInputs& in, Rounding<Real> roun
     bwd->grad_k.assign(p.batch * p.seq_kv * p.heads_kv * p.dim_qk, 0.0);
     bwd->grad_v.assign(p.batch * p.seq_kv * p.heads_kv * p.dim_v, 0.0);
   }
+  // The sinks' gradient per (batch, query head), summed over batches in order after.
+  std::vector<double> grad_sink_rows(bwd && p.has_sinks() ? p.batch * p.heads_q : 0, 0.0);
   parallel_for(p.batch * p.heads_kv, threads, [&](std::int64_t task) {
-    attention_for_kv_head<Real>(p, in, round, task / p.heads_kv, task % p.heads_kv, fwd, bwd);
+    attention_for_kv_head<Real>(p, in, round, task / p.heads_kv, task % p.heads_kv, fwd, bwd,
+                                grad_sink_rows);
   });
+  if (grad_sink_rows.empty()) return;
+  bwd->grad_sinks.assign(p.heads_q, 0.0);
+  for (std::int64_t b = 0; b < p.batch; ++b) {
+    for (std::int64_t h = 0; h < p.heads_q; ++h)
+      bwd->grad_sinks[h] += grad_sink_rows[b * p.heads_q + h];
+  }
 }
 
 }  // namespace

@@ -10,8 +10,14 @@
 //   to the dtype, and Dterm = rowsum(dO ∘ O) taken from the rounded O.
 //
 // Masking follows the library: causal is aligned bottom-right (query i sees
-// keys j <= i + seq_kv - seq_q); a row that sees no key has O = 0, LSE = -inf
-// and contributes no gradient. GQA: query head h reads kv head h / group_size.
+// keys j <= i + seq_kv - seq_q) or top-left (j <= i), the window is measured
+// from the bottom-right diagonal (problem.hpp: visible_keys); a row that sees
+// no key has O = 0, LSE = -inf (the sink's logit with sinks) and contributes
+// no gradient. Scores: x = scale · q·k, then x <- softcap · tanh(x / softcap),
+// then x <- x - slope · |i + seq_kv - seq_q - j|; a sink joins each row's
+// softmax as a column with logit sink[h] and no value, so LSE includes it and
+// dL/dsink[h] = -Σ_{b, i} P_sink · Dterm. GQA: query head h reads kv head
+// h / group_size.
 #pragma once
 
 #include <vector>
@@ -38,6 +44,7 @@ struct BackwardResult {
   std::vector<double> grad_q;  // [batch, seq_q,  heads_q,  dim_qk]
   std::vector<double> grad_k;  // [batch, seq_kv, heads_kv, dim_qk]
   std::vector<double> grad_v;  // [batch, seq_kv, heads_kv, dim_v]
+  std::vector<double> grad_sinks;  // [heads_q] with sinks, else empty
 };
 
 // A host view of any dtype and strides as packed fp64 BSHD.

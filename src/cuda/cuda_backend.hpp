@@ -20,6 +20,12 @@ struct Availability {
 };
 Availability availability();
 
+// The first option of the problem the CUDA kernels do not run yet, as the
+// message of the error the planner raises ("" when there is none). The one
+// place that says what the GPU path refuses; the planner never moves such a
+// call to another backend.
+std::string unsupported_option(const Problem& p);
+
 // Names of the kernels that would run (spec + tuning strings), for plans.
 std::vector<std::string> forward_kernel_names(const Problem& p, const ForwardArgs& args);
 std::vector<std::string> backward_kernel_names(const Problem& p, const BackwardArgs& args,

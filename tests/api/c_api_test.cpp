@@ -2,11 +2,13 @@
 // it reaches the same planner as the C++ API.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "cuda/cuda_backend.hpp"
 #include "flashgen/flashgen.h"
@@ -83,7 +85,57 @@ TEST(CApi, OptionsInitGivesTheCppDefaults) {
   EXPECT_EQ(options.stream, nullptr);
   EXPECT_EQ(options.cpu_threads, 0);
   EXPECT_EQ(options.reserved, 0);
+  EXPECT_EQ(options.window_left, defaults.window_left);
+  EXPECT_EQ(options.window_right, defaults.window_right);
+  EXPECT_EQ(options.softcap, defaults.softcap);
+  EXPECT_EQ(options.causal_alignment, FG_CAUSAL_BOTTOM_RIGHT);
+  for (const fg_head_vector* v : {&options.alibi_slopes, &options.sinks, &options.grad_sinks}) {
+    EXPECT_EQ(v->data, nullptr);
+    EXPECT_EQ(v->rank, 1);
+  }
   fg_options_init(nullptr);  // must not crash
+}
+
+// Every mask and modifier crosses the C API: the same outputs, bit for bit,
+// as the C++ call with the same options.
+TEST(CApi, ScoreOptionsMatchTheCppCall) {
+  HostProblem problem;  // B=2 Sq=5 Skv=7 Hq=4 Hkv=2 f32
+  problem.fill_inputs(7);
+  std::vector<float> slopes = {0.5f, 0.25f, 0.125f, 0.0625f, 0.5f, 0.5f, 0.5f, 0.5f};
+  std::vector<float> sinks = {0.1f, -0.2f, 0.3f, 1.0f}, grad_sinks(4, 0.0f);
+  CArgs c(problem);
+  c.options.backend = FG_BACKEND_CPU;
+  c.options.causal = 1;
+  c.options.causal_alignment = FG_CAUSAL_TOP_LEFT;
+  c.options.window_left = 2;
+  c.options.window_right = 1;
+  c.options.softcap = 1.5;
+  c.options.alibi_slopes = {slopes.data(), FG_HOST, 0, 2, 0, {2, 4}, {4, 1}};
+  c.options.sinks = {sinks.data(), FG_HOST, 0, 1, 0, {4, 0}, {1, 0}};
+  c.options.grad_sinks = {grad_sinks.data(), FG_HOST, 0, 1, 0, {4, 0}, {1, 0}};
+  ASSERT_EQ(c.forward(), FG_OK) << fg_last_error();
+  ASSERT_EQ(c.backward(), FG_OK) << fg_last_error();
+  const std::vector<unsigned char> o = problem.o, grad_q = problem.grad_q;
+  const std::vector<float> lse = problem.lse, grad_sinks_c = grad_sinks;
+
+  Options options;
+  options.backend = Backend::cpu;
+  options.causal = true;
+  options.causal_alignment = CausalAlignment::top_left;
+  options.window_left = 2;
+  options.window_right = 1;
+  options.softcap = 1.5;
+  options.alibi_slopes = HeadVectorView::batch_heads(slopes.data(), 2, 4);
+  options.sinks = HeadVectorView::heads(sinks.data(), 4);
+  options.grad_sinks = HeadVectorView::heads(grad_sinks.data(), 4);
+  problem.poison_outputs(0x7f);
+  std::fill(grad_sinks.begin(), grad_sinks.end(), -1.0f);
+  forward(problem.forward_args(), options);
+  backward(problem.backward_args(), options);
+  EXPECT_EQ(problem.o, o);
+  EXPECT_EQ(problem.lse, lse);
+  EXPECT_EQ(problem.grad_q, grad_q);
+  EXPECT_EQ(grad_sinks, grad_sinks_c);
 }
 
 TEST(CApi, NullArgumentsAreNamed) {
@@ -170,6 +222,17 @@ TEST(CApi, WorkspaceBytesOnTheCpuIsZero) {
             FG_OK)
       << fg_last_error();
   EXPECT_EQ(bytes, 0u);
+}
+
+TEST(CApi, ScoreOptionsOnCudaMemoryAreRefusedByName) {
+  HostProblem problem;
+  CArgs c(problem);
+  for (fg_tensor* t : {&c.q, &c.k, &c.v, &c.o}) t->memory = FG_CUDA;
+  c.lse.memory = FG_CUDA;
+  c.options.softcap = 30.0;
+  EXPECT_EQ(c.forward(), FG_UNSUPPORTED);
+  EXPECT_TRUE(contains(fg_last_error(), "softcap: not supported by the CUDA backend yet"))
+      << fg_last_error();
 }
 
 TEST(CApi, DeviceMemoryWithoutAGpuIsUnsupported) {

@@ -7,6 +7,7 @@
 
 #include "active_kernels.hpp"
 #include "attention_case.hpp"
+#include "score_options.hpp"
 #include "test_tensor.hpp"
 
 namespace flashgen::testing {
@@ -14,10 +15,12 @@ namespace {
 
 struct Outputs {
   std::vector<unsigned char> o, lse, grad_q, grad_k, grad_v;
+  std::vector<float> grad_sinks;
 };
 
-// Forward then backward through the public API with `threads` CPU threads.
-Outputs run_with_threads(const Case& c, int threads) {
+// Forward then backward through the public API with `threads` CPU threads
+// and the masks and score modifiers of `given` (none by default).
+Outputs run_with_threads(const Case& c, int threads, const Options& given = {}) {
   const MemoryKind host = MemoryKind::host;
   TestTensor q(host, c.dtype, c.batch, c.seq_q, c.heads_q, c.dim_qk, c.layout);
   TestTensor k(host, c.dtype, c.batch, c.seq_kv, c.heads_kv, c.dim_qk, c.layout);
@@ -31,10 +34,12 @@ Outputs run_with_threads(const Case& c, int threads) {
   q.fill_random(1), k.fill_random(2), v.fill_random(3), grad_o.fill_random(4);
   for (TestTensor* out : {&o, &lse, &grad_q, &grad_k, &grad_v}) out->poison();
 
-  Options options;
+  Options options = given;
   options.backend = Backend::cpu;
   options.causal = c.causal;
   options.cpu_threads = threads;
+  std::vector<float> grad_sinks(options.sinks.given() ? c.heads_q : 0);
+  if (options.sinks.given()) options.grad_sinks = HeadVectorView::heads(grad_sinks.data(), c.heads_q);
   ForwardArgs fa;
   fa.q = q.view(), fa.k = k.view(), fa.v = v.view(), fa.o = o.view();
   fa.lse = lse.stats_view();
@@ -44,8 +49,8 @@ Outputs run_with_threads(const Case& c, int threads) {
   ba.lse = lse.stats_view();
   ba.grad_q = grad_q.view(), ba.grad_k = grad_k.view(), ba.grad_v = grad_v.view();
   backward(ba, options);
-  return {o.download(), lse.download(), grad_q.download(), grad_k.download(),
-          grad_v.download()};
+  return {o.download(),      lse.download(),    grad_q.download(),
+          grad_k.download(), grad_v.download(), grad_sinks};
 }
 
 void expect_identical(const Outputs& a, const Outputs& b, int threads) {
@@ -54,6 +59,7 @@ void expect_identical(const Outputs& a, const Outputs& b, int threads) {
   EXPECT_EQ(a.grad_q, b.grad_q) << "grad_q differs with " << threads << " threads";
   EXPECT_EQ(a.grad_k, b.grad_k) << "grad_k differs with " << threads << " threads";
   EXPECT_EQ(a.grad_v, b.grad_v) << "grad_v differs with " << threads << " threads";
+  EXPECT_EQ(a.grad_sinks, b.grad_sinks) << "grad_sinks differs with " << threads << " threads";
 }
 
 TEST(CpuDeterminism, SameBitsForOneTwoAndThreeThreads) {
@@ -74,6 +80,15 @@ TEST(CpuDeterminism, SameBitsForOneAndThreeThreadsOnEveryInstructionSet) {
     ActiveKernels scope(*kernels);
     expect_identical(run_with_threads(c, 1), run_with_threads(c, 3), 3);
   }
+}
+
+// With every mask and modifier (window, top-left causal, soft cap, ALiBi,
+// sinks and their gradient).
+TEST(CpuDeterminism, SameBitsForOneAndThreeThreadsWithScoreModifiers) {
+  const Case c{2, 600, 530, 4, 2, 72, 40, true, DType::bf16, Layout::bshd};
+  ScoreOptions mods({300, 20, 2.0, 2, true, CausalAlignment::top_left}, c);
+  const Outputs one = run_with_threads(c, 1, mods.options());
+  expect_identical(one, run_with_threads(c, 3, mods.options()), 3);
 }
 
 TEST(CpuDeterminism, SameBitsRunToRun) {

@@ -11,6 +11,7 @@
 #include "active_kernels.hpp"
 #include "attention_check.hpp"
 #include "cpu/isa_dispatch.hpp"
+#include "score_options.hpp"
 
 namespace flashgen::testing {
 namespace {
@@ -41,6 +42,17 @@ TEST_P(CpuIsa, ForwardAndBackwardMatchReference) {
   options.backend = Backend::cpu;
   EXPECT_TRUE(check_forward(c, options));
   EXPECT_TRUE(check_backward(c, options));
+}
+
+// The masks and score modifiers run outside the tile kernels
+// (score_mods.hpp) but feed them shifted visible ranges and rewritten
+// scores: every instruction set with all of them on.
+TEST_P(CpuIsa, ScoreModifiersMatchReference) {
+  const auto& [kernels, c] = GetParam();
+  ActiveKernels scope(*kernels);
+  ScoreOptions mods({40, 8, 2.5, 2, true, CausalAlignment::top_left}, c);
+  EXPECT_TRUE(check_forward(c, mods.options()));
+  EXPECT_TRUE(check_backward(c, mods.options()));
 }
 
 INSTANTIATE_TEST_SUITE_P(

@@ -30,6 +30,7 @@ Problem Case::problem(const Options& options) const {
   p.dtype = dtype;
   p.causal = causal;
   p.scale = options.scale.value_or(1.0 / std::sqrt(static_cast<double>(dim_qk)));
+  copy_score_options(options, p);
   return p;
 }
 

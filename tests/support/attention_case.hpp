@@ -31,7 +31,8 @@ struct Case {
   // dimension differs, "_page_end" for that placement): letters, digits and '_' only, so it is a valid gtest
   // parameter name.
   std::string to_string() const;
-  // The normalized problem; scale unset means 1 / sqrt(dim_qk).
+  // The normalized problem; scale unset means 1 / sqrt(dim_qk). The masks and
+  // score modifiers come from the options (their views in host memory).
   Problem problem(const Options& options = {}) const;
 };
 

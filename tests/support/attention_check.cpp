@@ -158,6 +158,51 @@ struct ForwardOutputs {
   TestTensor o, lse;
 };
 
+// The sinks' gradient, fp32 [heads_q]. It sums -P_sink · Dterm over every
+// row of a head, so in f16 and bf16 its error is that of the rounded O
+// summed over hundreds of rows: a random walk whose size the rule's 2x
+// against one naive realization does not bound for four numbers. So:
+//   - against fp64 from the backend's own O and LSE (what the backward is
+//     responsible for; the forward's O and LSE are judged on their own),
+//     to fp32 summation accuracy, every dtype;
+//   - against the fp64 reference by the rule, f32.
+void compare_sink_gradient(Findings& findings, const Case& c, const Problem& p,
+                           const std::vector<float>& got, const std::vector<double>& o,
+                           const std::vector<double>& lse, const cpu::PackedInputs& in,
+                           const cpu::BackwardResult& ref, const cpu::BackwardResult& naive) {
+  for (std::int64_t h = 0; h < c.heads_q; ++h) {
+    double expected = 0.0, magnitude = 0.0;
+    for (std::int64_t b = 0; b < c.batch; ++b)
+      for (std::int64_t i = 0; i < c.seq_q; ++i) {
+        double dterm = 0.0;
+        const std::int64_t row = ((b * c.seq_q + i) * c.heads_q + h) * c.dim_v;
+        for (std::int64_t d = 0; d < c.dim_v; ++d) dterm += in.grad_o[row + d] * o[row + d];
+        const double term = std::exp(p.sink(h) - lse[(b * c.heads_q + h) * c.seq_q + i]) * dterm;
+        expected -= term;
+        magnitude += std::abs(term);
+      }
+    const double bound = 1e-5 * std::max(1.0, magnitude);
+    if (!(std::abs(got[h] - expected) <= bound)) {
+      findings.add("grad_sinks[" + std::to_string(h) + "] = " + number(got[h]) + ", from its own O " +
+                   "and LSE in fp64 " + number(expected) + " (allowed " + number(bound) + ")");
+    }
+  }
+  if (c.dtype != DType::f32) return;
+  const std::vector<double> out(got.begin(), got.end());
+  const cpu::RuleCheck rule = cpu::apply_correctness_rule(out, naive.grad_sinks, ref.grad_sinks,
+                                                          absolute_slack(DType::f32));
+  if (report_requested()) {
+    std::printf("    %-6s max|out-ref| %-10s naive %-10s bound %s\n", "grad_sinks",
+                number(rule.error).c_str(), number(rule.naive_error).c_str(),
+                number(rule.bound).c_str());
+  }
+  if (!rule.pass) {
+    findings.add("grad_sinks: max|out - ref| = " + number(rule.error) + " exceeds " +
+                 number(rule.bound) + " (2 * naive same-dtype error " +
+                 number(rule.naive_error) + " + atol)");
+  }
+}
+
 Options with_case(const Case& c, Options options) {
   options.causal = c.causal;
   return options;
@@ -232,13 +277,19 @@ double absolute_slack(DType dtype) { return cpu::absolute_slack(dtype); }
   grad_k.poison();
   grad_v.poison();
 
+  // The sinks' gradient (fp32 [heads_q], host), poisoned with NaN.
+  std::vector<float> grad_sinks(options.sinks.given() ? c.heads_q : 0, std::nanf(""));
+  Options backward_options = options;
+  if (options.sinks.given())
+    backward_options.grad_sinks = HeadVectorView::heads(grad_sinks.data(), c.heads_q);
+
   BackwardArgs args;
   args.q = in.q.view(), args.k = in.k.view(), args.v = in.v.view();
   args.o = fwd.o.view(), args.grad_o = in.grad_o.view();
   args.lse = fwd.lse.stats_view();
   args.grad_q = grad_q.view(), args.grad_k = grad_k.view(), args.grad_v = grad_v.view();
   try {
-    backward(args, options);
+    backward(args, backward_options);
   } catch (const std::exception& e) {
     findings.add(std::string("backward threw: ") + e.what());
     return findings.result();
@@ -254,7 +305,7 @@ double absolute_slack(DType dtype) { return cpu::absolute_slack(dtype); }
   const std::vector<unsigned char> dk_now = expect_written(findings, "grad_k", grad_k);
   const std::vector<unsigned char> dv_now = expect_written(findings, "grad_v", grad_v);
 
-  const Problem p = c.problem(options);
+  const Problem p = c.problem(backward_options);
   const cpu::PackedInputs packed = in.packed(true);
   const cpu::BackwardResult ref = cpu::reference_backward(p, packed);
   const cpu::BackwardResult naive = cpu::naive_same_dtype_backward(p, packed);
@@ -262,6 +313,10 @@ double absolute_slack(DType dtype) { return cpu::absolute_slack(dtype); }
   compare(findings, "grad_q", grad_q, grad_q.values(dq_now), ref.grad_q, naive.grad_q, c.dtype);
   compare(findings, "grad_k", grad_k, grad_k.values(dk_now), ref.grad_k, naive.grad_k, c.dtype);
   compare(findings, "grad_v", grad_v, grad_v.values(dv_now), ref.grad_v, naive.grad_v, c.dtype);
+  if (options.sinks.given()) {
+    compare_sink_gradient(findings, c, p, grad_sinks, fwd.o.values(fwd.o.download()),
+                          fwd.lse.values(fwd.lse.download()), packed, ref, naive);
+  }
   return findings.result();
 }
 
