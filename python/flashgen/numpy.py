@@ -130,8 +130,8 @@ def _head_vector(name: str, array) -> _capi.HeadVector | None:
                                   _element_strides(name, array))
 
 
-def _options(causal, scale, cpu_threads: int, window_size, softcap, alibi_slopes, sinks,
-             grad_sinks=None) -> _capi.Options:
+def _options(causal, scale, cpu_threads: int, window_size=(-1, -1), softcap=0.0,
+             alibi_slopes=None, sinks=None, grad_sinks=None) -> _capi.Options:
     """The call's options; TypeError for an argument of the wrong type."""
     causal, top_left = check_causal_mode(causal)
     return _capi.make_options(

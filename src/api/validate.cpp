@@ -96,15 +96,6 @@ Problem problem_of(const TensorView& q, const TensorView& k, const TensorView& v
 
 }  // namespace
 
-void fail(const char* format, ...) {
-  char message[1024];
-  va_list arguments;
-  va_start(arguments, format);
-  std::vsnprintf(message, sizeof(message), format, arguments);
-  va_end(arguments);
-  throw Error(ErrorCode::invalid_argument, message);
-}
-
 bool elements_are_distinct(int rank, const std::int64_t* shape, const std::int64_t* stride) {
   std::vector<int> axes;
   for (int i = 0; i < rank; ++i) {
