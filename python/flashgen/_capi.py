@@ -169,17 +169,14 @@ def check(status: int, what: str) -> None:
         raise error_for(status, what)
 
 
+_Extents = c_int64 * TENSOR_RANK
+
+
 def make_tensor(data: int, dtype: int, memory: int, device: int, shape, stride) -> Tensor:
     if len(shape) != TENSOR_RANK or len(stride) != TENSOR_RANK:
         raise ValueError(f"a tensor view needs {TENSOR_RANK} dimensions, got shape {tuple(shape)}")
-    view = Tensor()
-    view.data = data
-    view.dtype = dtype
-    view.memory = memory
-    view.device = device
-    view.shape[:] = [int(n) for n in shape]
-    view.stride[:] = [int(s) for s in stride]
-    return view
+    # One constructor call: a view is made for every tensor of every call.
+    return Tensor(data, dtype, memory, device, 0, _Extents(*shape), _Extents(*stride))
 
 
 def make_row_stats(data: int, memory: int, device: int, shape, stride) -> RowStats:

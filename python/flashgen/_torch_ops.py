@@ -48,7 +48,8 @@ _HAS_CUSTOM_OP = hasattr(torch.library, "custom_op") and hasattr(torch.library, 
 def _device_guard(device: torch.device):
     """Makes the tensors' GPU current while the library runs, as CUDA
     extensions do, so a caller on another current device still works."""
-    if device.type == "cuda":
+    if device.type == "cuda" and device.index is not None and \
+            device.index != torch.cuda.current_device():
         return torch.cuda.device(device)
     return _NullContext()
 
@@ -85,8 +86,10 @@ def _allocate_backward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, sinks)
     return torch.empty_like(q), torch.empty_like(k), torch.empty_like(v), grad_sinks
 
 
-def _forward_impl(q, k, v, causal, scale, deterministic, heads_major, *score):
-    check_inputs({"q": q, "k": k, "v": v})
+def _forward_impl(q, k, v, causal, scale, deterministic, heads_major, *score, checked=False):
+    """checked: the public function has checked q, k, v already."""
+    if not checked:
+        check_inputs({"q": q, "k": k, "v": v})
     _check_score_tensors(q, score[4], score[5])
     o, lse = _allocate_forward(q, v, heads_major)
     with _device_guard(q.device):
@@ -139,6 +142,31 @@ def _gradients(ctx, backward_op, grad_o):
     return (grad_q, grad_k, grad_v, *rest, grad_sinks if sinks is not None else None)
 
 
+class _Attention(torch.autograd.Function):
+    """The op as a plain autograd function: eager calls take this path, which
+    skips the custom-op dispatcher (tens of microseconds a call on small
+    problems); torch.compile traces the custom op."""
+
+    @staticmethod
+    def forward(ctx, q, k, v, causal, scale, deterministic, heads_major, *score):
+        o, lse = _forward_impl(q, k, v, causal, scale, deterministic, heads_major, *score,
+                              checked=True)
+        _save(ctx, q, k, v, o, lse, causal, scale, deterministic, score)
+        ctx.mark_non_differentiable(lse)
+        return o, lse
+
+    @staticmethod
+    def backward(ctx, grad_o, grad_lse):
+        return _gradients(ctx, _backward_impl, grad_o)
+
+
+def _is_compiling() -> bool:
+    compiler = getattr(torch, "compiler", None)
+    if compiler is not None and hasattr(compiler, "is_compiling"):
+        return compiler.is_compiling()
+    return False
+
+
 if _HAS_CUSTOM_OP:
 
     @torch.library.custom_op("flashgen::attention_forward", mutates_args=())
@@ -184,22 +212,14 @@ if _HAS_CUSTOM_OP:
     attention_forward_op.register_autograd(_backward, setup_context=_setup_context)
 
     def attention_forward(q, k, v, causal, scale, deterministic, heads_major, *score):
-        """(o, lse) with autograd through flashgen::attention_backward."""
-        return attention_forward_op(q, k, v, causal, scale, deterministic, heads_major, *score)
+        """(o, lse) with autograd through the library's backward: the custom op
+        while torch.compile traces, the autograd function otherwise."""
+        if _is_compiling():
+            return attention_forward_op(q, k, v, causal, scale, deterministic, heads_major,
+                                        *score)
+        return _Attention.apply(q, k, v, causal, scale, deterministic, heads_major, *score)
 
 else:  # PyTorch before 2.4: plain autograd, no torch.compile support.
-
-    class _Attention(torch.autograd.Function):
-        @staticmethod
-        def forward(ctx, q, k, v, causal, scale, deterministic, heads_major, *score):
-            o, lse = _forward_impl(q, k, v, causal, scale, deterministic, heads_major, *score)
-            _save(ctx, q, k, v, o, lse, causal, scale, deterministic, score)
-            ctx.mark_non_differentiable(lse)
-            return o, lse
-
-        @staticmethod
-        def backward(ctx, grad_o, grad_lse):
-            return _gradients(ctx, _backward_impl, grad_o)
 
     def attention_forward(q, k, v, causal, scale, deterministic, heads_major, *score):
         """(o, lse) with autograd through the library's backward."""

@@ -97,21 +97,36 @@ def head_vector_view(tensor) -> _capi.HeadVector | None:
                                   tensor.stride())
 
 
+# Options without per-head vectors, by everything that sets them: a repeated
+# call reuses its ctypes struct (the library only reads it). Bounded, since
+# a stream or a scale may change from call to call.
+_OPTIONS_CACHE: dict = {}
+_OPTIONS_CACHE_LIMIT = 256
+
+
 def options_for(device: torch.device, *, causal: bool, scale, deterministic: bool,
                 top_left: bool = False, window=(-1, -1), softcap: float = 0.0,
                 alibi_slopes=None, sinks=None, grad_sinks=None) -> _capi.Options:
     """Options that run on the tensors' device: CUDA tensors on the current
     stream of their device (so CUDA graphs capture the launches), CPU tensors
     on the CPU backend with torch.get_num_threads() threads."""
-    score = dict(causal_alignment=(_capi.FG_CAUSAL_TOP_LEFT if top_left
-                                   else _capi.FG_CAUSAL_BOTTOM_RIGHT),
-                 window=window, softcap=softcap, alibi_slopes=head_vector_view(alibi_slopes),
-                 sinks=head_vector_view(sinks), grad_sinks=head_vector_view(grad_sinks))
     if device.type == "cuda":
-        stream = torch.cuda.current_stream(device).cuda_stream
-        return _capi.make_options(scale=scale, causal=causal, backend=_capi.FG_BACKEND_CUDA,
-                                  deterministic=deterministic, stream=stream, **score)
-    # As torch's own CPU operators do: the thread count the caller gave torch.
-    return _capi.make_options(scale=scale, causal=causal, backend=_capi.FG_BACKEND_CPU,
-                              deterministic=deterministic, cpu_threads=torch.get_num_threads(),
-                              **score)
+        placement = (_capi.FG_BACKEND_CUDA, torch.cuda.current_stream(device).cuda_stream, 0)
+    else:  # as torch's own CPU operators do: the thread count the caller gave torch
+        placement = (_capi.FG_BACKEND_CPU, None, torch.get_num_threads())
+    plain = alibi_slopes is None and sinks is None and grad_sinks is None
+    key = (placement, causal, scale, deterministic, top_left, tuple(window), softcap)
+    if plain and key in _OPTIONS_CACHE:
+        return _OPTIONS_CACHE[key]
+    backend, stream, threads = placement
+    options = _capi.make_options(
+        scale=scale, causal=causal, backend=backend, deterministic=deterministic, stream=stream,
+        cpu_threads=threads,
+        causal_alignment=_capi.FG_CAUSAL_TOP_LEFT if top_left else _capi.FG_CAUSAL_BOTTOM_RIGHT,
+        window=window, softcap=softcap, alibi_slopes=head_vector_view(alibi_slopes),
+        sinks=head_vector_view(sinks), grad_sinks=head_vector_view(grad_sinks))
+    if plain:
+        if len(_OPTIONS_CACHE) >= _OPTIONS_CACHE_LIMIT:
+            _OPTIONS_CACHE.clear()
+        _OPTIONS_CACHE[key] = options
+    return options

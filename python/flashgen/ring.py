@@ -428,7 +428,8 @@ if torch is not None:
         if ring.world == 1:
             # The rank's own block is the whole sequence: plain attention,
             # without the ring's fp32 buffers.
-            o, lse = _torch_ops.attention_forward(q, k, v, causal, scale, deterministic, False)
+            o, lse = _torch_ops.attention_forward(q, k, v, causal, scale, deterministic, False,
+                                                  *_torch_ops.SCORE_OPTIONS_OFF)
         else:
             # Point-to-point transfers send whole, dense tensors.
             k, v = k.contiguous(), v.contiguous()

@@ -15,6 +15,7 @@ torch = pytest.importorskip("torch", reason="PyTorch is not installed")
 from torch.utils._python_dispatch import TorchDispatchMode  # noqa: E402
 
 import flashgen  # noqa: E402
+from flashgen._torch_ops import SCORE_OPTIONS_OFF  # noqa: E402
 from torch_reference import (CUDA, DEVICES, check_against_reference, cuda_ready,  # noqa: E402
                              random_inputs)
 
@@ -140,10 +141,11 @@ def test_custom_ops_pass_opcheck(device):
     if opcheck is None or not hasattr(torch.ops.flashgen, "attention_forward"):
         pytest.skip("PyTorch without torch.library.custom_op / opcheck")
     q, k, v, do = random_inputs((1, 9, 13, 4, 2, 24, 16), torch.float16, device)
-    opcheck(torch.ops.flashgen.attention_forward.default, (q, k, v, True, None, True, False))
-    o, lse = torch.ops.flashgen.attention_forward(q, k, v, True, None, True, False)
+    off = SCORE_OPTIONS_OFF  # no mask or score modifier
+    opcheck(torch.ops.flashgen.attention_forward.default, (q, k, v, True, None, True, False, *off))
+    o, lse = torch.ops.flashgen.attention_forward(q, k, v, True, None, True, False, *off)
     opcheck(torch.ops.flashgen.attention_backward.default,
-            (do, q.detach(), k.detach(), v.detach(), o.detach(), lse, True, None, True))
+            (do, q.detach(), k.detach(), v.detach(), o.detach(), lse, True, None, True, *off))
 
 
 @CUDA.marks[0]
