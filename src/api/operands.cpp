@@ -38,49 +38,40 @@ const char* memory_name(MemoryKind memory) {
   return memory == MemoryKind::cuda ? "cuda" : "host";
 }
 
-Operand operand_of(const char* name, const TensorView& t, const char* const* axes, bool output) {
+namespace {
+
+// Every view type carries data, shape, stride, memory and device under the
+// same names; the rest is the caller's.
+template <class View>
+Operand view_operand(const char* name, const View& t, int rank, const char* const* axes,
+                     std::size_t element_bytes, bool output) {
   Operand op;
   op.name = name;
   op.data = t.data;
-  op.rank = 4;
+  op.rank = rank;
   op.shape = t.shape;
   op.stride = t.stride;
   op.axes = axes;
-  op.element_bytes = size_of(t.dtype);
+  op.element_bytes = element_bytes;
   op.memory = t.memory;
   op.device = t.device;
   op.output = output;
   return op;
+}
+
+}  // namespace
+
+Operand operand_of(const char* name, const TensorView& t, const char* const* axes, bool output) {
+  return view_operand(name, t, 4, axes, size_of(t.dtype), output);
 }
 
 Operand operand_of(const char* name, const RowStatsView& t, bool output) {
-  Operand op;
-  op.name = name;
-  op.data = t.data;
-  op.rank = 3;
-  op.shape = t.shape;
-  op.stride = t.stride;
-  op.axes = kRowStatsAxes;
-  op.element_bytes = sizeof(float);
-  op.memory = t.memory;
-  op.device = t.device;
-  op.output = output;
-  return op;
+  return view_operand(name, t, 3, kRowStatsAxes, sizeof(float), output);
 }
 
 Operand operand_of(const char* name, const HeadVectorView& t, bool output) {
-  Operand op;
-  op.name = name;
-  op.data = t.data;
-  op.rank = t.rank;
-  op.shape = t.shape;
-  op.stride = t.stride;
-  op.axes = t.rank == 1 ? kHeadAxes : kBatchHeadAxes;
-  op.element_bytes = sizeof(float);
-  op.memory = t.memory;
-  op.device = t.device;
-  op.output = output;
-  return op;
+  return view_operand(name, t, t.rank, t.rank == 1 ? kHeadAxes : kBatchHeadAxes, sizeof(float),
+                      output);
 }
 
 // Lower bound of each axis: batch, heads and sequences may be empty (the
@@ -210,17 +201,7 @@ void check_outputs_do_not_overlap(const std::vector<const Operand*>& operands) {
 }
 
 Operand operand_of(const char* name, const IndexView& t, const char* const* axes) {
-  Operand op;
-  op.name = name;
-  op.data = t.data;
-  op.rank = 2;
-  op.shape = t.shape;
-  op.stride = t.stride;
-  op.axes = axes;
-  op.element_bytes = sizeof(std::int32_t);
-  op.memory = t.memory;
-  op.device = t.device;
-  return op;
+  return view_operand(name, t, 2, axes, sizeof(std::int32_t), false);
 }
 
 // A rank-1 index array: shape [n, 1].
