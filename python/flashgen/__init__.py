@@ -2,6 +2,7 @@
 
     import flashgen
     o = flashgen.attention(q, k, v, causal=True)         # torch tensors, autograd
+    o = flashgen.scaled_dot_product_attention(q, k, v, is_causal=True)  # SDPA's signature
     o, lse = flashgen.numpy.forward(q, k, v)              # numpy arrays, CPU
 
 The library is reached through its C API (ctypes), so the package does not
@@ -13,8 +14,9 @@ from .ring import ring_attention, ring_ranges, ring_shard, ring_unshard  # conte
 from ._capi import UnsupportedError
 from . import _capi
 
-__all__ = ["attention", "attention_varlen", "attention_with_kvcache", "cuda_available", "numpy", "ring_attention", "ring_ranges", "ring_shard",
-           "ring_unshard", "UnsupportedError", "version"]
+__all__ = ["attention", "attention_varlen", "attention_with_kvcache", "cuda_available", "numpy",
+           "ring_attention", "ring_ranges", "ring_shard", "ring_unshard",
+           "scaled_dot_product_attention", "UnsupportedError", "version"]
 
 
 def version() -> str:
@@ -35,6 +37,7 @@ except ImportError:
 if _torch is not None:
     from ._torch_attention import attention
     from ._torch_sequences import attention_varlen, attention_with_kvcache
+    from ._torch_sdpa import scaled_dot_product_attention
 else:
 
     def attention(*args, **kwargs):
@@ -49,3 +52,7 @@ else:
     def attention_with_kvcache(*args, **kwargs):
         """Needs PyTorch; see flashgen.numpy.forward_with_kvcache for arrays."""
         raise ImportError("flashgen.attention_with_kvcache needs PyTorch (pip install torch)")
+
+    def scaled_dot_product_attention(*args, **kwargs):
+        """Needs PyTorch."""
+        raise ImportError("flashgen.scaled_dot_product_attention needs PyTorch (pip install torch)")
