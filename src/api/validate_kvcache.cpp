@@ -57,6 +57,7 @@ std::vector<std::int64_t> read_cache_lengths(const KVCacheForwardArgs& a,
 
 KVCacheProblem validate_kvcache_forward(const KVCacheForwardArgs& a, const Options& options) {
   validate_options(options);
+  refuse_per_head_vectors("forward_with_kvcache", options, PerHeadVectors::none);
   KVCacheProblem kv;
   kv.paged = a.block_table.data != nullptr;
   const bool appends = a.k_new.data != nullptr || a.v_new.data != nullptr;

@@ -169,5 +169,30 @@ TEST(ValidateKVCache, TheCudaBackendRefusesUntilItsKernelsSupportIt) {
                          [&] { forward_with_kvcache(a); }));
 }
 
+// The options' per-head vectors the per-sequence runs cannot index are
+// refused by name, never applied to the wrong sequence.
+TEST(ValidateVarlen, RefusesSlopesPerBatchRow) {
+  Varlen t;
+  std::vector<float> slopes(6, 0.5f);
+  Options options;
+  options.alibi_slopes = HeadVectorView::batch_heads(slopes.data(), 3, 2);
+  EXPECT_TRUE(fails_with(ErrorCode::unsupported,
+                         "forward_varlen: options.alibi_slopes of shape [batch, heads_q] is not "
+                         "supported yet",
+                         [&] { forward_varlen(t.args(), options); }));
+  options.alibi_slopes = HeadVectorView::heads(slopes.data(), 2);
+  EXPECT_NO_THROW(forward_varlen(t.args(), options));
+}
+
+TEST(ValidateKVCache, RefusesPerHeadVectorsForNow) {
+  Paged t;
+  std::vector<float> sinks(2, 1.0f);
+  Options options;
+  options.sinks = HeadVectorView::heads(sinks.data(), 2);
+  EXPECT_TRUE(fails_with(ErrorCode::unsupported,
+                         "forward_with_kvcache: options.sinks is not supported yet",
+                         [&] { forward_with_kvcache(t.args(), options); }));
+}
+
 }  // namespace
 }  // namespace flashgen
