@@ -5,9 +5,12 @@
 Argument names, defaults and layouts are flash-attn's (softmax_scale, causal,
 bottom-right; [batch, seq, heads, dim]; varlen [total, heads, dim] with
 cu_seqlens; flash_attn_with_kvcache's k=, v= appended into the caches in
-place). What flashgen does not do is refused with ValueError, never ignored:
-dropout_p other than 0, return_attn_probs=True, and (for now) window_size,
-softcap, alibi_slopes, rotary embeddings, cache_batch_idx and cache_leftpad.
+place). flash_attn_func takes window_size, softcap and alibi_slopes as
+flash-attn does (CPU tensors for now; on CUDA tensors flashgen.UnsupportedError
+names the option). What flashgen does not do is refused with ValueError, never
+ignored: dropout_p other than 0, return_attn_probs=True, and (for now)
+window_size, softcap and alibi_slopes in the varlen and KV-cache functions,
+rotary embeddings, cache_batch_idx and cache_leftpad.
 """
 
 from __future__ import annotations
@@ -22,6 +25,8 @@ __all__ = ["flash_attn_func", "flash_attn_varlen_func", "flash_attn_with_kvcache
 
 def _refuse(function: str, dropout_p=0.0, return_attn_probs=False, window_size=(-1, -1),
             softcap=0.0, alibi_slopes=None, **unsupported) -> None:
+    """ValueError for what `function` does not take (the score modifiers are
+    checked only where the caller passes them here)."""
     if dropout_p != 0.0:
         raise ValueError(f"{function}: dropout_p must be 0 (flashgen has no dropout), got {dropout_p}")
     if return_attn_probs:
@@ -42,9 +47,10 @@ def flash_attn_func(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False,
                     window_size=(-1, -1), softcap=0.0, alibi_slopes=None, deterministic=False,
                     return_attn_probs=False):
     """q [batch, seq_q, heads_q, dim], k / v [batch, seq_k, heads_kv, dim] -> o."""
-    _refuse("flash_attn_func", dropout_p, return_attn_probs, window_size, softcap, alibi_slopes)
+    _refuse("flash_attn_func", dropout_p, return_attn_probs)
     return attention(q, k, v, causal=bool(causal), scale=softmax_scale,
-                     deterministic=bool(deterministic))
+                     deterministic=bool(deterministic), window_size=tuple(window_size),
+                     softcap=softcap, alibi_slopes=alibi_slopes)
 
 
 def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,

@@ -68,3 +68,18 @@ def test_flash_attn_compat_refuses_what_flashgen_does_not_do():
     cu = torch.tensor([0, 4], dtype=torch.int32)
     torch.testing.assert_close(flash_attn_varlen_func(q[0], q[0], q[0], cu, cu, 4, 4),
                                flashgen.attention(q, q, q)[0])
+
+
+def test_flash_attn_func_passes_the_score_modifiers_through():
+    generator = torch.Generator().manual_seed(11)
+    q, k, v = (torch.randn(2, 9, 4, 16, generator=generator) for _ in range(3))
+    slopes = torch.tensor([0.5, 0.25, 0.125, 0.0625])
+    keywords = dict(causal=True, window_size=(3, 0), softcap=2.0, alibi_slopes=slopes)
+    torch.testing.assert_close(flash_attn_func(q, k, v, **keywords),
+                               flashgen.attention(q, k, v, **keywords))
+    # A window that keeps only the diagonal gives each query its own value row.
+    torch.testing.assert_close(flash_attn_func(q, k, v, window_size=(0, 0)), v,
+                               rtol=1e-5, atol=1e-6)
+    cu = torch.tensor([0, 9], dtype=torch.int32)
+    with pytest.raises(ValueError, match="window_size must be"):
+        flash_attn_varlen_func(q[0], k[0], v[0], cu, cu, 9, 9, window_size=(3, 0))
