@@ -25,84 +25,26 @@
 #include "softmax/softmax.cuh"
 #include "arch/warp_gemm.cuh"
 #include "arch/wgmma.cuh"
+#include "kernels/backward_key_value/query_traversal.cuh"
+#include "kernels/backward_key_value/wgmma_steps.cuh"
 
 namespace flashgen_device {
-
-// The traversed blocks of a key/value CTA whose keys start at key0: every
-// block of kBlockN query rows of every query head of the group, from the
-// first that sees key0 under the causal mask; the j-th is which block of
-// which head.
-template <int kBlockN>
-struct QueryTraversal {
-  int first_block, blocks_per_head, total;
-  template <bool kCausal>
-  static __device__ __forceinline__ QueryTraversal of(const AttentionParams& p, int key0) {
-    QueryTraversal walk;
-    walk.first_block = first_query_block<kCausal, kBlockN>(p, key0);
-    walk.blocks_per_head = max_of(0, ceil_div(p.seq_q, kBlockN) - walk.first_block);
-    walk.total = walk.blocks_per_head * p.group_size;
-    return walk;
-  }
-  __device__ __forceinline__ int head_of(int j, int kv_head, int group_size) const {
-    return kv_head * group_size + j / blocks_per_head;
-  }
-  __device__ __forceinline__ int query0_of(int j) const {
-    return (first_block + j % blocks_per_head) * kBlockN;
-  }
-};
-
-// Pᵀ = exp2(Sᵀ·scale·log2e − L2[query]) in st, the scores of one warp's 16
-// keys from warp_key0 against the traversed block's queries from query0,
-// masked where the block crosses a sequence end or the causal diagonal;
-// l2: the block's L2 per query (the wgmma key/value kernels).
-template <bool kCausal, int kQueryTiles>
-__device__ __forceinline__ void transposed_probabilities(float (&st)[1][kQueryTiles][4],
-                                                         const float* l2, const AttentionParams& p,
-                                                         int query0, int warp_key0, int lane) {
-  scale_scores(st, p.scale_log2);
-  if (query0 + 8 * kQueryTiles > p.seq_q || warp_key0 + 16 > p.seq_kv ||
-      (kCausal && warp_key0 + 15 > query0 + p.causal_offset))
-    mask_scores_transposed<1, kQueryTiles, kCausal>(st, warp_key0, query0, p.seq_q, p.seq_kv,
-                                                    p.causal_offset, lane);
-  exp2_columns(st, l2, lane);
-}
-
-// Issues the cp.async copies of a key/value CTA's kKeyRows rows of K and V,
-// from key0 on, into their core-matrix tiles (rows aligned to 4 bytes or
-// more: copied straight), kThreads threads from `thread` on sharing them.
-template <class C, int kKeyRows, int kThreads>
-__device__ __forceinline__ void copy_key_value_rows(u16* k_tile, u16* v_tile,
-                                                    const AttentionParams& p, int batch,
-                                                    int kv_head, int key0, int thread) {
-  const u16* k = head_slice<const u16>(p.k, batch, kv_head) + key0 * p.k.stride_seq;
-  const u16* v = head_slice<const u16>(p.v, batch, kv_head) + key0 * p.v.stride_seq;
-  copy_core_matrix_tile<kKeyRows, round_up(C::kDimQK, 16), C::kVec, kThreads>(
-      k_tile, k, p.k.stride_seq, p.seq_kv - key0, C::kDimQK, thread);
-  copy_core_matrix_tile<kKeyRows, round_up(C::kDimV, 16), C::kVec, kThreads>(
-      v_tile, v, p.v.stride_seq, p.seq_kv - key0, C::kDimV, thread);
-}
 
 // C (generated): kElement, kDimQK, kDimV, kWarps (a multiple of 4), kBlockN,
 // kVec (8, 4, 2 or 1), kCausal, kTma (Q and dO tiles in the layout TMA
 // writes: kernels/backward_key_value/wgmma_producer.cuh with copy=tma).
 template <class C>
-struct BackwardKeyValueWgmma {
-  static constexpr int E = C::kElement;
+struct BackwardKeyValueWgmma : BackwardKeyValueWgmmaSteps<C> {
+  typedef BackwardKeyValueWgmmaSteps<C> Steps;
+  using Steps::E, Steps::kBlockN, Steps::kDimQK, Steps::kDimV, Steps::kStages;
+  using Steps::kQueryTiles, Steps::kTmaLayout;
+  using typename Steps::Queries, typename Steps::GradOs, typename Steps::Traversal;
+  using Steps::scores, Steps::products, Steps::softmax_side, Steps::pack;
   static constexpr int kThreads = C::kWarps * 32;
   static constexpr int kBlockM = C::kWarps * 16;  // key rows per CTA
-  static constexpr int kBlockN = C::kBlockN;      // query rows per traversed block
-  static constexpr int kDimQK = round_up(C::kDimQK, 16);
-  static constexpr int kDimV = round_up(C::kDimV, 16);
-  static constexpr int kStages = 3;
-  static constexpr int kQueryTiles = kBlockN / 8;
   static_assert(C::kWarps % 4 == 0, "whole warpgroups");
   static_assert(kBlockN % 16 == 0 && kBlockN <= 256 && kDimQK + kDimV <= 256,
                 "wgmma n is 16..256; dK and dV live in registers");
-  // Q and dO stages in the layout their copies write (TraversedTile: TMA's
-  // slices or swizzled panels, or the cp.async core-matrix layout).
-  static constexpr bool kTmaLayout = C::kTma;
-  typedef TraversedTile<kBlockN, kDimQK, kTmaLayout, C::kSwizzle> Queries;
-  typedef TraversedTile<kBlockN, kDimV, kTmaLayout, C::kSwizzle> GradOs;
 
   // Alignment class 1 (rows only 2-byte aligned): Q and dO go through staging.
   static constexpr bool kStaged = C::kVec == 1;
@@ -118,8 +60,6 @@ struct BackwardKeyValueWgmma {
     float dterm[kStages][kBlockN];
   };
   typedef WithStaging<Tiles, QCopy, GradOCopy, kStaged> SharedStorage;  // staging (class 1): Q, dO
-
-  typedef QueryTraversal<kBlockN> Traversal;
 
   static __device__ void run(const AttentionParams& p, unsigned char* shared_bytes) {
     SharedStorage& smem = *reinterpret_cast<SharedStorage*>(shared_bytes);
@@ -311,69 +251,6 @@ struct BackwardKeyValueWgmma {
                                                          int threads) {
     stage_traversed_rows<kBlockN>(p, batch, head, query0, smem.lse_log2[stage],
                                   smem.dterm[stage], thread, threads);
-  }
-
-  // Issues Sᵀ = K·Qᵀ and dPᵀ = V·dOᵀ for block `stage` (overwriting st, dpt).
-  template <class Storage>
-  static __device__ __forceinline__ void scores(float (&st)[1][kQueryTiles][4],
-                                                float (&dpt)[1][kQueryTiles][4], u64 k_desc,
-                                                u64 v_desc, Storage& smem, int stage) {
-    // Q and dO read K-major.
-    const u64 q_desc = Queries::k_major(smem.q[stage]);
-    const u64 grad_o_desc = GradOs::k_major(smem.grad_o[stage]);
-#pragma unroll
-    for (int ks = 0; ks < kDimQK / 16; ++ks)  // A (K, V) steps 256 bytes
-      Wgmma<kBlockN>::template shared_shared<E>(flat(st), k_desc + ks * 16,
-                                                q_desc + ks * Queries::kKMajorStep, ks > 0);
-#pragma unroll
-    for (int ks = 0; ks < kDimV / 16; ++ks)
-      Wgmma<kBlockN>::template shared_shared<E>(flat(dpt), v_desc + ks * 16,
-                                                grad_o_desc + ks * GradOs::kKMajorStep, ks > 0);
-  }
-
-  // Issues dV += Pᵀ·dO and dK += dSᵀ·Q for the block in `stage`.
-  template <class Storage>
-  static __device__ __forceinline__ void products(float (&dk)[1][kDimQK / 8][4],
-                                                  float (&dv)[1][kDimV / 8][4],
-                                                  const u32 (&pt_frag)[kBlockN / 16][1][4],
-                                                  const u32 (&dst_frag)[kBlockN / 16][1][4],
-                                                  Storage& smem, int stage) {
-    // dO and Q read MN-major (16 queries a k step).
-    const u64 grad_o_desc = GradOs::mn_major(smem.grad_o[stage]);
-    const u64 q_desc = Queries::mn_major(smem.q[stage]);
-#pragma unroll
-    for (int ks = 0; ks < kBlockN / 16; ++ks)
-      Wgmma<kDimV>::template registers_shared<E>(flat(dv), pt_frag[ks][0],
-                                                 grad_o_desc + ks * GradOs::kMnMajorStep, 1);
-#pragma unroll
-    for (int ks = 0; ks < kBlockN / 16; ++ks)
-      Wgmma<kDimQK>::template registers_shared<E>(flat(dk), dst_frag[ks][0],
-                                                  q_desc + ks * Queries::kMnMajorStep, 1);
-  }
-
-  // Pᵀ = exp2(Sᵀ·scale·log2e − L2[query]) (masked) in st, dSᵀ in dpt.
-  template <class Storage>
-  static __device__ __forceinline__ void softmax_side(float (&st)[1][kQueryTiles][4],
-                                                      float (&dpt)[1][kQueryTiles][4],
-                                                      const Storage& smem,
-                                                      const AttentionParams& p,
-                                                      const Traversal& walk, int j, int warp_key0,
-                                                      int lane) {
-    const int stage = j % kStages;
-    transposed_probabilities<C::kCausal>(st, smem.lse_log2[stage], p, walk.query0_of(j), warp_key0,
-                                         lane);
-    subtract_columns_times(dpt, st, smem.dterm[stage], lane);
-  }
-
-  static __device__ __forceinline__ void pack(u32 (&pt_frag)[kBlockN / 16][1][4],
-                                              u32 (&dst_frag)[kBlockN / 16][1][4],
-                                              const float (&st)[1][kQueryTiles][4],
-                                              const float (&dpt)[1][kQueryTiles][4]) {
-#pragma unroll
-    for (int ks = 0; ks < kBlockN / 16; ++ks) {
-      pack_a_from_acc<E>(pt_frag[ks], st, ks);
-      pack_a_from_acc<E>(dst_frag[ks], dpt, ks);
-    }
   }
 };
 

@@ -31,6 +31,7 @@
 #include "arch/tma.cuh"
 #include "layout/shared_memory.cuh"
 #include "pipeline/warpgroup_exchange.cuh"
+#include "kernels/backward_query/wgmma_split_steps.cuh"
 
 namespace flashgen_device {
 
@@ -38,27 +39,18 @@ namespace flashgen_device {
 // warpgroups), kBlockN, kVec (8), kCausal, kTma (true), kSwizzle,
 // kKeyStages, kValueStages, kCacheQ and kCacheGradO (Q, dO in registers).
 template <class C>
-struct BackwardQueryWgmmaSplit {
-  static constexpr int E = C::kElement;
-  static constexpr int kBlockM = 64;  // query rows per CTA, shared by both warpgroups
-  static constexpr int kBlockN = C::kBlockN;
-  static constexpr int kDimQK = round_up(C::kDimQK, 32), kDimV = round_up(C::kDimV, 32);
-  static constexpr int kHalfQK = kDimQK / 2, kHalfV = kDimV / 2;
-  static constexpr int kKeyStages = C::kKeyStages, kValueStages = C::kValueStages;
-  static constexpr int kKeyTiles = kBlockN / 8;
-  static constexpr int kConsumerWarps = C::kWarps;
-  static constexpr int kGroupThreads = kWarpgroupThreads, kBothGroups = 256;
-  static_assert(C::kWarps == 8 && C::kHeadChunks == 1, "two warpgroups over the same 64 rows");
-  static_assert(kBlockN % 16 == 0 && kBlockN <= 256 && kHalfQK <= 256,
-                "wgmma n is 16..256; half of dQ lives in each warpgroup's registers");
-  static_assert(C::kTma && C::kVec == 8, "K and V are copied by TMA");
-  typedef WarpSpecialized<C::kWarps, true> Roles;
-  typedef typename Roles::Registers Registers;
-  typedef TraversedTile<kBlockN, kDimQK, true, C::kSwizzle> Keys;
-  typedef TraversedTile<kBlockN, kDimV, true, C::kSwizzle> Values;
-  static constexpr bool kQueriesInRegisters = C::kCacheQ, kGradOsInRegisters = C::kCacheGradO;
-  static constexpr int kQueryTileElements = held_tile_elements(kQueriesInRegisters, kBlockM * kDimQK);
-  static constexpr int kGradOTileElements = held_tile_elements(kGradOsInRegisters, kBlockM * kDimV);
+struct BackwardQueryWgmmaSplit : BackwardQueryWgmmaSplitSteps<C> {
+  typedef BackwardQueryWgmmaSplitSteps<C> Steps;
+  using Steps::E, Steps::kBlockM, Steps::kBlockN, Steps::kDimQK, Steps::kDimV, Steps::kHalfQK;
+  using Steps::kHalfV, Steps::kKeyStages, Steps::kValueStages, Steps::kKeyTiles;
+  using Steps::kConsumerWarps, Steps::kGroupThreads, Steps::kBothGroups;
+  using Steps::kQueriesInRegisters, Steps::kGradOsInRegisters, Steps::kQueryTileElements;
+  using Steps::kGradOTileElements, Steps::kPartialFloats, Steps::kGradWords;
+  using Steps::kPartialsBarrier, Steps::kGradScoresBarrier;
+  using Steps::kSliceCols, Steps::kKeySlices, Steps::kValueSlices;
+  using typename Steps::Roles, typename Steps::Registers, typename Steps::Keys;
+  using typename Steps::Values, typename Steps::SharedStorage;
+  using Steps::half_scores, Steps::half_contraction, Steps::half_product;
 
   // BackwardQueryWgmma over one warpgroup's half of the head dims: its
   // masking, P and dS, fragment packing and stores.
@@ -67,33 +59,6 @@ struct BackwardQueryWgmmaSplit {
     static constexpr int kDimV = BackwardQueryWgmmaSplit::kHalfV;
   };
   typedef BackwardQueryWgmma<HalfConfig> Half;
-
-  // Exchanged per thread (pipeline/warpgroup_exchange.cuh): the partial S and dP of
-  // the other warpgroup's rows, then the words of dS's A fragments of its own.
-  static constexpr int kPartialFloats = 2 * other_rows_floats<kKeyTiles>();
-  static constexpr int kGradWords = own_words<kBlockN / 16>();
-
-  struct SharedStorage {
-    u16 q[kQueryTileElements];  // core-matrix layout (arch/wgmma.cuh)
-    u16 grad_o[kGradOTileElements];
-    u16 k[kKeyStages][kBlockN * kDimQK];  // TMA's layout (TraversedTile)
-    u16 v[kValueStages][kBlockN * kDimV];
-    float lse_log2[kBlockM];
-    float dterm[kBlockM];
-    // [writing warpgroup][value][thread]. One buffer each: a warpgroup
-    // writes again only after the barrier that follows the other's read.
-    float partial[2][kPartialFloats][kGroupThreads];
-    u32 grad_scores[2][kGradWords][kGroupThreads];
-    StagePipeline<kKeyStages> keys;
-    StagePipeline<kValueStages> values;
-  };
-
-  // Named barriers of the exchanges (0 is __syncthreads').
-  static constexpr int kPartialsBarrier = 1, kGradScoresBarrier = 2;
-
-  static constexpr int kSliceCols = tma_slice_columns(C::kSwizzle);
-  static constexpr int kKeySlices = ceil_div(C::kDimQK, kSliceCols);
-  static constexpr int kValueSlices = ceil_div(C::kDimV, kSliceCols);
 
   static __device__ void run(const AttentionParams& p, const TraversedTensorMaps& maps,
                              unsigned char* shared_bytes) {
@@ -258,49 +223,6 @@ struct BackwardQueryWgmmaSplit {
     Half::query_side(s, dp, l2_of_row, dterm_of_row, p, key0, warp_row0, lane);
     Half::pack(ds_frag, dp);
     exchange_words(smem.grad_scores, kGradScoresBarrier, group, group_thread, ds_frag);
-  }
-
-  // Issues S_g = Q_g·K_gᵀ and dP_g = dO_g·V_gᵀ (overwriting s, dp): Q and
-  // dO from shared memory or their held fragments, K and V read K-major,
-  // from this warpgroup's half.
-  static __device__ __forceinline__ void half_scores(
-      float (&s)[1][kKeyTiles][4], float (&dp)[1][kKeyTiles][4], u64 q_desc, u64 grad_o_desc,
-      const u32 (&q_frag)[kHalfQK / 16][4], const u32 (&grad_o_frag)[kHalfV / 16][4],
-      const u16* k_tile, const u16* v_tile, int key_half, int value_half) {
-    half_contraction<kQueriesInRegisters, Keys>(s, q_desc, q_frag, Keys::k_major(k_tile) + key_half);
-    half_contraction<kGradOsInRegisters, Values>(dp, grad_o_desc, grad_o_frag,
-                                                 Values::k_major(v_tile) + value_half);
-  }
-
-  // acc = A·Bᵀ over a warpgroup's half: A (Q or dO, 64 rows) from its
-  // core-matrix tile (steps of 256 bytes) or its held fragments, B (K or V)
-  // read K-major from a traversed tile.
-  template <bool kHeld, class Tile, int kSteps>
-  static __device__ __forceinline__ void half_contraction(float (&acc)[1][kKeyTiles][4],
-                                                          u64 a_desc,
-                                                          const u32 (&a_frag)[kSteps][4],
-                                                          u64 b_desc) {
-#pragma unroll
-    for (int ks = 0; ks < kSteps; ++ks) {
-      if constexpr (kHeld)
-        Wgmma<kBlockN>::template registers_k_major<E>(flat(acc), a_frag[ks],
-                                                      b_desc + ks * Tile::kKMajorStep, ks > 0);
-      else
-        Wgmma<kBlockN>::template shared_shared<E>(flat(acc), a_desc + ks * 16,
-                                                  b_desc + ks * Tile::kKMajorStep, ks > 0);
-    }
-  }
-
-  // Issues dQ_g += dS·K_g (K read MN-major from this warpgroup's columns;
-  // 16 columns are one k step's distance in either reading).
-  static __device__ __forceinline__ void half_product(float (&dq)[1][kHalfQK / 8][4],
-                                                      const u32 (&ds_frag)[kBlockN / 16][1][4],
-                                                      const u16* k_tile, int key_half) {
-    const u64 k_desc = Keys::mn_major(k_tile) + key_half;
-#pragma unroll
-    for (int ks = 0; ks < kBlockN / 16; ++ks)
-      Wgmma<kHalfQK>::template registers_shared<E>(flat(dq), ds_frag[ks][0],
-                                                   k_desc + ks * Keys::kMnMajorStep, 1);
   }
 };
 

@@ -22,6 +22,7 @@
 #include "softmax/softmax.cuh"
 #include "arch/warp_gemm.cuh"
 #include "arch/wgmma.cuh"
+#include "kernels/forward/wgmma_steps.cuh"
 
 namespace flashgen_device {
 
@@ -32,26 +33,19 @@ namespace flashgen_device {
 // kStages (2, 3 or 4; 2 when staged: one staging area), kTma (K and V tiles
 // in the layout TMA writes: kernels/forward/wgmma_producer.cuh with copy=tma).
 template <class C>
-struct ForwardWgmma {
-  static constexpr int E = C::kElement;
+struct ForwardWgmma : ForwardWgmmaSteps<C> {
+  typedef ForwardWgmmaSteps<C> Steps;
+  using Steps::E, Steps::kBlockN, Steps::kDimQK, Steps::kDimV, Steps::kScoreTiles;
+  using Steps::kTmaLayout;
+  using typename Steps::Keys, typename Steps::Values;
+  using Steps::scores, Steps::accumulate_output, Steps::block_softmax;
   static constexpr int kThreads = C::kWarps * 32;
   static constexpr int kBlockM = C::kWarps * 16;
-  static constexpr int kBlockN = C::kBlockN;
-  static constexpr int kDimQK = round_up(C::kDimQK, 16);  // the k of S = Q·Kᵀ, zero-filled
-  // Value columns per CTA (the n of O = P·V): all of Dv, or one chunk of it.
-  static constexpr int kDimV = chunk_width(C::kDimV, C::kHeadChunks);
   static constexpr int kStages = C::kStages;
-  static constexpr int kScoreTiles = kBlockN / 8;
   static constexpr int kOutTiles = kDimV / 8;
   static_assert(C::kWarps % 4 == 0, "whole warpgroups");
   static_assert(kBlockN % 16 == 0 && kBlockN <= 256 && kDimV <= 256, "wgmma n is 16..256");
   static_assert(kStages >= 2 && kStages <= 4, "2 to 4 stages");
-  // K and V stages in the layout their copies write (TraversedTile): TMA's
-  // slices (kTma; whole-sector 16-column panels swizzled by 32 bytes with
-  // kSwizzle = 32) or the cp.async core-matrix layout.
-  static constexpr bool kTmaLayout = C::kTma;
-  typedef TraversedTile<kBlockN, kDimQK, kTmaLayout, C::kSwizzle> Keys;
-  typedef TraversedTile<kBlockN, kDimV, kTmaLayout, C::kSwizzle> Values;
 
   // Alignment class 1 (rows only 2-byte aligned): K and V go through staging.
   static constexpr bool kStaged = C::kVec == 1;
@@ -258,42 +252,6 @@ struct ForwardWgmma {
     if (ahead >= 1 && ahead - 1 < n_blocks)
       load_values(smem, (ahead - 1) % kStages, v, p, (ahead - 1) * kBlockN, value_cols, thread);
     cp_async_commit();
-  }
-
-  // Issues S = Q·Kᵀ for this warpgroup's rows (overwriting s).
-  static __device__ __forceinline__ void scores(float (&s)[1][kScoreTiles][4], u64 q_desc,
-                                                const u16* k_tile) {
-    const u64 k_desc = Keys::k_major(k_tile);
-#pragma unroll
-    for (int ks = 0; ks < kDimQK / 16; ++ks)
-      Wgmma<kBlockN>::template shared_shared<E>(flat(s), q_desc + ks * 16,
-                                                k_desc + ks * Keys::kKMajorStep, ks > 0);
-  }
-
-  // Issues O += P·V.
-  static __device__ __forceinline__ void accumulate_output(float (&o)[kDimV / 2],
-                                                           const u32 (&p_frag)[kBlockN / 16][1][4],
-                                                           const u16* v_tile) {
-    const u64 v_desc = Values::mn_major(v_tile);
-#pragma unroll
-    for (int ks = 0; ks < kBlockN / 16; ++ks)
-      Wgmma<kDimV>::template registers_shared<E>(o, p_frag[ks][0],
-                                                 v_desc + ks * Values::kMnMajorStep, 1);
-  }
-
-  // Scales and masks the scores of the block at key0 and turns them into P.
-  static __device__ __forceinline__ void block_softmax(float (&s)[1][kScoreTiles][4],
-                                                       float (&correction)[1][2],
-                                                       OnlineSoftmax<1>& softmax,
-                                                       const AttentionParams& p, int key0,
-                                                       int warp_row0, int lane) {
-    scale_scores(s, p.scale_log2);
-    const bool needs_mask = key0 + kBlockN > p.seq_kv ||
-                            (C::kCausal && key0 + kBlockN - 1 > warp_row0 + p.causal_offset);
-    if (needs_mask)
-      mask_scores<1, kScoreTiles, C::kCausal>(s, warp_row0, key0, p.seq_kv, p.causal_offset,
-                                              lane);
-    softmax.update(s, correction);
   }
 
   // Shifts the staged K[j] and V[j-1] (copy group G(j-1)) into their stages.

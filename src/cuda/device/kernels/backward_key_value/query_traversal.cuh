@@ -1,0 +1,69 @@
+// What every key/value backward on wgmma shares about the query blocks a
+// CTA traverses: which block of which head the j-th is (QueryTraversal),
+// the transposed probabilities of a warp's keys against one block, and the
+// copy of the CTA's K and V rows into their core-matrix tiles.
+#pragma once
+
+#include "common.cuh"
+#include "copy/tile_copy.cuh"
+#include "softmax/mask.cuh"
+#include "softmax/row_stats.cuh"
+#include "softmax/softmax.cuh"
+
+namespace flashgen_device {
+
+// The traversed blocks of a key/value CTA whose keys start at key0: every
+// block of kBlockN query rows of every query head of the group, from the
+// first that sees key0 under the causal mask; the j-th is which block of
+// which head.
+template <int kBlockN>
+struct QueryTraversal {
+  int first_block, blocks_per_head, total;
+  template <bool kCausal>
+  static __device__ __forceinline__ QueryTraversal of(const AttentionParams& p, int key0) {
+    QueryTraversal walk;
+    walk.first_block = first_query_block<kCausal, kBlockN>(p, key0);
+    walk.blocks_per_head = max_of(0, ceil_div(p.seq_q, kBlockN) - walk.first_block);
+    walk.total = walk.blocks_per_head * p.group_size;
+    return walk;
+  }
+  __device__ __forceinline__ int head_of(int j, int kv_head, int group_size) const {
+    return kv_head * group_size + j / blocks_per_head;
+  }
+  __device__ __forceinline__ int query0_of(int j) const {
+    return (first_block + j % blocks_per_head) * kBlockN;
+  }
+};
+
+// Pᵀ = exp2(Sᵀ·scale·log2e − L2[query]) in st, the scores of one warp's 16
+// keys from warp_key0 against the traversed block's queries from query0,
+// masked where the block crosses a sequence end or the causal diagonal;
+// l2: the block's L2 per query (the wgmma key/value kernels).
+template <bool kCausal, int kQueryTiles>
+__device__ __forceinline__ void transposed_probabilities(float (&st)[1][kQueryTiles][4],
+                                                         const float* l2, const AttentionParams& p,
+                                                         int query0, int warp_key0, int lane) {
+  scale_scores(st, p.scale_log2);
+  if (query0 + 8 * kQueryTiles > p.seq_q || warp_key0 + 16 > p.seq_kv ||
+      (kCausal && warp_key0 + 15 > query0 + p.causal_offset))
+    mask_scores_transposed<1, kQueryTiles, kCausal>(st, warp_key0, query0, p.seq_q, p.seq_kv,
+                                                    p.causal_offset, lane);
+  exp2_columns(st, l2, lane);
+}
+
+// Issues the cp.async copies of a key/value CTA's kKeyRows rows of K and V,
+// from key0 on, into their core-matrix tiles (rows aligned to 4 bytes or
+// more: copied straight), kThreads threads from `thread` on sharing them.
+template <class C, int kKeyRows, int kThreads>
+__device__ __forceinline__ void copy_key_value_rows(u16* k_tile, u16* v_tile,
+                                                    const AttentionParams& p, int batch,
+                                                    int kv_head, int key0, int thread) {
+  const u16* k = head_slice<const u16>(p.k, batch, kv_head) + key0 * p.k.stride_seq;
+  const u16* v = head_slice<const u16>(p.v, batch, kv_head) + key0 * p.v.stride_seq;
+  copy_core_matrix_tile<kKeyRows, round_up(C::kDimQK, 16), C::kVec, kThreads>(
+      k_tile, k, p.k.stride_seq, p.seq_kv - key0, C::kDimQK, thread);
+  copy_core_matrix_tile<kKeyRows, round_up(C::kDimV, 16), C::kVec, kThreads>(
+      v_tile, v, p.v.stride_seq, p.seq_kv - key0, C::kDimV, thread);
+}
+
+}  // namespace flashgen_device

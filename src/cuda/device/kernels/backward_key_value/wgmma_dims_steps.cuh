@@ -1,0 +1,136 @@
+// The tiles of the split=dims key/value wgmma kernel
+// (kernels/backward_key_value/wgmma_dims.cuh, which derives from this
+// struct) and the GEMMs each computing warpgroup issues over its half of
+// the head dims: Sᵀ_g = K_g·Q_gᵀ, dPᵀ_g = V_g·dO_gᵀ, dV_g += Pᵀ·dO_g,
+// dK_g += dSᵀ·Q_g, with the descriptors of its half.
+#pragma once
+
+#include "kernels/backward_key_value/wgmma_producer.cuh"
+#include "layout/shared_memory.cuh"
+#include "pipeline/warpgroup_exchange.cuh"
+
+namespace flashgen_device {
+
+// C (generated): as for BackwardKeyValueWgmmaDims.
+template <class C>
+struct BackwardKeyValueWgmmaDimsSteps {
+  static constexpr int E = C::kElement;
+  static constexpr int kBlockM = 64;  // key rows per CTA, shared by both warpgroups
+  static constexpr int kBlockN = C::kBlockN;
+  static constexpr int kDimQK = round_up(C::kDimQK, 32), kDimV = round_up(C::kDimV, 32);
+  static constexpr int kHalfQK = kDimQK / 2, kHalfV = kDimV / 2;
+  static constexpr int kStages = C::kStages;
+  static constexpr int kQueryTiles = kBlockN / 8;
+  static constexpr int kConsumerWarps = C::kWarps;
+  static constexpr int kBothGroups = 2 * kWarpgroupThreads;
+  static constexpr bool kKeysInRegisters = C::kCacheK, kValuesInRegisters = C::kCacheV;
+  // The dK CTA reads K's tile even where the dV CTA holds K.
+  static constexpr int kKeyTileElements = kBlockM * kDimQK;
+  static constexpr int kValueTileElements = held_tile_elements(kValuesInRegisters, kBlockM * kDimV);
+  static_assert(C::kWarps == 8 && C::kHeadChunks == 2,
+                "two warpgroups over the same 64 keys; a dV and a dK CTA per key block");
+  static_assert(kBlockN % 16 == 0 && kBlockN <= 256 && kHalfQK <= 256 && kHalfV <= 256,
+                "wgmma n is 16..256; half of dK (dV) lives in each warpgroup's registers");
+  static_assert(C::kTma && C::kVec == 8, "Q and dO are copied by TMA");
+  typedef WarpSpecialized<C::kWarps, true> Roles;
+  typedef typename Roles::Registers Registers;
+  typedef QueryTraversal<kBlockN> Traversal;
+  typedef TraversedTile<kBlockN, kDimQK, true, C::kSwizzle> Queries;
+  typedef TraversedTile<kBlockN, kDimV, true, C::kSwizzle> GradOs;
+
+  // Exchanged per thread: the partial Sᵀ and dPᵀ of the other warpgroup's
+  // rows, then the words of Pᵀ's (dSᵀ's) A fragments of its own.
+  static constexpr int kScoreFloats = other_rows_floats<kQueryTiles>();
+  static constexpr int kFragmentWords = own_words<kBlockN / 16>();
+
+  struct SharedStorage {
+    u16 k[kKeyTileElements];  // core-matrix layout (arch/wgmma.cuh)
+    u16 v[kValueTileElements];
+    u16 q[kStages][kBlockN * kDimQK];  // TMA's layout (TraversedTile)
+    u16 grad_o[kStages][kBlockN * kDimV];
+    float lse_log2[kStages][kBlockN];
+    float dterm[kStages][kBlockN];
+    float partial[2][2 * kScoreFloats][kWarpgroupThreads];
+    u32 fragments[2][kFragmentWords][kWarpgroupThreads];
+    StagePipeline<kStages> pipeline;  // a full and an empty barrier per stage
+  };
+
+  // Named barriers of the exchanges (0 is __syncthreads').
+  static constexpr int kPartialsBarrier = 1, kFragmentsBarrier = 2;
+
+  static constexpr int kSliceCols = tma_slice_columns(C::kSwizzle);
+  static constexpr int kQuerySlices = ceil_div(C::kDimQK, kSliceCols);
+  static constexpr int kGradOSlices = ceil_div(C::kDimV, kSliceCols);
+
+  // This warpgroup's half of the head dims: K's and Q's columns g·kHalfQK
+  // on, V's and dO's g·kHalfV on (16 columns are one k step's distance in
+  // either reading of a traversed tile).
+  static __device__ __forceinline__ u64 key_half_descriptor(const SharedStorage& smem, int group) {
+    return matrix_descriptor(smem.k + 8 * group * kHalfQK, 128, kDimQK * 16);
+  }
+  static __device__ __forceinline__ u64 value_half_descriptor(const SharedStorage& smem,
+                                                              int group) {
+    return matrix_descriptor(smem.v + 8 * group * kHalfV, 128, kDimV * 16);
+  }
+  static __device__ __forceinline__ int query_half(int group) {
+    return group * (kHalfQK / 16) * Queries::kKMajorStep;
+  }
+  static __device__ __forceinline__ int grad_o_half(int group) {
+    return group * (kHalfV / 16) * GradOs::kKMajorStep;
+  }
+
+  // Issues Sᵀ_g = K_g·Q_gᵀ (overwriting st): K from shared memory, Q read K-major.
+  static __device__ __forceinline__ void half_scores(float (&st)[1][kQueryTiles][4], u64 k_desc,
+                                                     const u16* q_tile, int q_half) {
+    const u64 q_desc = Queries::k_major(q_tile) + q_half;
+#pragma unroll
+    for (int ks = 0; ks < kHalfQK / 16; ++ks)  // A (K) steps 256 bytes
+      Wgmma<kBlockN>::template shared_shared<E>(flat(st), k_desc + ks * 16,
+                                                q_desc + ks * Queries::kKMajorStep, ks > 0);
+  }
+
+  // Issues dPᵀ_g = V_g·dO_gᵀ (overwriting dpt): V from shared memory, dO read K-major.
+  static __device__ __forceinline__ void half_grad_scores(float (&dpt)[1][kQueryTiles][4],
+                                                          u64 v_desc, const u16* grad_o_tile,
+                                                          int o_half) {
+    const u64 grad_o_desc = GradOs::k_major(grad_o_tile) + o_half;
+#pragma unroll
+    for (int ks = 0; ks < kHalfV / 16; ++ks)
+      Wgmma<kBlockN>::template shared_shared<E>(flat(dpt), v_desc + ks * 16,
+                                                grad_o_desc + ks * GradOs::kKMajorStep, ks > 0);
+  }
+
+  // Issues dV_g += Pᵀ·dO_g (dO read MN-major, 16 queries a k step).
+  static __device__ __forceinline__ void half_value_product(
+      float (&dv)[1][kHalfV / 8][4], const u32 (&pt_frag)[kBlockN / 16][1][4],
+      const u16* grad_o_tile, int o_half) {
+    const u64 grad_o_desc = GradOs::mn_major(grad_o_tile) + o_half;
+#pragma unroll
+    for (int ks = 0; ks < kBlockN / 16; ++ks)
+      Wgmma<kHalfV>::template registers_shared<E>(flat(dv), pt_frag[ks][0],
+                                                  grad_o_desc + ks * GradOs::kMnMajorStep, 1);
+  }
+
+  // Issues dK_g += dSᵀ·Q_g (Q read MN-major).
+  static __device__ __forceinline__ void half_key_product(float (&dk)[1][kHalfQK / 8][4],
+                                                          const u32 (&dst_frag)[kBlockN / 16][1][4],
+                                                          const u16* q_tile, int q_half) {
+    const u64 q_desc = Queries::mn_major(q_tile) + q_half;
+#pragma unroll
+    for (int ks = 0; ks < kBlockN / 16; ++ks)
+      Wgmma<kHalfQK>::template registers_shared<E>(flat(dk), dst_frag[ks][0],
+                                                   q_desc + ks * Queries::kMnMajorStep, 1);
+  }
+
+  // Pᵀ = exp2(Sᵀ·scale·log2e − L2[query]) in st, masked (sequence ends, causal).
+  static __device__ __forceinline__ void probabilities(float (&st)[1][kQueryTiles][4],
+                                                       const SharedStorage& smem,
+                                                       const AttentionParams& p,
+                                                       const Traversal& walk, int j, int warp_key0,
+                                                       int lane) {
+    transposed_probabilities<C::kCausal>(st, smem.lse_log2[j % kStages], p, walk.query0_of(j),
+                                         warp_key0, lane);
+  }
+};
+
+}  // namespace flashgen_device

@@ -1,0 +1,98 @@
+// The tensor-core and softmax steps of one traversed query block of the
+// key/value wgmma kernel (kernels/backward_key_value/wgmma.cuh, which
+// derives from this struct) and the tile shapes they need:
+//
+//   Sᵀ = K·Qᵀ, dPᵀ = V·dOᵀ      scores (all operands from shared memory)
+//   Pᵀ, dSᵀ                     softmax_side, then pack into A fragments
+//   dV += Pᵀ·dO, dK += dSᵀ·Q    products (Pᵀ, dSᵀ from registers)
+#pragma once
+
+#include "common.cuh"
+#include "softmax/softmax.cuh"
+#include "arch/warp_gemm.cuh"
+#include "arch/wgmma.cuh"
+#include "kernels/backward_key_value/query_traversal.cuh"
+
+namespace flashgen_device {
+
+// C (generated): as for BackwardKeyValueWgmma.
+template <class C>
+struct BackwardKeyValueWgmmaSteps {
+  static constexpr int E = C::kElement;
+  static constexpr int kBlockN = C::kBlockN;      // query rows per traversed block
+  static constexpr int kDimQK = round_up(C::kDimQK, 16);
+  static constexpr int kDimV = round_up(C::kDimV, 16);
+  static constexpr int kStages = 3;
+  static constexpr int kQueryTiles = kBlockN / 8;
+  // Q and dO stages in the layout their copies write (TraversedTile: TMA's
+  // slices or swizzled panels, or the cp.async core-matrix layout).
+  static constexpr bool kTmaLayout = C::kTma;
+  typedef TraversedTile<kBlockN, kDimQK, kTmaLayout, C::kSwizzle> Queries;
+  typedef TraversedTile<kBlockN, kDimV, kTmaLayout, C::kSwizzle> GradOs;
+  typedef QueryTraversal<kBlockN> Traversal;
+
+  // Issues Sᵀ = K·Qᵀ and dPᵀ = V·dOᵀ for block `stage` (overwriting st, dpt).
+  template <class Storage>
+  static __device__ __forceinline__ void scores(float (&st)[1][kQueryTiles][4],
+                                                float (&dpt)[1][kQueryTiles][4], u64 k_desc,
+                                                u64 v_desc, Storage& smem, int stage) {
+    // Q and dO read K-major.
+    const u64 q_desc = Queries::k_major(smem.q[stage]);
+    const u64 grad_o_desc = GradOs::k_major(smem.grad_o[stage]);
+#pragma unroll
+    for (int ks = 0; ks < kDimQK / 16; ++ks)  // A (K, V) steps 256 bytes
+      Wgmma<kBlockN>::template shared_shared<E>(flat(st), k_desc + ks * 16,
+                                                q_desc + ks * Queries::kKMajorStep, ks > 0);
+#pragma unroll
+    for (int ks = 0; ks < kDimV / 16; ++ks)
+      Wgmma<kBlockN>::template shared_shared<E>(flat(dpt), v_desc + ks * 16,
+                                                grad_o_desc + ks * GradOs::kKMajorStep, ks > 0);
+  }
+
+  // Issues dV += Pᵀ·dO and dK += dSᵀ·Q for the block in `stage`.
+  template <class Storage>
+  static __device__ __forceinline__ void products(float (&dk)[1][kDimQK / 8][4],
+                                                  float (&dv)[1][kDimV / 8][4],
+                                                  const u32 (&pt_frag)[kBlockN / 16][1][4],
+                                                  const u32 (&dst_frag)[kBlockN / 16][1][4],
+                                                  Storage& smem, int stage) {
+    // dO and Q read MN-major (16 queries a k step).
+    const u64 grad_o_desc = GradOs::mn_major(smem.grad_o[stage]);
+    const u64 q_desc = Queries::mn_major(smem.q[stage]);
+#pragma unroll
+    for (int ks = 0; ks < kBlockN / 16; ++ks)
+      Wgmma<kDimV>::template registers_shared<E>(flat(dv), pt_frag[ks][0],
+                                                 grad_o_desc + ks * GradOs::kMnMajorStep, 1);
+#pragma unroll
+    for (int ks = 0; ks < kBlockN / 16; ++ks)
+      Wgmma<kDimQK>::template registers_shared<E>(flat(dk), dst_frag[ks][0],
+                                                  q_desc + ks * Queries::kMnMajorStep, 1);
+  }
+
+  // Pᵀ = exp2(Sᵀ·scale·log2e − L2[query]) (masked) in st, dSᵀ in dpt.
+  template <class Storage>
+  static __device__ __forceinline__ void softmax_side(float (&st)[1][kQueryTiles][4],
+                                                      float (&dpt)[1][kQueryTiles][4],
+                                                      const Storage& smem,
+                                                      const AttentionParams& p,
+                                                      const Traversal& walk, int j, int warp_key0,
+                                                      int lane) {
+    const int stage = j % kStages;
+    transposed_probabilities<C::kCausal>(st, smem.lse_log2[stage], p, walk.query0_of(j), warp_key0,
+                                         lane);
+    subtract_columns_times(dpt, st, smem.dterm[stage], lane);
+  }
+
+  static __device__ __forceinline__ void pack(u32 (&pt_frag)[kBlockN / 16][1][4],
+                                              u32 (&dst_frag)[kBlockN / 16][1][4],
+                                              const float (&st)[1][kQueryTiles][4],
+                                              const float (&dpt)[1][kQueryTiles][4]) {
+#pragma unroll
+    for (int ks = 0; ks < kBlockN / 16; ++ks) {
+      pack_a_from_acc<E>(pt_frag[ks], st, ks);
+      pack_a_from_acc<E>(dst_frag[ks], dpt, ks);
+    }
+  }
+};
+
+}  // namespace flashgen_device

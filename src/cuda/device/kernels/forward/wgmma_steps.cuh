@@ -1,0 +1,70 @@
+// The tensor-core steps of one key block of the forward wgmma kernel
+// (kernels/forward/wgmma.cuh, which derives from this struct) and the tile
+// shapes they need:
+//
+//   S = Q·Kᵀ                      scores (Q and K from shared memory)
+//   P = exp2(S·scale·log2e − m)   block_softmax (masked, online softmax)
+//   O += P·V                      accumulate_output (P from registers)
+#pragma once
+
+#include "common.cuh"
+#include "softmax/mask.cuh"
+#include "softmax/softmax.cuh"
+#include "arch/wgmma.cuh"
+
+namespace flashgen_device {
+
+// C (generated): as for ForwardWgmma.
+template <class C>
+struct ForwardWgmmaSteps {
+  static constexpr int E = C::kElement;
+  static constexpr int kBlockN = C::kBlockN;
+  static constexpr int kDimQK = round_up(C::kDimQK, 16);  // the k of S = Q·Kᵀ, zero-filled
+  // Value columns per CTA (the n of O = P·V): all of Dv, or one chunk of it.
+  static constexpr int kDimV = chunk_width(C::kDimV, C::kHeadChunks);
+  static constexpr int kScoreTiles = kBlockN / 8;
+  // K and V stages in the layout their copies write (TraversedTile): TMA's
+  // slices (kTma; whole-sector 16-column panels swizzled by 32 bytes with
+  // kSwizzle = 32) or the cp.async core-matrix layout.
+  static constexpr bool kTmaLayout = C::kTma;
+  typedef TraversedTile<kBlockN, kDimQK, kTmaLayout, C::kSwizzle> Keys;
+  typedef TraversedTile<kBlockN, kDimV, kTmaLayout, C::kSwizzle> Values;
+
+  // Issues S = Q·Kᵀ for this warpgroup's rows (overwriting s).
+  static __device__ __forceinline__ void scores(float (&s)[1][kScoreTiles][4], u64 q_desc,
+                                                const u16* k_tile) {
+    const u64 k_desc = Keys::k_major(k_tile);
+#pragma unroll
+    for (int ks = 0; ks < kDimQK / 16; ++ks)
+      Wgmma<kBlockN>::template shared_shared<E>(flat(s), q_desc + ks * 16,
+                                                k_desc + ks * Keys::kKMajorStep, ks > 0);
+  }
+
+  // Issues O += P·V.
+  static __device__ __forceinline__ void accumulate_output(float (&o)[kDimV / 2],
+                                                           const u32 (&p_frag)[kBlockN / 16][1][4],
+                                                           const u16* v_tile) {
+    const u64 v_desc = Values::mn_major(v_tile);
+#pragma unroll
+    for (int ks = 0; ks < kBlockN / 16; ++ks)
+      Wgmma<kDimV>::template registers_shared<E>(o, p_frag[ks][0],
+                                                 v_desc + ks * Values::kMnMajorStep, 1);
+  }
+
+  // Scales and masks the scores of the block at key0 and turns them into P.
+  static __device__ __forceinline__ void block_softmax(float (&s)[1][kScoreTiles][4],
+                                                       float (&correction)[1][2],
+                                                       OnlineSoftmax<1>& softmax,
+                                                       const AttentionParams& p, int key0,
+                                                       int warp_row0, int lane) {
+    scale_scores(s, p.scale_log2);
+    const bool needs_mask = key0 + kBlockN > p.seq_kv ||
+                            (C::kCausal && key0 + kBlockN - 1 > warp_row0 + p.causal_offset);
+    if (needs_mask)
+      mask_scores<1, kScoreTiles, C::kCausal>(s, warp_row0, key0, p.seq_kv, p.causal_offset,
+                                              lane);
+    softmax.update(s, correction);
+  }
+};
+
+}  // namespace flashgen_device
