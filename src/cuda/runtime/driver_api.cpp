@@ -9,17 +9,7 @@
 namespace flashgen::cuda::driver {
 namespace {
 
-struct Loaded {
-  Api api{};
-  Status status;
-};
-
-// Resolves `symbol` into `slot`; records the first missing one in `missing`.
-template <class F>
-void resolve(const DynamicLibrary& library, const char* symbol, F& slot, std::string* missing) {
-  slot = library.find_as<F>(symbol);
-  if (!slot && missing->empty()) *missing = symbol;
-}
+using Loaded = LoadedApi<Api, Status>;
 
 Loaded load() {
   Loaded loaded;

@@ -36,6 +36,22 @@ class DynamicLibrary {
   bool was_loaded_ = false;
 };
 
+// What loading a library's API gives: its function pointers and the status
+// (`ok`, or the reason the API is not there), as load_once keeps it.
+template <class Api, class Status>
+struct LoadedApi {
+  Api api{};
+  Status status;
+};
+
+// Resolves `symbol` of `library` into `slot`; records the first missing one
+// in `missing`, so that one message can name it after every symbol is tried.
+template <class F>
+void resolve(const DynamicLibrary& library, const char* symbol, F& slot, std::string* missing) {
+  slot = library.find_as<F>(symbol);
+  if (!slot && missing->empty()) *missing = symbol;
+}
+
 // A library's API, loaded by `Load` on first use from any thread and kept
 // until exit (never destroyed: its function pointers outlive every caller).
 // Loaded must have `status.ok`, `status.reason` and `api`.

@@ -11,16 +11,7 @@
 namespace flashgen::cuda::nvrtc {
 namespace {
 
-struct Loaded {
-  Api api{};
-  Status status;
-};
-
-template <class F>
-void resolve(const DynamicLibrary& library, const char* symbol, F& slot, std::string* missing) {
-  slot = library.find_as<F>(symbol);
-  if (!slot && missing->empty()) *missing = symbol;
-}
+using Loaded = LoadedApi<Api, Status>;
 
 // Where the opened file came from, by the candidate it matched.
 std::string origin_of(const DynamicLibrary& library,
