@@ -35,6 +35,7 @@
 #include "layout/shared_memory.cuh"
 #include "pipeline/warpgroup_exchange.cuh"
 #include "kernels/backward_key_value/wgmma_dims_steps.cuh"
+#include "arch/wgmma_gemm.cuh"
 
 namespace flashgen_device {
 
@@ -253,11 +254,7 @@ struct BackwardKeyValueWgmmaDims : BackwardKeyValueWgmmaDimsSteps<C> {
   static __device__ __forceinline__ void half_scores_from_registers(
       float (&scores)[1][kQueryTiles][4], const u32 (&frag)[kSteps][4], const u16* tile,
       int half) {
-    const u64 desc = Tile::k_major(tile) + half;
-#pragma unroll
-    for (int ks = 0; ks < kSteps; ++ks)
-      Wgmma<kBlockN>::template registers_k_major<E>(flat(scores), frag[ks],
-                                                    desc + ks * Tile::kKMajorStep, ks > 0);
+    gemm_registers<E, Tile::kKMajorStep>(flat(scores), frag, Tile::k_major(tile) + half);
   }
 };
 

@@ -8,6 +8,7 @@
 #include "kernels/backward_key_value/wgmma_producer.cuh"
 #include "layout/shared_memory.cuh"
 #include "pipeline/warpgroup_exchange.cuh"
+#include "arch/wgmma_gemm.cuh"
 
 namespace flashgen_device {
 
@@ -83,10 +84,7 @@ struct BackwardKeyValueWgmmaDimsSteps {
   static __device__ __forceinline__ void half_scores(float (&st)[1][kQueryTiles][4], u64 k_desc,
                                                      const u16* q_tile, int q_half) {
     const u64 q_desc = Queries::k_major(q_tile) + q_half;
-#pragma unroll
-    for (int ks = 0; ks < kHalfQK / 16; ++ks)  // A (K) steps 256 bytes
-      Wgmma<kBlockN>::template shared_shared<E>(flat(st), k_desc + ks * 16,
-                                                q_desc + ks * Queries::kKMajorStep, ks > 0);
+    gemm_shared<E, kHalfQK / 16, Queries::kKMajorStep>(flat(st), k_desc, q_desc);  // A (K) steps 256 bytes
   }
 
   // Issues dPᵀ_g = V_g·dO_gᵀ (overwriting dpt): V from shared memory, dO read K-major.
@@ -94,10 +92,7 @@ struct BackwardKeyValueWgmmaDimsSteps {
                                                           u64 v_desc, const u16* grad_o_tile,
                                                           int o_half) {
     const u64 grad_o_desc = GradOs::k_major(grad_o_tile) + o_half;
-#pragma unroll
-    for (int ks = 0; ks < kHalfV / 16; ++ks)
-      Wgmma<kBlockN>::template shared_shared<E>(flat(dpt), v_desc + ks * 16,
-                                                grad_o_desc + ks * GradOs::kKMajorStep, ks > 0);
+    gemm_shared<E, kHalfV / 16, GradOs::kKMajorStep>(flat(dpt), v_desc, grad_o_desc);
   }
 
   // Issues dV_g += Pᵀ·dO_g (dO read MN-major, 16 queries a k step).
@@ -105,10 +100,7 @@ struct BackwardKeyValueWgmmaDimsSteps {
       float (&dv)[1][kHalfV / 8][4], const u32 (&pt_frag)[kBlockN / 16][1][4],
       const u16* grad_o_tile, int o_half) {
     const u64 grad_o_desc = GradOs::mn_major(grad_o_tile) + o_half;
-#pragma unroll
-    for (int ks = 0; ks < kBlockN / 16; ++ks)
-      Wgmma<kHalfV>::template registers_shared<E>(flat(dv), pt_frag[ks][0],
-                                                  grad_o_desc + ks * GradOs::kMnMajorStep, 1);
+    gemm_accumulate<E, GradOs::kMnMajorStep>(flat(dv), pt_frag, grad_o_desc);
   }
 
   // Issues dK_g += dSᵀ·Q_g (Q read MN-major).
@@ -116,10 +108,7 @@ struct BackwardKeyValueWgmmaDimsSteps {
                                                           const u32 (&dst_frag)[kBlockN / 16][1][4],
                                                           const u16* q_tile, int q_half) {
     const u64 q_desc = Queries::mn_major(q_tile) + q_half;
-#pragma unroll
-    for (int ks = 0; ks < kBlockN / 16; ++ks)
-      Wgmma<kHalfQK>::template registers_shared<E>(flat(dk), dst_frag[ks][0],
-                                                   q_desc + ks * Queries::kMnMajorStep, 1);
+    gemm_accumulate<E, Queries::kMnMajorStep>(flat(dk), dst_frag, q_desc);
   }
 
   // Pᵀ = exp2(Sᵀ·scale·log2e − L2[query]) in st, masked (sequence ends, causal).

@@ -18,6 +18,7 @@
 #pragma once
 
 #include "kernels/backward_key_value/wgmma_producer.cuh"
+#include "arch/wgmma_gemm.cuh"
 
 namespace flashgen_device {
 
@@ -209,20 +210,14 @@ struct BackwardKeyValueWgmmaSplit {
   static __device__ __forceinline__ void scores(float (&st)[1][kQueryTiles][4], u64 k_desc,
                                                 const u16* q_tile) {
     const u64 q_desc = Queries::k_major(q_tile);
-#pragma unroll
-    for (int ks = 0; ks < kDimQK / 16; ++ks)  // A (K) steps 256 bytes
-      Wgmma<kBlockN>::template shared_shared<E>(flat(st), k_desc + ks * 16,
-                                                q_desc + ks * Queries::kKMajorStep, ks > 0);
+    gemm_shared<E, kDimQK / 16, Queries::kKMajorStep>(flat(st), k_desc, q_desc);  // A (K) steps 256 bytes
   }
 
   // Issues dPᵀ = V·dOᵀ (overwriting dpt): V from shared memory, dO read K-major.
   static __device__ __forceinline__ void grad_scores(float (&dpt)[1][kQueryTiles][4], u64 v_desc,
                                                      const u16* grad_o_tile) {
     const u64 grad_o_desc = GradOs::k_major(grad_o_tile);
-#pragma unroll
-    for (int ks = 0; ks < kDimV / 16; ++ks)
-      Wgmma<kBlockN>::template shared_shared<E>(flat(dpt), v_desc + ks * 16,
-                                                grad_o_desc + ks * GradOs::kKMajorStep, ks > 0);
+    gemm_shared<E, kDimV / 16, GradOs::kKMajorStep>(flat(dpt), v_desc, grad_o_desc);
   }
 
   // Issues dV += Pᵀ·dO (dO read MN-major, 16 queries a k step).
@@ -230,10 +225,7 @@ struct BackwardKeyValueWgmmaSplit {
                                                        const u32 (&pt_frag)[kBlockN / 16][1][4],
                                                        const u16* grad_o_tile) {
     const u64 grad_o_desc = GradOs::mn_major(grad_o_tile);
-#pragma unroll
-    for (int ks = 0; ks < kBlockN / 16; ++ks)
-      Wgmma<kDimV>::template registers_shared<E>(flat(dv), pt_frag[ks][0],
-                                                 grad_o_desc + ks * GradOs::kMnMajorStep, 1);
+    gemm_accumulate<E, GradOs::kMnMajorStep>(flat(dv), pt_frag, grad_o_desc);
   }
 
   // Issues dK += dSᵀ·Q (Q read MN-major).
@@ -241,10 +233,7 @@ struct BackwardKeyValueWgmmaSplit {
                                                      const u32 (&dst_frag)[kBlockN / 16][1][4],
                                                      const u16* q_tile) {
     const u64 q_desc = Queries::mn_major(q_tile);
-#pragma unroll
-    for (int ks = 0; ks < kBlockN / 16; ++ks)
-      Wgmma<kDimQK>::template registers_shared<E>(flat(dk), dst_frag[ks][0],
-                                                  q_desc + ks * Queries::kMnMajorStep, 1);
+    gemm_accumulate<E, Queries::kMnMajorStep>(flat(dk), dst_frag, q_desc);
   }
 
   // Pᵀ = exp2(Sᵀ·scale·log2e − L2[query]) in st, masked (sequence ends, causal).

@@ -11,6 +11,7 @@
 #include "softmax/softmax.cuh"
 #include "arch/warp_gemm.cuh"
 #include "arch/wgmma.cuh"
+#include "arch/wgmma_gemm.cuh"
 #include "kernels/backward_key_value/query_traversal.cuh"
 
 namespace flashgen_device {
@@ -39,14 +40,8 @@ struct BackwardKeyValueWgmmaSteps {
     // Q and dO read K-major.
     const u64 q_desc = Queries::k_major(smem.q[stage]);
     const u64 grad_o_desc = GradOs::k_major(smem.grad_o[stage]);
-#pragma unroll
-    for (int ks = 0; ks < kDimQK / 16; ++ks)  // A (K, V) steps 256 bytes
-      Wgmma<kBlockN>::template shared_shared<E>(flat(st), k_desc + ks * 16,
-                                                q_desc + ks * Queries::kKMajorStep, ks > 0);
-#pragma unroll
-    for (int ks = 0; ks < kDimV / 16; ++ks)
-      Wgmma<kBlockN>::template shared_shared<E>(flat(dpt), v_desc + ks * 16,
-                                                grad_o_desc + ks * GradOs::kKMajorStep, ks > 0);
+    gemm_shared<E, kDimQK / 16, Queries::kKMajorStep>(flat(st), k_desc, q_desc);  // A (K, V) steps 256 bytes
+    gemm_shared<E, kDimV / 16, GradOs::kKMajorStep>(flat(dpt), v_desc, grad_o_desc);
   }
 
   // Issues dV += Pᵀ·dO and dK += dSᵀ·Q for the block in `stage`.
@@ -59,14 +54,8 @@ struct BackwardKeyValueWgmmaSteps {
     // dO and Q read MN-major (16 queries a k step).
     const u64 grad_o_desc = GradOs::mn_major(smem.grad_o[stage]);
     const u64 q_desc = Queries::mn_major(smem.q[stage]);
-#pragma unroll
-    for (int ks = 0; ks < kBlockN / 16; ++ks)
-      Wgmma<kDimV>::template registers_shared<E>(flat(dv), pt_frag[ks][0],
-                                                 grad_o_desc + ks * GradOs::kMnMajorStep, 1);
-#pragma unroll
-    for (int ks = 0; ks < kBlockN / 16; ++ks)
-      Wgmma<kDimQK>::template registers_shared<E>(flat(dk), dst_frag[ks][0],
-                                                  q_desc + ks * Queries::kMnMajorStep, 1);
+    gemm_accumulate<E, GradOs::kMnMajorStep>(flat(dv), pt_frag, grad_o_desc);
+    gemm_accumulate<E, Queries::kMnMajorStep>(flat(dk), dst_frag, q_desc);
   }
 
   // Pᵀ = exp2(Sᵀ·scale·log2e − L2[query]) (masked) in st, dSᵀ in dpt.

@@ -23,6 +23,7 @@
 #include "softmax/softmax.cuh"
 #include "arch/warp_gemm.cuh"
 #include "arch/wgmma.cuh"
+#include "arch/wgmma_gemm.cuh"
 
 namespace flashgen_device {
 
@@ -242,14 +243,8 @@ struct BackwardQueryWgmma {
                                                 const u16* v_tile) {
     // K and V read K-major.
     const u64 k_desc = Keys::k_major(k_tile), v_desc = Values::k_major(v_tile);
-#pragma unroll
-    for (int ks = 0; ks < kDimQK / 16; ++ks)  // A (Q, dO) steps 256 bytes
-      Wgmma<kBlockN>::template shared_shared<E>(flat(s), q_desc + ks * 16,
-                                                k_desc + ks * Keys::kKMajorStep, ks > 0);
-#pragma unroll
-    for (int ks = 0; ks < kDimV / 16; ++ks)
-      Wgmma<kBlockN>::template shared_shared<E>(flat(dp), grad_o_desc + ks * 16,
-                                                v_desc + ks * Values::kKMajorStep, ks > 0);
+    gemm_shared<E, kDimQK / 16, Keys::kKMajorStep>(flat(s), q_desc, k_desc);  // A (Q, dO) steps 256 bytes
+    gemm_shared<E, kDimV / 16, Values::kKMajorStep>(flat(dp), grad_o_desc, v_desc);
   }
 
   // Issues dQ += dS·K for the K tile of the previous block (read MN-major).
@@ -257,10 +252,7 @@ struct BackwardQueryWgmma {
                                                         const u32 (&ds_frag)[kBlockN / 16][1][4],
                                                         const u16* k_tile) {
     const u64 k_desc = Keys::mn_major(k_tile);
-#pragma unroll
-    for (int ks = 0; ks < kBlockN / 16; ++ks)
-      Wgmma<kDimQK>::template registers_shared<E>(flat(dq), ds_frag[ks][0],
-                                                  k_desc + ks * Keys::kMnMajorStep, 1);
+    gemm_accumulate<E, Keys::kMnMajorStep>(flat(dq), ds_frag, k_desc);
   }
 
   // P = exp2(S·scale·log2e − L2) (masked) in s, dS = P ∘ (dP − Dterm) in dp.

@@ -10,6 +10,7 @@
 #include "arch/tma.cuh"
 #include "layout/shared_memory.cuh"
 #include "pipeline/warpgroup_exchange.cuh"
+#include "arch/wgmma_gemm.cuh"
 
 namespace flashgen_device {
 
@@ -84,15 +85,10 @@ struct BackwardQueryWgmmaSplitSteps {
                                                           u64 a_desc,
                                                           const u32 (&a_frag)[kSteps][4],
                                                           u64 b_desc) {
-#pragma unroll
-    for (int ks = 0; ks < kSteps; ++ks) {
-      if constexpr (kHeld)
-        Wgmma<kBlockN>::template registers_k_major<E>(flat(acc), a_frag[ks],
-                                                      b_desc + ks * Tile::kKMajorStep, ks > 0);
-      else
-        Wgmma<kBlockN>::template shared_shared<E>(flat(acc), a_desc + ks * 16,
-                                                  b_desc + ks * Tile::kKMajorStep, ks > 0);
-    }
+    if constexpr (kHeld)
+      gemm_registers<E, Tile::kKMajorStep>(flat(acc), a_frag, b_desc);
+    else
+      gemm_shared<E, kSteps, Tile::kKMajorStep>(flat(acc), a_desc, b_desc);
   }
 
   // Issues dQ_g += dS·K_g (K read MN-major from this warpgroup's columns;
@@ -101,10 +97,7 @@ struct BackwardQueryWgmmaSplitSteps {
                                                       const u32 (&ds_frag)[kBlockN / 16][1][4],
                                                       const u16* k_tile, int key_half) {
     const u64 k_desc = Keys::mn_major(k_tile) + key_half;
-#pragma unroll
-    for (int ks = 0; ks < kBlockN / 16; ++ks)
-      Wgmma<kHalfQK>::template registers_shared<E>(flat(dq), ds_frag[ks][0],
-                                                   k_desc + ks * Keys::kMnMajorStep, 1);
+    gemm_accumulate<E, Keys::kMnMajorStep>(flat(dq), ds_frag, k_desc);
   }
 };
 

@@ -11,6 +11,7 @@
 #include "softmax/mask.cuh"
 #include "softmax/softmax.cuh"
 #include "arch/wgmma.cuh"
+#include "arch/wgmma_gemm.cuh"
 
 namespace flashgen_device {
 
@@ -34,10 +35,7 @@ struct ForwardWgmmaSteps {
   static __device__ __forceinline__ void scores(float (&s)[1][kScoreTiles][4], u64 q_desc,
                                                 const u16* k_tile) {
     const u64 k_desc = Keys::k_major(k_tile);
-#pragma unroll
-    for (int ks = 0; ks < kDimQK / 16; ++ks)
-      Wgmma<kBlockN>::template shared_shared<E>(flat(s), q_desc + ks * 16,
-                                                k_desc + ks * Keys::kKMajorStep, ks > 0);
+    gemm_shared<E, kDimQK / 16, Keys::kKMajorStep>(flat(s), q_desc, k_desc);
   }
 
   // Issues O += P·V.
@@ -45,10 +43,7 @@ struct ForwardWgmmaSteps {
                                                            const u32 (&p_frag)[kBlockN / 16][1][4],
                                                            const u16* v_tile) {
     const u64 v_desc = Values::mn_major(v_tile);
-#pragma unroll
-    for (int ks = 0; ks < kBlockN / 16; ++ks)
-      Wgmma<kDimV>::template registers_shared<E>(o, p_frag[ks][0],
-                                                 v_desc + ks * Values::kMnMajorStep, 1);
+    gemm_accumulate<E, Values::kMnMajorStep>(o, p_frag, v_desc);
   }
 
   // Scales and masks the scores of the block at key0 and turns them into P.
