@@ -20,6 +20,7 @@
 #include "softmax/row_stats.cuh"
 #include "softmax/softmax.cuh"
 #include "arch/warp_gemm.cuh"
+#include "scheduler/cta_tile.cuh"
 
 namespace flashgen_device {
 
@@ -65,9 +66,9 @@ struct BackwardKeyValue {
   static __device__ void run(const AttentionParams& p, unsigned char* shared_bytes) {
     SharedStorage& smem = *reinterpret_cast<SharedStorage*>(shared_bytes);
     const int thread = threadIdx.x, lane = thread & 31, warp = thread >> 5;
-    const int kv_head = blockIdx.y;
-    const int batch = blockIdx.z / C::kHeadChunks, chunk = blockIdx.z % C::kHeadChunks;
-    const int key0 = blockIdx.x * kBlockM;
+    const CtaTile tile = key_tile<kBlockM, C::kHeadChunks>();
+    const int kv_head = tile.head, batch = tile.batch, key0 = tile.row0;
+    const int chunk = tile.chunk;
     const int warp_local0 = warp * 16 * kRowTiles;
     const int warp_key0 = key0 + warp_local0;
     const int dk0 = chunk * kDkChunk, dv0 = chunk * kDvChunk;

@@ -27,6 +27,7 @@
 #include "arch/wgmma.cuh"
 #include "kernels/backward_key_value/query_traversal.cuh"
 #include "kernels/backward_key_value/wgmma_steps.cuh"
+#include "scheduler/cta_tile.cuh"
 
 namespace flashgen_device {
 
@@ -65,9 +66,8 @@ struct BackwardKeyValueWgmma : BackwardKeyValueWgmmaSteps<C> {
     SharedStorage& smem = *reinterpret_cast<SharedStorage*>(shared_bytes);
     const int thread = threadIdx.x, lane = thread & 31, warp = thread >> 5;
     const int group = warp / 4;
-    const int kv_head = blockIdx.y;
-    const int batch = blockIdx.z;
-    const int key0 = blockIdx.x * kBlockM;
+    const CtaTile tile = key_tile<kBlockM, 1>();
+    const int kv_head = tile.head, batch = tile.batch, key0 = tile.row0;
     const int warp_key0 = key0 + warp * 16;
 
     if constexpr (kStaged) {  // once per CTA: aligned loads shifted in registers

@@ -36,6 +36,7 @@
 #include "pipeline/warpgroup_exchange.cuh"
 #include "kernels/backward_key_value/wgmma_dims_steps.cuh"
 #include "arch/wgmma_gemm.cuh"
+#include "scheduler/cta_tile.cuh"
 
 namespace flashgen_device {
 
@@ -62,11 +63,10 @@ struct BackwardKeyValueWgmmaDims : BackwardKeyValueWgmmaDimsSteps<C> {
                              unsigned char* shared_bytes) {
     SharedStorage& smem = *reinterpret_cast<SharedStorage*>(shared_bytes);
     const int thread = threadIdx.x, lane = thread & 31, warp = thread >> 5;
-    const int kv_head = blockIdx.y;
-    // The dV and dK CTAs of a key block along z.
-    const int batch = blockIdx.z / 2;
-    const bool grad_keys = blockIdx.z % 2 == 1;  // this CTA's output: dK, else dV
-    const int key0 = blockIdx.x * kBlockM;
+    // The dV and dK CTAs of a key block: its two column chunks.
+    const CtaTile tile = key_tile<kBlockM, 2>();
+    const int kv_head = tile.head, batch = tile.batch, key0 = tile.row0;
+    const bool grad_keys = tile.chunk == 1;  // this CTA's output: dK, else dV
     const Traversal walk = Traversal::template of<C::kCausal>(p, key0);
 
     if (thread == 0) smem.pipeline.init(kConsumerWarps * 32, kQueryBlockArrivals);

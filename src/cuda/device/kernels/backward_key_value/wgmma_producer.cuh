@@ -19,6 +19,7 @@
 #include "kernels/backward_key_value/wgmma.cuh"
 #include "pipeline/warp_specialized.cuh"
 #include "arch/tma.cuh"
+#include "scheduler/cta_tile.cuh"
 
 namespace flashgen_device {
 
@@ -96,9 +97,8 @@ struct BackwardKeyValueWgmmaProducer {
                                                   unsigned char* shared_bytes, Produce produce) {
     SharedStorage& smem = *reinterpret_cast<SharedStorage*>(shared_bytes);
     const int thread = threadIdx.x, lane = thread & 31, warp = thread >> 5;
-    const int kv_head = blockIdx.y;
-    const int batch = blockIdx.z;
-    const int key0 = blockIdx.x * kBlockM;
+    const CtaTile tile = key_tile<kBlockM, 1>();
+    const int kv_head = tile.head, batch = tile.batch, key0 = tile.row0;
     const typename Base::Traversal walk = Base::traversal_of(p, key0);
 
     // Every producer thread stores row statistics, every consumer thread reads them.

@@ -19,6 +19,7 @@
 
 #include "kernels/backward_key_value/wgmma_producer.cuh"
 #include "arch/wgmma_gemm.cuh"
+#include "scheduler/cta_tile.cuh"
 
 namespace flashgen_device {
 
@@ -74,9 +75,8 @@ struct BackwardKeyValueWgmmaSplit {
                              unsigned char* shared_bytes) {
     SharedStorage& smem = *reinterpret_cast<SharedStorage*>(shared_bytes);
     const int thread = threadIdx.x, lane = thread & 31, warp = thread >> 5;
-    const int kv_head = blockIdx.y;
-    const int batch = blockIdx.z;
-    const int key0 = blockIdx.x * kBlockM;
+    const CtaTile tile = key_tile<kBlockM, 1>();
+    const int kv_head = tile.head, batch = tile.batch, key0 = tile.row0;
     const Traversal walk = Traversal::template of<C::kCausal>(p, key0);
 
     if (thread == 0) smem.pipeline.init(kConsumerWarps * 32, kQueryBlockArrivals);

@@ -24,6 +24,7 @@
 #include "arch/warp_gemm.cuh"
 #include "arch/wgmma.cuh"
 #include "arch/wgmma_gemm.cuh"
+#include "scheduler/cta_tile.cuh"
 
 namespace flashgen_device {
 
@@ -68,10 +69,8 @@ struct BackwardQueryWgmma {
     SharedStorage& smem = *reinterpret_cast<SharedStorage*>(shared_bytes);
     const int thread = threadIdx.x, lane = thread & 31, warp = thread >> 5;
     const int group = warp / 4;
-    const int head = blockIdx.y;
-    const int batch = blockIdx.z;
-    const int kv_head = head / p.group_size;
-    const int row0 = blockIdx.x * kBlockM;
+    const CtaTile tile = query_tile<kBlockM, 1>(p);
+    const int head = tile.head, kv_head = tile.kv_head, batch = tile.batch, row0 = tile.row0;
     const int warp_row0 = row0 + warp * 16;
 
     const u16* q = head_slice<const u16>(p.q, batch, head) + row0 * p.q.stride_seq;

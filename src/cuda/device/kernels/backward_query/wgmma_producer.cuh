@@ -18,6 +18,7 @@
 #include "kernels/backward_query/wgmma.cuh"
 #include "pipeline/warp_specialized.cuh"
 #include "arch/tma.cuh"
+#include "scheduler/cta_tile.cuh"
 
 namespace flashgen_device {
 
@@ -70,10 +71,8 @@ struct BackwardQueryWgmmaProducer {
                                                   unsigned char* shared_bytes, Produce produce) {
     SharedStorage& smem = *reinterpret_cast<SharedStorage*>(shared_bytes);
     const int thread = threadIdx.x, lane = thread & 31, warp = thread >> 5;
-    const int head = blockIdx.y;
-    const int batch = blockIdx.z;
-    const int kv_head = head / p.group_size;
-    const int row0 = blockIdx.x * kBlockM;
+    const CtaTile tile = query_tile<kBlockM, 1>(p);
+    const int head = tile.head, kv_head = tile.kv_head, batch = tile.batch, row0 = tile.row0;
     const int n_blocks = Base::key_blocks(p, row0);
 
     if (thread == 0) smem.pipeline.init(kConsumerWarps, Copies::kFullArrivals);

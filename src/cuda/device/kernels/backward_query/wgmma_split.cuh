@@ -32,6 +32,7 @@
 #include "layout/shared_memory.cuh"
 #include "pipeline/warpgroup_exchange.cuh"
 #include "kernels/backward_query/wgmma_split_steps.cuh"
+#include "scheduler/cta_tile.cuh"
 
 namespace flashgen_device {
 
@@ -64,10 +65,8 @@ struct BackwardQueryWgmmaSplit : BackwardQueryWgmmaSplitSteps<C> {
                              unsigned char* shared_bytes) {
     SharedStorage& smem = *reinterpret_cast<SharedStorage*>(shared_bytes);
     const int thread = threadIdx.x, lane = thread & 31, warp = thread >> 5;
-    const int head = blockIdx.y;
-    const int batch = blockIdx.z;
-    const int kv_head = head / p.group_size;
-    const int row0 = blockIdx.x * kBlockM;
+    const CtaTile tile = query_tile<kBlockM, 1>(p);
+    const int head = tile.head, kv_head = tile.kv_head, batch = tile.batch, row0 = tile.row0;
     const int n_blocks = key_blocks_for_rows<C::kCausal, kBlockN>(p, row0, kBlockM);
 
     if (thread == 0) {

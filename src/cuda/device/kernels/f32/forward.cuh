@@ -8,6 +8,7 @@
 #pragma once
 
 #include "kernels/f32/simt.cuh"
+#include "scheduler/cta_tile.cuh"
 
 namespace flashgen_device {
 
@@ -30,10 +31,9 @@ struct ForwardF32 {
   static __device__ void run(const AttentionParams& p, unsigned char* shared_bytes) {
     SharedStorage& smem = *reinterpret_cast<SharedStorage*>(shared_bytes);
     const int thread = threadIdx.x, lane = thread & 31, warp = thread >> 5;
-    const int head = blockIdx.y;
-    const int batch = blockIdx.z / C::kHeadChunks, chunk = blockIdx.z % C::kHeadChunks;
-    const int kv_head = head / p.group_size;
-    const int row0 = blockIdx.x * kBlockM;
+    const CtaTile tile = query_tile<kBlockM, C::kHeadChunks>(p);
+    const int head = tile.head, kv_head = tile.kv_head, batch = tile.batch, row0 = tile.row0;
+    const int chunk = tile.chunk;
     const int warp_row0 = row0 + warp * kSimtRowsPerWarp;
     const int dv0 = chunk * kDvChunk;
     const int value_cols = min_of(C::kDimV - dv0, kDvChunk);

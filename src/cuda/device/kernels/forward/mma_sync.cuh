@@ -16,6 +16,7 @@
 #include "arch/mma.cuh"
 #include "softmax/softmax.cuh"
 #include "arch/warp_gemm.cuh"
+#include "scheduler/cta_tile.cuh"
 
 namespace flashgen_device {
 
@@ -55,13 +56,9 @@ struct Forward {
   static __device__ void run(const AttentionParams& p, unsigned char* shared_bytes) {
     SharedStorage& smem = *reinterpret_cast<SharedStorage*>(shared_bytes);
     const int thread = threadIdx.x, lane = thread & 31, warp = thread >> 5;
-    const int num_chunks = C::kHeadChunks;
-    const int m_block = blockIdx.x;
-    const int head = blockIdx.y;
-    const int batch = blockIdx.z / num_chunks;
-    const int chunk = blockIdx.z % num_chunks;
-    const int kv_head = head / p.group_size;
-    const int row0 = m_block * kBlockM;  // first query row of the CTA
+    const CtaTile tile = query_tile<kBlockM, C::kHeadChunks>(p);
+    const int head = tile.head, kv_head = tile.kv_head, batch = tile.batch, row0 = tile.row0;
+    const int chunk = tile.chunk;
     const int warp_row0 = row0 + warp * 16 * kRowTiles;
     const int dv0 = chunk * kDvChunk;
 

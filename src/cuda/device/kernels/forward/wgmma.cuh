@@ -23,6 +23,7 @@
 #include "arch/warp_gemm.cuh"
 #include "arch/wgmma.cuh"
 #include "kernels/forward/wgmma_steps.cuh"
+#include "scheduler/cta_tile.cuh"
 
 namespace flashgen_device {
 
@@ -72,13 +73,14 @@ struct ForwardWgmma : ForwardWgmmaSteps<C> {
   };
 
   static __device__ __forceinline__ Work work_of(const AttentionParams& p) {
+    const CtaTile tile = query_tile<kBlockM, C::kHeadChunks>(p);
     Work w;
-    w.head = blockIdx.y;
-    w.batch = blockIdx.z / C::kHeadChunks;
-    w.chunk = blockIdx.z % C::kHeadChunks;
+    w.head = tile.head;
+    w.batch = tile.batch;
+    w.chunk = tile.chunk;
     w.dv0 = w.chunk * kDimV;
-    w.row0 = blockIdx.x * kBlockM;
-    const int kv_head = w.head / p.group_size;
+    w.row0 = tile.row0;
+    const int kv_head = tile.kv_head;
     w.kv_head = kv_head;
     w.q = head_slice<const u16>(p.q, w.batch, w.head) + w.row0 * p.q.stride_seq;
     w.k = head_slice<const u16>(p.k, w.batch, kv_head);
