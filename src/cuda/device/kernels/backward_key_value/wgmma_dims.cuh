@@ -52,7 +52,6 @@ struct BackwardKeyValueWgmmaDims : BackwardKeyValueWgmmaDimsSteps<C> {
   using Steps::kBothGroups, Steps::kKeysInRegisters, Steps::kValuesInRegisters;
   using Steps::kKeyTileElements, Steps::kValueTileElements, Steps::kScoreFloats;
   using Steps::kFragmentWords, Steps::kPartialsBarrier, Steps::kFragmentsBarrier;
-  using Steps::kSliceCols, Steps::kQuerySlices, Steps::kGradOSlices;
   using typename Steps::Roles, typename Steps::Registers, typename Steps::Traversal;
   using typename Steps::Queries, typename Steps::GradOs, typename Steps::SharedStorage;
   using Steps::key_half_descriptor, Steps::value_half_descriptor, Steps::query_half;
@@ -81,15 +80,9 @@ struct BackwardKeyValueWgmmaDims : BackwardKeyValueWgmmaDimsSteps<C> {
             smem.v, v, p.v.stride_seq, p.seq_kv - key0, C::kDimV, thread);
       }
     }
-    zero_unwritten_columns<kBlockN, kDimQK, kDimV>(smem.q, kQuerySlices * kSliceCols, smem.grad_o,
-                                                   kGradOSlices * kSliceCols, thread,
-                                                   Registers::kThreads);
-    if (Roles::split_roles(warp)) {  // K and V are ready after it
-      if (Roles::copies(warp))
-        produce_query_blocks_with_tma<kSliceCols, C::kDimQK, C::kDimV>(smem, maps, p, walk, batch,
-                                                                       kv_head, lane);
+    if (!start_query_block_producer<kDimQK, kDimV, C::kDimQK, C::kDimV, C::kSwizzle, Roles>(
+            smem, maps, p, walk, batch, kv_head, thread))
       return;
-    }
     // The warpgroup, broadcast so that the compiler sees a warp-uniform
     // value: the branches on it hold wgmma instructions.
     const int group = __shfl_sync(0xffffffffu, warp / 4, 0);

@@ -59,10 +59,6 @@ struct BackwardKeyValueWgmmaDimsSteps {
   // Named barriers of the exchanges (0 is __syncthreads').
   static constexpr int kPartialsBarrier = 1, kFragmentsBarrier = 2;
 
-  static constexpr int kSliceCols = tma_slice_columns(C::kSwizzle);
-  static constexpr int kQuerySlices = ceil_div(C::kDimQK, kSliceCols);
-  static constexpr int kGradOSlices = ceil_div(C::kDimV, kSliceCols);
-
   // This warpgroup's half of the head dims: K's and Q's columns g·kHalfQK
   // on, V's and dO's g·kHalfV on (16 columns are one k step's distance in
   // either reading of a traversed tile).

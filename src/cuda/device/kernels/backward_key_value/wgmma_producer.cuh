@@ -55,6 +55,33 @@ __device__ __forceinline__ void produce_query_blocks_with_tma(Storage& smem,
   });
 }
 
+// The end of the set-up in a key/value kernel whose producer warp copies Q
+// and dO by TMA (split=outputs, split=dims): every thread zeroes its share
+// of the tile columns TMA never writes (those past kQueryCols, kGradOCols
+// up to the tiles' kTileQK, kTileV), then the roles split, and the producer
+// warp runs produce_query_blocks_with_tma. True in the computing warps,
+// which go on to the mainloop; false in the producer warpgroup, done.
+template <int kTileQK, int kTileV, int kQueryCols, int kGradOCols, int kSwizzle, class Roles,
+          class Storage, int kBlockN>
+__device__ __forceinline__ bool start_query_block_producer(Storage& smem,
+                                                           const TraversedTensorMaps& maps,
+                                                           const AttentionParams& p,
+                                                           const QueryTraversal<kBlockN>& walk,
+                                                           int batch, int kv_head, int thread) {
+  constexpr int kSliceCols = tma_slice_columns(kSwizzle);
+  const int warp = thread >> 5, lane = thread & 31;
+  zero_unwritten_columns<kBlockN, kTileQK, kTileV>(
+      smem.q, ceil_div(kQueryCols, kSliceCols) * kSliceCols, smem.grad_o,
+      ceil_div(kGradOCols, kSliceCols) * kSliceCols, thread, Roles::Registers::kThreads);
+  if (Roles::split_roles(warp)) {  // K and V are ready after it
+    if (Roles::copies(warp))
+      produce_query_blocks_with_tma<kSliceCols, kQueryCols, kGradOCols>(smem, maps, p, walk, batch,
+                                                                        kv_head, lane);
+    return false;
+  }
+  return true;
+}
+
 template <class C>
 struct BackwardKeyValueWgmmaProducer {
   typedef BackwardKeyValueWgmma<C> Base;

@@ -67,10 +67,6 @@ struct BackwardKeyValueWgmmaSplit {
   static __device__ __forceinline__ int ready_barrier(int buffer) { return 1 + buffer; }
   static __device__ __forceinline__ int free_barrier(int buffer) { return 3 + buffer; }
 
-  static constexpr int kSliceCols = tma_slice_columns(C::kSwizzle);
-  static constexpr int kQuerySlices = ceil_div(C::kDimQK, kSliceCols);
-  static constexpr int kGradOSlices = ceil_div(C::kDimV, kSliceCols);
-
   static __device__ void run(const AttentionParams& p, const TraversedTensorMaps& maps,
                              unsigned char* shared_bytes) {
     SharedStorage& smem = *reinterpret_cast<SharedStorage*>(shared_bytes);
@@ -83,15 +79,9 @@ struct BackwardKeyValueWgmmaSplit {
     if (warp < kConsumerWarps)
       copy_key_value_rows<C, kBlockM, kConsumerWarps * 32>(smem.k, smem.v, p, batch, kv_head, key0,
                                                            thread);
-    zero_unwritten_columns<kBlockN, kDimQK, kDimV>(smem.q, kQuerySlices * kSliceCols, smem.grad_o,
-                                                   kGradOSlices * kSliceCols, thread,
-                                                   Registers::kThreads);
-    if (Roles::split_roles(warp)) {  // K and V are ready after it
-      if (Roles::copies(warp))
-        produce_query_blocks_with_tma<kSliceCols, C::kDimQK, C::kDimV>(smem, maps, p, walk, batch,
-                                                                       kv_head, lane);
+    if (!start_query_block_producer<kDimQK, kDimV, C::kDimQK, C::kDimV, C::kSwizzle, Roles>(
+            smem, maps, p, walk, batch, kv_head, thread))
       return;
-    }
     // The warpgroup, broadcast so that the compiler sees a warp-uniform
     // value: the branches on it hold wgmma instructions, which it would
     // otherwise serialize.
