@@ -14,7 +14,8 @@ namespace flashgen::cpu {
 inline constexpr const char* kIsaEnvironmentVariable = "FLASHGEN_CPU_ISA";
 
 // Every kernel table built here that this CPU runs, from the baseline to the
-// best: generic, avx2, avx512_bf16, avx512, amx.
+// best: generic, avx2, avx512 and avx512_bf16 (in the order
+// bf16_dot_outpaces_fma() says), amx.
 std::vector<const TileKernels*> runnable_tile_kernels();
 
 // The runnable table called `name`, or null.

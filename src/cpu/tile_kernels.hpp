@@ -51,6 +51,11 @@ const TileKernels* avx512_tile_kernels();
 // tiles (AMX-BF16, where the OS grants the tile state); null where not runnable.
 const TileKernels* avx512_bf16_tile_kernels();
 const TileKernels* amx_tile_kernels();
+// Whether this CPU's bf16 dot products do more multiply-adds per cycle than
+// its fp32 FMAs: AMD's (Zen 4: one 16-lane vdpbf16ps, 32 products, per cycle
+// against one 16-lane FMA); not Intel's, where both do 32 (docs/decisions.md).
+// Ranks avx512_bf16 above avx512.
+bool bf16_dot_outpaces_fma();
 // Scratch for packed operands, one buffer per (thread, slot), at least
 // `bytes` long and 64-byte aligned; valid until the thread's next call for
 // the same slot.

@@ -283,6 +283,16 @@ bool cpu_has_bf16_dot() {
   return __get_cpuid_count(7, 1, &eax, &ebx, &ecx, &edx) && (eax >> 5 & 1);
 }
 
+bool cpu_is_amd() {
+  unsigned eax, ebx, ecx, edx;
+  if (!__get_cpuid(0, &eax, &ebx, &ecx, &edx)) return false;
+  char vendor[13] = {};
+  std::memcpy(vendor, &ebx, 4);
+  std::memcpy(vendor + 4, &edx, 4);
+  std::memcpy(vendor + 8, &ecx, 4);
+  return std::strcmp(vendor, "AuthenticAMD") == 0;
+}
+
 // AMX-TILE and AMX-BF16 in CPUID, the tile state enabled in XCR0, and the
 // Linux permission to use it (arch_prctl, kernel 5.16+), asked once.
 bool amx_usable() {
@@ -336,6 +346,14 @@ const TileKernels* avx512_bf16_tile_kernels() {
   return table;
 #else
   return nullptr;
+#endif
+}
+
+bool bf16_dot_outpaces_fma() {
+#if defined(FLASHGEN_HAS_BF16_KERNELS)
+  return bf16_kernels::cpu_has_bf16_dot() && bf16_kernels::cpu_is_amd();
+#else
+  return false;
 #endif
 }
 

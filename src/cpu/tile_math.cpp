@@ -14,11 +14,16 @@ namespace flashgen::cpu {
 
 std::vector<const TileKernels*> runnable_tile_kernels() {
   std::vector<const TileKernels*> tables = {&generic_tile_kernels()};
-  // avx512_bf16 ranks below avx512: on Xeons vdpbf16ps does as many
-  // multiply-adds per cycle as fp32 FMAs, and its operands must be packed
-  // (docs/experiments.md); it runs where FLASHGEN_CPU_ISA asks for it.
-  for (const TileKernels* table : {avx2_tile_kernels(), avx512_bf16_tile_kernels(),
-                                   avx512_tile_kernels(), amx_tile_kernels()}) {
+  // avx512_bf16 ranks below avx512 where vdpbf16ps does no more multiply-adds
+  // per cycle than fp32 FMAs (Intel: its operands must be packed, which costs
+  // what it saves; docs/experiments.md), above it where it does twice as
+  // many (AMD). Its table is avx512's with bf16 GEMMs added, so fp32 inputs
+  // run the same code under either name.
+  const bool bf16_first = bf16_dot_outpaces_fma();
+  const TileKernels* bf16 = avx512_bf16_tile_kernels();
+  const TileKernels* fp32 = avx512_tile_kernels();
+  for (const TileKernels* table : {avx2_tile_kernels(), bf16_first ? fp32 : bf16,
+                                   bf16_first ? bf16 : fp32, amx_tile_kernels()}) {
     if (table != nullptr) tables.push_back(table);
   }
   return tables;
