@@ -58,18 +58,20 @@ void dterm_block(BackwardContext& c, std::int64_t batch, std::int64_t head, std:
 
 // ---- Key/value pass ----
 
+// Per-task tiles, one set per thread kept between tasks and calls (as the
+// forward's: fresh pages per task cost page faults).
 struct KeyValueTiles {
-  KeyValueTiles(const BackwardContext& c, bool packed)
-      : k(c.blocking.key_rows * c.p.dim_qk),
-        v(c.blocking.key_rows * c.p.dim_v),
-        p(c.blocking.key_rows * c.blocking.query_rows),
-        dp(c.blocking.key_rows * c.blocking.query_rows),
-        grad_k(c.blocking.key_rows * c.dim_qk_padded, 0.0f),
-        grad_v(c.blocking.key_rows * c.dim_v_padded, 0.0f),
-        lse_log2(c.blocking.query_rows),
-        dterm(c.blocking.query_rows),
-        softcap_slope(c.blocking.query_rows) {
+  void prepare(const BackwardContext& c, bool packed) {
     const std::int64_t keys = c.blocking.key_rows, queries = c.blocking.query_rows;
+    k.resize(keys * c.p.dim_qk);
+    v.resize(keys * c.p.dim_v);
+    p.resize(keys * queries);
+    dp.resize(keys * queries);
+    grad_k.assign(keys * c.dim_qk_padded, 0.0f);
+    grad_v.assign(keys * c.dim_v_padded, 0.0f);
+    lse_log2.resize(queries);
+    dterm.resize(queries);
+    softcap_slope.resize(queries);
     if (c.dq_shares != nullptr) {
       k_padded.resize(keys * c.dim_qk_padded);
       ds.resize(queries * keys);
@@ -128,7 +130,8 @@ void backward_key_value_block(BackwardContext& c, std::int64_t batch, std::int64
   const Problem& p = c.p;
   const BackwardArgs& a = c.args;
   const QueryBlocks& qb = *c.query_blocks_converted;
-  KeyValueTiles t(c, qb.packed);
+  thread_local KeyValueTiles t;
+  t.prepare(c, qb.packed);
   const std::int64_t key0 = block * c.blocking.key_rows;
   const std::int64_t keys = std::min(c.blocking.key_rows, p.seq_kv - key0);
   // Whole 16 x 16 blocks of dSᵀ for its transpose.
