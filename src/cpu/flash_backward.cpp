@@ -31,6 +31,7 @@
 #include "common/problem.hpp"
 #include "cpu/backward_context.hpp"
 #include "cpu/blocking.hpp"
+#include "cpu/buffer_pool.hpp"
 #include "cpu/cpu_backend.hpp"
 #include "cpu/score_mods.hpp"
 #include "cpu/sink_gradient.hpp"
@@ -317,9 +318,9 @@ void backward(const Problem& p, const BackwardArgs& args, int threads) {
   // Left uninitialized (zeroing would cost a pass over memory as large as
   // the GEMM operands): every share a sum reads is written by its key/value
   // task first.
-  const std::unique_ptr<float[]> shares = std::make_unique_for_overwrite<float[]>(
-      query_pass ? 0 : per_pass * group * key_blocks * c.share_floats());
-  c.dq_shares = query_pass ? nullptr : shares.get();
+  const PooledBuffer shares = pooled_buffer(
+      query_pass ? 0 : per_pass * group * key_blocks * c.share_floats() * sizeof(float));
+  c.dq_shares = query_pass ? nullptr : static_cast<float*>(shares.get());
   for (std::int64_t first = 0; first < pairs; first += per_pass) {
     const std::int64_t count = std::min(per_pass, pairs - first);
     c.first_pair = first;

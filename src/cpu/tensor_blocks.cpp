@@ -40,11 +40,7 @@ TensorBlocks::TensorBlocks(const TensorView& t, std::int64_t block_rows, BlockFo
   tile_rows_ = s.tile_rows, tile_columns_ = s.tile_columns, block_elements_ = s.block_elements;
   packed_pitch_ = packed_bf16_b_pitch(static_cast<int>(tile_columns_));
   const std::int64_t elements = heads_per_range * blocks_ * block_elements_;
-  if (packed_bf16) {
-    bf16_ = std::make_unique_for_overwrite<std::uint16_t[]>(elements);
-  } else {
-    fp32_ = std::make_unique_for_overwrite<float[]>(elements);
-  }
+  storage_ = pooled_buffer(static_cast<std::size_t>(elements) * (packed_bf16 ? 2 : 4));
 }
 
 void TensorBlocks::convert(std::int64_t first, std::int64_t count, int threads) {
@@ -53,10 +49,13 @@ void TensorBlocks::convert(std::int64_t first, std::int64_t count, int threads) 
     const std::int64_t batch = (first + slot) / t_.heads(), head = (first + slot) % t_.heads();
     const std::int64_t row0 = block * block_rows_;
     const std::int64_t rows = std::min(block_rows_, t_.seq() - row0);
-    // bf16 blocks go through an fp32 tile (exact for bf16 values).
-    std::vector<float> staging(packed_bf16_ ? tile_rows_ * tile_columns_ : 0);
+    // bf16 blocks go through an fp32 tile (exact for bf16 values), one per
+    // thread kept between blocks.
+    thread_local std::vector<float> staging;
+    staging.resize(packed_bf16_ ? tile_rows_ * tile_columns_ : 0);
     float* tile_data =
-        packed_bf16_ ? staging.data() : fp32_.get() + (slot * blocks_ + block) * block_elements_;
+        packed_bf16_ ? staging.data()
+                     : static_cast<float*>(storage_.get()) + (slot * blocks_ + block) * block_elements_;
     if (form_ == BlockForm::rows) {
       load_rows(t_, batch, head, row0, rows, block_rows_, tile_data, ld_);
     } else {
@@ -65,7 +64,8 @@ void TensorBlocks::convert(std::int64_t first, std::int64_t count, int threads) 
     if (packed_bf16_) {
       pack_bf16_b(static_cast<int>(tile_rows_), static_cast<int>(tile_columns_), tile_data,
                   static_cast<int>(tile_columns_),
-                  bf16_.get() + (slot * blocks_ + block) * block_elements_);
+                  static_cast<std::uint16_t*>(storage_.get()) +
+                      (slot * blocks_ + block) * block_elements_);
     }
   });
 }

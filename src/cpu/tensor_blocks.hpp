@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <memory>
 
+#include "cpu/buffer_pool.hpp"
 #include "flashgen/flashgen.hpp"
 
 namespace flashgen::cpu {
@@ -34,10 +35,11 @@ class TensorBlocks {
 
   // Block `block` of the head at `slot` = head index - first.
   const float* tile(std::int64_t slot, std::int64_t block) const {
-    return fp32_.get() + (slot * blocks_ + block) * block_elements_;
+    return static_cast<const float*>(storage_.get()) + (slot * blocks_ + block) * block_elements_;
   }
   const std::uint16_t* packed(std::int64_t slot, std::int64_t block) const {
-    return bf16_.get() + (slot * blocks_ + block) * block_elements_;
+    return static_cast<const std::uint16_t*>(storage_.get()) +
+           (slot * blocks_ + block) * block_elements_;
   }
   // The packed tiles' B pitch (gemm_bf16_packed's b_pitch).
   int packed_pitch() const { return packed_pitch_; }
@@ -56,9 +58,9 @@ class TensorBlocks {
   bool packed_bf16_;
   std::int64_t blocks_, tile_rows_, tile_columns_, block_elements_;
   int packed_pitch_;
-  // Uninitialized: convert() writes every element of a block it converts.
-  std::unique_ptr<float[]> fp32_;
-  std::unique_ptr<std::uint16_t[]> bf16_;
+  // fp32 or packed bf16 elements, uninitialized: convert() writes every
+  // element of a block it converts.
+  PooledBuffer storage_;
 };
 
 }  // namespace flashgen::cpu
