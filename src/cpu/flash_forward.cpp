@@ -32,8 +32,7 @@ namespace {
 
 // Per-task fp32 tiles; padded rows and columns are zero. One set per thread,
 // kept from task to task and call to call: allocated per task, the score tile
-// alone (256 KiB) came back from the OS with fresh pages each time, and the
-// page faults cost 3-4% of the forward.
+// alone (256 KiB) could come back from the OS with fresh pages each time.
 struct ForwardTiles {
   void prepare(const Problem& p, const Blocking& b) {
     dim_v_padded = round_up(p.dim_v, kTileColumnMultiple);

@@ -53,9 +53,9 @@ void TensorBlocks::convert(std::int64_t first, std::int64_t count, int threads) 
     // thread kept between blocks.
     thread_local std::vector<float> staging;
     staging.resize(packed_bf16_ ? tile_rows_ * tile_columns_ : 0);
-    float* tile_data =
-        packed_bf16_ ? staging.data()
-                     : static_cast<float*>(storage_.get()) + (slot * blocks_ + block) * block_elements_;
+    float* const fp32_block =
+        static_cast<float*>(storage_.get()) + (slot * blocks_ + block) * block_elements_;
+    float* tile_data = packed_bf16_ ? staging.data() : fp32_block;
     if (form_ == BlockForm::rows) {
       load_rows(t_, batch, head, row0, rows, block_rows_, tile_data, ld_);
     } else {

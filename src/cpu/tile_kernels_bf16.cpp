@@ -9,16 +9,14 @@
 #include <cstdint>
 #include <cstring>
 
+#include "cpu/cpu_probes.hpp"
 #include "cpu/isa_target.hpp"
 #include "cpu/tile_kernels.hpp"
 #include "cpu/tile_math.hpp"
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #define FLASHGEN_HAS_BF16_KERNELS 1
-#include <cpuid.h>
 #include <immintrin.h>
-#include <sys/syscall.h>
-#include <unistd.h>
 
 FLASHGEN_ISA_TARGET_BEGIN("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,amx-tile,amx-bf16")
 
@@ -277,40 +275,6 @@ void gemm_packed_operands(int m, int n, int k, const std::uint16_t* a, const std
   kKernel(packed_shape(m, n, k, a, b, b_pitch), m, n, c, ldc, accumulate);
 }
 
-bool cpu_has_bf16_dot() {
-  unsigned eax, ebx, ecx, edx;
-  // CPUID.(EAX=7, ECX=1):EAX bit 5 = AVX512_BF16.
-  return __get_cpuid_count(7, 1, &eax, &ebx, &ecx, &edx) && (eax >> 5 & 1);
-}
-
-bool cpu_is_amd() {
-  unsigned eax, ebx, ecx, edx;
-  if (!__get_cpuid(0, &eax, &ebx, &ecx, &edx)) return false;
-  char vendor[13] = {};
-  std::memcpy(vendor, &ebx, 4);
-  std::memcpy(vendor + 4, &edx, 4);
-  std::memcpy(vendor + 8, &ecx, 4);
-  return std::strcmp(vendor, "AuthenticAMD") == 0;
-}
-
-// AMX-TILE and AMX-BF16 in CPUID, the tile state enabled in XCR0, and the
-// Linux permission to use it (arch_prctl, kernel 5.16+), asked once.
-bool amx_usable() {
-  unsigned eax, ebx, ecx, edx;
-  if (!__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx)) return false;
-  constexpr unsigned kAmxBf16 = 1u << 22, kAmxTile = 1u << 24;
-  if ((edx & (kAmxBf16 | kAmxTile)) != (kAmxBf16 | kAmxTile)) return false;
-  constexpr unsigned kOsXsave = 1u << 27;
-  if (!__get_cpuid(1, &eax, &ebx, &ecx, &edx) || !(ecx & kOsXsave)) return false;
-  unsigned xcr0_low, xcr0_high;
-  __asm__("xgetbv" : "=a"(xcr0_low), "=d"(xcr0_high) : "c"(0));
-  constexpr unsigned kTileConfigAndData = 3u << 17;
-  if ((xcr0_low & kTileConfigAndData) != kTileConfigAndData) return false;
-  constexpr long kArchRequestComponentPermission = 0x1023;  // ARCH_REQ_XCOMP_PERM
-  constexpr long kTileDataComponent = 18;                   // XFEATURE_XTILEDATA
-  return syscall(SYS_arch_prctl, kArchRequestComponentPermission, kTileDataComponent) == 0;
-}
-
 }  // namespace
 }  // namespace flashgen::cpu::bf16_kernels
 
@@ -342,7 +306,7 @@ const TileKernels* avx512_bf16_tile_kernels() {
 #if defined(FLASHGEN_HAS_BF16_KERNELS)
   static TileKernels storage;
   static const TileKernels* const table = with_bf16_gemm<bf16_kernels::gemm_dot_packed>(
-      storage, "avx512_bf16", bf16_kernels::cpu_has_bf16_dot());
+      storage, "avx512_bf16", cpu_has_bf16_dot());
   return table;
 #else
   return nullptr;
@@ -351,7 +315,7 @@ const TileKernels* avx512_bf16_tile_kernels() {
 
 bool bf16_dot_outpaces_fma() {
 #if defined(FLASHGEN_HAS_BF16_KERNELS)
-  return bf16_kernels::cpu_has_bf16_dot() && bf16_kernels::cpu_is_amd();
+  return cpu_has_bf16_dot() && cpu_is_amd();
 #else
   return false;
 #endif
@@ -361,7 +325,7 @@ const TileKernels* amx_tile_kernels() {
 #if defined(FLASHGEN_HAS_BF16_KERNELS)
   static TileKernels storage;
   static const TileKernels* const table = with_bf16_gemm<bf16_kernels::gemm_amx_packed>(
-      storage, "amx", bf16_kernels::cpu_has_bf16_dot() && bf16_kernels::amx_usable());
+      storage, "amx", cpu_has_bf16_dot() && amx_usable());
   return table;
 #else
   return nullptr;
