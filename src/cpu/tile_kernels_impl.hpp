@@ -78,8 +78,7 @@ static_assert(kTileColumnMultiple % kLanes == 0);
 
 // 2^x: x = r + f with r = round(x), f in [-1/2, 1/2]; 2^f from a degree-6
 // polynomial, 2^r from exponent bits. Inputs above 127 are clamped to it;
-// below -126.5 the result is exactly 0 (no denormals, whose arithmetic is
-// slow on some CPUs). NaN stays NaN.
+// below -126.5 the result is exactly 0. NaN stays NaN.
 constexpr float kExp2Min = -127.0f, kExp2Max = 127.0f;
 
 // 2^f for f in [-1/2, 1/2]: the relative-minimax polynomial of degree 6 with
