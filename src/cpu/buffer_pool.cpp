@@ -36,14 +36,27 @@ Pool& pool() {
 
 constexpr std::size_t kAlignment = 64;
 
+std::size_t retained_limit() {
+  static const std::size_t limit = retained_limit_from(std::getenv(kBufferPoolEnvironmentVariable));
+  return limit;
+}
+
 }  // namespace
+
+std::size_t retained_limit_from(const char* setting) {
+  if (setting == nullptr || *setting == '\0') return kRetainedBytes;
+  char* end = nullptr;
+  const unsigned long long mib = std::strtoull(setting, &end, 10);
+  if (*end != '\0' || *setting == '-' || mib > (std::size_t{1} << 40)) return kRetainedBytes;
+  return static_cast<std::size_t>(mib) << 20;
+}
 
 void PooledRelease::operator()(void* p) const {
   if (p == nullptr) return;
   Pool& s = pool();
   {
     std::lock_guard<std::mutex> lock(s.mutex);
-    if (s.retained + bytes <= kRetainedBytes) {
+    if (s.retained + bytes <= retained_limit()) {
       s.kept.push_back({p, bytes});
       s.retained += bytes;
       return;

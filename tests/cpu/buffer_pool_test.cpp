@@ -41,5 +41,14 @@ TEST(BufferPool, KeepsNoMoreThanItsCap) {
   EXPECT_EQ(empty.get(), nullptr);
 }
 
+TEST(BufferPool, LimitFromTheEnvironmentInWholeMebibytes) {
+  EXPECT_EQ(retained_limit_from(nullptr), kRetainedBytes);
+  EXPECT_EQ(retained_limit_from(""), kRetainedBytes);
+  EXPECT_EQ(retained_limit_from("0"), 0u);
+  EXPECT_EQ(retained_limit_from("64"), std::size_t{64} << 20);
+  EXPECT_EQ(retained_limit_from("64MB"), kRetainedBytes);  // not a whole number
+  EXPECT_EQ(retained_limit_from("-1"), kRetainedBytes);
+}
+
 }  // namespace
 }  // namespace flashgen::cpu
