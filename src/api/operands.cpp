@@ -2,6 +2,8 @@
 // time and between operands (see operands.hpp).
 #include "api/operands.hpp"
 
+#include <span>
+
 #include <cstdarg>
 #include <cstdio>
 #include <cstring>
@@ -209,6 +211,27 @@ void check_vector(const Operand& op) {
   if (op.shape[1] != 1)
     fail("%s.shape[1] (%lld) must be 1: %s is a vector", op.name,
          static_cast<long long>(op.shape[1]), op.name);
+}
+
+// An explicit backend must be able to reach the tensors' memory.
+void check_backend_reaches(const Options& options, const Operand& q) {
+  if (options.backend == Backend::cpu && q.memory == MemoryKind::cuda)
+    fail("options.backend (cpu) cannot read tensors in cuda memory (q.memory = cuda): pass host "
+         "tensors or use Backend::cuda or Backend::automatic");
+  if (options.backend == Backend::cuda && q.memory == MemoryKind::host)
+    fail("options.backend (cuda) needs tensors in cuda memory (q.memory = host): pass device "
+         "tensors or use Backend::cpu or Backend::automatic");
+}
+
+// The rules a call's operands share, in the order the messages come: each
+// operand on its own, then one dtype (that of q) and one memory for all, then
+// whether an explicit backend reaches that memory.
+void check_operands_agree(std::span<Operand* const> all, std::span<const NamedDType> dtypes,
+                          const Options& options, const Operand& q) {
+  for (Operand* op : all) check_operand(*op);
+  for (const auto& [name, dtype] : dtypes) check_same_dtype(name, dtype, dtypes[0].second);
+  for (Operand* op : all) check_same_placement(*op, q);
+  check_backend_reaches(options, q);
 }
 
 }  // namespace flashgen::api

@@ -7,7 +7,9 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "api/validate.hpp"
@@ -67,6 +69,14 @@ void check_same_dtype(const char* name, DType dtype, DType reference);
 void check_vector(const Operand& op);
 // Every tensor lives where q lives: same memory kind, and same device for cuda.
 void check_same_placement(const Operand& op, const Operand& q);
+// An explicit backend (options.backend) must reach q's memory.
+void check_backend_reaches(const Options& options, const Operand& q);
+// A tensor's name and dtype, for the messages.
+using NamedDType = std::pair<const char*, DType>;
+// check_operand on each of `all`, then one dtype (dtypes[0]'s, that of q)
+// and q's memory for all, then check_backend_reaches.
+void check_operands_agree(std::span<Operand* const> all, std::span<const NamedDType> dtypes,
+                          const Options& options, const Operand& q);
 // "k.shape[0] (batch = 3) must equal q.shape[0] (batch = 2)".
 void check_extent(const Operand& op, int axis, const Operand& reference, int reference_axis);
 void check_same_shape(const Operand& op, const Operand& reference);

@@ -16,17 +16,6 @@
 namespace flashgen::api {
 namespace {
 
-
-// An explicit backend must be able to reach the tensors' memory.
-void check_backend_reaches(const Options& options, const Operand& q) {
-  if (options.backend == Backend::cpu && q.memory == MemoryKind::cuda)
-    fail("options.backend (cpu) cannot read tensors in cuda memory (q.memory = cuda): pass host "
-         "tensors or use Backend::cuda or Backend::automatic");
-  if (options.backend == Backend::cuda && q.memory == MemoryKind::host)
-    fail("options.backend (cuda) needs tensors in cuda memory (q.memory = host): pass device "
-         "tensors or use Backend::cpu or Backend::automatic");
-}
-
 // The shape rules both directions share; q, k, v, o define the problem.
 void check_attention_shapes(const Operand& q, const Operand& k, const Operand& v,
                             const Operand& o) {
@@ -129,11 +118,7 @@ Problem validate_forward(const ForwardArgs& args, const Options& options) {
   std::vector<Operand*> all = {&q, &k, &v, &o};
   if (has_lse) all.push_back(&lse);
   all.insert(all.end(), heads.given.begin(), heads.given.end());
-  for (Operand* op : all) check_operand(*op);
-
-  for (const auto& [name, dtype] : dtypes) check_same_dtype(name, dtype, args.q.dtype);
-  for (Operand* op : all) check_same_placement(*op, q);
-  check_backend_reaches(options, q);
+  check_operands_agree(all, dtypes, options, q);
 
   check_attention_shapes(q, k, v, o);
   if (has_lse) check_row_stats_shape(lse, q);
@@ -170,11 +155,7 @@ Problem validate_backward(const BackwardArgs& args, const Options& options) {
   HeadVectors heads(options, true);
   std::vector<Operand*> all = {&q, &k, &v, &o, &grad_o, &lse, &grad_q, &grad_k, &grad_v};
   all.insert(all.end(), heads.given.begin(), heads.given.end());
-  for (Operand* op : all) check_operand(*op);
-
-  for (const auto& [name, dtype] : dtypes) check_same_dtype(name, dtype, args.q.dtype);
-  for (Operand* op : all) check_same_placement(*op, q);
-  check_backend_reaches(options, q);
+  check_operands_agree(all, dtypes, options, q);
 
   check_attention_shapes(q, k, v, o);
   check_same_shape(grad_o, o);
@@ -208,10 +189,6 @@ void validate_options(const Options& options) { check_options(options); }
 Problem problem_from(const TensorView& q, const TensorView& k, const TensorView& v,
                      const Options& options) {
   return problem_of(q, k, v, options);
-}
-
-void validate_backend_reaches(const Options& options, const TensorView& q) {
-  check_backend_reaches(options, operand_of("q", q, kQueryAxes, false));
 }
 
 }  // namespace flashgen::api

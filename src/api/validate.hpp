@@ -21,10 +21,9 @@ void check_options(const Options& options);
 Problem validate_forward(const ForwardArgs& args, const Options& options);
 Problem validate_backward(const BackwardArgs& args, const Options& options);
 
-// The rules on options alone, and that an explicit backend reaches q's memory
-// (for entry points that validate their tensors themselves).
+// The rules on options alone (for entry points that validate their tensors
+// themselves).
 void validate_options(const Options& options);
-void validate_backend_reaches(const Options& options, const TensorView& q);
 // The Problem of validated q, k, v (k, v any views with the kv heads and dims).
 Problem problem_from(const TensorView& q, const TensorView& k, const TensorView& v,
                      const Options& options);

@@ -84,12 +84,8 @@ KVCacheProblem validate_kvcache_forward(const KVCacheForwardArgs& a, const Optio
   if (has_lse) all.push_back(&lse);
   if (appends) all.insert(all.end(), {&k_new, &v_new});
   if (kv.paged) all.push_back(&table);
-  for (Operand* op : all) check_operand(*op);
+  check_operands_agree(all, dtypes, options, q);
   check_vector(seqlens);
-
-  for (const auto& [name, dtype] : dtypes) check_same_dtype(name, dtype, a.q.dtype);
-  for (Operand* op : all) check_same_placement(*op, q);
-  validate_backend_reaches(options, a.q);
 
   // heads_kv = 0 divides only heads_q = 0.
   if (k_cache.shape[2] == 0 ? q.shape[2] != 0 : q.shape[2] % k_cache.shape[2] != 0)
