@@ -66,17 +66,25 @@ TensorView packed_tokens(void* data, DType dtype, std::int64_t tokens, std::int6
   return TensorView::bshd(data, dtype, 1, tokens, heads, dim, memory, device);
 }
 
+// Sequence b's rows (its Problem p) of the tensors both directions take
+// (q, k, v, o, lse) into `sequence`.
+template <class PackedArgs, class SequenceArgs>
+void slice_sequence(const PackedArgs& args, const api::VarlenProblem& vp, std::int64_t b,
+                    const Problem& p, SequenceArgs& sequence) {
+  const std::int64_t q0 = vp.q_begin[b], k0 = vp.k_begin[b];
+  sequence.q = rows_of(args.q, 0, q0, p.seq_q);
+  sequence.k = rows_of(args.k, 0, k0, p.seq_kv);
+  sequence.v = rows_of(args.v, 0, k0, p.seq_kv);
+  sequence.o = rows_of(args.o, 0, q0, p.seq_q);
+  sequence.lse = rows_of(args.lse, 0, q0, p.seq_q);
+}
+
 void forward_varlen(const VarlenForwardArgs& args, const Options& options) {
   const api::VarlenProblem vp = api::validate_varlen_forward(args, options);
   for (std::int64_t b = 0; b < vp.batch(); ++b) {
     const Problem p = vp.sequence(b);
-    const std::int64_t q0 = vp.q_begin[b], k0 = vp.k_begin[b];
     ForwardArgs sequence;
-    sequence.q = rows_of(args.q, 0, q0, p.seq_q);
-    sequence.k = rows_of(args.k, 0, k0, p.seq_kv);
-    sequence.v = rows_of(args.v, 0, k0, p.seq_kv);
-    sequence.o = rows_of(args.o, 0, q0, p.seq_q);
-    sequence.lse = rows_of(args.lse, 0, q0, p.seq_q);
+    slice_sequence(args, vp, b, p, sequence);
     run_forward(p, sequence, options);
   }
 }
@@ -85,14 +93,10 @@ void backward_varlen(const VarlenBackwardArgs& args, const Options& options) {
   const api::VarlenProblem vp = api::validate_varlen_backward(args, options);
   for (std::int64_t b = 0; b < vp.batch(); ++b) {
     const Problem p = vp.sequence(b);
-    const std::int64_t q0 = vp.q_begin[b], k0 = vp.k_begin[b];
     BackwardArgs sequence;
-    sequence.q = rows_of(args.q, 0, q0, p.seq_q);
-    sequence.k = rows_of(args.k, 0, k0, p.seq_kv);
-    sequence.v = rows_of(args.v, 0, k0, p.seq_kv);
-    sequence.o = rows_of(args.o, 0, q0, p.seq_q);
+    slice_sequence(args, vp, b, p, sequence);
+    const std::int64_t q0 = vp.q_begin[b], k0 = vp.k_begin[b];
     sequence.grad_o = rows_of(args.grad_o, 0, q0, p.seq_q);
-    sequence.lse = rows_of(args.lse, 0, q0, p.seq_q);
     sequence.grad_q = rows_of(args.grad_q, 0, q0, p.seq_q);
     sequence.grad_k = rows_of(args.grad_k, 0, k0, p.seq_kv);
     sequence.grad_v = rows_of(args.grad_v, 0, k0, p.seq_kv);
