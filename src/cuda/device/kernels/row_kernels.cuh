@@ -5,6 +5,7 @@
 
 #include "common.cuh"
 #include "softmax/row_stats.cuh"
+#include "scheduler/cta_tile.cuh"
 
 namespace flashgen_device {
 
@@ -21,8 +22,8 @@ template <class C>
 struct BackwardPrepare {
   static __device__ void run(const AttentionParams& p, unsigned char*) {
     const int lane = threadIdx.x & 31;
-    const int row = blockIdx.x * kRowKernelWarps + (threadIdx.x >> 5);
-    const int head = blockIdx.y, batch = blockIdx.z;
+    const CtaTile tile = query_tile<kRowKernelWarps, 1>(p);  // a warp per query row
+    const int row = tile.row0 + (threadIdx.x >> 5), head = tile.head, batch = tile.batch;
     if (row >= p.seq_q) return;
     const u16* grad_o = head_slice<const u16>(p.grad_o, batch, head) + row * p.grad_o.stride_seq;
     const u16* o = head_slice<const u16>(p.o, batch, head) + row * p.o.stride_seq;
@@ -40,8 +41,8 @@ template <class C>
 struct ConvertGradQ {
   static __device__ void run(const AttentionParams& p, unsigned char*) {
     const int lane = threadIdx.x & 31;
-    const int row = blockIdx.x * kRowKernelWarps + (threadIdx.x >> 5);
-    const int head = blockIdx.y, batch = blockIdx.z;
+    const CtaTile tile = query_tile<kRowKernelWarps, 1>(p);  // a warp per query row
+    const int row = tile.row0 + (threadIdx.x >> 5), head = tile.head, batch = tile.batch;
     if (row >= p.seq_q) return;
     u16* grad_q = head_slice<u16>(p.grad_q, batch, head) + row * p.grad_q.stride_seq;
     const float* accum = grad_q_accum_row(p, batch, head, row);
