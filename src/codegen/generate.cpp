@@ -27,7 +27,7 @@ GeneratedKernel generate(const KernelSpec& spec, const TuningParams& t) {
   const KindInfo kind = info_of(spec, t);
   GeneratedKernel g;
   g.name = spec.to_string() + " | " + t.to_string();
-  g.entry = kind.entry;
+  g.entry = entry_of(spec.kind);
   // A producer warp comes as a whole warpgroup (setmaxnreg is per warpgroup).
   g.threads = is_row_kernel(spec.kind) ? kRowKernelThreads : (t.warps + (t.producer ? 4 : 0)) * 32;
   g.shared_bytes = shared_bytes(spec, t);

@@ -1,6 +1,9 @@
 // Which device template runs a (spec, tuning) pair: the header the generated
-// source includes, the template it instantiates and the entry it exports.
+// source includes and the template it instantiates; the entry it exports is
+// the kind's (entry_of).
 #pragma once
+
+#include <string>
 
 #include "codegen/kernel_spec.hpp"
 
@@ -9,12 +12,13 @@ namespace flashgen {
 struct KindInfo {
   const char* header;  // device header with the template, under src/cuda/device/
   const char* kernel;  // template name
-  const char* entry;   // extern "C" name
 };
 
 // Throws Error(invalid_argument) for a kind fp32 does not run.
 KindInfo f32_info_of(KernelKind kind);
 KindInfo info_of(const KernelSpec& spec, const TuningParams& t);
+// The extern "C" name of a kind's kernel: flashgen_<kind>.
+std::string entry_of(KernelKind kind);
 
 // Row-parallel helper kernels take no tuning (one warp per query row).
 bool is_row_kernel(KernelKind kind);
