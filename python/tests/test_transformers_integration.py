@@ -1,4 +1,4 @@
-"""flashgen.transformers against transformers' eager attention on tiny, randomly
+"""flashgen.integrations.transformers against transformers' eager attention on tiny, randomly
 initialised models built from configs (nothing downloaded): logits of a
 prefill, greedy generate() with a KV cache (dynamic and static), the
 gradients of a training loss, and a padded batch, which runs in torch with a
@@ -16,7 +16,8 @@ import pytest
 torch = pytest.importorskip("torch", reason="PyTorch is not installed")
 transformers = pytest.importorskip("transformers", reason="transformers is not installed")
 
-import flashgen.transformers as fg_transformers  # noqa: E402  (needs both of the above)
+# Needs both of the above.
+import flashgen.integrations.transformers as fg_transformers  # noqa: E402
 
 NAME = fg_transformers.register()
 VOCAB = 101

@@ -1,7 +1,7 @@
 """Hugging Face transformers on flashgen: attn_implementation="fgen".
 
-    import flashgen.transformers
-    flashgen.transformers.register()
+    import flashgen.integrations.transformers
+    flashgen.integrations.transformers.register()
     model = AutoModelForCausalLM.from_pretrained(path, attn_implementation="fgen")
 
 register() adds "fgen" to transformers' AttentionInterface (the attention
@@ -45,10 +45,10 @@ try:
     from transformers import AttentionInterface
     from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 except ImportError as error:
-    raise ImportError("flashgen.transformers needs PyTorch and transformers "
+    raise ImportError("flashgen.integrations.transformers needs PyTorch and transformers "
                       "(pip install torch transformers)") from error
 
-from ._torch_attention import attention
+from .._torch_attention import attention
 
 __all__ = ["NAME", "FallbackWarning", "attention_forward", "mask_for_flashgen", "register"]
 
@@ -68,7 +68,7 @@ def register(name: str = NAME) -> str:
     process; calling it again changes nothing. Both are needed: without a
     mask function of its own, transformers builds no mask at all for an
     implementation it does not know, so padding would be lost. Returns name,
-    for attn_implementation=flashgen.transformers.register().
+    for attn_implementation=flashgen.integrations.transformers.register().
     """
     if not isinstance(name, str) or not name:
         raise TypeError(f"name must be a non-empty str, got {name!r}")
@@ -106,14 +106,14 @@ def attention_forward(module: torch.nn.Module, query: torch.Tensor, key: torch.T
     dropout != 0 and position_bias raise ValueError.
     """
     if dropout:
-        raise ValueError(f"dropout: flashgen.transformers' attention has no dropout, "
+        raise ValueError(f"dropout: flashgen's attention in transformers has no dropout, "
                          f"got {dropout} (the model's attention_dropout, used in training "
                          f"mode); set config.attention_dropout = 0.0, or use \"sdpa\" or "
                          f"\"eager\" for this model")
     if kwargs.get("position_bias") is not None:
         raise ValueError("position_bias: additive position biases (T5-style) are not supported "
-                         "by flashgen.transformers' attention; use \"sdpa\" or \"eager\" for "
-                         "this model")
+                         "by flashgen's attention in transformers; use \"sdpa\" or \"eager\" "
+                         "for this model")
     causal = kwargs.get("is_causal")
     if causal is None:
         causal = getattr(module, "is_causal", True)
@@ -127,7 +127,7 @@ def attention_forward(module: torch.nn.Module, query: torch.Tensor, key: torch.T
     if attention_mask is not None:
         keys = _keys_of_pattern(attention_mask, query.shape[2], key.shape[2], causal, window)
         if keys is None:
-            warnings.warn("flashgen.transformers: an attention_mask that is not only "
+            warnings.warn("flashgen.integrations.transformers: an attention_mask that is not only "
                           "the causal / sliding-window pattern (padding, packed sequences, a "
                           "model's own mask) ran in torch, not in flashgen; batches without "
                           "padding stay on flashgen", FallbackWarning, stacklevel=2)
@@ -217,7 +217,8 @@ def _keys_of_pattern(mask, seq_q: int, seq_kv: int, causal: bool, window: tuple)
     if not isinstance(mask, torch.Tensor):
         raise TypeError(f"attention_mask must be a torch.Tensor or None, got "
                         f"{type(mask).__name__} (was the attn_implementation registered with "
-                        f"flashgen.transformers.register(), which sets its mask function?)")
+                        f"flashgen.integrations.transformers.register(), which sets its mask "
+                        f"function?)")
     attended = _as_bool(mask)
     if attended is None or attended.dim() != 4 or tuple(attended.shape[-2:]) != (seq_q, seq_kv):
         return None
