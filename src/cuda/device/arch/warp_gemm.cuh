@@ -76,34 +76,20 @@ __device__ __forceinline__ void pack_a_from_acc(u32 (&a)[kRowTiles][4],
   }
 }
 
-// acc += A(k step) · B(k step), B n-major: the k step's 16 columns of b.
-template <int E, int kRowTiles, int kNTiles>
-__device__ __forceinline__ void mma_k_step_nk(float (&acc)[kRowTiles][kNTiles][4],
-                                              const u32 (&a)[kRowTiles][4], const u16* b,
-                                              int b_stride, int k0, int lane) {
+// acc += A(k step) · B(k step): b n-major (the k step is 16 columns of its
+// rows) or, with kKMajor, k-major (16 of its rows).
+template <int E, bool kKMajor, int kRowTiles, int kNTiles>
+__device__ __forceinline__ void mma_k_step(float (&acc)[kRowTiles][kNTiles][4],
+                                           const u32 (&a)[kRowTiles][4], const u16* b,
+                                           int b_stride, int k0, int lane) {
   static_assert(kNTiles % 2 == 0, "n-tiles are loaded in pairs");
 #pragma unroll
   for (int np = 0; np < kNTiles / 2; ++np) {
     u32 frag[4];
-    load_b_fragments_nk(frag, b + np * 16 * b_stride + k0, b_stride, lane);
-#pragma unroll
-    for (int rt = 0; rt < kRowTiles; ++rt) {
-      mma_16x8x16<E>(acc[rt][2 * np], a[rt], frag[0], frag[1]);
-      mma_16x8x16<E>(acc[rt][2 * np + 1], a[rt], frag[2], frag[3]);
-    }
-  }
-}
-
-// acc += A(k step) · B(k step), B k-major: the k step's 16 rows of b.
-template <int E, int kRowTiles, int kNTiles>
-__device__ __forceinline__ void mma_k_step_kn(float (&acc)[kRowTiles][kNTiles][4],
-                                              const u32 (&a)[kRowTiles][4], const u16* b,
-                                              int b_stride, int k0, int lane) {
-  static_assert(kNTiles % 2 == 0, "n-tiles are loaded in pairs");
-#pragma unroll
-  for (int np = 0; np < kNTiles / 2; ++np) {
-    u32 frag[4];
-    load_b_fragments_kn(frag, b + k0 * b_stride + np * 16, b_stride, lane);
+    if constexpr (kKMajor)
+      load_b_fragments_kn(frag, b + k0 * b_stride + np * 16, b_stride, lane);
+    else
+      load_b_fragments_nk(frag, b + np * 16 * b_stride + k0, b_stride, lane);
 #pragma unroll
     for (int rt = 0; rt < kRowTiles; ++rt) {
       mma_16x8x16<E>(acc[rt][2 * np], a[rt], frag[0], frag[1]);
@@ -120,7 +106,7 @@ __device__ __forceinline__ void gemm_smem_nk(float (&acc)[kRowTiles][kNTiles][4]
   for (int ks = 0; ks < kKSteps; ++ks) {
     u32 frag[kRowTiles][4];
     load_a_rows(frag, a, a_stride, ks * 16, lane);
-    mma_k_step_nk<E>(acc, frag, b, b_stride, ks * 16, lane);
+    mma_k_step<E, false>(acc, frag, b, b_stride, ks * 16, lane);
   }
 }
 
@@ -133,7 +119,7 @@ __device__ __forceinline__ void gemm_acc_kn(float (&acc)[kRowTiles][kNTiles][4],
   for (int ks = 0; ks < kKSteps; ++ks) {
     u32 frag[kRowTiles][4];
     pack_a_from_acc<E>(frag, a, ks);
-    mma_k_step_kn<E>(acc, frag, b, b_stride, ks * 16, lane);
+    mma_k_step<E, true>(acc, frag, b, b_stride, ks * 16, lane);
   }
 }
 

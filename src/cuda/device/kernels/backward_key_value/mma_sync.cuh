@@ -197,7 +197,7 @@ struct BackwardKeyValue {
       for (int ks = 0; ks < kBlockM / 16; ++ks) {
         u32 a[1][4];
         load_a_fragment_km(a[0], smem.ds + ks * 16 * kDsStride + qt * 16, kDsStride, lane);
-        mma_k_step_kn<E>(acc, a, smem.k + col0, kQKStride, ks * 16, lane);
+        mma_k_step<E, true>(acc, a, smem.k + col0, kQKStride, ks * 16, lane);
       }
 #pragma unroll
       for (int nt = 0; nt < kItemCols / 8; ++nt)

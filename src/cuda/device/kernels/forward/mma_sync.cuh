@@ -110,7 +110,7 @@ struct Forward {
       if (C::kCacheQ) {
 #pragma unroll
         for (int ks = 0; ks < kKSteps; ++ks)
-          mma_k_step_nk<E>(s, q_frag[C::kCacheQ ? ks : 0], smem.k, kQKStride, ks * 16, lane);
+          mma_k_step<E, false>(s, q_frag[C::kCacheQ ? ks : 0], smem.k, kQKStride, ks * 16, lane);
       } else {
         gemm_smem_nk<E, kRowTiles, kScoreTiles, kKSteps>(s, q_warp, kQKStride, smem.k, kQKStride,
                                                          lane);
