@@ -99,23 +99,32 @@ struct OnlineSoftmax {
 };
 
 // The transposed orientation of the key/value backward (rows are keys,
-// columns queries; a thread's columns are 8·nt + 2t + {0, 1}).
+// columns queries; a thread's columns are 8·nt + 2t + {0, 1}): calls
+// f(x, c, rt, nt, i) for each accumulator x = st[rt][nt][i] with c, the
+// per-query value of its column (per_query[column]).
+template <int kRowTiles, int kQueryTiles, class F>
+__device__ __forceinline__ void for_each_with_column(float (&st)[kRowTiles][kQueryTiles][4],
+                                                     const float* per_query, int lane, F f) {
+  const int t = lane & 3;
+#pragma unroll
+  for (int nt = 0; nt < kQueryTiles; ++nt) {
+    const float c0 = per_query[nt * 8 + 2 * t], c1 = per_query[nt * 8 + 2 * t + 1];
+#pragma unroll
+    for (int rt = 0; rt < kRowTiles; ++rt) {
+      f(st[rt][nt][0], c0, rt, nt, 0);
+      f(st[rt][nt][1], c1, rt, nt, 1);
+      f(st[rt][nt][2], c0, rt, nt, 2);
+      f(st[rt][nt][3], c1, rt, nt, 3);
+    }
+  }
+}
+
 // Pᵀ = exp2(sᵀ − L2[query]) in place.
 template <int kRowTiles, int kQueryTiles>
 __device__ __forceinline__ void exp2_columns(float (&st)[kRowTiles][kQueryTiles][4],
                                              const float* l2, int lane) {
-  const int t = lane & 3;
-#pragma unroll
-  for (int nt = 0; nt < kQueryTiles; ++nt) {
-    const float l0 = l2[nt * 8 + 2 * t], l1 = l2[nt * 8 + 2 * t + 1];
-#pragma unroll
-    for (int rt = 0; rt < kRowTiles; ++rt) {
-      st[rt][nt][0] = fast_exp2(st[rt][nt][0] - l0);
-      st[rt][nt][1] = fast_exp2(st[rt][nt][1] - l1);
-      st[rt][nt][2] = fast_exp2(st[rt][nt][2] - l0);
-      st[rt][nt][3] = fast_exp2(st[rt][nt][3] - l1);
-    }
-  }
+  for_each_with_column(st, l2, lane,
+                       [](float& x, float l, int, int, int) { x = fast_exp2(x - l); });
 }
 
 // dSᵀ = Pᵀ ∘ (dPᵀ − Dterm[query]), in place in dpt.
@@ -123,18 +132,9 @@ template <int kRowTiles, int kQueryTiles>
 __device__ __forceinline__ void subtract_columns_times(float (&dpt)[kRowTiles][kQueryTiles][4],
                                                        const float (&pt)[kRowTiles][kQueryTiles][4],
                                                        const float* dterm, int lane) {
-  const int t = lane & 3;
-#pragma unroll
-  for (int nt = 0; nt < kQueryTiles; ++nt) {
-    const float d0 = dterm[nt * 8 + 2 * t], d1 = dterm[nt * 8 + 2 * t + 1];
-#pragma unroll
-    for (int rt = 0; rt < kRowTiles; ++rt) {
-      dpt[rt][nt][0] = pt[rt][nt][0] * (dpt[rt][nt][0] - d0);
-      dpt[rt][nt][1] = pt[rt][nt][1] * (dpt[rt][nt][1] - d1);
-      dpt[rt][nt][2] = pt[rt][nt][2] * (dpt[rt][nt][2] - d0);
-      dpt[rt][nt][3] = pt[rt][nt][3] * (dpt[rt][nt][3] - d1);
-    }
-  }
+  for_each_with_column(dpt, dterm, lane, [&](float& x, float d, int rt, int nt, int i) {
+    x = pt[rt][nt][i] * (x - d);
+  });
 }
 
 // The query backward's orientation (rows are queries; a thread holds rows g
