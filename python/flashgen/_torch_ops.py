@@ -111,7 +111,9 @@ def _backward_impl(grad_o, q, k, v, o, lse, causal, scale, deterministic, *score
         views = [tensor_view(t) for t in (q, k, v, o, grad_o)]
         lse_view = row_stats_view(lse)
         grads = [tensor_view(t) for t in (grad_q, grad_k, grad_v)]
-        workspace_bytes = _capi.backward_workspace_bytes(*views, lse_view, *grads, options)
+        # The CPU backend takes no workspace: no second validation for it.
+        workspace_bytes = (_capi.backward_workspace_bytes(*views, lse_view, *grads, options)
+                           if q.device.type == "cuda" else 0)
         # Scratch from torch's allocator on the current stream: reused across
         # calls and capturable in a CUDA graph, unlike a library-side malloc.
         workspace = (torch.empty(workspace_bytes, dtype=torch.uint8, device=q.device)
