@@ -1,6 +1,6 @@
 // What every key/value backward on wgmma shares about the query blocks a
-// CTA traverses: which block of which head the j-th is (QueryTraversal),
-// the transposed probabilities of a warp's keys against one block, and the
+// CTA traverses (their order: scheduler/query_blocks.cuh): the transposed
+// probabilities of a warp's keys against one block, and the
 // copy of the CTA's K and V rows into their core-matrix tiles.
 #pragma once
 
@@ -9,31 +9,9 @@
 #include "softmax/mask.cuh"
 #include "softmax/row_stats.cuh"
 #include "softmax/softmax.cuh"
+#include "scheduler/query_blocks.cuh"
 
 namespace flashgen_device {
-
-// The traversed blocks of a key/value CTA whose keys start at key0: every
-// block of kBlockN query rows of every query head of the group, from the
-// first that sees key0 under the causal mask; the j-th is which block of
-// which head.
-template <int kBlockN>
-struct QueryTraversal {
-  int first_block, blocks_per_head, total;
-  template <bool kCausal>
-  static __device__ __forceinline__ QueryTraversal of(const AttentionParams& p, int key0) {
-    QueryTraversal walk;
-    walk.first_block = first_query_block<kCausal, kBlockN>(p, key0);
-    walk.blocks_per_head = max_of(0, ceil_div(p.seq_q, kBlockN) - walk.first_block);
-    walk.total = walk.blocks_per_head * p.group_size;
-    return walk;
-  }
-  __device__ __forceinline__ int head_of(int j, int kv_head, int group_size) const {
-    return kv_head * group_size + j / blocks_per_head;
-  }
-  __device__ __forceinline__ int query0_of(int j) const {
-    return (first_block + j % blocks_per_head) * kBlockN;
-  }
-};
 
 // Pᵀ = exp2(Sᵀ·scale·log2e − L2[query]) in st, the scores of one warp's 16
 // keys from warp_key0 against the traversed block's queries from query0,

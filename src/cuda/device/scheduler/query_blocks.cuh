@@ -1,0 +1,34 @@
+// The order in which a key/value backward CTA, whose key rows start at key0,
+// traverses the query blocks that see them: every block of kBlockN query
+// rows of every query head of its key/value head's group, head by head,
+// from the first block that sees key0 under the causal mask. (The mma.sync
+// and fp32 kernels walk the same order as two nested loops.)
+#pragma once
+
+#include "common.cuh"
+#include "softmax/mask.cuh"
+
+namespace flashgen_device {
+
+// The traversal as a count, as the wgmma kernels' stage pipelines number
+// the blocks: the j-th block is the one at query0_of(j) of head head_of(j).
+template <int kBlockN>
+struct QueryTraversal {
+  int first_block, blocks_per_head, total;
+  template <bool kCausal>
+  static __device__ __forceinline__ QueryTraversal of(const AttentionParams& p, int key0) {
+    QueryTraversal walk;
+    walk.first_block = first_query_block<kCausal, kBlockN>(p, key0);
+    walk.blocks_per_head = max_of(0, ceil_div(p.seq_q, kBlockN) - walk.first_block);
+    walk.total = walk.blocks_per_head * p.group_size;
+    return walk;
+  }
+  __device__ __forceinline__ int head_of(int j, int kv_head, int group_size) const {
+    return kv_head * group_size + j / blocks_per_head;
+  }
+  __device__ __forceinline__ int query0_of(int j) const {
+    return (first_block + j % blocks_per_head) * kBlockN;
+  }
+};
+
+}  // namespace flashgen_device
