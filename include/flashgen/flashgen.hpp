@@ -83,6 +83,27 @@ struct HeadVectorView {
   bool given() const { return data != nullptr; }
 };
 
+// A named 1-D array a mask expression reads (Options::mask_tensors): int32
+// or fp32, `size` elements `stride` elements apart, in q's memory. `rank` is
+// what the caller's array has: it must be 1 (a binding passes its array's
+// rank through and validation refuses any other).
+enum class MaskElement : int { int32 = 0, float32 = 1 };
+struct MaskTensorView {
+  std::string name;
+  const void* data = nullptr;
+  MaskElement element = MaskElement::int32;
+  int rank = 1;
+  std::int64_t size = 0;
+  std::int64_t stride = 1;
+  MemoryKind memory = MemoryKind::host;
+  int device = 0;
+
+  static MaskTensorView int32(std::string name, const std::int32_t* data, std::int64_t size,
+                              MemoryKind memory = MemoryKind::host, int device = 0);
+  static MaskTensorView float32(std::string name, const float* data, std::int64_t size,
+                                MemoryKind memory = MemoryKind::host, int device = 0);
+};
+
 enum class Backend : int { automatic = 0, cuda = 1, cpu = 2 };
 const char* to_string(Backend backend);
 
@@ -101,8 +122,9 @@ struct Options {
   bool causal = false;
   CausalAlignment causal_alignment = CausalAlignment::bottom_right;
 
-  // Masks and score modifiers, flash-attn 2's conventions. The CPU backend
-  // runs them all; the CUDA backend refuses any of them for now.
+  // Masks and score modifiers, flash-attn 2's conventions (mask_mod is
+  // FlexAttention's). The CPU backend runs them all; the CUDA backend
+  // refuses any of them for now.
   //
   // Sliding window: query i sees keys j with
   //   i + seq_kv - seq_q - window_left <= j <= i + seq_kv - seq_q + window_right
@@ -124,6 +146,19 @@ struct Options {
   // forward): fp32 [heads_q], overwritten with dL/dsink =
   // -Σ_{batch, rows} P_sink · rowsum(dO ∘ O), P_sink = exp(sink - LSE).
   HeadVectorView grad_sinks;
+  // A user mask: a C expression over b, h, q_idx, kv_idx and the arrays of
+  // mask_tensors, indexed as name[expr]; nonzero = the pair is attended.
+  // Empty = off. It applies on top of causal and the window. Integers are
+  // int64 (int32 array elements widen), fp32 arrays and literals are float;
+  // C's rules otherwise (integer division truncates). An array index outside
+  // [0, size) or an integer division by zero is an error, reported when the
+  // pair is evaluated (C's && || ?: evaluate only what they need). Under
+  // varlen and a KV cache, b is the sequence and q_idx, kv_idx positions
+  // within it. A row left with no key has O = 0 and LSE = -inf (the sink's
+  // logit with sinks); masked pairs carry no gradient. README: "Mask
+  // expressions" has the grammar.
+  std::string mask_mod;
+  std::vector<MaskTensorView> mask_tensors;
 
   Backend backend = Backend::automatic;
   // true: bit-identical gradients run to run (two-kernel backward, no atomics).

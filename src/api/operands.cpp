@@ -202,6 +202,20 @@ void check_outputs_do_not_overlap(const std::vector<const Operand*>& operands) {
   }
 }
 
+Operand operand_of(const char* name, const MaskTensorView& t) {
+  Operand op;
+  op.name = name;
+  op.data = t.data;
+  op.rank = 1;
+  op.shape = &t.size;
+  op.stride = &t.stride;
+  op.axes = kMaskTensorAxes;
+  op.element_bytes = 4;  // int32 or fp32
+  op.memory = t.memory;
+  op.device = t.device;
+  return op;
+}
+
 Operand operand_of(const char* name, const IndexView& t, const char* const* axes) {
   return view_operand(name, t, 2, axes, sizeof(std::int32_t), false);
 }

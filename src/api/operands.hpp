@@ -31,6 +31,7 @@ inline constexpr const char* kOutputAxes[4] = {"batch", "seq_q", "heads_q", "dim
 inline constexpr const char* kRowStatsAxes[3] = {"batch", "heads_q", "seq_q"};
 inline constexpr const char* kHeadAxes[1] = {"heads_q"};
 inline constexpr const char* kBatchHeadAxes[2] = {"batch", "heads_q"};
+inline constexpr const char* kMaskTensorAxes[1] = {"size"};
 
 // One argument as the checks see it: a name, a strided extent and where it lives.
 struct Operand {
@@ -51,8 +52,27 @@ Operand operand_of(const char* name, const TensorView& t, const char* const* axe
 Operand operand_of(const char* name, const RowStatsView& t, bool output);
 // A per-head fp32 vector of the options (rank 1 or 2, checked by check_options).
 Operand operand_of(const char* name, const HeadVectorView& t, bool output);
+// A mask tensor of the options (rank 1, checked by check_options): an input.
+// `name` must outlive the operand.
+Operand operand_of(const char* name, const MaskTensorView& t);
 // An int32 index array (cu_seqlens, cache_seqlens, block_table): an input.
 Operand operand_of(const char* name, const IndexView& t, const char* const* axes);
+
+// The mask tensors as operands ("options.mask_tensors[\"doc\"]"): each
+// checked on its own and for q's memory with the tensors.
+struct MaskOperands {
+  explicit MaskOperands(const Options& options) {
+    names.reserve(options.mask_tensors.size());  // operands point into names
+    for (const MaskTensorView& t : options.mask_tensors) {
+      names.push_back("options.mask_tensors[\"" + t.name + "\"]");
+      operands.push_back(operand_of(names.back().c_str(), t));
+    }
+    for (Operand& op : operands) given.push_back(&op);
+  }
+  std::vector<std::string> names;
+  std::vector<Operand> operands;
+  std::vector<Operand*> given;
+};
 
 // Lower bound of an axis: batch, heads and sequences may be empty, the head
 // dimensions ("dim...") may not.

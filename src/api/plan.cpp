@@ -158,7 +158,7 @@ DispatchedCall dispatch_call(const BackwardArgs& args, const Options& options) {
 
 namespace {
 
-// " window=(128,0) softcap=30 alibi sinks" for the options that are set.
+// " window=(128,0) softcap=30 alibi sinks mask=(...)" for the options that are set.
 std::string describe_score_options(const Problem& p) {
   std::string text;
   char part[96];
@@ -174,6 +174,7 @@ std::string describe_score_options(const Problem& p) {
   }
   if (p.alibi_slopes.given()) text += " alibi";
   if (p.has_sinks()) text += " sinks";
+  if (p.has_mask()) text += " mask=" + p.mask->expression.canonical();
   return text;
 }
 

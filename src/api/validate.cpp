@@ -115,9 +115,11 @@ Problem validate_forward(const ForwardArgs& args, const Options& options) {
   Operand lse = operand_of("lse", args.lse, true);
 
   HeadVectors heads(options, false);
+  MaskOperands masks(options);
   std::vector<Operand*> all = {&q, &k, &v, &o};
   if (has_lse) all.push_back(&lse);
   all.insert(all.end(), heads.given.begin(), heads.given.end());
+  all.insert(all.end(), masks.given.begin(), masks.given.end());
   check_operands_agree(all, dtypes, options, q);
 
   check_attention_shapes(q, k, v, o);
@@ -153,8 +155,10 @@ Problem validate_backward(const BackwardArgs& args, const Options& options) {
     fail("options.grad_sinks is given without options.sinks: it is the sinks' gradient");
 
   HeadVectors heads(options, true);
+  MaskOperands masks(options);
   std::vector<Operand*> all = {&q, &k, &v, &o, &grad_o, &lse, &grad_q, &grad_k, &grad_v};
   all.insert(all.end(), heads.given.begin(), heads.given.end());
+  all.insert(all.end(), masks.given.begin(), masks.given.end());
   check_operands_agree(all, dtypes, options, q);
 
   check_attention_shapes(q, k, v, o);

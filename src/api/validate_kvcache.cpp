@@ -84,6 +84,8 @@ KVCacheProblem validate_kvcache_forward(const KVCacheForwardArgs& a, const Optio
   if (has_lse) all.push_back(&lse);
   if (appends) all.insert(all.end(), {&k_new, &v_new});
   if (kv.paged) all.push_back(&table);
+  MaskOperands masks(options);
+  all.insert(all.end(), masks.given.begin(), masks.given.end());
   check_operands_agree(all, dtypes, options, q);
   check_vector(seqlens);
 

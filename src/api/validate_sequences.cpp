@@ -86,6 +86,7 @@ Problem VarlenProblem::sequence(std::int64_t b) const {
   Problem p = packed;
   p.seq_q = q_begin[b + 1] - q_begin[b];
   p.seq_kv = k_begin[b + 1] - k_begin[b];
+  p.mask_batch0 = b;  // the mask's b is the sequence
   return p;
 }
 
@@ -93,6 +94,7 @@ Problem KVCacheProblem::sequence(std::int64_t b) const {
   Problem p = base;
   p.batch = 1;
   p.seq_kv = cache_lengths[b] + seq_new;
+  p.mask_batch0 = b;  // the mask's b is the sequence, kv_idx its cache position
   return p;
 }
 

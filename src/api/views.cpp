@@ -1,6 +1,8 @@
 // Constructors of the public tensor views and the names of the public enums.
 #include <cstddef>
 #include <cstdint>
+#include <string>
+#include <utility>
 
 #include "flashgen/flashgen.hpp"
 
@@ -117,6 +119,32 @@ HeadVectorView HeadVectorView::batch_heads(float* data, std::int64_t batch, std:
   t.memory = memory;
   t.device = device;
   return t;
+}
+
+namespace {
+
+MaskTensorView mask_view(std::string name, const void* data, MaskElement element,
+                         std::int64_t size, MemoryKind memory, int device) {
+  MaskTensorView t;
+  t.name = std::move(name);
+  t.data = data;
+  t.element = element;
+  t.size = size;
+  t.memory = memory;
+  t.device = device;
+  return t;
+}
+
+}  // namespace
+
+MaskTensorView MaskTensorView::int32(std::string name, const std::int32_t* data,
+                                     std::int64_t size, MemoryKind memory, int device) {
+  return mask_view(std::move(name), data, MaskElement::int32, size, memory, device);
+}
+
+MaskTensorView MaskTensorView::float32(std::string name, const float* data, std::int64_t size,
+                                       MemoryKind memory, int device) {
+  return mask_view(std::move(name), data, MaskElement::float32, size, memory, device);
 }
 
 const char* version() { return FLASHGEN_VERSION; }

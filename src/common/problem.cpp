@@ -1,6 +1,8 @@
 #include "common/problem.hpp"
 
 #include <algorithm>
+#include <utility>
+#include <vector>
 
 namespace flashgen {
 
@@ -29,6 +31,20 @@ void copy_score_options(const Options& options, Problem& p) {
   p.alibi_slopes = options.alibi_slopes;
   p.sinks = options.sinks;
   p.grad_sinks = options.grad_sinks;
+  p.mask = bind_mask(options);
+}
+
+std::shared_ptr<const mask::BoundMask> bind_mask(const Options& options) {
+  if (options.mask_mod.empty()) return nullptr;
+  std::vector<mask::ArrayName> names;
+  std::vector<mask::ArrayData> arrays;
+  for (const MaskTensorView& t : options.mask_tensors) {
+    const bool floating = t.element == MaskElement::float32;
+    names.push_back({t.name, floating});
+    arrays.push_back({t.data, floating, t.size, t.stride});
+  }
+  return std::make_shared<const mask::BoundMask>(
+      mask::BoundMask{mask::Expression::parse(options.mask_mod, std::move(names)), std::move(arrays)});
 }
 
 RowRange visible_keys(const Problem& p, std::int64_t row) {

@@ -3,7 +3,9 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 
+#include "common/mask_expression.hpp"
 #include "flashgen/flashgen.hpp"
 
 namespace flashgen {
@@ -39,6 +41,11 @@ struct Problem {
   std::int64_t window_left = -1, window_right = -1;  // -1 = unbounded
   double softcap = 0.0;                              // 0 = off
   HeadVectorView alibi_slopes, sinks, grad_sinks;
+  // The user mask, parsed and bound to its arrays (null when off). The mask
+  // sees batch entry e as b = mask_batch0 + e: a sequence of a varlen or
+  // KV-cache call is a problem of batch 1 whose b is the sequence's index.
+  std::shared_ptr<const mask::BoundMask> mask;
+  std::int64_t mask_batch0 = 0;
 
   // Query heads per kv head (0 where there are no heads at all).
   std::int64_t group_size() const { return heads_kv > 0 ? heads_q / heads_kv : 0; }
@@ -53,6 +60,7 @@ struct Problem {
   // Whether scores change beyond the scale (soft cap or ALiBi).
   bool modifies_scores() const { return softcap > 0.0 || alibi_slopes.given(); }
   bool has_sinks() const { return sinks.given(); }
+  bool has_mask() const { return mask != nullptr; }
 
   // Host-memory reads of the per-head parameters (CPU backend, reference).
   double alibi_slope(std::int64_t batch, std::int64_t head) const;
@@ -60,8 +68,11 @@ struct Problem {
 };
 
 // The masks and score modifiers of `options` into `p` (causal itself and
-// the scale are the caller's).
+// the scale are the caller's); mask_mod is parsed and bound here, so the
+// options must have passed validation (api/validate_options.cpp).
 void copy_score_options(const Options& options, Problem& p);
+// options.mask_mod parsed, with options.mask_tensors as its arrays; null when empty.
+std::shared_ptr<const mask::BoundMask> bind_mask(const Options& options);
 
 // Keys [begin, end) query row `row` sees under the causal and window masks.
 // Both ends never decrease with the row, so a block of rows sees the union

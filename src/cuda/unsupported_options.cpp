@@ -20,6 +20,8 @@ std::string unsupported_option(const Problem& p) {
     option = "sinks";
   else if (p.causal && p.causal_alignment == CausalAlignment::top_left)
     option = "causal top_left alignment";
+  else if (p.has_mask())
+    option = "mask_mod";
   if (option == nullptr) return "";
   return std::string(option) +
          ": not supported by the CUDA backend yet; use the CPU backend (backend=cpu, tensors in "
