@@ -7,10 +7,12 @@
 #include <cmath>
 #include <cstdint>
 #include <numbers>
+#include <optional>
 #include <vector>
 
 #include "common/problem.hpp"
 #include "cpu/blocking.hpp"
+#include "cpu/mask_program.hpp"
 #include "cpu/score_mods.hpp"
 #include "cpu/tensor_blocks.hpp"
 
@@ -39,6 +41,19 @@ struct BackwardContext {
   std::int64_t first_pair = 0;
   // Q and dO blocks of the query heads of those pairs, for the key/value pass.
   const QueryBlocks* query_blocks_converted = nullptr;
+  // The user mask, when there is one: masked pairs get P = 0, so dS = 0.
+  std::optional<MaskProgram> mask = std::nullopt;
+
+  // The mask's verdicts on the `n` visible pairs starting at (query, key),
+  // along the queries (key-major rows) or the keys; then their scores masked.
+  void apply_mask(float* scores, std::uint8_t* attend, std::int64_t batch, std::int64_t head,
+                  std::int64_t query, std::int64_t key, bool along_queries,
+                  const RowRange& visible) const {
+    const int n = static_cast<int>(visible.size());
+    mask->evaluate(batch, head, query, along_queries ? 1 : 0, key, along_queries ? 0 : 1, n,
+                   attend);
+    mask_scores(scores + visible.begin, attend, 0, n);
+  }
 
   std::int64_t key_blocks() const { return ceil_div(p.seq_kv, blocking.key_rows); }
   std::int64_t query_blocks() const { return ceil_div(p.seq_q, blocking.query_rows); }

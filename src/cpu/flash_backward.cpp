@@ -73,6 +73,7 @@ struct KeyValueTiles {
     lse_log2.resize(queries);
     dterm.resize(queries);
     softcap_slope.resize(queries);
+    attend.resize(c.mask ? queries : 0);
     if (c.dq_shares != nullptr) {
       k_padded.resize(keys * c.dim_qk_padded);
       ds.resize(queries * keys);
@@ -94,6 +95,7 @@ struct KeyValueTiles {
   std::vector<float> lse_log2;  // [query_rows] per column
   std::vector<float> dterm;     // [query_rows] per column
   std::vector<float> softcap_slope;  // [query_rows] 1 - tanh² of one row
+  std::vector<std::uint8_t> attend;  // [query_rows] the user mask of one row
   // With dQ shares:
   std::vector<float> k_padded;  // [key_rows, dim_qk_padded]
   std::vector<float> ds;        // [query_rows, key_rows]: dS = (dSᵀ)ᵀ
@@ -189,6 +191,9 @@ void backward_key_value_block(BackwardContext& c, std::int64_t batch, std::int64
           c.mods.key_row(p_row, static_cast<int>(queries_padded), batch, head, key0 + r, q0,
                          t.softcap_slope.data());
         }
+        if (c.mask && r < keys)
+          c.apply_mask(p_row, t.attend.data(), batch, head, q0 + visible.begin, key0 + r, true,
+                       visible);
         probabilities_row_by_column(p_row, queries_padded, static_cast<int>(visible.begin),
                                     static_cast<int>(visible.end), c.scale_log2,
                                     t.lse_log2.data());
@@ -267,6 +272,7 @@ void backward(const Problem& p, const BackwardArgs& args, int threads) {
                     ScoreModifier(p),
                     ScoreModifier(p).scale_log2(),
                     std::vector<float>(p.batch * p.heads_q * p.seq_q)};
+  if (p.has_mask()) c.mask.emplace(p);
 
   const std::int64_t query_blocks = c.query_blocks(), key_blocks = c.key_blocks();
   parallel_for(p.batch * p.heads_q * query_blocks, threads, [&](std::int64_t task) {

@@ -26,7 +26,8 @@ struct QueryTiles {
         grad_q(c.blocking.query_rows * c.dim_qk_padded, 0.0f),
         lse_log2(c.blocking.query_rows),
         dterm(c.blocking.query_rows),
-        softcap_slope(c.blocking.key_rows) {}
+        softcap_slope(c.blocking.key_rows),
+        attend(c.mask ? c.blocking.key_rows : 0) {}
 
   std::vector<float> q;             // [query_rows, dim_qk]
   std::vector<float> grad_o;        // [query_rows, dim_v_padded]
@@ -39,6 +40,7 @@ struct QueryTiles {
   std::vector<float> lse_log2;      // [query_rows]
   std::vector<float> dterm;         // [query_rows]
   std::vector<float> softcap_slope; // [key_rows] 1 - tanh² of one row
+  std::vector<std::uint8_t> attend; // [key_rows] the user mask of one row
 };
 
 }  // namespace
@@ -87,6 +89,9 @@ void backward_query_block(BackwardContext& c, std::int64_t batch, std::int64_t h
         c.mods.query_row(p_row, static_cast<int>(keys_padded), batch, head, row0 + r, key0,
                          t.softcap_slope.data());
       }
+      if (c.mask && r < rows)
+        c.apply_mask(p_row, t.attend.data(), batch, head, row0 + r, key0 + visible.begin, false,
+                     visible);
       probabilities_row(p_row, keys_padded, static_cast<int>(visible.begin),
                         static_cast<int>(visible.end), c.scale_log2, t.lse_log2[r]);
       // dS = P ∘ (dP - Dterm), in place of dP

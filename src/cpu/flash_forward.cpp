@@ -11,16 +11,20 @@
 // Soft cap and ALiBi rewrite S's rows before the softmax step (score_mods.hpp,
 // c is then log2 e); a sink starts each row as a column already seen: m =
 // sink·log2 e, l = 1, O = 0. Key blocks outside the causal and window masks
-// are skipped (blocking.hpp: key_blocks_seen).
+// are skipped (blocking.hpp: key_blocks_seen), and so are tiles the user
+// mask leaves no pair of: it is evaluated for a tile before its GEMM, and
+// the masked scores get kMaskedScore after the modifiers (mask_program.hpp).
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <numbers>
+#include <optional>
 #include <vector>
 
 #include "common/problem.hpp"
 #include "cpu/blocking.hpp"
 #include "cpu/cpu_backend.hpp"
+#include "cpu/mask_program.hpp"
 #include "cpu/score_mods.hpp"
 #include "cpu/tensor_blocks.hpp"
 #include "cpu/thread_pool.hpp"
@@ -41,6 +45,7 @@ struct ForwardTiles {
     o.resize(b.query_rows * dim_v_padded);
     row_max.resize(b.query_rows);
     row_sum.resize(b.query_rows);
+    if (p.has_mask()) attend.resize(b.query_rows * b.key_rows);
   }
 
   std::int64_t dim_v_padded = 0;
@@ -49,6 +54,7 @@ struct ForwardTiles {
   std::vector<float> o;             // [query_rows, dim_v_padded] unnormalized accumulator
   std::vector<float> row_max;       // [query_rows] running max of S·c (log2 units)
   std::vector<float> row_sum;       // [query_rows] running Σ exp2(S·c - max)
+  std::vector<std::uint8_t> attend; // [query_rows, key_rows] the user mask of a tile
   // Packed bf16 GEMM operands (KeyValueBlocks::packed_bf16):
   std::vector<std::uint16_t> q_packed;  // Q as A
   std::vector<std::uint16_t> p_packed;  // P as A
@@ -62,9 +68,24 @@ struct KeyValueBlocks {
 
 // One query block of head `head`, whose kv head's blocks sit at `slot` of
 // `kv`.
+// The user mask of a tile's visible pairs into t.attend; false when no pair
+// of the tile is attended (the tile is then skipped: it adds nothing).
+bool evaluate_mask(const Problem& p, const MaskProgram& mask, ForwardTiles& t, std::int64_t batch,
+                   std::int64_t head, std::int64_t row0, std::int64_t rows, std::int64_t key0,
+                   std::int64_t keys, std::int64_t key_ld) {
+  int attended = 0;
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const RowRange visible = columns_within(visible_keys(p, row0 + r), key0, keys);
+    attended += mask.evaluate(batch, head, row0 + r, 0, key0 + visible.begin, 1,
+                              static_cast<int>(visible.size()),
+                              t.attend.data() + r * key_ld + visible.begin);
+  }
+  return attended > 0;
+}
+
 void forward_query_block(const Problem& p, const ForwardArgs& args, const Blocking& blocking,
-                         const KeyValueBlocks& kv, std::int64_t slot, std::int64_t batch,
-                         std::int64_t head, std::int64_t block) {
+                         const KeyValueBlocks& kv, const MaskProgram* mask, std::int64_t slot,
+                         std::int64_t batch, std::int64_t head, std::int64_t block) {
   thread_local ForwardTiles t;
   t.prepare(p, blocking);
   const std::int64_t row0 = block * blocking.query_rows;
@@ -98,6 +119,7 @@ void forward_query_block(const Problem& p, const ForwardArgs& args, const Blocki
     const std::int64_t key0 = key_block * blocking.key_rows;
     const std::int64_t keys = std::min(blocking.key_rows, p.seq_kv - key0);
     const std::int64_t keys_padded = round_up(keys, kTileColumnMultiple);
+    if (mask && !evaluate_mask(p, *mask, t, batch, head, row0, rows, key0, keys, key_ld)) continue;
 
     // S = Q·Kᵀ  [rows_padded, keys_padded]
     if (kv.packed_bf16) {
@@ -115,6 +137,9 @@ void forward_query_block(const Problem& p, const ForwardArgs& args, const Blocki
       float* s_row = t.scores.data() + r * key_ld;
       if (mods.active() && r < rows)
         mods.query_row(s_row, static_cast<int>(keys_padded), batch, head, row0 + r, key0, nullptr);
+      if (mask && r < rows)
+        mask_scores(s_row, t.attend.data() + r * key_ld, static_cast<int>(visible.begin),
+                    static_cast<int>(visible.end));
       const float correction = online_softmax_row(
           s_row, keys_padded, static_cast<int>(visible.begin), static_cast<int>(visible.end),
           scale_log2, t.row_max[r], t.row_sum[r]);
@@ -161,6 +186,8 @@ void forward(const Problem& p, const ForwardArgs& args, int threads) {
   const Blocking blocking = choose_blocking(p);
   const std::int64_t blocks = ceil_div(p.seq_q, blocking.query_rows);
   const std::int64_t group = p.group_size();
+  std::optional<MaskProgram> mask;
+  if (p.has_mask()) mask.emplace(p);
   const std::int64_t dim_v_padded = round_up(p.dim_v, kTileColumnMultiple);
   const bool packed = p.dtype == DType::bf16 && has_packed_bf16_gemm();
   // kv heads (batch · heads_kv + kv head) a pass at a time: their K and V
@@ -187,7 +214,8 @@ void forward(const Problem& p, const ForwardArgs& args, int threads) {
       const std::int64_t slot = task / blocks / group;
       const std::int64_t pair = first + slot;
       const std::int64_t head = pair % p.heads_kv * group + task / blocks % group;
-      forward_query_block(p, args, blocking, kv, slot, pair / p.heads_kv, head, block);
+      forward_query_block(p, args, blocking, kv, mask ? &*mask : nullptr, slot, pair / p.heads_kv,
+                          head, block);
     });
   }
 }

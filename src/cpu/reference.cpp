@@ -56,6 +56,7 @@ void attention_for_kv_head(const Problem& p, const PackedInputs& in, Rounding<Re
   std::vector<Real> q(dqk), grad_o(dv), o(dv), grad_q(dqk);
   std::vector<Real> s(skv), dp(skv);  // one row of S then P; of dP then dS
   std::vector<Real> softcap_slope(p.softcap > 0 ? skv : 0);  // 1 - tanh² of the row
+  std::vector<char> attended(p.has_mask() ? skv : 0);        // the user mask of the row
   for (std::int64_t head = kv_head * p.group_size(); head < (kv_head + 1) * p.group_size();
        ++head) {
     for (std::int64_t i = 0; i < p.seq_q; ++i) {
@@ -69,7 +70,16 @@ void attention_for_kv_head(const Problem& p, const PackedInputs& in, Rounding<Re
       const std::int64_t lo = keys.begin, hi = keys.end;
       const bool sink = p.has_sinks();
       const Real sink_logit = sink ? static_cast<Real>(p.sink(head)) : Real(0);
-      if (keys.empty()) {
+      // The user mask, evaluated pair by pair on the visible keys alone.
+      bool any_attended = !keys.empty();
+      if (p.has_mask()) {
+        any_attended = false;
+        for (std::int64_t j = lo; j < hi; ++j) {
+          attended[j] = mask::attends(*p.mask, {p.mask_batch0 + b, head, i, j});
+          any_attended |= attended[j] != 0;
+        }
+      }
+      if (!any_attended) {
         // No key: O = 0, and LSE = -inf, or the sink's logit (P_sink = 1,
         // whose gradient -P_sink · Dterm is 0 since O = 0).
         std::fill(fwd.o.begin() + o_at, fwd.o.begin() + o_at + dv, 0.0);
@@ -99,6 +109,8 @@ void attention_for_kv_head(const Problem& p, const PackedInputs& in, Rounding<Re
           softcap_slope[j] = 1 - t * t;
         }
         s[j] -= slope * static_cast<Real>(std::abs(diagonal - j));
+        // A masked pair: exp gives P = 0, so neither O nor a gradient sees it.
+        if (p.has_mask() && !attended[j]) s[j] = -std::numeric_limits<Real>::infinity();
         row_max = std::max(row_max, s[j]);
       }
       Real sum = sink ? std::exp(sink_logit - row_max) : Real(0);

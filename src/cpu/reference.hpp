@@ -16,8 +16,10 @@
 // no gradient. Scores: x = scale · q·k, then x <- softcap · tanh(x / softcap),
 // then x <- x - slope · |i + seq_kv - seq_q - j|; a sink joins each row's
 // softmax as a column with logit sink[h] and no value, so LSE includes it and
-// dL/dsink[h] = -Σ_{b, i} P_sink · Dterm. GQA: query head h reads kv head
-// h / group_size.
+// dL/dsink[h] = -Σ_{b, i} P_sink · Dterm. The user mask (Problem::mask) is
+// evaluated node by node (mask::attends) on the pairs causal and the window
+// leave; a masked pair has P = 0, and a row it leaves no key is empty as
+// above. GQA: query head h reads kv head h / group_size.
 #pragma once
 
 #include <vector>

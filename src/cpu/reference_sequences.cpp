@@ -28,6 +28,7 @@ Sequence sequence(const Problem& packed, const Sequences& s, const PackedInputs&
   const std::int64_t q1 = s.q_begin[b + 1], k1 = s.k_begin[b + 1];
   out.p.seq_q = q1 - out.q0;
   out.p.seq_kv = k1 - out.k0;
+  out.p.mask_batch0 = static_cast<std::int64_t>(b);  // the user mask's b is the sequence
   out.in.q = slice(in.q, packed.heads_q * packed.dim_qk, out.q0, q1);
   out.in.k = slice(in.k, packed.heads_kv * packed.dim_qk, out.k0, k1);
   out.in.v = slice(in.v, packed.heads_kv * packed.dim_v, out.k0, k1);

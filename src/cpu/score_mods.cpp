@@ -10,7 +10,8 @@ ScoreModifier::ScoreModifier(const Problem& p)
       scale_(static_cast<float>(p.scale)),
       softcap_(static_cast<float>(p.softcap)),
       scale_log2_(0.0f),
-      alibi_(p.alibi_slopes.given()) {
+      alibi_(p.alibi_slopes.given()),
+      mask_(p.has_mask()) {
   scale_log2_ = active() ? std::numbers::log2e_v<float>
                          : static_cast<float>(p.scale * std::numbers::log2e);
 }

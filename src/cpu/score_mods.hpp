@@ -1,7 +1,8 @@
 // The score modifiers of the CPU backend (soft cap, ALiBi): the one place
 // every instruction-set path shares. They run on one row of a raw score tile
 // (S = Q·Kᵀ, or Sᵀ = K·Qᵀ) right after its GEMM and leave the modified,
-// scaled scores in natural-log units,
+// scaled scores in natural-log units (with a user mask too, which then
+// overwrites the masked ones: mask_program.hpp),
 //   x = scale · s;  x <- softcap · tanh(x / softcap);  x <- x - slope · |i + Skv - Sq - j|,
 // which the tile kernels' softmax steps (tile_math.hpp) then read with
 // scale_log2() = log2(e) in place of scale · log2(e). Without modifiers
@@ -18,7 +19,9 @@ class ScoreModifier {
  public:
   explicit ScoreModifier(const Problem& p);
 
-  bool active() const { return softcap_ > 0.0f || alibi_; }
+  // A user mask makes it active too: the mask then overwrites scores that
+  // are already scaled, and kMaskedScore stays masked whatever the scale's sign.
+  bool active() const { return softcap_ > 0.0f || alibi_ || mask_; }
   bool has_softcap() const { return softcap_ > 0.0f; }
   // The factor the softmax steps apply to this problem's score tiles.
   float scale_log2() const { return scale_log2_; }
@@ -42,7 +45,7 @@ class ScoreModifier {
 
   const Problem& p_;
   float scale_, softcap_, scale_log2_;
-  bool alibi_;
+  bool alibi_, mask_;
 };
 
 }  // namespace flashgen::cpu

@@ -91,6 +91,19 @@ TEST(CpuDeterminism, SameBitsForOneAndThreeThreadsWithScoreModifiers) {
   expect_identical(one, run_with_threads(c, 3, mods.options()), 3);
 }
 
+// With a user mask (documents of 100 positions, and a prefix) on top of causal.
+TEST(CpuDeterminism, SameBitsForOneAndThreeThreadsWithAMaskExpression) {
+  const Case c{2, 600, 600, 4, 2, 72, 40, true, DType::bf16, Layout::bshd};
+  std::vector<std::int32_t> doc(600), prefix = {50, 300};
+  for (std::size_t i = 0; i < doc.size(); ++i) doc[i] = static_cast<std::int32_t>(i / 100);
+  Options options;
+  options.mask_mod = "doc[kv_idx] == doc[q_idx] || kv_idx < prefix[b]";
+  options.mask_tensors = {MaskTensorView::int32("doc", doc.data(), 600),
+                          MaskTensorView::int32("prefix", prefix.data(), 2)};
+  const Outputs one = run_with_threads(c, 1, options);
+  expect_identical(one, run_with_threads(c, 3, options), 3);
+}
+
 TEST(CpuDeterminism, SameBitsRunToRun) {
   const Case c{1, 130, 130, 7, 1, 40, 40, false, DType::f32, Layout::bhsd};
   const Outputs first = run_with_threads(c, 0);
