@@ -60,6 +60,21 @@ typedef enum {
   FG_CAUSAL_TOP_LEFT = 1      /* query i sees keys j <= i (torch SDPA's is_causal) */
 } fg_causal_alignment;
 
+/* A named 1-D array a mask expression reads (fg_options.mask_tensors):
+ * int32 or fp32, `size` elements `stride` elements apart, in q's memory.
+ * rank is the caller's array's rank; it must be 1. */
+typedef enum { FG_MASK_INT32 = 0, FG_MASK_FLOAT32 = 1 } fg_mask_dtype;
+typedef struct {
+  const char* name; /* NUL-terminated identifier */
+  const void* data;
+  int32_t dtype;  /* fg_mask_dtype */
+  int32_t memory; /* fg_memory */
+  int32_t device;
+  int32_t rank;
+  int64_t size;
+  int64_t stride;
+} fg_mask_tensor;
+
 /* Always fill with fg_options_init() first: fields are only ever appended, and
  * the initializer sets every one (new ones included) to its default. */
 typedef struct {
@@ -81,6 +96,12 @@ typedef struct {
   fg_head_vector alibi_slopes;  /* s <- s - slope * |i + seq_kv - seq_q - j|; [heads_q] or [batch, heads_q] */
   fg_head_vector sinks;         /* per-head logit in the softmax denominator; [heads_q] */
   fg_head_vector grad_sinks;    /* backward output with sinks: dL/dsink, [heads_q] */
+  /* A user mask: a C expression over b, h, q_idx, kv_idx and the arrays of
+   * mask_tensors (flashgen.hpp, Options::mask_mod, has the rules); nonzero =
+   * attended. NULL or "" = off. */
+  const char* mask_mod;
+  const fg_mask_tensor* mask_tensors; /* mask_tensor_count entries */
+  int64_t mask_tensor_count;
 } fg_options;
 
 void fg_options_init(fg_options* options);

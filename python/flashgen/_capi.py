@@ -89,6 +89,26 @@ class HeadVector(ctypes.Structure):
     ]
 
 
+class MaskTensor(ctypes.Structure):
+    """fg_mask_tensor: a named 1-D int32 or fp32 array a mask expression reads."""
+
+    _fields_ = [
+        ("name", c_char_p),
+        ("data", c_void_p),
+        ("dtype", c_int32),  # FG_MASK_INT32, FG_MASK_FLOAT32; other values are refused
+        ("memory", c_int32),
+        ("device", c_int32),
+        ("rank", c_int32),
+        ("size", c_int64),
+        ("stride", c_int64),
+    ]
+
+
+FG_MASK_INT32, FG_MASK_FLOAT32 = 0, 1
+# A dtype the library does not take: passed so that its rule refuses it.
+FG_MASK_OTHER = -1
+
+
 class Options(ctypes.Structure):
     """fg_options."""
 
@@ -109,6 +129,9 @@ class Options(ctypes.Structure):
         ("alibi_slopes", HeadVector),
         ("sinks", HeadVector),
         ("grad_sinks", HeadVector),
+        ("mask_mod", c_char_p),
+        ("mask_tensors", POINTER(MaskTensor)),
+        ("mask_tensor_count", c_int64),
     ]
 
 
@@ -210,7 +233,8 @@ def make_options(*, scale=None, causal=False, backend=FG_BACKEND_AUTO, determini
                  stream=None, cpu_threads=0, causal_alignment=FG_CAUSAL_BOTTOM_RIGHT,
                  window=(-1, -1), softcap=0.0, alibi_slopes: HeadVector | None = None,
                  sinks: HeadVector | None = None,
-                 grad_sinks: HeadVector | None = None) -> Options:
+                 grad_sinks: HeadVector | None = None, mask_mod: str | None = None,
+                 mask_tensors: list | None = None) -> Options:
     options = Options()
     lib().fg_options_init(ctypes.byref(options))
     if scale is not None:
@@ -230,7 +254,32 @@ def make_options(*, scale=None, causal=False, backend=FG_BACKEND_AUTO, determini
         options.sinks = sinks
     if grad_sinks is not None:
         options.grad_sinks = grad_sinks
+    if mask_mod is not None or mask_tensors:
+        set_mask(options, mask_mod, mask_tensors or [])
     return options
+
+
+def set_mask(options: Options, mask_mod, tensors: list) -> None:
+    """options.mask_mod and mask_tensors from the expression and a list of
+    (name, data, fg_mask_dtype, memory, device, rank, size, stride); the
+    library checks every rule. The text and the array stay referenced by
+    `options` for as long as it lives."""
+    if mask_mod is not None and not isinstance(mask_mod, str):
+        raise TypeError(f"mask_mod must be a str (a C expression) or None, got "
+                        f"{type(mask_mod).__name__}")
+    text = (mask_mod or "").encode("utf-8")
+    array = (MaskTensor * max(len(tensors), 1))()
+    names = []
+    for i, (name, data, dtype, memory, device, rank, size, stride) in enumerate(tensors):
+        if not isinstance(name, str):
+            raise TypeError(f"mask_tensors' keys must be str (the names the expression uses), "
+                            f"got {type(name).__name__}")
+        names.append(name.encode("utf-8"))
+        array[i] = MaskTensor(names[-1], data, dtype, memory, device, rank, size, stride)
+    options.mask_mod = text
+    options.mask_tensors = array
+    options.mask_tensor_count = len(tensors)
+    options._mask_references = (text, array, names)
 
 
 def forward(q: Tensor, k: Tensor, v: Tensor, o: Tensor, lse: RowStats | None,

@@ -47,14 +47,16 @@ def _sequences(cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k) -> tuple:
 
 def forward_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q: int, max_seqlen_k: int,
                    causal: bool = False, scale: float | None = None, *,
-                   cpu_threads: int = 0) -> tuple:
+                   cpu_threads: int = 0, mask_mod: str | None = None,
+                   mask_tensors: dict | None = None) -> tuple:
     """Attention per sequence of a packed batch: (o, lse).
 
     Sequence b is rows [cu_seqlens_q[b], cu_seqlens_q[b + 1]) of q and rows
     [cu_seqlens_k[b], cu_seqlens_k[b + 1]) of k and v; causal is aligned
     bottom-right per sequence. A row that sees no key gives o = 0, lse = -inf.
+    mask_mod sees b as the sequence and q_idx, kv_idx as positions within it.
     """
-    options = _options(causal, scale, cpu_threads)
+    options = _options(causal, scale, cpu_threads, mask_mod=mask_mod, mask_tensors=mask_tensors)
     q, k, v = _packed("q", q), _packed("k", k), _packed("v", v)
     fg_dtype = _check_same_dtype({"q": q, "k": k, "v": v})
     sequences, _keep = _sequences(cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k)
@@ -69,9 +71,10 @@ def forward_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q: int, max_s
 
 def backward_varlen(q, k, v, o, do, lse, cu_seqlens_q, cu_seqlens_k, max_seqlen_q: int,
                     max_seqlen_k: int, causal: bool = False, scale: float | None = None, *,
-                    cpu_threads: int = 0) -> tuple:
+                    cpu_threads: int = 0, mask_mod: str | None = None,
+                    mask_tensors: dict | None = None) -> tuple:
     """Gradients (dq, dk, dv) of forward_varlen's o given do = dLoss/dO."""
-    options = _options(causal, scale, cpu_threads)
+    options = _options(causal, scale, cpu_threads, mask_mod=mask_mod, mask_tensors=mask_tensors)
     named = (("q", q), ("k", k), ("v", v), ("o", o), ("do", do))
     q, k, v, o, do = (_packed(name, a) for name, a in named)
     fg_dtype = _check_same_dtype({"q": q, "k": k, "v": v, "o": o, "do": do})
@@ -88,15 +91,17 @@ def backward_varlen(q, k, v, o, do, lse, cu_seqlens_q, cu_seqlens_k, max_seqlen_
 
 def forward_with_kvcache(q, k_cache, v_cache, cache_seqlens, block_table=None, k=None, v=None,
                          causal: bool = False, scale: float | None = None, *,
-                         cpu_threads: int = 0) -> tuple:
+                         cpu_threads: int = 0, mask_mod: str | None = None,
+                         mask_tensors: dict | None = None) -> tuple:
     """Attention of q to each sequence's cache: (o, lse).
 
     With k and v, their rows are first written into k_cache / v_cache at
     cache_seqlens (the caches are modified in place, as flash-attn does;
     cache_seqlens is not), then attended. causal is aligned bottom-right
-    against the sequence's length after the append.
+    against the sequence's length after the append. mask_mod sees b as the
+    sequence and kv_idx as the cache position (q_idx: q's row).
     """
-    options = _options(causal, scale, cpu_threads)
+    options = _options(causal, scale, cpu_threads, mask_mod=mask_mod, mask_tensors=mask_tensors)
     if (k is None) != (v is None):
         raise ValueError("k and v are appended together: pass both or neither")
     arrays = {"q": q, "k_cache": k_cache, "v_cache": v_cache}

@@ -26,6 +26,10 @@ Masks and score modifiers (flash-attn 2's keywords and conventions):
     sinks        float32 [heads_q]: a per-head logit in each row's softmax
                  denominator, with no value (gpt-oss). lse includes it; the
                  backward then also returns d sinks.
+    mask_mod     a C expression over b, h, q_idx, kv_idx and the arrays of
+                 mask_tensors, nonzero = attended, e.g.
+                 mask_mod="doc[kv_idx] == doc[q_idx]", mask_tensors={"doc": ids}
+                 (1-D int32 or float32 arrays). README: "Mask expressions".
 """
 
 from __future__ import annotations
@@ -130,8 +134,31 @@ def _head_vector(name: str, array) -> _capi.HeadVector | None:
                                   _element_strides(name, array))
 
 
+def _mask_tensors(mask_tensors) -> list:
+    """{name: 1-D int32 or float32 array} as the library's views (read in
+    place); the library checks names, dtypes and ranks."""
+    if mask_tensors is None:
+        return []
+    if not isinstance(mask_tensors, dict):
+        raise TypeError(f"mask_tensors must be a dict of name -> numpy.ndarray or None, got "
+                        f"{type(mask_tensors).__name__}")
+    views = []
+    for name, array in mask_tensors.items():
+        if not isinstance(array, np.ndarray):
+            raise TypeError(f"mask_tensors[{name!r}] must be a numpy.ndarray, got "
+                            f"{type(array).__name__}")
+        dtype = {np.dtype(np.int32): _capi.FG_MASK_INT32,
+                 np.dtype(np.float32): _capi.FG_MASK_FLOAT32}.get(array.dtype, _capi.FG_MASK_OTHER)
+        one_d = array.ndim == 1
+        size = array.shape[0] if one_d else array.size
+        stride = array.strides[0] // array.itemsize if one_d else 1
+        views.append((name, array.ctypes.data, dtype, _capi.FG_HOST, 0, array.ndim, size, stride))
+    return views
+
+
 def _options(causal, scale, cpu_threads: int, window_size=(-1, -1), softcap=0.0,
-             alibi_slopes=None, sinks=None, grad_sinks=None) -> _capi.Options:
+             alibi_slopes=None, sinks=None, grad_sinks=None, mask_mod=None,
+             mask_tensors=None) -> _capi.Options:
     """The call's options; TypeError for an argument of the wrong type."""
     causal, top_left = check_causal_mode(causal)
     return _capi.make_options(
@@ -140,12 +167,14 @@ def _options(causal, scale, cpu_threads: int, window_size=(-1, -1), softcap=0.0,
         causal_alignment=_capi.FG_CAUSAL_TOP_LEFT if top_left else _capi.FG_CAUSAL_BOTTOM_RIGHT,
         window=check_window(window_size), softcap=check_softcap(softcap),
         alibi_slopes=_head_vector("alibi_slopes", alibi_slopes),
-        sinks=_head_vector("sinks", sinks), grad_sinks=_head_vector("grad_sinks", grad_sinks))
+        sinks=_head_vector("sinks", sinks), grad_sinks=_head_vector("grad_sinks", grad_sinks),
+        mask_mod=mask_mod, mask_tensors=_mask_tensors(mask_tensors))
 
 
 def forward(q, k, v, causal: bool | str = False, scale: float | None = None, *,
             layout: str = BSHD, cpu_threads: int = 0, window_size=(-1, -1),
-            softcap: float = 0.0, alibi_slopes=None, sinks=None) -> tuple:
+            softcap: float = 0.0, alibi_slopes=None, sinks=None, mask_mod: str | None = None,
+            mask_tensors: dict | None = None) -> tuple:
     """O = softmax(scale · Q·Kᵀ) · V and the row log-sum-exp.
 
     scale defaults to 1/sqrt(dim_qk); causal=True masks keys after the
@@ -157,7 +186,8 @@ def forward(q, k, v, causal: bool | str = False, scale: float | None = None, *,
     lse = -inf (lse = the head's sink with sinks). cpu_threads = 0 uses every
     hardware thread.
     """
-    options = _options(causal, scale, cpu_threads, window_size, softcap, alibi_slopes, sinks)
+    options = _options(causal, scale, cpu_threads, window_size, softcap, alibi_slopes, sinks,
+                       mask_mod=mask_mod, mask_tensors=mask_tensors)
     check_layout(layout)
     q, k, v = (_to_bshd(name, a, layout) for name, a in (("q", q), ("k", k), ("v", v)))
     fg_dtype = _check_same_dtype({"q": q, "k": k, "v": v})
@@ -172,7 +202,8 @@ def forward(q, k, v, causal: bool | str = False, scale: float | None = None, *,
 
 def backward(q, k, v, o, do, lse, causal: bool | str = False, scale: float | None = None, *,
              layout: str = BSHD, cpu_threads: int = 0, window_size=(-1, -1),
-             softcap: float = 0.0, alibi_slopes=None, sinks=None) -> tuple:
+             softcap: float = 0.0, alibi_slopes=None, sinks=None, mask_mod: str | None = None,
+             mask_tensors: dict | None = None) -> tuple:
     """Gradients (dq, dk, dv) of the forward's o given do = dLoss/dO.
 
     o and lse are the forward's outputs for the same q, k, v and keywords;
@@ -183,7 +214,7 @@ def backward(q, k, v, o, do, lse, causal: bool | str = False, scale: float | Non
     """
     grad_sinks = None if sinks is None else np.empty(np.shape(sinks), dtype=np.float32)
     options = _options(causal, scale, cpu_threads, window_size, softcap, alibi_slopes, sinks,
-                       grad_sinks)
+                       grad_sinks, mask_mod, mask_tensors)
     check_layout(layout)
     named = (("q", q), ("k", k), ("v", v), ("o", o), ("do", do))
     q, k, v, o, do = (_to_bshd(name, a, layout) for name, a in named)

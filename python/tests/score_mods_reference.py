@@ -3,7 +3,8 @@ the oracle of the Python tests of those keywords (flash-attn 2 conventions):
 
     x = scale * q.k;  x <- softcap * tanh(x / softcap);  x <- x - slope * |i + Skv - Sq - j|
     mask: window (left, right) around key i + Skv - Sq, -1 unbounded; causal
-          j <= i + Skv - Sq ("bottom_right") or j <= i ("top_left")
+          j <= i + Skv - Sq ("bottom_right") or j <= i ("top_left"); and a
+          user mask given as a boolean array (mask_mod's meaning)
     sinks: a column of logit sinks[h] in each row's softmax, no value
 
 All arrays are [batch, seq, heads, dim]; lse is [batch, heads, seq].
@@ -14,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 
-def _scores(q, k, scale, causal, window, softcap, alibi_slopes):
+def _scores(q, k, scale, causal, window, softcap, alibi_slopes, attended=None):
     """Modified scores x [b, h, i, j] (-inf where masked) and d x / d (scale q.k)."""
     batch, seq_q, heads_q, _ = q.shape
     seq_kv, heads_kv = k.shape[1], k.shape[2]
@@ -38,17 +39,20 @@ def _scores(q, k, scale, causal, window, softcap, alibi_slopes):
         visible &= j <= diagonal + right
     if causal:
         visible &= j <= (i if causal == "top_left" else diagonal)
+    if attended is not None:  # a user mask, broadcast to [b, h, i, j]
+        visible = visible & np.asarray(attended, dtype=bool)
     return np.where(visible, x, -np.inf), slope
 
 
 def attention(q, k, v, do=None, *, causal=False, scale=None, window=(-1, -1), softcap=0.0,
-              alibi_slopes=None, sinks=None):
-    """(o, lse) and, with do, (dq, dk, dv, dsinks) in float64."""
+              alibi_slopes=None, sinks=None, attended=None):
+    """(o, lse) and, with do, (dq, dk, dv, dsinks) in float64; `attended`
+    (bool, broadcast to [batch, heads_q, seq_q, seq_kv]) is a user mask."""
     q, k, v = (np.asarray(t, dtype=np.float64) for t in (q, k, v))
     heads_q, heads_kv = q.shape[2], k.shape[2]
     group = heads_q // heads_kv
     scale = 1.0 / np.sqrt(q.shape[3]) if scale is None else scale
-    x, slope = _scores(q, k, scale, causal, window, softcap, alibi_slopes)
+    x, slope = _scores(q, k, scale, causal, window, softcap, alibi_slopes, attended)
     sink = (np.full(heads_q, -np.inf) if sinks is None
             else np.asarray(sinks, np.float64))[None, :, None, None]
     row_max = np.maximum(x.max(axis=-1, keepdims=True, initial=-np.inf), sink)

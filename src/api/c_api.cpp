@@ -5,6 +5,7 @@
 #include <exception>
 #include <new>
 #include <string>
+#include <utility>
 
 #include "cuda/cuda_backend.hpp"
 #include "flashgen/flashgen.h"
@@ -26,6 +27,8 @@ static_assert(FG_HOST == static_cast<int>(MemoryKind::host) &&
 static_assert(FG_BACKEND_AUTO == static_cast<int>(Backend::automatic) &&
               FG_BACKEND_CUDA == static_cast<int>(Backend::cuda) &&
               FG_BACKEND_CPU == static_cast<int>(Backend::cpu));
+static_assert(FG_MASK_INT32 == static_cast<int>(MaskElement::int32) &&
+              FG_MASK_FLOAT32 == static_cast<int>(MaskElement::float32));
 static_assert(FG_CAUSAL_BOTTOM_RIGHT == static_cast<int>(CausalAlignment::bottom_right) &&
               FG_CAUSAL_TOP_LEFT == static_cast<int>(CausalAlignment::top_left));
 
@@ -93,6 +96,26 @@ Options options_of(const fg_options& o) {
   options.alibi_slopes = view_of(o.alibi_slopes);
   options.sinks = view_of(o.sinks);
   options.grad_sinks = view_of(o.grad_sinks);
+  if (o.mask_mod != nullptr) options.mask_mod = o.mask_mod;
+  if (o.mask_tensor_count < 0)
+    throw Error(ErrorCode::invalid_argument, "options->mask_tensor_count (" +
+                                                 std::to_string(o.mask_tensor_count) +
+                                                 ") must be >= 0");
+  if (o.mask_tensor_count > 0 && o.mask_tensors == nullptr) throw NullArgument{"options->mask_tensors"};
+  for (std::int64_t i = 0; i < o.mask_tensor_count; ++i) {
+    const fg_mask_tensor& t = o.mask_tensors[i];
+    MaskTensorView view;
+    if (t.name == nullptr) throw NullArgument{"options->mask_tensors[i].name"};
+    view.name = t.name;
+    view.data = t.data;
+    view.element = static_cast<MaskElement>(t.dtype);
+    view.rank = t.rank;
+    view.size = t.size;
+    view.stride = t.stride;
+    view.memory = static_cast<MemoryKind>(t.memory);
+    view.device = t.device;
+    options.mask_tensors.push_back(std::move(view));
+  }
   return options;
 }
 
@@ -181,6 +204,9 @@ void fg_options_init(fg_options* options) {
     v->data = nullptr;  // not given
     v->rank = 1;
   }
+  options->mask_mod = nullptr;  // off
+  options->mask_tensors = nullptr;
+  options->mask_tensor_count = 0;
 }
 
 int fg_forward(const fg_tensor* q, const fg_tensor* k, const fg_tensor* v, const fg_tensor* o,

@@ -122,8 +122,7 @@ int MaskProgram::evaluate(std::int64_t batch, std::int64_t head, std::int64_t qu
 }
 
 void mask_scores(float* scores, const std::uint8_t* attend, int begin, int end) {
-  for (int c = begin; c < end; ++c)
-    if (attend[c] == 0) scores[c] = kMaskedScore;
+  for (int c = begin; c < end; ++c) scores[c] = attend[c] != 0 ? scores[c] : kMaskedScore;
 }
 
 }  // namespace flashgen::cpu

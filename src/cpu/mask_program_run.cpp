@@ -224,15 +224,21 @@ int MaskProgram::chunk(const std::int64_t (&base)[4], const std::int64_t (&step)
     }
   }
   const Slot& r = s[0];
-  int count = 0;
-  for (int l = 0; l < n; ++l) {
-    const int at = r.uniform ? 0 : l;
-    if (r.poisoned && r.poison[at]) {
+  if (r.poisoned) {
+    for (int l = 0; l < n; ++l) {
+      if (!r.poison[r.uniform ? 0 : l]) continue;
       // The node-by-node evaluator words the fault (and throws).
       mask::attends(*p_.mask, {base[0], base[1], base[2] + step[2] * l, base[3] + step[3] * l});
       throw Error(ErrorCode::runtime, "mask_mod: internal error: a faulting pair evaluated cleanly");
     }
-    attend[l] = r.i[at] != 0;
+  }
+  if (r.uniform) {
+    std::fill(attend, attend + n, static_cast<std::uint8_t>(r.i[0] != 0));
+    return r.i[0] != 0 ? n : 0;
+  }
+  int count = 0;
+  for (int l = 0; l < n; ++l) {
+    attend[l] = r.i[l] != 0;
     count += attend[l];
   }
   return count;
