@@ -18,11 +18,12 @@ from flashgen import _capi, _capi_sequences, _library
 REPO = pathlib.Path(__file__).resolve().parents[2]
 HEADER_DIR = REPO / "include"
 
-# Every field of the four structs, as `struct.field`, in declaration order.
+# Every field of the structs, as `struct.field`, in declaration order.
 FIELDS = {
     "fg_tensor": ("Tensor", [name for name, _ in _capi.Tensor._fields_]),
     "fg_row_stats": ("RowStats", [name for name, _ in _capi.RowStats._fields_]),
     "fg_head_vector": ("HeadVector", [name for name, _ in _capi.HeadVector._fields_]),
+    "fg_mask_tensor": ("MaskTensor", [name for name, _ in _capi.MaskTensor._fields_]),
     "fg_options": ("Options", [name for name, _ in _capi.Options._fields_]),
     "fg_index": ("Index", [name for name, _ in _capi_sequences.Index._fields_]),
     "fg_varlen": ("Varlen", [name for name, _ in _capi_sequences.Varlen._fields_]),
@@ -30,7 +31,7 @@ FIELDS = {
 }
 ENUMS = ["FG_OK", "FG_INVALID_ARGUMENT", "FG_UNSUPPORTED", "FG_RUNTIME", "FG_F16", "FG_BF16",
          "FG_F32", "FG_HOST", "FG_CUDA", "FG_BACKEND_AUTO", "FG_BACKEND_CUDA", "FG_BACKEND_CPU",
-         "FG_CAUSAL_BOTTOM_RIGHT", "FG_CAUSAL_TOP_LEFT"]
+         "FG_CAUSAL_BOTTOM_RIGHT", "FG_CAUSAL_TOP_LEFT", "FG_MASK_INT32", "FG_MASK_FLOAT32"]
 
 
 def _layout_program() -> str:

@@ -93,7 +93,51 @@ TEST(CApi, OptionsInitGivesTheCppDefaults) {
     EXPECT_EQ(v->data, nullptr);
     EXPECT_EQ(v->rank, 1);
   }
+  EXPECT_EQ(options.mask_mod, nullptr);
+  EXPECT_EQ(options.mask_tensors, nullptr);
+  EXPECT_EQ(options.mask_tensor_count, 0);
   fg_options_init(nullptr);  // must not crash
+}
+
+// A mask expression and its arrays cross the C API: the same outputs, bit
+// for bit, as the C++ call; its refusals keep the library's words.
+TEST(CApi, MaskModMatchesTheCppCall) {
+  HostProblem problem;  // B=2 Sq=5 Skv=7 Hq=4 Hkv=2 f32
+  problem.fill_inputs(3);
+  const std::vector<std::int32_t> doc = {0, 0, 0, 1, 1, 2, 2};
+  const std::vector<float> bias = {1.0f, -1.0f};
+  const fg_mask_tensor tensors[] = {{"doc", doc.data(), FG_MASK_INT32, FG_HOST, 0, 1, 7, 1},
+                                    {"bias", bias.data(), FG_MASK_FLOAT32, FG_HOST, 0, 1, 2, 1}};
+  CArgs c(problem);
+  c.options.backend = FG_BACKEND_CPU;
+  c.options.mask_mod = "doc[kv_idx] == doc[q_idx] || bias[b] < 0.0";
+  c.options.mask_tensors = tensors;
+  c.options.mask_tensor_count = 2;
+  ASSERT_EQ(c.forward(), FG_OK) << fg_last_error();
+  ASSERT_EQ(c.backward(), FG_OK) << fg_last_error();
+  const std::vector<unsigned char> o = problem.o, grad_k = problem.grad_k;
+
+  Options options;
+  options.backend = Backend::cpu;
+  options.mask_mod = c.options.mask_mod;
+  options.mask_tensors = {MaskTensorView::int32("doc", doc.data(), 7),
+                          MaskTensorView::float32("bias", bias.data(), 2)};
+  problem.poison_outputs(0x7f);
+  forward(problem.forward_args(), options);
+  backward(problem.backward_args(), options);
+  EXPECT_EQ(problem.o, o);
+  EXPECT_EQ(problem.grad_k, grad_k);
+
+  c.options.mask_mod = "doc[kv_idx] == nope";
+  EXPECT_EQ(c.forward(), FG_INVALID_ARGUMENT);
+  EXPECT_TRUE(contains(fg_last_error(), "mask_mod: unknown name \"nope\" at column 16")) << fg_last_error();
+  c.options.mask_tensor_count = -1;
+  EXPECT_EQ(c.forward(), FG_INVALID_ARGUMENT);
+  EXPECT_TRUE(contains(fg_last_error(), "options->mask_tensor_count (-1) must be >= 0"));
+  c.options.mask_tensor_count = 1;
+  c.options.mask_tensors = nullptr;
+  EXPECT_EQ(c.forward(), FG_INVALID_ARGUMENT);
+  EXPECT_TRUE(contains(fg_last_error(), "options->mask_tensors must not be NULL"));
 }
 
 // Every mask and modifier crosses the C API: the same outputs, bit for bit,
