@@ -8,6 +8,7 @@ set(FLASHGEN_GLIBC_2_28_WRAPPED
     stat lstat fstat64 exp log log2
     pthread_create pthread_detach pthread_join pthread_once pthread_key_create
     __pthread_key_create pthread_key_delete pthread_getspecific pthread_setspecific
+    pthread_rwlock_rdlock pthread_rwlock_wrlock pthread_rwlock_unlock
     dlopen dlsym dlerror dladdr1 __libc_single_threaded arc4random _dl_find_object)
 
 function(flashgen_glibc_2_28 target)

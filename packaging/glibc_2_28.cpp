@@ -96,6 +96,16 @@ void* __wrap_pthread_getspecific(pthread_key_t key) { return old_pthread_getspec
 int __wrap_pthread_setspecific(pthread_key_t key, const void* value) {
   return old_pthread_setspecific(key, value);
 }
+// The static libstdc++'s floating-point std::from_chars takes a locale lock.
+int old_pthread_rwlock_rdlock(pthread_rwlock_t*);
+int old_pthread_rwlock_wrlock(pthread_rwlock_t*);
+int old_pthread_rwlock_unlock(pthread_rwlock_t*);
+FLASHGEN_OLD_VERSION(pthread_rwlock_rdlock, "2.2.5");
+FLASHGEN_OLD_VERSION(pthread_rwlock_wrlock, "2.2.5");
+FLASHGEN_OLD_VERSION(pthread_rwlock_unlock, "2.2.5");
+int __wrap_pthread_rwlock_rdlock(pthread_rwlock_t* lock) { return old_pthread_rwlock_rdlock(lock); }
+int __wrap_pthread_rwlock_wrlock(pthread_rwlock_t* lock) { return old_pthread_rwlock_wrlock(lock); }
+int __wrap_pthread_rwlock_unlock(pthread_rwlock_t* lock) { return old_pthread_rwlock_unlock(lock); }
 
 void* old_dlopen(const char*, int);
 void* old_dlsym(void*, const char*);
