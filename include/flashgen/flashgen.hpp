@@ -152,9 +152,11 @@ struct Options {
   // int64 (int32 array elements widen), fp32 arrays and literals are float;
   // C's rules otherwise (integer division truncates). An array index outside
   // [0, size) or an integer division by zero is an error, reported when the
-  // pair is evaluated (C's && || ?: evaluate only what they need). Under
-  // varlen and a KV cache, b is the sequence and q_idx, kv_idx positions
-  // within it. A row left with no key has O = 0 and LSE = -inf (the sink's
+  // pair is evaluated (C's && || ?: evaluate only what they need). q_idx
+  // is query row i's position among the keys, i + seq_kv - seq_q (the
+  // diagonal that bottom-right causal, the window and ALiBi use: the
+  // query's row itself when seq_q = seq_kv). Under varlen and a KV cache, b
+  // is the sequence and q_idx, kv_idx positions within it. A row left with no key has O = 0 and LSE = -inf (the sink's
   // logit with sinks); masked pairs carry no gradient. README: "Mask
   // expressions" has the grammar.
   std::string mask_mod;

@@ -99,7 +99,8 @@ def forward_with_kvcache(q, k_cache, v_cache, cache_seqlens, block_table=None, k
     cache_seqlens (the caches are modified in place, as flash-attn does;
     cache_seqlens is not), then attended. causal is aligned bottom-right
     against the sequence's length after the append. mask_mod sees b as the
-    sequence and kv_idx as the cache position (q_idx: q's row).
+    sequence, kv_idx as the cache position and q_idx as the query's position
+    in the sequence (a decoded token's is the cache length before it).
     """
     options = _options(causal, scale, cpu_threads, mask_mod=mask_mod, mask_tensors=mask_tensors)
     if (k is None) != (v is None):

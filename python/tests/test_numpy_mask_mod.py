@@ -103,6 +103,19 @@ def test_kvcache_kv_idx_counts_cache_positions():
         _check((o[b:b + 1], lse[b:b + 1]), expected)
 
 
+def test_q_idx_is_the_query_position_among_the_keys():
+    # kv_idx <= q_idx is bottom-right causal on every path: a plain call with
+    # fewer queries than keys, and decoding against a KV cache.
+    q, k, v, _ = _inputs(2, 3, 40, 2, 1, 16)
+    masked = flashgen.numpy.forward(q, k, v, mask_mod="kv_idx <= q_idx")
+    causal = flashgen.numpy.forward(q, k, v, causal=True)
+    np.testing.assert_array_equal(masked[0], causal[0])
+    seqlens = np.array([25, 40], dtype=np.int32)
+    o, _ = flashgen.numpy.forward_with_kvcache(q, k, v, seqlens, mask_mod="kv_idx <= q_idx")
+    expected, _ = flashgen.numpy.forward_with_kvcache(q, k, v, seqlens, causal=True)
+    np.testing.assert_array_equal(o, expected)
+
+
 @pytest.mark.parametrize("keywords, error, fragment", [
     (dict(mask_mod="doc[kv_idx] == foo", mask_tensors={"doc": DOC}), ValueError,
      'mask_mod: unknown name "foo" at column 16; the names are b, h, q_idx, kv_idx and the '

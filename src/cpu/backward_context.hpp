@@ -50,8 +50,9 @@ struct BackwardContext {
                   std::int64_t query, std::int64_t key, bool along_queries,
                   const RowRange& visible) const {
     const int n = static_cast<int>(visible.size());
-    mask->evaluate(batch, head, query, along_queries ? 1 : 0, key, along_queries ? 0 : 1, n,
-                   attend);
+    // The mask's q_idx is the query row's position among the keys.
+    mask->evaluate(batch, head, p.diagonal_offset() + query, along_queries ? 1 : 0, key,
+                   along_queries ? 0 : 1, n, attend);
     mask_scores(scores + visible.begin, attend, 0, n);
   }
 

@@ -76,8 +76,9 @@ bool evaluate_mask(const Problem& p, const MaskProgram& mask, ForwardTiles& t, s
   int attended = 0;
   for (std::int64_t r = 0; r < rows; ++r) {
     const RowRange visible = columns_within(visible_keys(p, row0 + r), key0, keys);
-    attended += mask.evaluate(batch, head, row0 + r, 0, key0 + visible.begin, 1,
-                              static_cast<int>(visible.size()),
+    // The mask's q_idx is the row's position among the keys (the diagonal).
+    attended += mask.evaluate(batch, head, p.diagonal_offset() + row0 + r, 0,
+                              key0 + visible.begin, 1, static_cast<int>(visible.size()),
                               t.attend.data() + r * key_ld + visible.begin);
   }
   return attended > 0;

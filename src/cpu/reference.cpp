@@ -75,7 +75,9 @@ void attention_for_kv_head(const Problem& p, const PackedInputs& in, Rounding<Re
       if (p.has_mask()) {
         any_attended = false;
         for (std::int64_t j = lo; j < hi; ++j) {
-          attended[j] = mask::attends(*p.mask, {p.mask_batch0 + b, head, i, j});
+          // q_idx: row i's position among the keys (the diagonal).
+          attended[j] =
+              mask::attends(*p.mask, {p.mask_batch0 + b, head, i + p.diagonal_offset(), j});
           any_attended |= attended[j] != 0;
         }
       }
