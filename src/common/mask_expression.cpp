@@ -97,6 +97,20 @@ class Evaluator {
     throw Error(ErrorCode::invalid_argument, "mask_mod: " + what + where);
   }
 
+  // The comparisons, the same on either type; no other operator gets here.
+  template <class T>
+  bool compare(Op op, T x, T y) const {
+    switch (op) {
+      case Op::less: return x < y;
+      case Op::less_equal: return x <= y;
+      case Op::greater: return x > y;
+      case Op::greater_equal: return x >= y;
+      case Op::equal: return x == y;
+      case Op::not_equal: return x != y;
+      default: fault("internal error: unknown operator");
+    }
+  }
+
   Value read(int array, std::int64_t i, int n) const {
     const ArrayData& a = m_.arrays[array];
     const std::string& name = e_.arrays()[array].name;
@@ -116,13 +130,7 @@ class Evaluator {
         case Op::divide: return floating(x / y);
         case Op::add: return floating(x + y);
         case Op::subtract: return floating(x - y);
-        case Op::less: return integer(x < y);
-        case Op::less_equal: return integer(x <= y);
-        case Op::greater: return integer(x > y);
-        case Op::greater_equal: return integer(x >= y);
-        case Op::equal: return integer(x == y);
-        case Op::not_equal: return integer(x != y);
-        default: break;
+        default: return integer(compare(node.op, x, y));
       }
     }
     const std::int64_t x = a.i, y = b.i;
@@ -137,15 +145,8 @@ class Evaluator {
         if (x == std::numeric_limits<std::int64_t>::min() && y == -1)
           fault("integer division overflows int64 in " + print(e_, n));
         return integer(node.op == Op::divide ? x / y : x % y);
-      case Op::less: return integer(x < y);
-      case Op::less_equal: return integer(x <= y);
-      case Op::greater: return integer(x > y);
-      case Op::greater_equal: return integer(x >= y);
-      case Op::equal: return integer(x == y);
-      case Op::not_equal: return integer(x != y);
-      default: break;
+      default: return integer(compare(node.op, x, y));
     }
-    fault("internal error: unknown operator");
   }
 
   const BoundMask& m_;
