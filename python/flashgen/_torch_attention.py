@@ -6,7 +6,7 @@ import torch
 
 from ._arguments import check_bool, check_causal_mode, check_scale, check_softcap, check_window
 from ._layout import BHSD, BSHD, check_layout
-from ._torch_ops import attention_forward
+from ._torch_ops import attention_forward, mask_lists
 from ._torch_views import check_inputs
 
 
@@ -14,7 +14,8 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *,
               causal: bool | str = False, scale: float | None = None,
               deterministic: bool = True, return_lse: bool = False, layout: str = BSHD,
               window_size: tuple = (-1, -1), softcap: float = 0.0,
-              alibi_slopes: torch.Tensor | None = None, sinks: torch.Tensor | None = None):
+              alibi_slopes: torch.Tensor | None = None, sinks: torch.Tensor | None = None,
+              mask_mod: str = "", mask_tensors: dict | None = None):
     """Exact attention O = softmax(scale · Q·Kᵀ) · V, differentiable.
 
     layout="bshd" (flash_attn_func):
@@ -47,6 +48,12 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *,
         denominator with no value (gpt-oss); lse includes it. When sinks
         requires grad, autograd gives it
         d sinks[h] = -sum over batches and rows of exp(sinks[h] - lse) * rowsum(dO * O).
+    mask_mod: a user mask, a C expression over b, h, q_idx, kv_idx and the
+        1-D int32/float32 tensors of mask_tensors ({name: tensor}, on q's
+        device), nonzero = attended, e.g. mask_mod="doc[kv_idx] == doc[q_idx]",
+        mask_tensors={"doc": doc_ids}; q_idx is the query's position among
+        the keys (i + seq_kv - seq_q). The README's "Mask expressions" has
+        the language. CPU tensors for now.
     return_lse=True returns (o, lse) with lse the float32 natural-log row
     log-sum-exp [batch, heads_q, seq_q] (not differentiable).
 
@@ -68,8 +75,10 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *,
     heads_major = layout == BHSD
     if heads_major:
         q, k, v = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
+    mask_names, mask_values = mask_lists(mask_tensors)
     o, lse = attention_forward(q, k, v, causal, scale, deterministic, heads_major, top_left,
-                               window_left, window_right, softcap, alibi_slopes, sinks)
+                               window_left, window_right, softcap, alibi_slopes, sinks,
+                               mask_mod or "", mask_names, mask_values)
     if heads_major:
         o = o.transpose(1, 2)
     return (o, lse) if return_lse else o

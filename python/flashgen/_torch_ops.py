@@ -9,16 +9,18 @@ device, so the caching allocator and CUDA graph capture see them.
 All tensors here are already [batch, seq, heads, dim] views (the public
 function swaps axes for the [batch, heads, seq, dim] layout).
 
-Both ops take the masks and score modifiers as six trailing arguments, in
+Both ops take the masks and score modifiers as nine trailing arguments, in
 this order (SCORE_OPTIONS_OFF turns them all off): top_left (causal
 alignment), window_left, window_right, softcap, alibi_slopes (fp32 or None),
-sinks (fp32 [heads_q] or None). The backward returns a fourth tensor, the
-sinks' gradient (empty without sinks), which autograd hands to `sinks`.
+sinks (fp32 [heads_q] or None), mask_mod (a C expression, "" = off),
+mask_names and mask_values (mask_tensors as two lists). The backward
+returns a fourth tensor, the sinks' gradient (empty without sinks), which
+autograd hands to `sinks`.
 """
 
 # No `from __future__ import annotations`: torch.library reads the operator
 # schema from these annotations as real types.
-from typing import Optional, Tuple
+from typing import List, Optional, Tuple
 
 import torch
 
@@ -26,9 +28,11 @@ from . import _capi
 from ._torch_views import (check_head_vector, check_inputs, options_for, row_stats_view,
                            tensor_view)
 
-# top_left, window_left, window_right, softcap, alibi_slopes, sinks
-SCORE_OPTIONS_OFF = (False, -1, -1, 0.0, None, None)
-_SCORE_ARGUMENTS = len(SCORE_OPTIONS_OFF)
+# top_left, window_left, window_right, softcap, alibi_slopes, sinks, mask_mod,
+# mask_names, mask_values: the mask_tensors dict as its names joined by ","
+# (an operator schema takes no list of str; names are identifiers) and a
+# list of tensors
+SCORE_OPTIONS_OFF = (False, -1, -1, 0.0, None, None, "", "", [])
 
 
 def _check_score_tensors(q, alibi_slopes, sinks) -> None:
@@ -36,10 +40,30 @@ def _check_score_tensors(q, alibi_slopes, sinks) -> None:
     check_head_vector("sinks", sinks, q.device)
 
 
-def _score_keywords(top_left, window_left, window_right, softcap, alibi_slopes, sinks) -> dict:
-    """The six trailing arguments as options_for's keywords."""
+def mask_lists(mask_tensors) -> tuple:
+    """mask_tensors ({name: tensor} or None) as the ops' arguments: the names
+    joined by "," and the tensors."""
+    if mask_tensors is None:
+        return "", []
+    if not isinstance(mask_tensors, dict):
+        raise TypeError(f"mask_tensors must be a dict of name -> torch.Tensor or None, got "
+                        f"{type(mask_tensors).__name__}")
+    for name in mask_tensors:
+        if not isinstance(name, str):
+            raise TypeError(f"mask_tensors' keys must be str (the names the expression uses), "
+                            f"got {type(name).__name__}")
+        if "," in name or not name:  # the library's rule, which the joined form needs first
+            raise ValueError(f"mask_tensors' name {name!r} must be an identifier "
+                             f"([A-Za-z_][A-Za-z0-9_]*)")
+    return ",".join(mask_tensors), list(mask_tensors.values())
+
+
+def _score_keywords(top_left, window_left, window_right, softcap, alibi_slopes, sinks,
+                    mask_mod, mask_names, mask_values) -> dict:
+    """The trailing score arguments as options_for's keywords."""
     return dict(top_left=top_left, window=(window_left, window_right), softcap=softcap,
-                alibi_slopes=alibi_slopes, sinks=sinks)
+                alibi_slopes=alibi_slopes, sinks=sinks, mask_mod=mask_mod,
+                mask_names=mask_names, mask_values=mask_values)
 
 
 _HAS_CUSTOM_OP = hasattr(torch.library, "custom_op") and hasattr(torch.library, "register_fake")
@@ -126,22 +150,29 @@ def _backward_impl(grad_o, q, k, v, o, lse, causal, scale, deterministic, *score
 
 def _save(ctx, q, k, v, o, lse, causal, scale, deterministic, score) -> None:
     """What the backward needs; the score tensors travel as saved tensors."""
-    top_left, window_left, window_right, softcap, alibi_slopes, sinks = score
-    ctx.save_for_backward(q, k, v, o, lse, alibi_slopes, sinks)
+    top_left, window_left, window_right, softcap, alibi_slopes, sinks, mask_mod, mask_names, \
+        mask_values = score
+    ctx.save_for_backward(q, k, v, o, lse, alibi_slopes, sinks, *mask_values)
     ctx.causal, ctx.scale, ctx.deterministic = causal, scale, deterministic
     ctx.score_scalars = (top_left, window_left, window_right, softcap)
+    ctx.mask = (mask_mod, mask_names)
 
 
-def _gradients(ctx, backward_op, grad_o):
-    """The forward inputs' gradients: q, k, v, and the sinks' when given."""
-    q, k, v, o, lse, alibi_slopes, sinks = ctx.saved_tensors
+def _gradients(ctx, backward_op, grad_o, op_structure=False):
+    """The forward inputs' gradients: q, k, v, and the sinks' when given.
+    op_structure: the custom op's autograd wants a list (of None) for the
+    list of mask tensors, the autograd function a None."""
+    q, k, v, o, lse, alibi_slopes, sinks, *mask_values = ctx.saved_tensors
+    mask_mod, mask_names = ctx.mask
     grad_q, grad_k, grad_v, grad_sinks = backward_op(
         grad_o, q, k, v, o, lse, ctx.causal, ctx.scale, ctx.deterministic,
-        *ctx.score_scalars, alibi_slopes, sinks)
-    # causal, scale, deterministic, heads_major and the score scalars and
-    # slopes have none.
-    rest = [None] * (4 + _SCORE_ARGUMENTS - 1)
-    return (grad_q, grad_k, grad_v, *rest, grad_sinks if sinks is not None else None)
+        *ctx.score_scalars, alibi_slopes, sinks, mask_mod, mask_names, mask_values)
+    # causal, scale, deterministic, heads_major, the score scalars and the
+    # slopes have none; sinks come sixth of the score arguments, the mask's
+    # three after them have none either.
+    return (grad_q, grad_k, grad_v, *[None] * (4 + 5),
+            grad_sinks if sinks is not None else None, None, None,
+            [None] * len(mask_values) if op_structure else None)
 
 
 class _Attention(torch.autograd.Function):
@@ -175,10 +206,12 @@ if _HAS_CUSTOM_OP:
     def attention_forward_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool,
                              scale: Optional[float], deterministic: bool, heads_major: bool,
                              top_left: bool, window_left: int, window_right: int, softcap: float,
-                             alibi_slopes: Optional[torch.Tensor], sinks: Optional[torch.Tensor]
-                             ) -> Tuple[torch.Tensor, torch.Tensor]:
+                             alibi_slopes: Optional[torch.Tensor], sinks: Optional[torch.Tensor],
+                             mask_mod: str, mask_names: str,
+                             mask_values: List[torch.Tensor]) -> Tuple[torch.Tensor, torch.Tensor]:
         return _forward_impl(q, k, v, causal, scale, deterministic, heads_major, top_left,
-                             window_left, window_right, softcap, alibi_slopes, sinks)
+                             window_left, window_right, softcap, alibi_slopes, sinks, mask_mod,
+                             mask_names, mask_values)
 
     @attention_forward_op.register_fake
     def _(q, k, v, causal, scale, deterministic, heads_major, *score):
@@ -191,10 +224,13 @@ if _HAS_CUSTOM_OP:
                               v: torch.Tensor, o: torch.Tensor, lse: torch.Tensor, causal: bool,
                               scale: Optional[float], deterministic: bool, top_left: bool,
                               window_left: int, window_right: int, softcap: float,
-                              alibi_slopes: Optional[torch.Tensor], sinks: Optional[torch.Tensor]
+                              alibi_slopes: Optional[torch.Tensor], sinks: Optional[torch.Tensor],
+                              mask_mod: str, mask_names: str,
+                              mask_values: List[torch.Tensor]
                               ) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
         return _backward_impl(grad_o, q, k, v, o, lse, causal, scale, deterministic, top_left,
-                              window_left, window_right, softcap, alibi_slopes, sinks)
+                              window_left, window_right, softcap, alibi_slopes, sinks, mask_mod,
+                              mask_names, mask_values)
 
     @attention_backward_op.register_fake
     def _(grad_o, q, k, v, o, lse, causal, scale, deterministic, *score):
@@ -209,7 +245,7 @@ if _HAS_CUSTOM_OP:
         ctx.mark_non_differentiable(lse)
 
     def _backward(ctx, grad_o, grad_lse):
-        return _gradients(ctx, attention_backward_op, grad_o)
+        return _gradients(ctx, attention_backward_op, grad_o, op_structure=True)
 
     attention_forward_op.register_autograd(_backward, setup_context=_setup_context)
 

@@ -104,9 +104,29 @@ _OPTIONS_CACHE: dict = {}
 _OPTIONS_CACHE_LIMIT = 256
 
 
+def mask_tensor_views(names: str, values) -> list:
+    """The mask arrays (the i-th of the ","-joined names -> values[i], 1-D
+    tensors read in place) as the library's views; the library checks names,
+    dtypes, ranks and memory."""
+    views = []
+    for name, tensor in zip(names.split(",") if names else [], values):
+        if not isinstance(tensor, torch.Tensor):
+            raise TypeError(f"mask_tensors[{name!r}] must be a torch.Tensor, got "
+                            f"{type(tensor).__name__}")
+        dtype = {torch.int32: _capi.FG_MASK_INT32,
+                 torch.float32: _capi.FG_MASK_FLOAT32}.get(tensor.dtype, _capi.FG_MASK_OTHER)
+        memory, device = _memory_of(tensor.device)
+        one_d = tensor.dim() == 1
+        size = tensor.shape[0] if one_d else tensor.numel()
+        stride = tensor.stride(0) if one_d else 1
+        views.append((name, tensor.data_ptr(), dtype, memory, device, tensor.dim(), size, stride))
+    return views
+
+
 def options_for(device: torch.device, *, causal: bool, scale, deterministic: bool,
                 top_left: bool = False, window=(-1, -1), softcap: float = 0.0,
-                alibi_slopes=None, sinks=None, grad_sinks=None) -> _capi.Options:
+                alibi_slopes=None, sinks=None, grad_sinks=None, mask_mod: str = "",
+                mask_names: str = "", mask_values=()) -> _capi.Options:
     """Options that run on the tensors' device: CUDA tensors on the current
     stream of their device (so CUDA graphs capture the launches), CPU tensors
     on the CPU backend with torch.get_num_threads() threads."""
@@ -114,7 +134,8 @@ def options_for(device: torch.device, *, causal: bool, scale, deterministic: boo
         placement = (_capi.FG_BACKEND_CUDA, torch.cuda.current_stream(device).cuda_stream, 0)
     else:  # as torch's own CPU operators do: the thread count the caller gave torch
         placement = (_capi.FG_BACKEND_CPU, None, torch.get_num_threads())
-    plain = alibi_slopes is None and sinks is None and grad_sinks is None
+    plain = alibi_slopes is None and sinks is None and grad_sinks is None and not mask_mod \
+        and not mask_names
     key = (placement, causal, scale, deterministic, top_left, tuple(window), softcap)
     if plain and key in _OPTIONS_CACHE:
         return _OPTIONS_CACHE[key]
@@ -124,7 +145,8 @@ def options_for(device: torch.device, *, causal: bool, scale, deterministic: boo
         cpu_threads=threads,
         causal_alignment=_capi.FG_CAUSAL_TOP_LEFT if top_left else _capi.FG_CAUSAL_BOTTOM_RIGHT,
         window=window, softcap=softcap, alibi_slopes=head_vector_view(alibi_slopes),
-        sinks=head_vector_view(sinks), grad_sinks=head_vector_view(grad_sinks))
+        sinks=head_vector_view(sinks), grad_sinks=head_vector_view(grad_sinks),
+        mask_mod=mask_mod or None, mask_tensors=mask_tensor_views(mask_names, mask_values))
     if plain:
         if len(_OPTIONS_CACHE) >= _OPTIONS_CACHE_LIMIT:
             _OPTIONS_CACHE.clear()
