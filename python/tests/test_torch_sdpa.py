@@ -1,6 +1,7 @@
 """flashgen.scaled_dot_product_attention against torch's on the same inputs:
 SDPA's layout, top-left is_causal, scale, enable_gqa, unbatched inputs and
-gradients; the arguments it does not take yet are refused by name."""
+gradients, boolean attn_mask; the arguments it does not take yet are refused
+by name."""
 
 from __future__ import annotations
 
@@ -45,6 +46,27 @@ def test_matches_torch_forward_and_backward(case):
         torch.testing.assert_close(mine, reference, rtol=1e-4, atol=1e-5)
 
 
+@pytest.mark.parametrize("shape, mask_shape", [
+    ((2, 4, 4, 13, 29, 32, 32), (13, 29)),          # one mask for every batch and head
+    ((2, 4, 4, 13, 29, 32, 32), (2, 1, 13, 29)),    # a mask per batch entry
+    ((2, 8, 2, 19, 19, 16, 24), (8, 19, 19)),       # per query head, GQA
+    ((1, 3, 3, 17, 11, 40, 40), (1, 3, 17, 11)),
+])
+def test_boolean_attn_mask_matches_torch(shape, mask_shape):
+    q, k, v = _inputs(*shape)
+    generator = torch.Generator().manual_seed(3)
+    mask = torch.rand(mask_shape, generator=generator) < 0.7
+    mask[..., 0] = True  # every row sees a key: torch gives NaN for a row that sees none
+    gqa = shape[1] != shape[2]
+    ours = flashgen.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=gqa)
+    theirs = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=gqa)
+    torch.testing.assert_close(ours, theirs, rtol=1e-4, atol=1e-5)
+    grad = torch.randn_like(theirs)
+    for mine, reference in zip(torch.autograd.grad(ours, (q, k, v), grad),
+                               torch.autograd.grad(theirs, (q, k, v), grad)):
+        torch.testing.assert_close(mine, reference, rtol=1e-4, atol=1e-5)
+
+
 def test_unbatched_inputs():
     q, k, v = (t[0] for t in _inputs(1, 2, 2, 9, 11, 16, 16))
     torch.testing.assert_close(flashgen.scaled_dot_product_attention(q, k, v, is_causal=True),
@@ -53,7 +75,8 @@ def test_unbatched_inputs():
 
 
 @pytest.mark.parametrize("keywords, error, message", [
-    (dict(attn_mask=torch.ones(9, 11, dtype=torch.bool)), ValueError, "attn_mask"),
+    (dict(attn_mask=torch.zeros(9, 11)), ValueError, "attn_mask: only a boolean mask"),
+    (dict(attn_mask=torch.ones(3, 9, 11, dtype=torch.bool)), ValueError, "does not broadcast"),
     (dict(dropout_p=0.1), ValueError, "dropout_p"),
     (dict(is_causal="yes"), TypeError, "is_causal"),
 ])
