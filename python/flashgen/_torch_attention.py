@@ -6,8 +6,8 @@ import torch
 
 from ._arguments import check_bool, check_causal_mode, check_scale, check_softcap, check_window
 from ._layout import BHSD, BSHD, check_layout
-from ._torch_ops import attention_forward, mask_lists
-from ._torch_views import check_inputs
+from ._torch_ops import attention_forward
+from ._torch_views import check_inputs, mask_lists
 
 
 def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *,

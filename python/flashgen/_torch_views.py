@@ -104,6 +104,24 @@ _OPTIONS_CACHE: dict = {}
 _OPTIONS_CACHE_LIMIT = 256
 
 
+def mask_lists(mask_tensors) -> tuple:
+    """mask_tensors ({name: tensor} or None) as the ops' arguments: the names
+    joined by "," and the tensors."""
+    if mask_tensors is None:
+        return "", []
+    if not isinstance(mask_tensors, dict):
+        raise TypeError(f"mask_tensors must be a dict of name -> torch.Tensor or None, got "
+                        f"{type(mask_tensors).__name__}")
+    for name in mask_tensors:
+        if not isinstance(name, str):
+            raise TypeError(f"mask_tensors' keys must be str (the names the expression uses), "
+                            f"got {type(name).__name__}")
+        if "," in name or not name:  # the library's rule, which the joined form needs first
+            raise ValueError(f"mask_tensors' name {name!r} must be an identifier "
+                             f"([A-Za-z_][A-Za-z0-9_]*)")
+    return ",".join(mask_tensors), list(mask_tensors.values())
+
+
 def mask_tensor_views(names: str, values) -> list:
     """The mask arrays (the i-th of the ","-joined names -> values[i], 1-D
     tensors read in place) as the library's views; the library checks names,

@@ -86,3 +86,30 @@ def test_bad_mask_arguments_are_refused_by_name():
         flashgen.attention(q, k, v, mask_mod="kv_idx < 3", mask_tensors=[DOC])
     with pytest.raises(TypeError, match="mask_mod must be a str"):
         flashgen.attention(q, k, v, mask_mod=3)
+
+
+def test_varlen_and_kvcache_take_the_mask():
+    # Packed sequences of 30 and 10 tokens: each is the plain call on its rows.
+    q, k, v = (t[0].transpose(0, 1).detach().requires_grad_() for t in _inputs(4, 2, 40, 40, 16))
+    cu = torch.tensor([0, 30, 40], dtype=torch.int32)
+    prefix = torch.tensor([9, 0], dtype=torch.int32)
+    keywords = dict(mask_mod="kv_idx < prefix[b] || kv_idx <= q_idx",
+                    mask_tensors={"prefix": prefix})
+    o = flashgen.attention_varlen(q, k, v, cu, cu, 30, 30, **keywords)
+    grads = torch.autograd.grad(o, (q, k, v), torch.ones_like(o))
+    for b, (start, end) in enumerate([(0, 30), (30, 40)]):
+        rows = [t[start:end].unsqueeze(0) for t in (q, k, v)]
+        one = flashgen.attention(*rows, mask_mod=f"kv_idx < {int(prefix[b])} || kv_idx <= q_idx")
+        _close(o[start:end], one[0])
+        for grad, expected in zip(grads, torch.autograd.grad(one, rows, torch.ones_like(one))):
+            _close(grad[start:end], expected[0])
+    # Decoding one token per sequence against a cache: kv_idx <= q_idx is causal.
+    q1 = torch.randn(2, 1, 4, 16)
+    k_cache, v_cache = torch.randn(2, 12, 2, 16), torch.randn(2, 12, 2, 16)
+    seqlens = torch.tensor([5, 12], dtype=torch.int32)
+    masked = flashgen.attention_with_kvcache(q1, k_cache, v_cache, seqlens,
+                                             mask_mod="kv_idx <= q_idx - 2")
+    for b in range(2):
+        n = int(seqlens[b]) - 2  # keys up to position seqlen - 3: q_idx = seqlen - 1
+        expected = flashgen.attention(q1[b:b + 1], k_cache[b:b + 1, :n], v_cache[b:b + 1, :n])
+        _close(masked[b:b + 1], expected)
