@@ -46,13 +46,13 @@ def scaled_dot_product_attention(query: torch.Tensor, key: torch.Tensor, value: 
     if query.shape[1] != key.shape[1] and not enable_gqa:
         raise ValueError(f"query has {query.shape[1]} heads and key {key.shape[1]}: pass "
                          f"enable_gqa=True for grouped-query attention (as torch requires)")
-    mask = _boolean_mask(attn_mask, query, key, unbatched)
+    mask = boolean_attn_mask(attn_mask, query, key, unbatched)
     o = attention(query, key, value, causal="top_left" if is_causal else False, scale=scale,
                   layout="bhsd", **mask)
     return o.squeeze(0) if unbatched else o
 
 
-def _boolean_mask(attn_mask, query: torch.Tensor, key: torch.Tensor, unbatched: bool) -> dict:
+def boolean_attn_mask(attn_mask, query: torch.Tensor, key: torch.Tensor, unbatched: bool) -> dict:
     """attn_mask as flashgen.attention's mask keywords: an int32 copy of the
     boolean mask, kept at its own broadcast extents along batch and heads,
     read by an expression whose index undoes the broadcast. q_idx is the

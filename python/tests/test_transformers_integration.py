@@ -1,8 +1,8 @@
-"""flashgen.integrations.transformers against transformers' eager attention on tiny, randomly
-initialised models built from configs (nothing downloaded): logits of a
-prefill, greedy generate() with a KV cache (dynamic and static), the
-gradients of a training loss, and a padded batch, which runs in torch with a
-FallbackWarning. Llama (GQA), Mistral (sliding window), Gemma 2 (soft cap,
+"""flashgen.integrations.transformers against transformers' eager attention on
+tiny, randomly initialised models built from configs (nothing downloaded):
+logits of a prefill, greedy generate() with a KV cache (dynamic and static),
+the gradients of a training loss, and a padded batch, whose mask reaches the
+kernels as a mask expression. Llama (GQA), Mistral (sliding window), Gemma 2 (soft cap,
 sliding window on every other layer) and gpt-oss (sinks, sliding window), in
 float32 on CPU tensors."""
 
@@ -153,20 +153,21 @@ def test_gradients_match_eager(model_name, flashgen_calls):
 
 
 @pytest.mark.parametrize("model_name", CONFIGS)
-def test_padded_batch_falls_back_to_torch(model_name):
+def test_padded_batch_runs_through_a_mask_expression(model_name, flashgen_calls):
+    """On CPU tensors the padding mask reaches the kernels as a mask
+    expression: no fallback (the fixture makes one an error)."""
     eager, ours = _pair(model_name)
     tokens = _tokens(2, 10, seed=4)
     mask = torch.ones_like(tokens)
     mask[1, :3] = 0  # left padding, as generate() pads a batch
     with torch.no_grad():
         expected = eager(tokens, attention_mask=mask).logits
-        with pytest.warns(fg_transformers.FallbackWarning, match="attention_mask"):
-            got = ours(tokens, attention_mask=mask).logits
+        got = ours(tokens, attention_mask=mask).logits
     attended = mask.bool()
     _close(got[attended], expected[attended], 1e-5)  # padded positions are not compared
+    assert any(call.get("mask_mod") for call in flashgen_calls)
     options = dict(attention_mask=mask, max_new_tokens=5, do_sample=False)
-    with torch.no_grad(), warnings.catch_warnings():
-        warnings.simplefilter("ignore", fg_transformers.FallbackWarning)
+    with torch.no_grad():
         assert torch.equal(ours.generate(tokens, **options), eager.generate(tokens, **options))
 
 

@@ -26,10 +26,12 @@ attention_mask: the mask function registered with register() builds no mask
 when the pattern is exactly the causal (and sliding-window) one over every
 key, which flashgen applies itself. A mask the attention is given is compared
 with that pattern; keys that no query attends at the end of the cache (a
-static cache's unfilled slots) are left out. Any other mask (padding, packed
-sequences, a model's own mask, a bias) cannot be expressed by flashgen's
-keywords yet: such a call runs in torch instead (SDPA, or plain torch
-operations when softcap or sinks are on), with a FallbackWarning once.
+static cache's unfilled slots) are left out. Any other boolean mask
+(padding, packed sequences, a model's own mask) runs in flashgen through a
+mask expression over the mask on CPU tensors; on CUDA tensors, where the
+kernels take no mask expression yet, and for a bias, the call runs in torch
+instead (SDPA, or plain torch operations when softcap or sinks are on), with
+a FallbackWarning once.
 
 Refused with ValueError naming the argument: dropout > 0 (a model's
 attention_dropout in training mode) and position_bias (T5-style additive
@@ -49,6 +51,7 @@ except ImportError as error:
                       "(pip install torch transformers)") from error
 
 from .._torch_attention import attention
+from .._torch_sdpa import boolean_attn_mask
 
 __all__ = ["NAME", "FallbackWarning", "attention_forward", "mask_for_flashgen", "register"]
 
@@ -101,8 +104,10 @@ def attention_forward(module: torch.nn.Module, query: torch.Tensor, key: torch.T
     attention_mask None means the pattern above. A mask (boolean, True =
     attended, or additive with 0 and -inf / the dtype's minimum) that is
     that pattern on its leading keys, with nothing attended after them,
-    runs on flashgen over those keys. Any other mask runs in torch, with a
-    FallbackWarning the first time (Python's warning filters decide after).
+    runs on flashgen over those keys. Any other such mask runs on flashgen
+    through a mask expression on CPU tensors, and in torch on CUDA tensors
+    (and for a bias), with a FallbackWarning the first time (Python's
+    warning filters decide after).
     dropout != 0 and position_bias raise ValueError.
     """
     if dropout:
@@ -126,6 +131,14 @@ def attention_forward(module: torch.nn.Module, query: torch.Tensor, key: torch.T
 
     if attention_mask is not None:
         keys = _keys_of_pattern(attention_mask, query.shape[2], key.shape[2], causal, window)
+        attended = _as_bool(attention_mask) if keys is None else None
+        if attended is not None and query.device.type == "cpu":
+            # Padding and any other boolean pattern: the mask itself, read by
+            # the kernels through a mask expression (CPU tensors for now).
+            output = attention(query.transpose(1, 2), key.transpose(1, 2), value.transpose(1, 2),
+                               scale=scaling, softcap=softcap, sinks=sinks,
+                               **boolean_attn_mask(attended, query, key, False))
+            return output, None
         if keys is None:
             warnings.warn("flashgen.integrations.transformers: an attention_mask that is not only "
                           "the causal / sliding-window pattern (padding, packed sequences, a "
