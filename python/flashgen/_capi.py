@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import math
 import struct
 from ctypes import POINTER, c_char_p, c_double, c_int, c_int32, c_int64, c_size_t, c_void_p
 
@@ -257,6 +258,16 @@ def make_options(*, scale=None, causal=False, backend=FG_BACKEND_AUTO, determini
     if mask_mod is not None or mask_tensors:
         set_mask(options, mask_mod, mask_tensors or [])
     return options
+
+
+def mask_entry(name, data: int, dtype: int, memory: int, device: int, shape, strides) -> tuple:
+    """One entry of set_mask's list for an array of `shape` and element
+    `strides`: a rank-1 array as it is; another rank with its element count,
+    for the library to refuse by its rank."""
+    rank = len(shape)
+    size = shape[0] if rank == 1 else math.prod(shape)
+    stride = strides[0] if rank == 1 else 1
+    return (name, data, dtype, memory, device, rank, size, stride)
 
 
 def set_mask(options: Options, mask_mod, tensors: list) -> None:

@@ -134,10 +134,8 @@ def mask_tensor_views(names: str, values) -> list:
         dtype = {torch.int32: _capi.FG_MASK_INT32,
                  torch.float32: _capi.FG_MASK_FLOAT32}.get(tensor.dtype, _capi.FG_MASK_OTHER)
         memory, device = _memory_of(tensor.device)
-        one_d = tensor.dim() == 1
-        size = tensor.shape[0] if one_d else tensor.numel()
-        stride = tensor.stride(0) if one_d else 1
-        views.append((name, tensor.data_ptr(), dtype, memory, device, tensor.dim(), size, stride))
+        views.append(_capi.mask_entry(name, tensor.data_ptr(), dtype, memory, device,
+                                      tensor.shape, tensor.stride()))
     return views
 
 

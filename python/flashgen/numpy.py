@@ -149,10 +149,9 @@ def _mask_tensors(mask_tensors) -> list:
                             f"{type(array).__name__}")
         dtype = {np.dtype(np.int32): _capi.FG_MASK_INT32,
                  np.dtype(np.float32): _capi.FG_MASK_FLOAT32}.get(array.dtype, _capi.FG_MASK_OTHER)
-        one_d = array.ndim == 1
-        size = array.shape[0] if one_d else array.size
-        stride = array.strides[0] // array.itemsize if one_d else 1
-        views.append((name, array.ctypes.data, dtype, _capi.FG_HOST, 0, array.ndim, size, stride))
+        strides = [s // array.itemsize for s in array.strides]
+        views.append(_capi.mask_entry(name, array.ctypes.data, dtype, _capi.FG_HOST, 0,
+                                      array.shape, strides))
     return views
 
 
