@@ -72,6 +72,7 @@ class Workload:
     seq_kv: int = 0     # 0: seq_q
     dim_v: int = 0      # 0: dim_qk
     dtype: str = "bf16"
+    backward: bool = True  # False: decode, timed forward only
 
     def __post_init__(self):
         for field in ("heads_kv", "seq_kv", "dim_v"):
@@ -88,7 +89,8 @@ class Workload:
             raise ValueError(f"workload '{self.name}': dtype must be one of {sorted(ELEMENT_BYTES)}")
 
     def shape(self):
-        return {key: value for key, value in dataclasses.asdict(self).items() if key != "name"}
+        return {key: value for key, value in dataclasses.asdict(self).items()
+                if key not in ("name", "backward")}
 
 
 # ----------------------------------------------------------------------------
@@ -331,7 +333,7 @@ def measure(system, w, peers, args):
             row.update(timing_fields(w, fwd_ms=ms))
     except Exception as exc:  # refused shape, mismatch, out of memory: record and go on
         row["error"] = peers.one_line_error(exc)
-    if "error" not in row and not args.forward_only:
+    if "error" not in row and w.backward and not args.forward_only:
         try:
             outputs = [attention(s["q"], s["k"], s["v"]) for s in sets]
 
@@ -392,7 +394,8 @@ def run(args):
               "date": datetime.date.today().isoformat(), "rows": []}
     if not args.skip_gemm:
         result["gemm_tflops"] = peers.measure_gemm_tflops()
-    jobs = [(w, s) for w in workloads for s in systems]
+    # "flashgen atomic" differs from "flashgen" in the backward only.
+    jobs = [(w, s) for w in workloads for s in systems if w.backward or s != "flashgen atomic"]
     jobs += [] if args.skip_host else [(w, s) for w in host for s in ("flashgen", "sdpa")]
     for index, (w, system) in enumerate(jobs, start=1):
         row = measure_host(system, w) if w in host else measure(system, w, peers, args)

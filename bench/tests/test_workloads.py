@@ -16,6 +16,9 @@ def test_suite_loads_and_filters():
     assert any(w.seq_q != w.seq_kv for w in rows)                       # chunked prefill
     assert any(w.dim_v != w.dim_qk for w in rows)
     assert {127, 199, 257, 385, 512} <= {w.dim_qk for w in rows}
+    decode = [w for w in rows if w.seq_q == 1]
+    assert decode and all(not w.backward and w.heads_q > w.heads_kv for w in decode)
+    assert all("backward" not in w.shape() for w in rows)
     only, _ = workloads.load_suite(workloads.DEFAULT_SUITE, only="D=127")
     assert [w.dim_qk for w in only] == [127, 127]
 

@@ -14,6 +14,7 @@
 #include "codegen/generate.hpp"
 #include "codegen/heuristics.hpp"
 #include "cuda/kernel_args.hpp"
+#include "cuda/query_head_packing.hpp"
 #include "cuda/runtime/runtime.hpp"
 #include "cuda/tensor_maps.hpp"
 #include "tune/tuning_table.hpp"
@@ -281,7 +282,8 @@ Availability availability() {
   }
 }
 
-std::vector<std::string> forward_kernel_names(const Problem& p, const ForwardArgs& args) {
+std::vector<std::string> forward_kernel_names(const Problem& problem, const ForwardArgs& call) {
+  const auto [p, args] = pack_query_heads(problem, call);
   return {choose(KernelKind::forward, p, forward_vec(args), forward_tma_readable(args), args.q.device)
               .generated->name};
 }
@@ -304,7 +306,8 @@ std::size_t backward_workspace_bytes(const Problem& p, bool deterministic) {
   return bytes;
 }
 
-void forward(const Problem& p, const ForwardArgs& args, void* stream) {
+void forward(const Problem& problem, const ForwardArgs& call, void* stream) {
+  const auto [p, args] = pack_query_heads(problem, call);
   const ResolvedKernel r = resolve(KernelKind::forward, p, forward_vec(args),
                                    forward_tma_readable(args), args.q.device);
   flashgen_device::AttentionParams params = attention_params(p, args);

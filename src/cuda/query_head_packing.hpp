@@ -1,0 +1,24 @@
+// Decode under GQA with the query heads of one key/value head as the rows of
+// one tile (see query_head_packing.cpp).
+#pragma once
+
+#include "common/problem.hpp"
+#include "flashgen/flashgen.hpp"
+
+namespace flashgen::cuda {
+
+// A forward problem and its tensors, as the kernels are to see them.
+struct ForwardLaunch {
+  Problem problem;
+  ForwardArgs args;
+};
+
+// With one query per sequence and several query heads per key/value head, the
+// same call restated with the group's query heads as the query rows of one
+// key/value head: [batch, 1, heads_q, dim] seen as [batch, group, heads_kv,
+// dim] (row r of kv head g is query head g·group + r), LSE [batch, heads_q, 1]
+// as [batch, heads_kv, group]. K and V are then read once per key/value head
+// instead of once per query head. Any other call is returned as it is.
+ForwardLaunch pack_query_heads(const Problem& p, const ForwardArgs& args);
+
+}  // namespace flashgen::cuda
