@@ -415,9 +415,10 @@ def progress_text(row):
         return f"{head} forward {row['fwd_wall_us']:.0f} µs, forward+backward {row['fwd_bwd_wall_us']:.0f} µs (wall)"
     if "error" in row:
         return f"{head} {row['error']}"
-    parts = [f"fwd {row['fwd_tflops']:.0f}"] if "fwd_tflops" in row else []
-    parts += [f"bwd {row['bwd_tflops']:.0f}"] if "bwd_tflops" in row else [row.get("bwd_error", "")]
-    return f"{head} {' / '.join(part for part in parts if part)} TFLOP/s"
+    parts = ([f"fwd {row['fwd_tflops']:.0f} TFLOP/s ({row['fwd_ms']:.3f} ms, {row['gbps']:.0f} GB/s)"]
+             if "fwd_tflops" in row else [])
+    parts += [f"bwd {row['bwd_tflops']:.0f} TFLOP/s"] if "bwd_tflops" in row else [row.get("bwd_error", "")]
+    return f"{head} {' / '.join(part for part in parts if part)}"
 
 
 def write_json(result, path):
