@@ -199,53 +199,42 @@ struct TileCopy {
                                                              thread);
       return;
     }
-    // The sequence's last row may end the caller's tensor: a cp.async reads
-    // its whole 16-byte window whatever its source size (past the tensor where
-    // the row ends inside the window), so that row's last chunk is read
-    // element by element. It is one chunk of the tile, found once: the
-    // steady state's tiles (before that row) pay one compare per chunk.
-    const int tail_chunk = last_row_tail_chunk(global, row_stride, valid_rows, valid_cols);
 #pragma unroll 4
     for (int chunk = thread; chunk < kRows * kStageChunks; chunk += kThreads) {
       const int row = chunk / kStageChunks, c = chunk % kStageChunks;
       const u64 address = reinterpret_cast<u64>(global + row * row_stride);
       const u64 first = (address & ~u64(15)) + 16 * c;
       const u64 end = address + 2 * static_cast<u64>(max_of(valid_cols, 0));
+      u16* stage = staging + row * kStageStride + c * 8;
       // The aligned chunks holding an element of the row go by cp.async
-      // (chunks with nothing to read as zero-filling copies of 0 bytes).
+      // (chunks with nothing to read as zero-filling copies of 0 bytes),
+      // but for the last chunk of the sequence's last row, which may end the
+      // caller's tensor: a cp.async reads its whole 16-byte window whatever
+      // its source size (past the tensor where the row ends inside the
+      // window), so that one is read element by element below.
       const bool inside = row < valid_rows && first < end;
-      if (chunk != tail_chunk)
-        cp_async_zfill<16>(staging + row * kStageStride + c * 8,
-                           inside ? reinterpret_cast<const void*>(first) : global,
+      const bool tail = inside && row == valid_rows - 1 && first + 16 > end;
+      if (!tail)
+        cp_async_zfill<16>(stage, inside ? reinterpret_cast<const void*>(first) : global,
                            inside ? 16 : 0);
     }
-    if (thread == 0 && tail_chunk >= 0) {
-      const int row = tail_chunk / kStageChunks, last = tail_chunk % kStageChunks;
-      const u16* elements = global + row * row_stride;
-      const int skew = static_cast<int>(reinterpret_cast<u64>(elements) & 15) / 2;
-      u16* stage = staging + row * kStageStride + last * 8;
+    if (thread == 0 && valid_rows >= 1 && valid_rows <= kRows && valid_cols > 0) {
+      const u16* row = global + (valid_rows - 1) * row_stride;
+      const int skew = static_cast<int>(reinterpret_cast<u64>(row) & 15) / 2;  // elements before it
+      const int last = (skew + valid_cols - 1) / 8;  // the chunk of the row's last element
+      // Only where the row ends inside its last chunk, and inside this tile:
+      // a tile of a column slice (valid_cols > kCols) ends mid-row, its last
+      // chunk went by cp.async above, and a chunk past kStageChunks would be
+      // the next row's staging (or past the staging area).
+      if ((skew + valid_cols) % 8 != 0 && last < kStageChunks) {
+        u16* stage = staging + (valid_rows - 1) * kStageStride + last * 8;
 #pragma unroll 1
-      for (int i = 0; i < 8; ++i) {
-        const int e = last * 8 + i - skew;  // the element's column
-        stage[i] = e >= 0 && e < valid_cols ? elements[e] : u16(0);
+        for (int i = 0; i < 8; ++i) {
+          const int e = last * 8 + i - skew;  // the element's column
+          stage[i] = e >= 0 && e < valid_cols ? row[e] : u16(0);
+        }
       }
     }
-  }
-
-  // The staging chunk (row · kStageChunks + chunk) that holds the last element
-  // of the sequence's last row, where that row lies in this tile and ends
-  // inside the chunk; -1 otherwise. A tile of a column slice (valid_cols >
-  // kCols) ends mid-row: its last chunk is whole, and one past kStageChunks
-  // would be the next row's staging (or past the staging area).
-  static __device__ __forceinline__ int last_row_tail_chunk(const u16* global,
-                                                            index_t row_stride, int valid_rows,
-                                                            int valid_cols) {
-    if (valid_rows < 1 || valid_rows > kRows || valid_cols <= 0) return -1;
-    const u16* row = global + (valid_rows - 1) * row_stride;
-    const int skew = static_cast<int>(reinterpret_cast<u64>(row) & 15) / 2;  // elements before it
-    const int last = (skew + valid_cols - 1) / 8;  // the chunk of the row's last element
-    if ((skew + valid_cols) % 8 == 0 || last >= kStageChunks) return -1;
-    return (valid_rows - 1) * kStageChunks + last;
   }
 
   static __device__ __forceinline__ void finish(u16* shared, const u16* staging,
