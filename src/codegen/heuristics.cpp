@@ -279,6 +279,14 @@ TuningParams wgmma_backward_key_value_tuning(const KernelSpec& spec) {
   return t;
 }
 
+// The split-key forward (decode): one warp of 16 query rows (a decode step's
+// query heads of one key/value head) per CTA, 64-key blocks; many small CTAs
+// keep enough copies in flight per SM to stream K and V at the memory's
+// speed. O stays in registers to 256 value columns, past that in CTAs of 256.
+TuningParams split_keys_tuning(const KernelSpec& spec) {
+  return {16, 64, round_up(spec.dim_v, 16) > 256 ? 256 : 0, 1, 0};
+}
+
 // The mma.sync kernels' shape (every arch).
 TuningParams mma_sync_shape_for(const KernelSpec& spec) {
   switch (spec.kind) {
@@ -287,12 +295,14 @@ TuningParams mma_sync_shape_for(const KernelSpec& spec) {
     case KernelKind::backward_key_value: return backward_key_value_tuning(spec);
     case KernelKind::backward_atomic: return backward_atomic_tuning(spec);
     case KernelKind::backward_prepare:
-    case KernelKind::convert_grad_q: return {};
+    case KernelKind::convert_grad_q:
+    case KernelKind::forward_combine: return {};
   }
   return {};
 }
 
 TuningParams shape_for(const KernelSpec& spec) {
+  if (spec.split_keys) return split_keys_tuning(spec);
   if (wgmma_forward_fits(spec)) return wgmma_forward_tuning(spec);
   if (wgmma_backward_query_fits(spec)) return wgmma_backward_query_tuning(spec);
   if (wgmma_backward_key_value_fits(spec)) return wgmma_backward_key_value_tuning(spec);

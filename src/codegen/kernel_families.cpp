@@ -49,6 +49,7 @@ KindInfo info_of(const KernelSpec& spec, const TuningParams& t) {
       return {"kernels/backward_key_value/mma_sync.cuh", "BackwardAtomic"};
     case KernelKind::backward_prepare: return {"kernels/row_kernels.cuh", "BackwardPrepare"};
     case KernelKind::convert_grad_q: return {"kernels/row_kernels.cuh", "ConvertGradQ"};
+    case KernelKind::forward_combine: return {"kernels/row_kernels.cuh", "CombineSplits"};
   }
   throw Error(ErrorCode::invalid_argument, "unknown kernel kind");
 }
@@ -56,7 +57,8 @@ KindInfo info_of(const KernelSpec& spec, const TuningParams& t) {
 std::string entry_of(KernelKind kind) { return std::string("flashgen_") + to_string(kind); }
 
 bool is_row_kernel(KernelKind kind) {
-  return kind == KernelKind::backward_prepare || kind == KernelKind::convert_grad_q;
+  return kind == KernelKind::backward_prepare || kind == KernelKind::convert_grad_q ||
+         kind == KernelKind::forward_combine;
 }
 
 }  // namespace flashgen

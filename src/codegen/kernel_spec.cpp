@@ -12,6 +12,7 @@ const char* to_string(KernelKind kind) {
     case KernelKind::backward_atomic: return "backward_atomic";
     case KernelKind::backward_prepare: return "backward_prepare";
     case KernelKind::convert_grad_q: return "convert_grad_q";
+    case KernelKind::forward_combine: return "forward_combine";
   }
   return "?";
 }
@@ -20,6 +21,7 @@ std::string KernelSpec::to_string() const {
   std::ostringstream s;
   s << flashgen::to_string(kind) << ' ' << flashgen::to_string(dtype) << " dqk=" << dim_qk
     << " dv=" << dim_v << " causal=" << (causal ? 1 : 0) << " vec=" << vec << ' ' << arch;
+  if (split_keys) s << " split_keys";
   return s.str();
 }
 

@@ -16,6 +16,7 @@ enum class KernelKind {
   backward_atomic,     // dK, dV and fp32 dQ partials added atomically (5 GEMMs)
   backward_prepare,    // atomic backward: Dterm, and the fp32 dQ accumulator zeroed
   convert_grad_q,      // atomic backward: fp32 dQ accumulator -> dQ in the input dtype
+  forward_combine,     // split-key forward: the shares' partial O and LSE -> O, LSE
 };
 const char* to_string(KernelKind kind);
 
@@ -29,8 +30,14 @@ struct KernelSpec {
   // pointers), 4, 2 or 1 (contiguous rows), 0 (a dim stride other than 1).
   int vec = 8;
   std::string arch = "sm_90a";
+  // Forward only: the CTAs of a query block share its key blocks and write
+  // fp32 partial results that forward_combine merges (decode, where the query
+  // blocks alone leave most of the GPU idle). The mma.sync kernel.
+  bool split_keys = false;
 
-  std::string to_string() const;  // "forward bf16 dqk=127 dv=127 causal=0 vec=1 sm_90a"
+  // "forward bf16 dqk=127 dv=127 causal=0 vec=1 sm_90a" (" split_keys" after
+  // it when set)
+  std::string to_string() const;
   bool operator==(const KernelSpec&) const = default;
 };
 

@@ -53,7 +53,8 @@ std::size_t shared_bytes(const KernelSpec& spec, const TuningParams& t) {
                      : fd::backward_key_value_mma_sync_shared_bytes(s, false);
     case KernelKind::backward_atomic: return fd::backward_key_value_mma_sync_shared_bytes(s, true);
     case KernelKind::backward_prepare:
-    case KernelKind::convert_grad_q: return 0;
+    case KernelKind::convert_grad_q:
+    case KernelKind::forward_combine: return 0;
   }
   return 0;
 }

@@ -106,6 +106,10 @@ void check_tuning(const KernelSpec& spec, const TuningParams& t) {
   };
   if (is_row_kernel(spec.kind)) return;
   if (spec.dim_qk < 1 || spec.dim_v < 1) fail("dims must be >= 1");
+  if (spec.split_keys && (spec.kind != KernelKind::forward || spec.dtype == DType::f32 ||
+                          t.wgmma || t.producer || t.split != WarpgroupSplit::rows))
+    fail("split_keys is a forward of the mma.sync kernel (f16, bf16; no mma=wgmma, producer or "
+         "split)");
   if (spec.dtype == DType::f32) return check_f32_tuning(spec, t, fail);
   if (t.swizzle != 0 && t.swizzle != 32) fail("swizzle must be 0 or 32");
   if (t.swizzle != 0 && !t.tma) fail("swizzle=32 applies to the wgmma kernels with copy=tma");

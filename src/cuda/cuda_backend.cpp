@@ -46,12 +46,26 @@ const GeneratedKernel& generated_kernel(const KernelSpec& spec, const TuningPara
   return kernels->emplace(std::move(key), std::move(g)).first->second;  // node-based: stable
 }
 
+// The split-key forward's tuning: a forced forward tuning (ScopedTuningOverride,
+// FLASHGEN_TUNING) the mma.sync kernel runs, else the heuristic's (the tables'
+// rows time the forward over all keys, not this kernel).
+TuningParams split_keys_tuning_for(const KernelSpec& spec, const Problem& p,
+                                   std::size_t shared_limit) {
+  if (tuning_overridden(KernelKind::forward)) {
+    const std::optional<TuningParams> forced = lookup_tuning(spec, p, shared_limit);
+    if (forced && !forced->wgmma && !forced->producer) return *forced;
+  }
+  return default_tuning(spec, shared_limit);
+}
+
 // `tma_readable`: whether TMA can read the tensors the kernel traverses
 // (tma_can_read); where it cannot, a tuning whose producer copies by TMA
 // runs the same shape without the producer (tuning_without_tma).
-KernelChoice choose(KernelKind kind, const Problem& p, int vec, bool tma_readable, int ordinal) {
+KernelChoice choose(KernelKind kind, const Problem& p, int vec, bool tma_readable, int ordinal,
+                    bool split_keys = false) {
   KernelChoice c;
   c.spec.kind = kind;
+  c.spec.split_keys = split_keys;
   c.spec.dtype = p.dtype;
   c.spec.dim_qk = static_cast<int>(p.dim_qk);
   c.spec.dim_v = static_cast<int>(p.dim_v);
@@ -59,7 +73,8 @@ KernelChoice choose(KernelKind kind, const Problem& p, int vec, bool tma_readabl
   c.spec.vec = vec;
   const DeviceInfo& device = device_info(ordinal);
   c.spec.arch = device.arch();
-  c.tuning = tuning_for(c.spec, p, device.shared_per_block_optin);
+  c.tuning = split_keys ? split_keys_tuning_for(c.spec, p, device.shared_per_block_optin)
+                       : tuning_for(c.spec, p, device.shared_per_block_optin);
   if (!tma_readable) c.tuning = tuning_without_tma(c.spec, c.tuning, device.shared_per_block_optin);
   c.generated = &generated_kernel(c.spec, c.tuning);
   return c;
@@ -87,7 +102,7 @@ struct Signature {
   KernelKind kind;
   DType dtype;
   int dim_qk, dim_v, vec, ordinal;
-  bool causal, tma_readable;
+  bool causal, tma_readable, split_keys;
   std::int64_t seq;
   std::uint64_t tables;
   bool operator==(const Signature&) const = default;
@@ -99,7 +114,9 @@ struct SignatureHash {
     for (std::uint64_t field :
          {std::uint64_t(s.kind), std::uint64_t(s.dtype), std::uint64_t(s.dim_qk),
           std::uint64_t(s.dim_v), std::uint64_t(s.vec), std::uint64_t(s.ordinal),
-          std::uint64_t(s.causal) << 1 | std::uint64_t(s.tma_readable), std::uint64_t(s.seq),
+          std::uint64_t(s.split_keys) << 2 | std::uint64_t(s.causal) << 1 |
+              std::uint64_t(s.tma_readable),
+          std::uint64_t(s.seq),
           s.tables})
       h = (h ^ field) * 0x100000001b3ull;  // FNV-1a over the fields
     return h;
@@ -111,17 +128,18 @@ struct SignatureHash {
 // of the source. Tuning overrides (the tuner, FLASHGEN_TUNING) bypass the
 // memo, since they change between calls with the same signature.
 ResolvedKernel resolve(KernelKind kind, const Problem& p, int vec, bool tma_readable,
-                       int ordinal) {
+                       int ordinal, bool split_keys = false) {
   const auto build = [&] {
     ResolvedKernel r;
-    r.choice = choose(kind, p, vec, tma_readable, ordinal);
+    r.choice = choose(kind, p, vec, tma_readable, ordinal, split_keys);
     r.kernel = &compiled(r.choice, ordinal);
     return r;
   };
   if (tuning_overridden(kind)) return build();
   const Signature key{kind,  p.dtype, static_cast<int>(p.dim_qk), static_cast<int>(p.dim_v),
                       vec,   ordinal, p.causal,
-                      tma_readable, std::max(p.seq_q, p.seq_kv), tuning_tables_generation()};
+                      tma_readable, split_keys, std::max(p.seq_q, p.seq_kv),
+                      tuning_tables_generation()};
   static std::mutex mutex;
   static auto* memo = new std::unordered_map<Signature, ResolvedKernel, SignatureHash>();  // leaked: calls may run at exit
   {
@@ -266,6 +284,66 @@ void launch_backward_kind(KernelKind kind, const Problem& p, const BackwardArgs&
     launch_resolved(r, shape, params, stream, args.k, args.v);
 }
 
+// Query rows up to which a forward may share its keys among CTAs: decode
+// steps (with GQA, a group's query heads are the rows) and short speculative
+// ones. Longer query blocks fill the GPU with query blocks of their own.
+constexpr std::int64_t kMostSplitKeyRows = 64;
+// CTAs per SM the shares aim at: enough copies in flight to stream K and V
+// at the memory's speed. And keys a share traverses at the least, so that the
+// partial results' traffic and the combine stay small beside K and V.
+constexpr std::int64_t kSplitCtasPerSm = 4;
+constexpr std::int64_t kLeastKeysPerShare = 256;
+constexpr std::int64_t kMostKeyShares = 128;
+
+// How many CTAs share each query block's keys: 1 (no split) where the query
+// blocks alone give every SM its CTAs, or the forward is forced to a wgmma
+// tuning, or for fp32 (the CUDA-core kernel has no split).
+int key_splits(const Problem& p, int vec, int ordinal) {
+  if (p.dtype == DType::f32 || p.seq_q > kMostSplitKeyRows || p.seq_kv < 2 * kLeastKeysPerShare)
+    return 1;
+  const KernelChoice split = choose(KernelKind::forward, p, vec, false, ordinal, true);
+  if (tuning_overridden(KernelKind::forward)) {
+    const KernelChoice whole = choose(KernelKind::forward, p, vec, false, ordinal);
+    if (whole.tuning.wgmma || whole.tuning.producer) return 1;
+  }
+  const std::int64_t sms = device_info(ordinal).sm_count;
+  const std::int64_t blocks = (p.seq_q + split.tuning.block_rows - 1) / split.tuning.block_rows *
+                              p.heads_q * p.batch * head_chunks_of(split.spec, split.tuning);
+  if (blocks >= sms) return 1;
+  const std::int64_t wanted = (kSplitCtasPerSm * sms + blocks - 1) / blocks;
+  const std::int64_t most = std::min(kMostKeyShares, p.seq_kv / kLeastKeysPerShare);
+  return static_cast<int>(std::max<std::int64_t>(1, std::min(wanted, most)));
+}
+
+// The forward with each query block's keys shared by `splits` CTAs: their
+// fp32 partial O and LSE go to stream-ordered scratch, which forward_combine
+// merges into O and LSE in a fixed order (no atomics: the same bits on
+// every run).
+void forward_split_keys(const Problem& p, const ForwardArgs& args, int splits, void* stream) {
+  const int vec = forward_vec(args), ordinal = args.q.device;
+  const ResolvedKernel split = resolve(KernelKind::forward, p, vec, false, ordinal, true);
+  const ResolvedKernel combine = resolve(KernelKind::forward_combine, p, vec, false, ordinal);
+  const std::size_t rows = static_cast<std::size_t>(splits * p.batch * p.heads_q * p.seq_q);
+  const std::size_t lse_bytes = align256(sizeof(float) * rows);
+  const std::size_t scratch_bytes = lse_bytes + sizeof(float) * rows * p.dim_v;
+  const DevicePtr scratch = allocate_async(scratch_bytes, stream);
+  flashgen_device::AttentionParams params = attention_params(p, args);
+  params.key_splits = splits;
+  params.partial_lse = reinterpret_cast<float*>(scratch);
+  params.partial_o = reinterpret_cast<float*>(scratch + lse_bytes);
+  try {
+    LaunchShape shape = block_grid(split.choice, p.seq_q, p.heads_q, p.batch);
+    shape.grid[0] *= static_cast<unsigned>(splits);  // the shares of a query block adjacent
+    launch_resolved(split, shape, params, stream, args.k, args.v);
+    launch_resolved(combine, block_grid(combine.choice, p.seq_q, p.heads_q, p.batch), params,
+                    stream, args.k, args.v);
+  } catch (...) {
+    free_async(scratch, stream);
+    throw;
+  }
+  free_async(scratch, stream);
+}
+
 }  // namespace
 
 TuningParams tuning_for(const KernelSpec& spec, const Problem& p, std::size_t shared_limit) {
@@ -284,8 +362,11 @@ Availability availability() {
 
 std::vector<std::string> forward_kernel_names(const Problem& problem, const ForwardArgs& call) {
   const auto [p, args] = pack_query_heads(problem, call);
-  return {choose(KernelKind::forward, p, forward_vec(args), forward_tma_readable(args), args.q.device)
-              .generated->name};
+  const int vec = forward_vec(args), ordinal = args.q.device;
+  if (key_splits(p, vec, ordinal) > 1)
+    return {choose(KernelKind::forward, p, vec, false, ordinal, true).generated->name,
+            choose(KernelKind::forward_combine, p, vec, false, ordinal).generated->name};
+  return {choose(KernelKind::forward, p, vec, forward_tma_readable(args), ordinal).generated->name};
 }
 
 std::vector<std::string> backward_kernel_names(const Problem& p, const BackwardArgs& args,
@@ -308,8 +389,11 @@ std::size_t backward_workspace_bytes(const Problem& p, bool deterministic) {
 
 void forward(const Problem& problem, const ForwardArgs& call, void* stream) {
   const auto [p, args] = pack_query_heads(problem, call);
-  const ResolvedKernel r = resolve(KernelKind::forward, p, forward_vec(args),
-                                   forward_tma_readable(args), args.q.device);
+  const int vec = forward_vec(args), ordinal = args.q.device;
+  if (const int splits = key_splits(p, vec, ordinal); splits > 1)
+    return forward_split_keys(p, args, splits, stream);
+  const ResolvedKernel r =
+      resolve(KernelKind::forward, p, vec, forward_tma_readable(args), ordinal);
   flashgen_device::AttentionParams params = attention_params(p, args);
   launch_resolved(r, block_grid(r.choice, p.seq_q, p.heads_q, p.batch), params, stream, args.k,
                   args.v);

@@ -26,6 +26,7 @@ flashgen_device::AttentionParams problem_params(const Problem& p) {
   a.causal_offset = static_cast<int>(p.causal_offset());
   a.scale = static_cast<float>(p.scale);
   a.scale_log2 = static_cast<float>(p.scale * M_LOG2E);
+  a.key_splits = 1;
   return a;
 }
 

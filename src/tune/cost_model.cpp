@@ -112,6 +112,7 @@ Iteration iteration_of(const KernelSpec& spec, const TuningParams& t) {
     }
     case KernelKind::backward_prepare:
     case KernelKind::convert_grad_q:
+    case KernelKind::forward_combine:
       break;
   }
   // The backward kernels splitting the head dims read a stage until the
@@ -191,6 +192,7 @@ int register_demand(const KernelSpec& spec, const TuningParams& t) {
       break;
     case KernelKind::backward_prepare:
     case KernelKind::convert_grad_q:
+    case KernelKind::forward_combine:
       break;
   }
   return kBaseRegisters + tiles;

@@ -21,12 +21,13 @@ struct SpreadCase {
   bool causal;
   std::string arch;
   int vec;
+  bool split_keys = false;
 };
 
 std::string name_of(const SpreadCase& c) {
   std::string name = std::string(to_string(c.kind)) + "_d" + std::to_string(c.dim) + "_" +
                      to_string(c.dtype) + (c.causal ? "_causal_" : "_") + c.arch + "_vec" +
-                     std::to_string(c.vec);
+                     std::to_string(c.vec) + (c.split_keys ? "_split_keys" : "");
   return name;
 }
 
@@ -58,8 +59,17 @@ std::vector<SpreadCase> spread() {
   // ... and with 8- and 4-byte copies for rows aligned to 8 or 4 bytes.
   cases.push_back({KernelKind::forward, 68, DType::bf16, false, "sm_90a", 4});
   cases.push_back({KernelKind::forward, 130, DType::f16, true, "sm_90a", 2});
-  for (KernelKind kind : {KernelKind::backward_prepare, KernelKind::convert_grad_q})
+  for (KernelKind kind :
+       {KernelKind::backward_prepare, KernelKind::convert_grad_q, KernelKind::forward_combine})
     cases.push_back({kind, 127, DType::bf16, false, "sm_90a", 1});
+  // The split-key forward (decode) and its combine, from narrow to chunked heads.
+  int s = 0;
+  for (int dim : {1, 64, 127, 128, 256, 512}) {
+    cases.push_back({KernelKind::forward, dim, s % 2 ? DType::f16 : DType::bf16, false,
+                     s % 3 ? "sm_90a" : "sm_80", dim % 8 ? 1 : 8, true});
+    cases.push_back({KernelKind::forward_combine, dim, DType::bf16, false, "sm_90a", 8});
+    ++s;
+  }
   // The fp32 kernels (forward and the deterministic backward) on both archs.
   int f = 0;
   for (int dim : {1, 40, 127, 257, 512})
@@ -82,6 +92,7 @@ TEST_P(CompileSpread, CompilesWithoutSpills) {
   spec.causal = c.causal;
   spec.vec = c.vec;
   spec.arch = c.arch;
+  spec.split_keys = c.split_keys;
   const TuningParams tuning = default_tuning(spec, shared_limit_of_arch(c.arch));
   const GeneratedKernel g = generate(spec, tuning);
   EXPECT_LE(g.shared_bytes, shared_limit_of_arch(c.arch)) << g.name;

@@ -424,21 +424,31 @@ std::vector<Case> with_rows_aligned_to_four_bytes(const std::vector<Case>& cases
 }
 
 // Decode under GQA: one query row, the query heads of a group packed as the
-// rows of one tile (cuda/query_head_packing.cpp). Groups of 2 to 8, causal
-// (which attends every key from one row) and not, the three layouts, odd and
-// aligned D, Dv != Dqk, storage that ends at an unmapped page.
+// rows of one tile (cuda/query_head_packing.cpp), and the keys shared by
+// several CTAs whose partial results are combined (split_keys, from 512 keys
+// where the query blocks leave SMs idle). Groups of 1 to 8, causal (which
+// attends every key from one row) and not, short speculative query blocks
+// (causal rows that see different keys), the three layouts, odd and aligned
+// D, Dv != Dqk, storage that ends at an unmapped page.
 std::vector<Case> decode_cases() {
   // batch, seq_q, seq_kv, heads_q, heads_kv, dim_qk, dim_v, causal, dtype, layout
   std::vector<Case> cases = {Case{3, 1, 700, 8, 2, 128, 128, true, DType::bf16, Layout::bshd},
                              Case{2, 1, 1025, 8, 1, 64, 64, false, DType::f16, Layout::bhsd},
+                             Case{1, 1, 1300, 6, 3, 127, 127, true, DType::bf16, Layout::padded},
                              Case{1, 1, 300, 6, 3, 127, 127, true, DType::bf16, Layout::padded},
+                             Case{1, 1, 2000, 4, 4, 64, 64, true, DType::bf16, Layout::bshd},
+                             Case{1, 16, 3000, 8, 2, 128, 128, true, DType::bf16, Layout::bshd},
+                             Case{2, 37, 1200, 2, 1, 80, 80, true, DType::f16, Layout::bhsd},
+                             Case{1, 1, 5000, 2, 1, 512, 512, false, DType::bf16, Layout::bshd},
                              Case{2, 1, 77, 16, 2, 256, 256, false, DType::bf16, Layout::bshd},
                              Case{1, 1, 1, 4, 1, 40, 40, true, DType::bf16, Layout::bshd},
                              Case{2, 1, 513, 12, 4, 192, 128, true, DType::f16, Layout::bshd},
                              Case{1, 1, 4097, 32, 8, 128, 128, true, DType::bf16, Layout::bshd}};
-  Case at_page_end{2, 1, 300, 8, 2, 127, 127, false, DType::bf16, Layout::bshd};
-  at_page_end.placement = Placement::ends_at_unmapped_page;
-  cases.push_back(at_page_end);
+  for (std::int64_t seq_kv : {300, 1500}) {
+    Case at_page_end{2, 1, seq_kv, 8, 2, 127, 127, false, DType::bf16, Layout::bshd};
+    at_page_end.placement = Placement::ends_at_unmapped_page;
+    cases.push_back(at_page_end);
+  }
   return cases;
 }
 

@@ -31,6 +31,14 @@ struct AttentionParams {
   int causal_offset;           // query i sees keys j <= i + causal_offset (seq_kv - seq_q)
   float scale;                 // softmax scale on Q·Kᵀ
   float scale_log2;            // scale · log2(e): softmax runs in base 2
+  // The split-key forward (KernelSpec::split_keys): key_splits CTAs per query
+  // block, each over its share of the key blocks, write fp32 partial results,
+  // which the combine kernel merges: partial_o [split][batch][heads_q][seq_q]
+  // [dim_v] (normalized by the share's own sum) and partial_lse [split][batch]
+  // [heads_q][seq_q], both packed.
+  int key_splits;
+  float* partial_o;
+  float* partial_lse;
 };
 
 // A TMA descriptor (CUtensorMap of the driver API: 128 opaque bytes, 64-byte

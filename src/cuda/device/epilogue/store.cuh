@@ -87,4 +87,55 @@ __device__ __forceinline__ void store_lse_rows(const AttentionParams& p, int bat
     }
 }
 
+// Row (split, batch, head, row) of the split-key forward's packed partial
+// results (AttentionParams::partial_o, partial_lse).
+__device__ __forceinline__ index_t partial_row(const AttentionParams& p, int split, int batch,
+                                               int head, int row) {
+  return ((static_cast<index_t>(split) * p.batch + batch) * p.heads_q + head) * p.seq_q + row;
+}
+
+// A warp's fp32 accumulator tile times `row_scale` into the partial O of its
+// share of the keys, rows row0 on, columns col0 on (as store_acc_tile; fp32,
+// element by element: rows of odd dim_v are not 8-byte aligned).
+template <int kRowTiles, int kNTiles>
+__device__ __forceinline__ void store_partial_rows(const AttentionParams& p, int split, int batch,
+                                                   int head, int row0, int col0,
+                                                   const float (&acc)[kRowTiles][kNTiles][4],
+                                                   const float (&row_scale)[kRowTiles][2],
+                                                   int valid_rows, int valid_cols, int lane) {
+  const int g = lane >> 2, t = lane & 3;
+#pragma unroll
+  for (int rt = 0; rt < kRowTiles; ++rt) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int row = rt * 16 + g + 8 * h;
+      if (row >= valid_rows) continue;
+      float* out = p.partial_o + partial_row(p, split, batch, head, row0 + row) * p.dim_v + col0;
+#pragma unroll
+      for (int nt = 0; nt < kNTiles; ++nt) {
+        const int col = nt * 8 + 2 * t;
+        if (col < valid_cols) out[col] = acc[rt][nt][2 * h] * row_scale[rt][h];
+        if (col + 1 < valid_cols) out[col + 1] = acc[rt][nt][2 * h + 1] * row_scale[rt][h];
+      }
+    }
+  }
+}
+
+// The LSE of a warp's rows over its share of the keys (-inf where the share
+// is empty), as store_lse_rows.
+template <int kRowTiles>
+__device__ __forceinline__ void store_partial_lse_rows(const AttentionParams& p, int split,
+                                                       int batch, int head, int row0,
+                                                       const float (&lse)[kRowTiles][2],
+                                                       int lane) {
+  if ((lane & 3) != 0) return;
+#pragma unroll
+  for (int rt = 0; rt < kRowTiles; ++rt)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int row = row0 + rt * 16 + (lane >> 2) + 8 * h;
+      if (row < p.seq_q) p.partial_lse[partial_row(p, split, batch, head, row)] = lse[rt][h];
+    }
+}
+
 }  // namespace flashgen_device

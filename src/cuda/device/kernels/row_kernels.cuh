@@ -1,9 +1,11 @@
-// Small row-parallel kernels of the atomic backward: one warp per query row.
+// Small row-parallel kernels: one warp per query row.
 //   BackwardPrepare: Dterm = rowsum(dO ∘ O), and the fp32 dQ accumulator zeroed.
 //   ConvertGradQ:    dQ = scale · accumulator, in the element type.
+//   CombineSplits:   O and LSE from the split-key forward's partial results.
 #pragma once
 
 #include "common.cuh"
+#include "epilogue/store.cuh"
 #include "softmax/row_stats.cuh"
 #include "scheduler/cta_tile.cuh"
 
@@ -48,6 +50,41 @@ struct ConvertGradQ {
     const float* accum = grad_q_accum_row(p, batch, head, row);
     for (int c = lane; c < C::kDimQK; c += 32)
       grad_q[c * p.grad_q.stride_dim] = from_float<C::kElement>(accum[c] * p.scale);
+  }
+};
+
+// The split-key forward's shares merged, in a fixed order (the same bits on
+// every run): with L = log Σ_s exp(lse_s), O = Σ_s exp(lse_s − L) · O_s,
+// each O_s normalized by its own share's sum. Empty shares (lse_s = −inf)
+// weigh nothing; a row with no key at all gets O = 0 and LSE = −inf.
+template <class C>
+struct CombineSplits {
+  static __device__ void run(const AttentionParams& p, unsigned char*) {
+    const int lane = threadIdx.x & 31;
+    const CtaTile tile = query_tile<kRowKernelWarps, 1>(p);  // a warp per query row
+    const int row = tile.row0 + (threadIdx.x >> 5), head = tile.head, batch = tile.batch;
+    if (row >= p.seq_q) return;
+    float most = negative_infinity();
+    for (int s = 0; s < p.key_splits; ++s)
+      most = fmaxf(most, p.partial_lse[partial_row(p, s, batch, head, row)]);
+    float sum = 0.0f;
+    if (most != negative_infinity())
+      for (int s = 0; s < p.key_splits; ++s)
+        sum += expf(p.partial_lse[partial_row(p, s, batch, head, row)] - most);
+    const float lse = sum > 0.0f ? most + logf(sum) : negative_infinity();
+    u16* o = head_slice<u16>(p.o, batch, head) + row * p.o.stride_seq;
+    for (int c = lane; c < C::kDimV; c += 32) {
+      float x = 0.0f;
+      if (sum > 0.0f)
+        for (int s = 0; s < p.key_splits; ++s) {
+          const index_t r = partial_row(p, s, batch, head, row);
+          x += expf(p.partial_lse[r] - lse) * p.partial_o[r * p.dim_v + c];
+        }
+      o[c * p.o.stride_dim] = from_float<C::kElement>(x);
+    }
+    if (lane == 0 && p.lse.data != nullptr)
+      p.lse.data[batch * p.lse.stride_batch + head * p.lse.stride_heads +
+                 row * p.lse.stride_seq] = lse;
   }
 };
 

@@ -9,6 +9,7 @@
 // signed division.)
 #pragma once
 
+#include "common.cuh"
 #include "params.cuh"
 
 namespace flashgen_device {
@@ -19,14 +20,33 @@ struct CtaTile {
   int kv_head;  // the key/value head that head reads (head itself for dK, dV)
   int batch;
   int chunk;    // which of the kChunks column chunks of the output
+  int split;    // which share of the keys (split-key forward; 0 otherwise)
 };
 
 // A tile of kBlockRows query rows: head is a query head, reading kv_head.
-template <int kBlockRows, int kChunks>
+// kSplitKeys: x counts (query block, share of the keys) pairs, the shares of
+// one block adjacent.
+template <int kBlockRows, int kChunks, bool kSplitKeys = false>
 __device__ __forceinline__ CtaTile query_tile(const AttentionParams& p) {
   const int head = blockIdx.y;
-  return {int(blockIdx.x * kBlockRows), head, head / p.group_size, int(blockIdx.z / kChunks),
-          int(blockIdx.z % kChunks)};
+  const unsigned block = kSplitKeys ? blockIdx.x / unsigned(p.key_splits) : blockIdx.x;
+  const int split = kSplitKeys ? int(blockIdx.x % unsigned(p.key_splits)) : 0;
+  return {int(block * kBlockRows), head, head / p.group_size, int(blockIdx.z / kChunks),
+          int(blockIdx.z % kChunks), split};
+}
+
+// The key blocks [first, end) of share `split` of a query block that sees
+// `blocks` of them: equal shares in order, the last ones possibly empty.
+struct KeyBlockRange {
+  int first, end;
+};
+template <bool kSplitKeys>
+__device__ __forceinline__ KeyBlockRange key_block_share(const AttentionParams& p, int blocks,
+                                                         int split) {
+  if (!kSplitKeys) return {0, blocks};
+  const int per_share = (blocks + p.key_splits - 1) / p.key_splits;
+  const int first = min_of(blocks, split * per_share);
+  return {first, min_of(blocks, first + per_share)};
 }
 
 // A tile of kBlockRows key rows of a key/value head.
@@ -34,7 +54,7 @@ template <int kBlockRows, int kChunks>
 __device__ __forceinline__ CtaTile key_tile() {
   const int kv_head = blockIdx.y;
   return {int(blockIdx.x * kBlockRows), kv_head, kv_head, int(blockIdx.z / kChunks),
-          int(blockIdx.z % kChunks)};
+          int(blockIdx.z % kChunks), 0};
 }
 
 }  // namespace flashgen_device

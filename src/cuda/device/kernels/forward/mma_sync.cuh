@@ -23,7 +23,10 @@ namespace flashgen_device {
 // C (generated) provides: kElement, kDimQK, kDimV, kWarps, kRowTiles (16-row
 // tiles per warp), kBlockN, kHeadChunks (CTAs splitting the value columns),
 // kVec (alignment class in elements), kCausal, kCacheQ (Q fragments held in
-// registers rather than re-read from shared memory every key block).
+// registers rather than re-read from shared memory every key block),
+// kSplitKeys (the CTAs of a query block share its key blocks and write fp32
+// partial results for the combine kernel: decode, where the query blocks
+// alone cannot fill the GPU).
 template <class C>
 struct Forward {
   static constexpr int E = C::kElement;
@@ -56,7 +59,7 @@ struct Forward {
   static __device__ void run(const AttentionParams& p, unsigned char* shared_bytes) {
     SharedStorage& smem = *reinterpret_cast<SharedStorage*>(shared_bytes);
     const int thread = threadIdx.x, lane = thread & 31, warp = thread >> 5;
-    const CtaTile tile = query_tile<kBlockM, C::kHeadChunks>(p);
+    const CtaTile tile = query_tile<kBlockM, C::kHeadChunks, C::kSplitKeys>(p);
     const int head = tile.head, kv_head = tile.kv_head, batch = tile.batch, row0 = tile.row0;
     const int chunk = tile.chunk;
     const int warp_row0 = row0 + warp * 16 * kRowTiles;
@@ -66,13 +69,17 @@ struct Forward {
     const u16* k = head_slice<const u16>(p.k, batch, kv_head);
     const u16* v = head_slice<const u16>(p.v, batch, kv_head) + dv0 * p.v.stride_dim;
 
-    const int n_blocks = key_blocks_for_rows<C::kCausal, kBlockN>(p, row0, kBlockM);
+    const KeyBlockRange share = key_block_share<C::kSplitKeys>(
+        p, key_blocks_for_rows<C::kCausal, kBlockN>(p, row0, kBlockM), tile.split);
+    const int first_block = share.first, n_blocks = share.end;
 
     load_tile<kBlockM, kDimQK, kQKStride, C::kVec, kThreads>(
         smem.q, q, p.q.stride_seq, p.q.stride_dim, p.seq_q - row0, C::kDimQK, thread);
-    if (n_blocks > 0)
-      KCopy::issue(smem.k, smem.first_staging(), k, p.k.stride_seq, p.k.stride_dim, p.seq_kv,
-                   C::kDimQK, thread);
+    if (n_blocks > first_block) {
+      const int first_key = first_block * kBlockN;
+      KCopy::issue(smem.k, smem.first_staging(), k + first_key * p.k.stride_seq, p.k.stride_seq,
+                   p.k.stride_dim, p.seq_kv - first_key, C::kDimQK, thread);
+    }
     cp_async_commit();
 
     float o[kRowTiles][kOutTiles][4];  // O accumulator: [row tile][dv n-tile][C fragment]
@@ -84,7 +91,7 @@ struct Forward {
     u32 q_frag[C::kCacheQ ? kKSteps : 1][kRowTiles][4];  // [k step][row tile][A fragment]
     const u16* q_warp = smem.q + (warp * 16 * kRowTiles) * kQKStride;
 
-    for (int n_block = 0; n_block < n_blocks; ++n_block) {
+    for (int n_block = first_block; n_block < n_blocks; ++n_block) {
       const int key0 = n_block * kBlockN;
       // V[j] streams in while S = Q·K[j]ᵀ is computed.
       VCopy::issue(smem.v, smem.second_staging(), v + key0 * p.v.stride_seq, p.v.stride_seq,
@@ -98,7 +105,7 @@ struct Forward {
         __syncthreads();
       }
 
-      if (C::kCacheQ && n_block == 0) {
+      if (C::kCacheQ && n_block == first_block) {
 #pragma unroll
         for (int ks = 0; ks < kKSteps; ++ks)
           load_a_rows(q_frag[C::kCacheQ ? ks : 0], q_warp, kQKStride, ks * 16, lane);
@@ -149,9 +156,15 @@ struct Forward {
 
     float inverse_sum[kRowTiles][2], lse[kRowTiles][2];
     softmax.finish(inverse_sum, lse);
-    store_rows<E, C::kVec>(p.o, batch, head, warp_row0, dv0, o, inverse_sum, p.seq_q - warp_row0,
-                           C::kDimV - dv0, lane);
-    if (chunk == 0) store_lse_rows(p, batch, head, warp_row0, lse, lane);
+    if (C::kSplitKeys) {
+      store_partial_rows(p, tile.split, batch, head, warp_row0, dv0, o, inverse_sum,
+                         p.seq_q - warp_row0, C::kDimV - dv0, lane);
+      if (chunk == 0) store_partial_lse_rows(p, tile.split, batch, head, warp_row0, lse, lane);
+    } else {
+      store_rows<E, C::kVec>(p.o, batch, head, warp_row0, dv0, o, inverse_sum,
+                             p.seq_q - warp_row0, C::kDimV - dv0, lane);
+      if (chunk == 0) store_lse_rows(p, batch, head, warp_row0, lse, lane);
+    }
   }
 };
 
