@@ -37,7 +37,8 @@ TOOLS = ("memcheck", "racecheck", "synccheck", "initcheck")
 
 # The kernels' entry points, as a sanitizer report names them.
 ENTRIES = ("flashgen_forward", "flashgen_backward_query", "flashgen_backward_key_value",
-           "flashgen_backward_atomic", "flashgen_backward_prepare", "flashgen_convert_grad_q")
+           "flashgen_backward_atomic", "flashgen_backward_prepare", "flashgen_convert_grad_q",
+           "flashgen_forward_combine")
 ENTRY_PATTERN = re.compile(r"\b(" + "|".join(ENTRIES) + r")\b")
 
 # Hazards a tool reports where the code is ordered in a way the tool does
@@ -87,6 +88,10 @@ CASES = [
     ("f32-d127", "--dim 127 --seq 65 --heads 2 --heads-kv 1 --dtype f32", {}),
     ("mma.sync-d64", "--dim 64 --seq 130 --causal --heads 2", {"FLASHGEN_TUNING": MMA_SYNC}),
     ("mma.sync-d127", "--dim 127 --seq 65 --heads 2", {"FLASHGEN_TUNING": MMA_SYNC}),
+    # Decode: query heads packed as rows, keys shared by CTAs and combined.
+    ("decode-d128-gqa-split", "--dim 128 --seq 1 --seq-kv 1500 --heads 8 --heads-kv 2 --batch 2", {}),
+    ("decode-d127-causal-split", "--dim 127 --seq 16 --seq-kv 1100 --causal --heads 4 --heads-kv 2",
+     {}),
 ]
 
 # What compute-sanitizer prints on a GPU it cannot instrument (then the
