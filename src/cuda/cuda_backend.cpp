@@ -295,17 +295,24 @@ constexpr std::int64_t kSplitCtasPerSm = 4;
 constexpr std::int64_t kLeastKeysPerShare = 256;
 constexpr std::int64_t kMostKeyShares = 128;
 
-// How many CTAs share each query block's keys: 1 (no split) where the query
-// blocks alone give every SM its CTAs, or the forward is forced to a wgmma
-// tuning, or for fp32 (the CUDA-core kernel has no split).
-int key_splits(const Problem& p, int vec, int ordinal) {
+// Whether the keys may be shared at all: short query blocks of 16-bit
+// tensors (the CUDA-core fp32 kernel has no split) with keys for two shares,
+// fewer query blocks than SMs even at the most rows a block may have, and
+// no forced wgmma forward (a test or an experiment asked for that kernel).
+bool may_split_keys(const Problem& p, int vec, int ordinal) {
   if (p.dtype == DType::f32 || p.seq_q > kMostSplitKeyRows || p.seq_kv < 2 * kLeastKeysPerShare)
-    return 1;
-  const KernelChoice split = choose(KernelKind::forward, p, vec, false, ordinal, true);
+    return false;
+  if (p.heads_q * p.batch >= device_info(ordinal).sm_count) return false;
   if (tuning_overridden(KernelKind::forward)) {
     const KernelChoice whole = choose(KernelKind::forward, p, vec, false, ordinal);
-    if (whole.tuning.wgmma || whole.tuning.producer) return 1;
+    if (whole.tuning.wgmma || whole.tuning.producer) return false;
   }
+  return true;
+}
+
+// How many CTAs share each query block's keys under the split kernel's
+// tuning: 1 (no split) where its query blocks alone give every SM a CTA.
+int key_splits(const Problem& p, const KernelChoice& split, int ordinal) {
   const std::int64_t sms = device_info(ordinal).sm_count;
   const std::int64_t blocks = (p.seq_q + split.tuning.block_rows - 1) / split.tuning.block_rows *
                               p.heads_q * p.batch * head_chunks_of(split.spec, split.tuning);
@@ -319,9 +326,9 @@ int key_splits(const Problem& p, int vec, int ordinal) {
 // fp32 partial O and LSE go to stream-ordered scratch, which forward_combine
 // merges into O and LSE in a fixed order (no atomics: the same bits on
 // every run).
-void forward_split_keys(const Problem& p, const ForwardArgs& args, int splits, void* stream) {
+void forward_split_keys(const Problem& p, const ForwardArgs& args, const ResolvedKernel& split,
+                        int splits, void* stream) {
   const int vec = forward_vec(args), ordinal = args.q.device;
-  const ResolvedKernel split = resolve(KernelKind::forward, p, vec, false, ordinal, true);
   const ResolvedKernel combine = resolve(KernelKind::forward_combine, p, vec, false, ordinal);
   const std::size_t rows = static_cast<std::size_t>(splits * p.batch * p.heads_q * p.seq_q);
   const std::size_t lse_bytes = align256(sizeof(float) * rows);
@@ -363,9 +370,12 @@ Availability availability() {
 std::vector<std::string> forward_kernel_names(const Problem& problem, const ForwardArgs& call) {
   const auto [p, args] = pack_query_heads(problem, call);
   const int vec = forward_vec(args), ordinal = args.q.device;
-  if (key_splits(p, vec, ordinal) > 1)
-    return {choose(KernelKind::forward, p, vec, false, ordinal, true).generated->name,
-            choose(KernelKind::forward_combine, p, vec, false, ordinal).generated->name};
+  if (may_split_keys(p, vec, ordinal)) {
+    const KernelChoice split = choose(KernelKind::forward, p, vec, false, ordinal, true);
+    if (key_splits(p, split, ordinal) > 1)
+      return {split.generated->name,
+              choose(KernelKind::forward_combine, p, vec, false, ordinal).generated->name};
+  }
   return {choose(KernelKind::forward, p, vec, forward_tma_readable(args), ordinal).generated->name};
 }
 
@@ -390,8 +400,11 @@ std::size_t backward_workspace_bytes(const Problem& p, bool deterministic) {
 void forward(const Problem& problem, const ForwardArgs& call, void* stream) {
   const auto [p, args] = pack_query_heads(problem, call);
   const int vec = forward_vec(args), ordinal = args.q.device;
-  if (const int splits = key_splits(p, vec, ordinal); splits > 1)
-    return forward_split_keys(p, args, splits, stream);
+  if (may_split_keys(p, vec, ordinal)) {
+    const ResolvedKernel split = resolve(KernelKind::forward, p, vec, false, ordinal, true);
+    if (const int splits = key_splits(p, split.choice, ordinal); splits > 1)
+      return forward_split_keys(p, args, split, splits, stream);
+  }
   const ResolvedKernel r =
       resolve(KernelKind::forward, p, vec, forward_tma_readable(args), ordinal);
   flashgen_device::AttentionParams params = attention_params(p, args);
