@@ -48,6 +48,8 @@ except ImportError:  # --report and the pure helpers work without PyTorch
     torch = None
 
 BENCH_DIR = pathlib.Path(__file__).resolve().parent
+# The package of this tree (python/), found without installing it.
+sys.path.insert(0, str(BENCH_DIR.parent / "python"))
 DEFAULT_SUITE = BENCH_DIR / "workloads.json"
 PEERS = ("cudnn", "flash", "efficient", "flex")
 SYSTEMS = ("flashgen", "flashgen atomic") + PEERS

@@ -13,6 +13,7 @@
 
 #include "codegen/generate.hpp"
 #include "codegen/heuristics.hpp"
+#include "codegen/kernel_families.hpp"
 #include "cuda/kernel_args.hpp"
 #include "cuda/query_head_packing.hpp"
 #include "cuda/runtime/runtime.hpp"
@@ -201,8 +202,7 @@ std::size_t dterm_bytes(const Problem& p) {
 LaunchShape block_grid(const KernelChoice& c, std::int64_t rows, std::int64_t heads,
                        std::int64_t batch) {
   LaunchShape shape;
-  const bool row_kernel = c.spec.kind == KernelKind::backward_prepare ||
-                          c.spec.kind == KernelKind::convert_grad_q;
+  const bool row_kernel = is_row_kernel(c.spec.kind);
   const std::int64_t block_rows = row_kernel ? c.generated->threads / 32 : c.tuning.block_rows;
   const std::int64_t chunks = row_kernel ? 1 : head_chunks_of(c.spec, c.tuning);
   const std::int64_t row_blocks = (rows + block_rows - 1) / block_rows;
