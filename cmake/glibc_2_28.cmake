@@ -1,5 +1,5 @@
 # flashgen_glibc_2_28(<target>): the target runs on glibc 2.28 and newer
-# (manylinux_2_28) though built on a newer glibc. Calls that glibc 2.29-2.36
+# (manylinux_2_28) though built on a newer glibc. Calls that glibc 2.29-2.38
 # versioned anew are redirected with --wrap to packaging/glibc_2_28.cpp,
 # which binds them to their old versions or builds them from older calls.
 # For the wheel only (pyproject.toml sets FLASHGEN_GLIBC_2_28): a program
@@ -9,7 +9,9 @@ set(FLASHGEN_GLIBC_2_28_WRAPPED
     pthread_create pthread_detach pthread_join pthread_once pthread_key_create
     __pthread_key_create pthread_key_delete pthread_getspecific pthread_setspecific
     pthread_rwlock_rdlock pthread_rwlock_wrlock pthread_rwlock_unlock
-    dlopen dlsym dlerror dladdr1 __libc_single_threaded arc4random _dl_find_object)
+    dlopen dlsym dlerror dladdr1 __libc_single_threaded arc4random _dl_find_object
+    __isoc23_strtol __isoc23_strtoul __isoc23_strtoll __isoc23_strtoull
+    __isoc23_sscanf __isoc23_vsscanf)
 
 function(flashgen_glibc_2_28 target)
   if(NOT CMAKE_SYSTEM_PROCESSOR MATCHES "^(x86_64|AMD64)$")

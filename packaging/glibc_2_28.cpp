@@ -2,13 +2,15 @@
 // the floor of manylinux_2_28, with no container of that age at hand.
 //
 // The linker binds each call to the newest version of a glibc symbol it sees.
-// Calls that glibc 2.29-2.36 versioned anew are redirected here by
+// Calls that glibc 2.29-2.38 versioned anew are redirected here by
 // -Wl,--wrap=<symbol> (cmake/glibc_2_28.cmake), for our objects and the
 // static libstdc++ and libgcc alike, and go on to:
 //   - the old version of the same function, which every glibc since still
 //     exports (pthread_*, dl*: 2.34 moved them from libpthread/libdl into
 //     libc; exp/log/log2: 2.29 dropped their error-handling wrappers;
-//     stat & co.: before 2.33 they were __xstat & co.),
+//     stat & co.: before 2.33 they were __xstat & co.; strtol & co. and
+//     sscanf, which 2.38's headers call as their C23 __isoc23_ versions
+//     wherever _GNU_SOURCE is defined, as g++ always does),
 //   - or, for what glibc 2.28 lacks, an equivalent built from what it has
 //     (_dl_find_object, 2.35: from dl_iterate_phdr; arc4random, 2.36: from
 //     getrandom; __libc_single_threaded, 2.32: "not known to be single-
@@ -22,6 +24,7 @@
 #include <sys/random.h>
 #include <sys/stat.h>
 
+#include <cstdarg>
 #include <cstddef>
 #include <cstdint>
 
@@ -55,6 +58,41 @@ FLASHGEN_OLD_VERSION(log2, "2.2.5");
 double __wrap_exp(double x) { return old_exp(x); }
 double __wrap_log(double x) { return old_log(x); }
 double __wrap_log2(double x) { return old_log2(x); }
+
+// C23's versions differ only in also reading "0b" binary literals, which
+// nothing here writes.
+long old_strtol(const char*, char**, int);
+unsigned long old_strtoul(const char*, char**, int);
+long long old_strtoll(const char*, char**, int);
+unsigned long long old_strtoull(const char*, char**, int);
+int old_vsscanf(const char*, const char*, va_list);
+FLASHGEN_OLD_VERSION(strtol, "2.2.5");
+FLASHGEN_OLD_VERSION(strtoul, "2.2.5");
+FLASHGEN_OLD_VERSION(strtoll, "2.2.5");
+FLASHGEN_OLD_VERSION(strtoull, "2.2.5");
+FLASHGEN_OLD_VERSION(vsscanf, "2.2.5");
+long __wrap___isoc23_strtol(const char* text, char** end, int base) {
+  return old_strtol(text, end, base);
+}
+unsigned long __wrap___isoc23_strtoul(const char* text, char** end, int base) {
+  return old_strtoul(text, end, base);
+}
+long long __wrap___isoc23_strtoll(const char* text, char** end, int base) {
+  return old_strtoll(text, end, base);
+}
+unsigned long long __wrap___isoc23_strtoull(const char* text, char** end, int base) {
+  return old_strtoull(text, end, base);
+}
+int __wrap___isoc23_vsscanf(const char* text, const char* format, va_list arguments) {
+  return old_vsscanf(text, format, arguments);
+}
+int __wrap___isoc23_sscanf(const char* text, const char* format, ...) {
+  va_list arguments;
+  va_start(arguments, format);
+  const int read = old_vsscanf(text, format, arguments);
+  va_end(arguments);
+  return read;
+}
 
 int old_pthread_create(pthread_t*, const pthread_attr_t*, void* (*)(void*), void*);
 int old_pthread_detach(pthread_t);
