@@ -13,6 +13,16 @@ namespace flashgen_device {
 
 constexpr int kRowKernelWarps = 8;
 
+// The query row a warp of a row kernel owns (rows past seq_q in the last
+// CTA have none: the kernels return there), its head and batch, and the lane.
+struct WarpRow {
+  int row, head, batch, lane;
+};
+__device__ __forceinline__ WarpRow warp_row(const AttentionParams& p) {
+  const CtaTile tile = query_tile<kRowKernelWarps, 1>(p);  // a warp per query row
+  return {tile.row0 + int(threadIdx.x >> 5), tile.head, tile.batch, int(threadIdx.x & 31)};
+}
+
 // The fp32 dQ accumulator is packed [batch][heads_q][seq_q][dim_qk].
 __device__ __forceinline__ float* grad_q_accum_row(const AttentionParams& p, int batch, int head,
                                                    int row) {
@@ -23,9 +33,7 @@ __device__ __forceinline__ float* grad_q_accum_row(const AttentionParams& p, int
 template <class C>
 struct BackwardPrepare {
   static __device__ void run(const AttentionParams& p, unsigned char*) {
-    const int lane = threadIdx.x & 31;
-    const CtaTile tile = query_tile<kRowKernelWarps, 1>(p);  // a warp per query row
-    const int row = tile.row0 + (threadIdx.x >> 5), head = tile.head, batch = tile.batch;
+    const auto [row, head, batch, lane] = warp_row(p);
     if (row >= p.seq_q) return;
     const u16* grad_o = head_slice<const u16>(p.grad_o, batch, head) + row * p.grad_o.stride_seq;
     const u16* o = head_slice<const u16>(p.o, batch, head) + row * p.o.stride_seq;
@@ -42,9 +50,7 @@ struct BackwardPrepare {
 template <class C>
 struct ConvertGradQ {
   static __device__ void run(const AttentionParams& p, unsigned char*) {
-    const int lane = threadIdx.x & 31;
-    const CtaTile tile = query_tile<kRowKernelWarps, 1>(p);  // a warp per query row
-    const int row = tile.row0 + (threadIdx.x >> 5), head = tile.head, batch = tile.batch;
+    const auto [row, head, batch, lane] = warp_row(p);
     if (row >= p.seq_q) return;
     u16* grad_q = head_slice<u16>(p.grad_q, batch, head) + row * p.grad_q.stride_seq;
     const float* accum = grad_q_accum_row(p, batch, head, row);
@@ -60,9 +66,7 @@ struct ConvertGradQ {
 template <class C>
 struct CombineSplits {
   static __device__ void run(const AttentionParams& p, unsigned char*) {
-    const int lane = threadIdx.x & 31;
-    const CtaTile tile = query_tile<kRowKernelWarps, 1>(p);  // a warp per query row
-    const int row = tile.row0 + (threadIdx.x >> 5), head = tile.head, batch = tile.batch;
+    const auto [row, head, batch, lane] = warp_row(p);
     if (row >= p.seq_q) return;
     float most = negative_infinity();
     for (int s = 0; s < p.key_splits; ++s)
