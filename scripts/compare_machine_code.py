@@ -41,7 +41,7 @@ NVRTC_OPTIONS = ["-std=c++17", "-default-device", "-lineinfo"]
 
 DIMS = [1, 40, 64, 127, 128, 192, 199, 256, 257, 385, 512]
 KINDS = ["forward", "backward_query", "backward_key_value", "backward_atomic"]
-ROW_KINDS = ["backward_prepare", "convert_grad_q"]
+ROW_KINDS = ["backward_prepare", "convert_grad_q", "forward_combine"]
 
 # Families the default tunings of the spread above do not pick on sm_90a.
 FORCED = [
@@ -77,6 +77,8 @@ def cases(quick: bool) -> list[list[str]]:
     out.append(["--kind", "backward_key_value", "--dqk", "192", "--dv", "128"])
     for kind in ROW_KINDS:
         out.append(["--kind", kind, "--dqk", "128"])
+    for d in ([128] if quick else [64, 127, 128, 512]):  # decode's split-key forward
+        out.append(["--kind", "forward", "--dqk", str(d), "--split-keys"])
     for kind, d, tuning in FORCED:
         out.append(["--kind", kind, "--dqk", str(d), "--tuning", tuning])
     return out

@@ -30,7 +30,8 @@ bool looks_like_arch(const std::string& arch) {
 int source_command(const std::vector<std::string>& words) {
   Arguments a("source",
               "--kind K --dqk D [--dv D] [--dtype bf16|f16|f32] [--causal] [--vec 8|4|2|1|0]\n"
-              "                      [--arch sm_90a] [--tuning \"rows=128 cols=64 ...\"] [--headers]",
+              "                      [--split-keys] [--arch sm_90a] [--tuning \"rows=128 cols=64 ...\"]\n"
+              "                      [--headers]",
               "Prints the kernel source flashgen generates for one spec, as NVRTC compiles it,\n"
               "after a comment line with the spec, the tuning and the shared memory per CTA.\n"
               "The tuning is the library's default for the spec on ARCH (default_tuning; the\n"
@@ -38,19 +39,22 @@ int source_command(const std::vector<std::string>& words) {
               "gives one. No GPU needed. Exit code 2 for a bad option, 3 for a tuning that\n"
               "does not fit the spec.");
   a.option("kind", "K", "forward, backward_query, backward_key_value, backward_atomic,\n"
-                        "                          backward_prepare or convert_grad_q");
+                        "                          backward_prepare, convert_grad_q or forward_combine");
   a.option("dqk", "D", "head dimension of queries and keys");
   a.option("dv", "D", "head dimension of values (default: --dqk)");
   a.option("dtype", "T", "bf16 (default), f16, or f32 (the fp32 CUDA-core kernels)");
   a.flag("causal", "causal mask, bottom-right aligned");
+  a.flag("split-keys", "forward: the split-key kernel of decode (partial results for\n"
+                       "                          forward_combine)");
   a.option("vec", "V", "alignment class: 8 (16-byte rows), 4, 2, 1, or 0 (dim stride not 1);\n"
                        "                          default: that of packed tensors of these dims");
   a.option("arch", "ARCH", "NVRTC target (default sm_90a); sets the shared-memory limit");
   a.option("tuning", "TEXT", "\"rows=R cols=C head=H warps=W cache=Q,K,V,dO|none [mma=wgmma]\";\n"
                              "                          fields left out: rows=64 cols=64 head=0 "
                              "warps=4 cache=none;\n"
-                             "                          backward_prepare and convert_grad_q "
-                             "ignore it");
+                             "                          the row kernels (backward_prepare, "
+                             "convert_grad_q,\n"
+                             "                          forward_combine) ignore it");
   a.flag("headers", "also print the device headers the source includes, each after\n"
                     "                          a \"// ---- file: NAME ----\" line");
   if (!a.parse(words)) return kExitOk;
@@ -63,6 +67,7 @@ int source_command(const std::vector<std::string>& words) {
   spec.dim_v = int(a.integer("dv", spec.dim_qk, 1, kMaxCommandDim));
   spec.dtype = dtype_named(a.choice("dtype", "bf16", {"bf16", "f16", "f32"}));
   spec.causal = a.given("causal");
+  spec.split_keys = a.given("split-keys");
   spec.vec = std::stoi(a.choice("vec", std::to_string(packed_vec(spec.dim_qk, spec.dim_v)),
                                 {"8", "4", "2", "1", "0"}));
   spec.arch = a.text("arch", "sm_90a");

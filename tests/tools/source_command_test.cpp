@@ -28,7 +28,7 @@ TEST_F(SourceCommand, PrintsTheSpecAndTheEntryPoint) {
 
 TEST_F(SourceCommand, EveryKindWithItsOptions) {
   for (const char* kind : {"forward", "backward_query", "backward_key_value", "backward_atomic",
-                           "backward_prepare", "convert_grad_q"}) {
+                           "backward_prepare", "convert_grad_q", "forward_combine"}) {
     const Outcome o = run_cli(std::string("source --kind ") + kind +
                               " --dqk 96 --dv 80 --dtype f16 --causal --vec 4 --arch sm_80");
       EXPECT_EQ(o.exit_code, 0) << kind << ": " << o.output;
@@ -36,6 +36,18 @@ TEST_F(SourceCommand, EveryKindWithItsOptions) {
         << o.output;
     EXPECT_TRUE(contains(o.output, "extern \"C\"")) << o.output;
   }
+}
+
+TEST_F(SourceCommand, SplitKeysForward) {
+  const Outcome o = run_cli("source --kind forward --dqk 128 --split-keys");
+  EXPECT_EQ(o.exit_code, 0) << o.output;
+  EXPECT_TRUE(contains(o.output, "dqk=128 dv=128 causal=0 vec=8 sm_90a split_keys | rows=16 "))
+      << o.output;
+  EXPECT_TRUE(contains(o.output, "kSplitKeys = true")) << o.output;
+  const Outcome refused =
+      run_cli("source --kind backward_query --dqk 128 --split-keys");
+  EXPECT_EQ(refused.exit_code, 3) << refused.output;
+  EXPECT_TRUE(contains(refused.output, "split_keys is a forward")) << refused.output;
 }
 
 TEST_F(SourceCommand, GivenTuning) {
