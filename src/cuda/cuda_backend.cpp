@@ -48,14 +48,14 @@ const GeneratedKernel& generated_kernel(const KernelSpec& spec, const TuningPara
 }
 
 // The split-key forward's tuning: a forced forward tuning (ScopedTuningOverride,
-// FLASHGEN_TUNING) the mma.sync kernel runs, else the heuristic's (the tables'
-// rows time the forward over all keys, not this kernel).
+// FLASHGEN_TUNING; may_split_keys lets only mma.sync ones through), else the
+// heuristic's (the tables' rows time the forward over all keys, not this
+// kernel).
 TuningParams split_keys_tuning_for(const KernelSpec& spec, const Problem& p,
                                    std::size_t shared_limit) {
-  if (tuning_overridden(KernelKind::forward)) {
-    const std::optional<TuningParams> forced = lookup_tuning(spec, p, shared_limit);
-    if (forced && !forced->wgmma && !forced->producer) return *forced;
-  }
+  if (tuning_overridden(KernelKind::forward))
+    if (const std::optional<TuningParams> forced = lookup_tuning(spec, p, shared_limit))
+      return *forced;
   return default_tuning(spec, shared_limit);
 }
 
@@ -326,10 +326,10 @@ int key_splits(const Problem& p, const KernelChoice& split, int ordinal) {
 // fp32 partial O and LSE go to stream-ordered scratch, which forward_combine
 // merges into O and LSE in a fixed order (no atomics: the same bits on
 // every run).
-void forward_split_keys(const Problem& p, const ForwardArgs& args, const ResolvedKernel& split,
-                        int splits, void* stream) {
-  const int vec = forward_vec(args), ordinal = args.q.device;
-  const ResolvedKernel combine = resolve(KernelKind::forward_combine, p, vec, false, ordinal);
+void forward_split_keys(const Problem& p, const ForwardArgs& args, int vec,
+                        const ResolvedKernel& split, int splits, void* stream) {
+  const ResolvedKernel combine =
+      resolve(KernelKind::forward_combine, p, vec, false, args.q.device);
   const std::size_t rows = static_cast<std::size_t>(splits * p.batch * p.heads_q * p.seq_q);
   const std::size_t lse_bytes = align256(sizeof(float) * rows);
   const std::size_t scratch_bytes = lse_bytes + sizeof(float) * rows * p.dim_v;
@@ -403,7 +403,7 @@ void forward(const Problem& problem, const ForwardArgs& call, void* stream) {
   if (may_split_keys(p, vec, ordinal)) {
     const ResolvedKernel split = resolve(KernelKind::forward, p, vec, false, ordinal, true);
     if (const int splits = key_splits(p, split.choice, ordinal); splits > 1)
-      return forward_split_keys(p, args, split, splits, stream);
+      return forward_split_keys(p, args, vec, split, splits, stream);
   }
   const ResolvedKernel r =
       resolve(KernelKind::forward, p, vec, forward_tma_readable(args), ordinal);

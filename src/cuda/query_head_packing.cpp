@@ -13,7 +13,7 @@ namespace {
 // one query, bottom-right causal attends every key, so causal is dropped.
 bool packable(const Problem& p) {
   return p.seq_q == 1 && p.heads_kv > 0 && p.group_size() > 1 && !p.has_window() &&
-         p.softcap == 0.0 && !p.alibi_slopes.given() && !p.sinks.given() && !p.has_mask() &&
+         !p.modifies_scores() && !p.has_sinks() && !p.has_mask() &&
          !(p.causal && p.causal_alignment == CausalAlignment::top_left);
 }
 

@@ -44,7 +44,7 @@ template <bool kSplitKeys>
 __device__ __forceinline__ KeyBlockRange key_block_share(const AttentionParams& p, int blocks,
                                                          int split) {
   if (!kSplitKeys) return {0, blocks};
-  const int per_share = (blocks + p.key_splits - 1) / p.key_splits;
+  const int per_share = ceil_div(blocks, p.key_splits);
   const int first = min_of(blocks, split * per_share);
   return {first, min_of(blocks, first + per_share)};
 }
