@@ -7,7 +7,10 @@ attention kernels in the same process: SDPA forced to cuDNN, FLASH (FA2) and
 EFFICIENT, and FlexAttention compiled with a block mask for causal. Every
 system reads the same [batch, seq, heads, dim] tensors (SDPA and Flex through
 transposed views, as models call them), with GQA passed as such
-(enable_gqa), and bottom-right causal where seq_q != seq_kv.
+(enable_gqa), and bottom-right causal where seq_q != seq_kv. Workloads with
+a sliding window, a soft cap or sinks run where a peer can express them:
+FlexAttention (window as a block mask, soft cap as a score_mod; sinks
+nowhere); the SDPA backends refuse them.
 
 Each system's output is first checked against an fp32 computation of a few
 query rows, so a system that computes something else (top-left causal, say)
@@ -75,6 +78,9 @@ class Workload:
     dim_v: int = 0      # 0: dim_qk
     dtype: str = "bf16"
     backward: bool = True  # False: decode, timed forward only
+    window: tuple = (-1, -1)  # (left, right) as flash-attn's window_size; -1 unbounded
+    softcap: float = 0.0      # 0: none
+    sinks: bool = False       # a sink logit per query head (values fixed per run)
 
     def __post_init__(self):
         for field in ("heads_kv", "seq_kv", "dim_v"):
@@ -89,10 +95,20 @@ class Workload:
             raise ValueError(f"workload '{self.name}': heads_kv ({self.heads_kv}) must divide heads_q ({self.heads_q})")
         if self.dtype not in ELEMENT_BYTES:
             raise ValueError(f"workload '{self.name}': dtype must be one of {sorted(ELEMENT_BYTES)}")
+        object.__setattr__(self, "window", tuple(self.window))
+        if len(self.window) != 2 or any(not isinstance(x, int) or x < -1 for x in self.window):
+            raise ValueError(f"workload '{self.name}': window must be [left, right], each >= -1")
+
+    @property
+    def modified(self):
+        """Whether the workload masks or modifies scores beyond causal."""
+        return self.window != (-1, -1) or self.softcap > 0 or self.sinks
 
     def shape(self):
-        return {key: value for key, value in dataclasses.asdict(self).items()
-                if key not in ("name", "backward")}
+        modifiers = ("window", "softcap", "sinks")
+        return {key: (list(value) if key == "window" else value)
+                for key, value in dataclasses.asdict(self).items()
+                if key not in ("name", "backward") and (key not in modifiers or self.modified)}
 
 
 # ----------------------------------------------------------------------------
@@ -110,21 +126,31 @@ def load_suite(path, only=None):
     return parse(data.get("workloads", [])), parse(data.get("host", []))
 
 
-def attended_pairs(seq_q, seq_kv, causal):
-    """(query, key) pairs computed per head; causal is bottom-right aligned."""
-    if not causal:
+def attended_pairs(seq_q, seq_kv, causal, window=(-1, -1)):
+    """(query, key) pairs computed per head; causal is bottom-right aligned,
+    the window (left, right) measured from the same diagonal."""
+    offset = seq_kv - seq_q  # query i's diagonal is key i + offset
+    if not causal and window == (-1, -1):
         return seq_q * seq_kv
-    offset = seq_kv - seq_q  # query i sees keys j <= i + offset
-    return sum(min(seq_kv, max(0, i + offset + 1)) for i in range(seq_q))
+    left, right = window
+    pairs = 0
+    for i in range(seq_q):
+        begin = 0 if left < 0 else max(0, i + offset - left)
+        end = seq_kv if right < 0 else min(seq_kv, i + offset + right + 1)
+        if causal:
+            end = min(end, i + offset + 1)
+        pairs += max(0, end - begin)
+    return pairs
 
 
 def forward_flops(w):
-    return 2.0 * w.batch * w.heads_q * attended_pairs(w.seq_q, w.seq_kv, w.causal) * (w.dim_qk + w.dim_v)
+    pairs = attended_pairs(w.seq_q, w.seq_kv, w.causal, w.window)
+    return 2.0 * w.batch * w.heads_q * pairs * (w.dim_qk + w.dim_v)
 
 
 def backward_flops(w):
     """S and dP recomputed/formed (Dqk, Dv), dV (Dv), dQ and dK (Dqk each)."""
-    pairs = attended_pairs(w.seq_q, w.seq_kv, w.causal)
+    pairs = attended_pairs(w.seq_q, w.seq_kv, w.causal, w.window)
     return 2.0 * w.batch * w.heads_q * pairs * (3 * w.dim_qk + 2 * w.dim_v)
 
 
@@ -248,10 +274,16 @@ def system_call(system, w):
     if system.startswith("flashgen"):
         import flashgen
         deterministic = system == "flashgen"
-        return lambda q, k, v: flashgen.attention(q, k, v, causal=w.causal, deterministic=deterministic)
+        keywords = dict(window_size=w.window, softcap=w.softcap)
+        if w.sinks:
+            keywords["sinks"] = sink_logits(w)
+        return lambda q, k, v: flashgen.attention(q, k, v, causal=w.causal, deterministic=deterministic,
+                                                  **keywords)
     gqa = w.heads_q != w.heads_kv
     if system == "flex":
         return flex_call(w, gqa)
+    if w.modified:
+        raise NotImplementedError("SDPA has no sliding window, soft cap or sinks")
     from torch.nn.attention import SDPBackend, sdpa_kernel
     from torch.nn.functional import scaled_dot_product_attention
     backend = {"flash": SDPBackend.FLASH_ATTENTION, "cudnn": SDPBackend.CUDNN_ATTENTION,
@@ -276,21 +308,39 @@ def flex_call(w, gqa):
         torch._functorch.config.donated_buffer = False  # the backward is replayed with retain_graph
     except AttributeError:
         pass
+    if w.sinks:
+        raise NotImplementedError("FlexAttention has no sinks")
     compiled = torch.compile(flex_attention, dynamic=False)
-    block_mask = None
-    if w.causal:
-        offset = w.seq_kv - w.seq_q
-
-        def bottom_right(b, h, q_idx, kv_idx):
-            return q_idx + offset >= kv_idx
-        block_mask = create_block_mask(bottom_right, B=None, H=None, Q_LEN=w.seq_q, KV_LEN=w.seq_kv,
+    block_mask = score_mod = None
+    offset, (left, right) = w.seq_kv - w.seq_q, w.window
+    if w.causal or w.window != (-1, -1):
+        def visible(b, h, q_idx, kv_idx):
+            seen = kv_idx >= 0
+            if w.causal:
+                seen = seen & (kv_idx <= q_idx + offset)
+            if left >= 0:
+                seen = seen & (kv_idx >= q_idx + offset - left)
+            if right >= 0:
+                seen = seen & (kv_idx <= q_idx + offset + right)
+            return seen
+        block_mask = create_block_mask(visible, B=None, H=None, Q_LEN=w.seq_q, KV_LEN=w.seq_kv,
                                        device="cuda")
+    if w.softcap > 0:
+        cap = w.softcap
+
+        def score_mod(score, b, h, q_idx, kv_idx):
+            return cap * torch.tanh(score / cap)
 
     def call(q, k, v):
         o = compiled(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), block_mask=block_mask,
-                     enable_gqa=gqa)
+                     score_mod=score_mod, enable_gqa=gqa)
         return o.transpose(1, 2)
     return call
+
+
+def sink_logits(w):
+    """The sinks of a workload: fp32 [heads_q], spread over [-1, 2)."""
+    return torch.linspace(-1.0, 2.0, w.heads_q + 1, device="cuda")[:-1].contiguous()
 
 
 def checked_rows(w):
@@ -307,9 +357,23 @@ def check_against_fp32(w, inputs, o):
     k = inputs["k"][0].float().transpose(0, 1).repeat_interleave(group, 0)  # [Hq, Skv, Dqk]
     v = inputs["v"][0].float().transpose(0, 1).repeat_interleave(group, 0)
     s = q @ k.transpose(1, 2) / w.dim_qk ** 0.5
+    if w.softcap > 0:
+        s = w.softcap * torch.tanh(s / w.softcap)
+    keys = torch.arange(w.seq_kv, device="cuda")[None, None, :]
+    diagonal = rows[None, :, None] + (w.seq_kv - w.seq_q)
+    left, right = w.window
+    hidden = torch.zeros_like(s, dtype=torch.bool)
     if w.causal:
-        keys = torch.arange(w.seq_kv, device="cuda")
-        s = s.masked_fill(keys[None, None, :] > rows[None, :, None] + (w.seq_kv - w.seq_q), float("-inf"))
+        hidden |= keys > diagonal
+    if left >= 0:
+        hidden |= keys < diagonal - left
+    if right >= 0:
+        hidden |= keys > diagonal + right
+    s = s.masked_fill(hidden, float("-inf"))
+    if w.sinks:  # a column with the sink's logit and no value
+        sink = sink_logits(w)[:, None, None].expand(-1, s.shape[1], 1)
+        s = torch.cat([s, sink], dim=-1)
+        v = torch.cat([v, torch.zeros_like(v[:, :1])], dim=1)
     expected = torch.nan_to_num(torch.softmax(s, dim=-1)) @ v        # [Hq, r, Dv]
     got = o[0, rows].float().transpose(0, 1)
     error = float((got - expected).abs().max() / expected.abs().max().clamp_min(1e-30))

@@ -41,7 +41,7 @@ NVRTC_OPTIONS = ["-std=c++17", "-default-device", "-lineinfo"]
 
 DIMS = [1, 40, 64, 127, 128, 192, 199, 256, 257, 385, 512]
 KINDS = ["forward", "backward_query", "backward_key_value", "backward_atomic"]
-ROW_KINDS = ["backward_prepare", "convert_grad_q", "forward_combine"]
+ROW_KINDS = ["backward_prepare", "convert_grad_q", "forward_combine", "backward_sinks"]
 
 # Families the default tunings of the spread above do not pick on sm_90a.
 FORCED = [

@@ -38,7 +38,7 @@ TOOLS = ("memcheck", "racecheck", "synccheck", "initcheck")
 # The kernels' entry points, as a sanitizer report names them.
 ENTRIES = ("flashgen_forward", "flashgen_backward_query", "flashgen_backward_key_value",
            "flashgen_backward_atomic", "flashgen_backward_prepare", "flashgen_convert_grad_q",
-           "flashgen_forward_combine")
+           "flashgen_forward_combine", "flashgen_backward_sinks")
 ENTRY_PATTERN = re.compile(r"\b(" + "|".join(ENTRIES) + r")\b")
 
 # Hazards a tool reports where the code is ordered in a way the tool does

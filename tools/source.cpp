@@ -29,8 +29,9 @@ bool looks_like_arch(const std::string& arch) {
 
 int source_command(const std::vector<std::string>& words) {
   Arguments a("source",
-              "--kind K --dqk D [--dv D] [--dtype bf16|f16|f32] [--causal] [--vec 8|4|2|1|0]\n"
-              "                      [--split-keys] [--arch sm_90a] [--tuning \"rows=128 cols=64 ...\"]\n"
+              "--kind K --dqk D [--dv D] [--dtype bf16|f16|f32] [--causal] [--window]\n"
+              "                      [--softcap] [--sinks] [--vec 8|4|2|1|0]"
+              " [--split-keys] [--arch sm_90a] [--tuning \"rows=128 cols=64 ...\"]\n"
               "                      [--headers]",
               "Prints the kernel source flashgen generates for one spec, as NVRTC compiles it,\n"
               "after a comment line with the spec, the tuning and the shared memory per CTA.\n"
@@ -39,11 +40,15 @@ int source_command(const std::vector<std::string>& words) {
               "gives one. No GPU needed. Exit code 2 for a bad option, 3 for a tuning that\n"
               "does not fit the spec.");
   a.option("kind", "K", "forward, backward_query, backward_key_value, backward_atomic,\n"
-                        "                          backward_prepare, convert_grad_q or forward_combine");
+                        "                          backward_prepare, convert_grad_q, forward_combine or\n"
+                        "                          backward_sinks");
   a.option("dqk", "D", "head dimension of queries and keys");
   a.option("dv", "D", "head dimension of values (default: --dqk)");
   a.option("dtype", "T", "bf16 (default), f16, or f32 (the fp32 CUDA-core kernels)");
-  a.flag("causal", "causal mask, bottom-right aligned");
+  a.flag("causal", "mask keys past a diagonal (causal, or a sliding window's right edge)");
+  a.flag("window", "mask keys before a diagonal (a sliding window's left edge)");
+  a.flag("softcap", "soft-capped logits");
+  a.flag("sinks", "forward: a sink logit per query head");
   a.flag("split-keys", "forward: the split-key kernel of decode (partial results for\n"
                        "                          forward_combine)");
   a.option("vec", "V", "alignment class: 8 (16-byte rows), 4, 2, 1, or 0 (dim stride not 1);\n"
@@ -54,7 +59,7 @@ int source_command(const std::vector<std::string>& words) {
                              "warps=4 cache=none;\n"
                              "                          the row kernels (backward_prepare, "
                              "convert_grad_q,\n"
-                             "                          forward_combine) ignore it");
+                             "                          forward_combine, backward_sinks) ignore it");
   a.flag("headers", "also print the device headers the source includes, each after\n"
                     "                          a \"// ---- file: NAME ----\" line");
   if (!a.parse(words)) return kExitOk;
@@ -67,6 +72,9 @@ int source_command(const std::vector<std::string>& words) {
   spec.dim_v = int(a.integer("dv", spec.dim_qk, 1, kMaxCommandDim));
   spec.dtype = dtype_named(a.choice("dtype", "bf16", {"bf16", "f16", "f32"}));
   spec.causal = a.given("causal");
+  spec.window = a.given("window");
+  spec.softcap = a.given("softcap");
+  spec.sinks = a.given("sinks");
   spec.split_keys = a.given("split-keys");
   spec.vec = std::stoi(a.choice("vec", std::to_string(packed_vec(spec.dim_qk, spec.dim_v)),
                                 {"8", "4", "2", "1", "0"}));

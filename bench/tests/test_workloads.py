@@ -41,6 +41,23 @@ def test_attended_pairs_bottom_right():
     assert workloads.attended_pairs(5, 2, True) == 0 + 0 + 0 + 1 + 2
 
 
+def test_attended_pairs_with_a_window():
+    # Query i's diagonal is key i + (Skv - Sq); left 1: the diagonal and the key before it.
+    assert workloads.attended_pairs(4, 4, True, (1, 0)) == 1 + 2 + 2 + 2
+    assert workloads.attended_pairs(4, 4, False, (0, 1)) == 2 + 2 + 2 + 1
+    assert workloads.attended_pairs(2, 5, False, (-1, 0)) == 4 + 5
+    assert workloads.attended_pairs(3, 3, True, (-1, 5)) == workloads.attended_pairs(3, 3, True)
+
+
+def test_modified_workloads_report_their_modifiers():
+    plain = workloads.Workload("plain", 1, 2, 16, 64, True)
+    assert "window" not in plain.shape() and not plain.modified
+    gemma = workloads.Workload("gemma", 1, 2, 16, 256, True, window=[4, 0], softcap=50.0)
+    assert gemma.modified and gemma.shape()["window"] == [4, 0] and gemma.shape()["softcap"] == 50.0
+    with pytest.raises(ValueError, match="window must be"):
+        workloads.Workload("bad", 1, 2, 16, 64, True, window=(-2, 0))
+
+
 def test_flops_follow_the_flashattention_convention():
     w = workloads.Workload(name="x", batch=2, heads_q=16, seq_q=1024, dim_qk=64, causal=False)
     assert workloads.forward_flops(w) == 4 * 2 * 16 * 1024 ** 2 * 64

@@ -86,8 +86,9 @@ typedef struct {
   void* stream;          /* CUstream / cudaStream_t, NULL = default */
   int32_t cpu_threads;   /* 0 = all hardware threads */
   int32_t reserved;
-  /* Masks and score modifiers (flash-attn 2 conventions; CPU backend only for
-   * now, the CUDA backend refuses them). Defaults: all off. */
+  /* Masks and score modifiers (flash-attn 2 conventions; the CUDA backend runs
+   * the window and causal_alignment, and refuses the others for now). Defaults:
+   * all off. */
   int64_t window_left;          /* query i sees keys j >= i + seq_kv - seq_q - left; -1 = unbounded */
   int64_t window_right;         /* ... and j <= i + seq_kv - seq_q + right; -1 = unbounded */
   double softcap;               /* s <- softcap * tanh(s / softcap); 0 = off */

@@ -1,7 +1,8 @@
 """flashgen.attention (torch) with the masks and score modifiers: the
 keywords reach the library (CPU tensors, against a float64 numpy oracle),
-the sinks' gradient comes back through autograd, and CUDA tensors are
-refused by name until the GPU kernels have these options."""
+the sinks' gradient comes back through autograd; on CUDA tensors windows,
+top-left causal, the soft cap and sinks run on the GPU, and the options its
+kernels do not run yet are refused by name."""
 
 from __future__ import annotations
 
@@ -86,5 +87,38 @@ def test_cuda_tensors_are_refused_by_name():
     q, k, v, _ = _case({}, requires_grad=False)
     q, k, v = q.cuda(), k.cuda(), v.cuda()
     with pytest.raises(flashgen.UnsupportedError,
-                       match="window_size: not supported by the CUDA backend yet"):
-        flashgen.attention(q, k, v, window_size=(8, 0))
+                       match="alibi_slopes: not supported by the CUDA backend yet"):
+        flashgen.attention(q, k, v, alibi_slopes=torch.full((4,), 0.5, device="cuda"))
+
+
+CUDA_MASKS = [
+    dict(causal=True, window_size=(40, 0)),
+    dict(window_size=(25, 9)),
+    dict(causal="top_left"),
+    dict(causal="top_left", window_size=(30, -1)),
+]
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+@pytest.mark.parametrize("spec", CUDA_MASKS, ids=lambda s: "-".join(f"{k}={v}" for k, v in s.items()))
+def test_cuda_windows_and_top_left_match_float64(spec):
+    generator = torch.Generator().manual_seed(5)
+    batch, seq_q, seq_kv, heads_q, heads_kv, dim = 2, 150, 230, 4, 2, 64
+    # Drawn in bf16, so the float64 oracle sees the kernels' very inputs.
+    q, k, v = ((torch.rand((batch, s, h, dim), generator=generator) * 2 - 1).bfloat16().float()
+               for s, h in ((seq_q, heads_q), (seq_kv, heads_kv), (seq_kv, heads_kv)))
+    do = (torch.rand((batch, seq_q, heads_q, dim), generator=generator) - 0.5).bfloat16().float()
+    expected = ref.attention(q.numpy().astype(np.float64), k.numpy().astype(np.float64),
+                             v.numpy().astype(np.float64), do.numpy().astype(np.float64),
+                             **_numpy_keywords(spec))
+    qc, kc, vc = (t.to("cuda", torch.bfloat16).requires_grad_(True) for t in (q, k, v))
+    o, lse = flashgen.attention(qc, kc, vc, return_lse=True, **spec)
+    o.backward(do.to("cuda", torch.bfloat16))
+    # bf16 inputs and outputs: a few bf16 ulps of values below 1.
+    np.testing.assert_allclose(o.float().cpu().detach().numpy(), expected[0], atol=2e-2)
+    finite = np.isfinite(expected[1])
+    lse = lse.detach().cpu().numpy()
+    np.testing.assert_allclose(lse[finite], expected[1][finite], atol=2e-2)
+    assert np.array_equal(np.isfinite(lse), finite)
+    for tensor, want in zip((qc, kc, vc), expected[2:5]):
+        np.testing.assert_allclose(tensor.grad.float().cpu().numpy(), want, atol=3e-2)

@@ -41,6 +41,9 @@ GeneratedKernel generate(const KernelSpec& spec, const TuningParams& t) {
     << "  static constexpr int kDimQK = " << spec.dim_qk << ";\n"
     << "  static constexpr int kDimV = " << spec.dim_v << ";\n"
     << "  static constexpr bool kCausal = " << (spec.causal ? "true" : "false") << ";\n"
+    << "  static constexpr bool kWindow = " << (spec.window ? "true" : "false") << ";\n"
+    << "  static constexpr bool kSoftcap = " << (spec.softcap ? "true" : "false") << ";\n"
+    << "  static constexpr bool kSinks = " << (spec.sinks ? "true" : "false") << ";\n"
     << "  static constexpr int kVec = " << spec.vec << ";\n";
   if (!is_row_kernel(spec.kind)) {
     s << "  static constexpr int kWarps = " << t.warps << ";\n"

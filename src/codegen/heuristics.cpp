@@ -296,7 +296,8 @@ TuningParams mma_sync_shape_for(const KernelSpec& spec) {
     case KernelKind::backward_atomic: return backward_atomic_tuning(spec);
     case KernelKind::backward_prepare:
     case KernelKind::convert_grad_q:
-    case KernelKind::forward_combine: return {};
+    case KernelKind::forward_combine:
+    case KernelKind::backward_sinks: return {};
   }
   return {};
 }
@@ -351,9 +352,24 @@ TuningParams tuning_without_tma(const KernelSpec& spec, const TuningParams& t,
   return default_tuning(untiled, shared_limit);
 }
 
+// The window's second diagonal and the soft cap keep more values live per
+// score. Where the plain shape has no register left (compiling every kind,
+// tests/codegen/compile_spread_test.cpp, found 4 to 16 bytes of spills), the
+// next narrower traversed block: the forward of three warpgroups over
+// 128-key blocks (D <= 64) and the mma.sync query kernel of two row tiles
+// per warp.
+static TuningParams with_room_for_score_modifiers(const KernelSpec& spec, TuningParams t) {
+  if (!spec.window && !spec.softcap) return t;
+  if (spec.kind == KernelKind::forward && t.wgmma && t.warps == 12 && t.block_cols == 128)
+    t.block_cols = 64;
+  if (spec.kind == KernelKind::backward_query && !t.wgmma && t.row_tiles() == 2)
+    t.block_cols = narrower(t.block_cols);
+  return t;
+}
+
 TuningParams default_tuning(const KernelSpec& spec, std::size_t shared_limit) {
   if (spec.dtype == DType::f32) return f32_tuning(spec, shared_limit);
-  TuningParams t = shape_for(spec);
+  TuningParams t = with_room_for_score_modifiers(spec, shape_for(spec));
   // The kernels with split=dims: the query kernel narrower key blocks, then
   // K two stages deep (at D = 384, 16 keys three deep beat 32 two deep by
   // 9%); the key/value kernel the other way round (the tuner's choice at

@@ -50,6 +50,7 @@ KindInfo info_of(const KernelSpec& spec, const TuningParams& t) {
     case KernelKind::backward_prepare: return {"kernels/row_kernels.cuh", "BackwardPrepare"};
     case KernelKind::convert_grad_q: return {"kernels/row_kernels.cuh", "ConvertGradQ"};
     case KernelKind::forward_combine: return {"kernels/row_kernels.cuh", "CombineSplits"};
+    case KernelKind::backward_sinks: return {"kernels/row_kernels.cuh", "SinkGradients"};
   }
   throw Error(ErrorCode::invalid_argument, "unknown kernel kind");
 }
@@ -58,7 +59,7 @@ std::string entry_of(KernelKind kind) { return std::string("flashgen_") + to_str
 
 bool is_row_kernel(KernelKind kind) {
   return kind == KernelKind::backward_prepare || kind == KernelKind::convert_grad_q ||
-         kind == KernelKind::forward_combine;
+         kind == KernelKind::forward_combine || kind == KernelKind::backward_sinks;
 }
 
 }  // namespace flashgen

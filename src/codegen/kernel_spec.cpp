@@ -13,6 +13,7 @@ const char* to_string(KernelKind kind) {
     case KernelKind::backward_prepare: return "backward_prepare";
     case KernelKind::convert_grad_q: return "convert_grad_q";
     case KernelKind::forward_combine: return "forward_combine";
+    case KernelKind::backward_sinks: return "backward_sinks";
   }
   return "?";
 }
@@ -21,6 +22,9 @@ std::string KernelSpec::to_string() const {
   std::ostringstream s;
   s << flashgen::to_string(kind) << ' ' << flashgen::to_string(dtype) << " dqk=" << dim_qk
     << " dv=" << dim_v << " causal=" << (causal ? 1 : 0) << " vec=" << vec << ' ' << arch;
+  if (window) s << " window";
+  if (softcap) s << " softcap";
+  if (sinks) s << " sinks";
   if (split_keys) s << " split_keys";
   return s.str();
 }

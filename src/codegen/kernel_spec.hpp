@@ -17,6 +17,7 @@ enum class KernelKind {
   backward_prepare,    // atomic backward: Dterm, and the fp32 dQ accumulator zeroed
   convert_grad_q,      // atomic backward: fp32 dQ accumulator -> dQ in the input dtype
   forward_combine,     // split-key forward: the shares' partial O and LSE -> O, LSE
+  backward_sinks,      // with sinks: dL/dsink per query head, from LSE and Dterm
 };
 const char* to_string(KernelKind kind);
 
@@ -25,6 +26,8 @@ struct KernelSpec {
   DType dtype = DType::bf16;  // of Q, K, V, O (and dO, dQ, dK, dV)
   int dim_qk = 0;
   int dim_v = 0;
+  // Keys past query i + an offset are masked: causal, or a sliding window's
+  // right edge (src/cuda/device/softmax/mask.cuh).
   bool causal = false;
   // Alignment class, in elements, shared by every tensor: 8 (16-byte rows and
   // pointers), 4, 2 or 1 (contiguous rows), 0 (a dim stride other than 1).
@@ -34,9 +37,15 @@ struct KernelSpec {
   // fp32 partial results that forward_combine merges (decode, where the query
   // blocks alone leave most of the GPU idle). The mma.sync kernel.
   bool split_keys = false;
+  // Keys before query i + an offset are masked: a sliding window's left edge.
+  bool window = false;
+  // Logits soft-capped (c·tanh(s / c)): the kernels that compute P.
+  bool softcap = false;
+  // A logit per query head in each row's softmax denominator: the forward.
+  bool sinks = false;
 
-  // "forward bf16 dqk=127 dv=127 causal=0 vec=1 sm_90a" (" split_keys" after
-  // it when set)
+  // "forward bf16 dqk=127 dv=127 causal=0 vec=1 sm_90a" (" window",
+  // " softcap", " sinks" and " split_keys" after it when set)
   std::string to_string() const;
   bool operator==(const KernelSpec&) const = default;
 };

@@ -54,7 +54,8 @@ std::size_t shared_bytes(const KernelSpec& spec, const TuningParams& t) {
     case KernelKind::backward_atomic: return fd::backward_key_value_mma_sync_shared_bytes(s, true);
     case KernelKind::backward_prepare:
     case KernelKind::convert_grad_q:
-    case KernelKind::forward_combine: return 0;
+    case KernelKind::forward_combine:
+    case KernelKind::backward_sinks: return 0;
   }
   return 0;
 }

@@ -59,6 +59,12 @@ TuningParams split_keys_tuning_for(const KernelSpec& spec, const Problem& p,
   return default_tuning(spec, shared_limit);
 }
 
+// Kernels that compute P from the scores (and so apply the score modifiers).
+bool computes_probabilities(KernelKind kind) {
+  return kind == KernelKind::forward || kind == KernelKind::backward_query ||
+         kind == KernelKind::backward_key_value || kind == KernelKind::backward_atomic;
+}
+
 // `tma_readable`: whether TMA can read the tensors the kernel traverses
 // (tma_can_read); where it cannot, a tuning whose producer copies by TMA
 // runs the same shape without the producer (tuning_without_tma).
@@ -70,7 +76,11 @@ KernelChoice choose(KernelKind kind, const Problem& p, int vec, bool tma_readabl
   c.spec.dtype = p.dtype;
   c.spec.dim_qk = static_cast<int>(p.dim_qk);
   c.spec.dim_v = static_cast<int>(p.dim_v);
-  c.spec.causal = p.causal;
+  const MaskDiagonals diagonals = mask_diagonals(p);
+  c.spec.causal = diagonals.past;
+  c.spec.window = diagonals.before;
+  c.spec.softcap = p.softcap > 0.0 && computes_probabilities(kind);
+  c.spec.sinks = p.has_sinks() && kind == KernelKind::forward;
   c.spec.vec = vec;
   const DeviceInfo& device = device_info(ordinal);
   c.spec.arch = device.arch();
@@ -103,7 +113,7 @@ struct Signature {
   KernelKind kind;
   DType dtype;
   int dim_qk, dim_v, vec, ordinal;
-  bool causal, tma_readable, split_keys;
+  bool causal, window, softcap, sinks, tma_readable, split_keys;
   std::int64_t seq;
   std::uint64_t tables;
   bool operator==(const Signature&) const = default;
@@ -115,8 +125,9 @@ struct SignatureHash {
     for (std::uint64_t field :
          {std::uint64_t(s.kind), std::uint64_t(s.dtype), std::uint64_t(s.dim_qk),
           std::uint64_t(s.dim_v), std::uint64_t(s.vec), std::uint64_t(s.ordinal),
-          std::uint64_t(s.split_keys) << 2 | std::uint64_t(s.causal) << 1 |
-              std::uint64_t(s.tma_readable),
+          std::uint64_t(s.sinks) << 5 | std::uint64_t(s.softcap) << 4 |
+              std::uint64_t(s.window) << 3 | std::uint64_t(s.split_keys) << 2 |
+              std::uint64_t(s.causal) << 1 | std::uint64_t(s.tma_readable),
           std::uint64_t(s.seq),
           s.tables})
       h = (h ^ field) * 0x100000001b3ull;  // FNV-1a over the fields
@@ -137,9 +148,20 @@ ResolvedKernel resolve(KernelKind kind, const Problem& p, int vec, bool tma_read
     return r;
   };
   if (tuning_overridden(kind)) return build();
-  const Signature key{kind,  p.dtype, static_cast<int>(p.dim_qk), static_cast<int>(p.dim_v),
-                      vec,   ordinal, p.causal,
-                      tma_readable, split_keys, std::max(p.seq_q, p.seq_kv),
+  const MaskDiagonals diagonals = mask_diagonals(p);
+  const Signature key{kind,
+                      p.dtype,
+                      static_cast<int>(p.dim_qk),
+                      static_cast<int>(p.dim_v),
+                      vec,
+                      ordinal,
+                      diagonals.past,
+                      diagonals.before,
+                      p.softcap > 0.0,
+                      p.has_sinks(),
+                      tma_readable,
+                      split_keys,
+                      std::max(p.seq_q, p.seq_kv),
                       tuning_tables_generation()};
   static std::mutex mutex;
   static auto* memo = new std::unordered_map<Signature, ResolvedKernel, SignatureHash>();  // leaked: calls may run at exit
@@ -177,9 +199,14 @@ bool use_atomic(const Problem& p, bool deterministic) {
 // The backward as a list of launches. Two-kernel: backward_query (dQ and
 // Dterm) then backward_key_value (dK, dV). Atomic: backward_prepare (Dterm,
 // zeroed fp32 dQ), backward_atomic (dK, dV, dQ partials), convert_grad_q.
-std::vector<KernelKind> backward_kinds(bool atomic) {
-  if (!atomic) return {KernelKind::backward_query, KernelKind::backward_key_value};
-  return {KernelKind::backward_prepare, KernelKind::backward_atomic, KernelKind::convert_grad_q};
+// With sinks, backward_sinks (their gradient, from Dterm) last.
+std::vector<KernelKind> backward_kinds(const Problem& p, bool atomic) {
+  std::vector<KernelKind> kinds =
+      atomic ? std::vector<KernelKind>{KernelKind::backward_prepare, KernelKind::backward_atomic,
+                                       KernelKind::convert_grad_q}
+             : std::vector<KernelKind>{KernelKind::backward_query, KernelKind::backward_key_value};
+  if (p.has_sinks()) kinds.push_back(KernelKind::backward_sinks);
+  return kinds;
 }
 
 int backward_vec(const BackwardArgs& a) {
@@ -265,11 +292,14 @@ flashgen_device::AttentionParams backward_params(const Problem& p, const Backwar
   float* dterm = reinterpret_cast<float*>(workspace);
   params.dterm = {dterm, p.heads_q * p.seq_q, p.seq_q, 1};
   params.grad_q_accum = atomic ? reinterpret_cast<float*>(workspace + dterm_bytes(p)) : nullptr;
+  params.grad_sinks = p.grad_sinks.data;
+  params.grad_sinks_stride = p.grad_sinks.stride[0];
   return params;
 }
 
 // One launch of the backward: kernels over keys get a grid over key blocks
-// of the key/value heads, the others over query blocks of the query heads.
+// of the key/value heads, backward_sinks a CTA per query head, the others a
+// grid over query blocks of the query heads.
 void launch_backward_kind(KernelKind kind, const Problem& p, const BackwardArgs& args,
                           flashgen_device::AttentionParams& params, void* stream) {
   const ResolvedKernel r =
@@ -277,7 +307,9 @@ void launch_backward_kind(KernelKind kind, const Problem& p, const BackwardArgs&
   const bool over_keys =
       kind == KernelKind::backward_key_value || kind == KernelKind::backward_atomic;
   const LaunchShape shape = over_keys ? block_grid(r.choice, p.seq_kv, p.heads_kv, p.batch)
-                                      : block_grid(r.choice, p.seq_q, p.heads_q, p.batch);
+                            : kind == KernelKind::backward_sinks
+                                ? block_grid(r.choice, 1, p.heads_q, 1)
+                                : block_grid(r.choice, p.seq_q, p.heads_q, p.batch);
   if (over_keys)
     launch_resolved(r, shape, params, stream, args.q, args.grad_o);
   else
@@ -300,7 +332,9 @@ constexpr std::int64_t kMostKeyShares = 128;
 // fewer query blocks than SMs even at the most rows a block may have, and
 // no forced wgmma forward (a test or an experiment asked for that kernel).
 bool may_split_keys(const Problem& p, int vec, int ordinal) {
-  if (p.dtype == DType::f32 || p.seq_q > kMostSplitKeyRows || p.seq_kv < 2 * kLeastKeysPerShare)
+  // The combine kernel has no sink to add.
+  if (p.dtype == DType::f32 || p.has_sinks() || p.seq_q > kMostSplitKeyRows ||
+      p.seq_kv < 2 * kLeastKeysPerShare)
     return false;
   if (p.heads_q * p.batch >= device_info(ordinal).sm_count) return false;
   if (tuning_overridden(KernelKind::forward)) {
@@ -382,7 +416,7 @@ std::vector<std::string> forward_kernel_names(const Problem& problem, const Forw
 std::vector<std::string> backward_kernel_names(const Problem& p, const BackwardArgs& args,
                                                bool deterministic) {
   std::vector<std::string> names;
-  for (KernelKind kind : backward_kinds(use_atomic(p, deterministic)))
+  for (KernelKind kind : backward_kinds(p, use_atomic(p, deterministic)))
     names.push_back(
         choose(kind, p, backward_vec(args), backward_tma_readable(args), args.q.device)
             .generated->name);
@@ -424,7 +458,7 @@ void backward(const Problem& p, const BackwardArgs& args, void* stream, bool det
 
   flashgen_device::AttentionParams params = backward_params(p, args, workspace, atomic);
   try {
-    for (KernelKind kind : backward_kinds(atomic))
+    for (KernelKind kind : backward_kinds(p, atomic))
       launch_backward_kind(kind, p, args, params, stream);
   } catch (...) {
     if (owns_workspace) free_async(workspace, stream);
@@ -434,7 +468,8 @@ void backward(const Problem& p, const BackwardArgs& args, void* stream, bool det
 }
 
 void backward_stage(const Problem& p, const BackwardArgs& args, void* stream, KernelKind stage) {
-  const std::vector<KernelKind> stages = backward_kinds(false);
+  const std::vector<KernelKind> stages = {KernelKind::backward_query,
+                                          KernelKind::backward_key_value};
   if (std::find(stages.begin(), stages.end(), stage) == stages.end())
     throw Error(ErrorCode::invalid_argument,
                 "backward_stage runs a kernel of the deterministic backward (backward_query or "

@@ -1,6 +1,7 @@
 #include "cuda/kernel_args.hpp"
 
 #include <cmath>
+#include <algorithm>
 #include <cstdint>
 
 namespace flashgen::cuda {
@@ -13,6 +14,28 @@ flashgen_device::RowStatsArg row_stats_arg(const RowStatsView& t) {
   return {t.data, t.stride[0], t.stride[1], t.stride[2]};
 }
 
+MaskDiagonals mask_diagonals(const Problem& p) {
+  MaskDiagonals d;
+  const std::int64_t diagonal = p.diagonal_offset();
+  std::int64_t past = p.seq_kv;  // no key is past i + seq_kv for any i >= 0
+  if (p.causal) {
+    d.past = true;
+    past = p.causal_offset();
+  }
+  // The right edge masks a key of row 0 only when diagonal + right < seq_kv - 1.
+  if (p.window_right >= 0 && diagonal + p.window_right < p.seq_kv - 1) {
+    d.past = true;
+    past = std::min(past, diagonal + p.window_right);
+  }
+  // The left edge masks a key of the last row only when left < seq_kv - 1.
+  if (p.window_left >= 0 && p.window_left < p.seq_kv - 1) {
+    d.before = true;
+    d.before_offset = static_cast<int>(diagonal - p.window_left);
+  }
+  d.past_offset = static_cast<int>(past);
+  return d;
+}
+
 flashgen_device::AttentionParams problem_params(const Problem& p) {
   flashgen_device::AttentionParams a{};
   a.batch = static_cast<int>(p.batch);
@@ -23,10 +46,19 @@ flashgen_device::AttentionParams problem_params(const Problem& p) {
   a.group_size = static_cast<int>(p.group_size());
   a.dim_qk = static_cast<int>(p.dim_qk);
   a.dim_v = static_cast<int>(p.dim_v);
-  a.causal_offset = static_cast<int>(p.causal_offset());
+  const MaskDiagonals diagonals = mask_diagonals(p);
+  a.causal_offset = diagonals.past_offset;
+  a.window_offset = diagonals.before_offset;
   a.scale = static_cast<float>(p.scale);
   a.scale_log2 = static_cast<float>(p.scale * M_LOG2E);
   a.key_splits = 1;
+  if (p.softcap > 0.0) {
+    a.softcap_scale = static_cast<float>(p.scale / p.softcap);
+    a.softcap_log2 = static_cast<float>(p.softcap * M_LOG2E);
+    a.softcap_inverse_log2 = static_cast<float>(1.0 / (p.softcap * M_LOG2E));
+  }
+  a.sinks = p.sinks.data;
+  a.sinks_stride = p.sinks.stride[0];
   return a;
 }
 

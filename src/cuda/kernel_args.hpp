@@ -13,7 +13,18 @@ namespace flashgen::cuda {
 flashgen_device::TensorArg tensor_arg(const TensorView& t);
 flashgen_device::RowStatsArg row_stats_arg(const RowStatsView& t);
 
-// Problem-wide scalars (sizes, scale, causal offset); tensors left null.
+// The mask's two diagonals as the kernels take them (softmax/mask.cuh):
+// query i sees keys j <= i + past_offset where `past` (causal, or a window's
+// right edge) and j >= i + before_offset where `before` (a window's left
+// edge). A window side that masks no key of the problem is dropped, so a
+// window wider than the sequences costs nothing.
+struct MaskDiagonals {
+  bool past = false, before = false;
+  int past_offset = 0, before_offset = 0;
+};
+MaskDiagonals mask_diagonals(const Problem& p);
+
+// Problem-wide scalars (sizes, scale, the mask's diagonals); tensors left null.
 flashgen_device::AttentionParams problem_params(const Problem& p);
 
 // The widest copy (in elements: 8, 4, 2 or 1) every tensor allows: base

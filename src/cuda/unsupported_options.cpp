@@ -1,7 +1,7 @@
-// What the CUDA kernels do not run yet. Masks and score modifiers run on the
-// CPU backend (and the fp64 reference); until the kernels have them, a call
-// with one on CUDA tensors fails with this message instead of computing
-// something else.
+// What the CUDA kernels do not run yet: ALiBi and mask expressions run on
+// the CPU backend (and the fp64 reference) only; until the kernels have
+// them, a call with one on CUDA tensors fails with this message instead of
+// computing something else.
 #include <string>
 
 #include "cuda/cuda_backend.hpp"
@@ -10,16 +10,8 @@ namespace flashgen::cuda {
 
 std::string unsupported_option(const Problem& p) {
   const char* option = nullptr;
-  if (p.has_window())
-    option = "window_size";
-  else if (p.softcap > 0.0)
-    option = "softcap";
-  else if (p.alibi_slopes.given())
+  if (p.alibi_slopes.given())
     option = "alibi_slopes";
-  else if (p.sinks.given())
-    option = "sinks";
-  else if (p.causal && p.causal_alignment == CausalAlignment::top_left)
-    option = "causal top_left alignment";
   else if (p.has_mask())
     option = "mask_mod";
   if (option == nullptr) return "";

@@ -113,6 +113,7 @@ Iteration iteration_of(const KernelSpec& spec, const TuningParams& t) {
     case KernelKind::backward_prepare:
     case KernelKind::convert_grad_q:
     case KernelKind::forward_combine:
+    case KernelKind::backward_sinks:
       break;
   }
   // The backward kernels splitting the head dims read a stage until the
@@ -193,6 +194,7 @@ int register_demand(const KernelSpec& spec, const TuningParams& t) {
     case KernelKind::backward_prepare:
     case KernelKind::convert_grad_q:
     case KernelKind::forward_combine:
+    case KernelKind::backward_sinks:
       break;
   }
   return kBaseRegisters + tiles;

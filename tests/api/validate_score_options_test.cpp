@@ -118,7 +118,9 @@ TEST_F(ValidateScoreOptions, NothingThePlannerRefusesIsWritten) {
   EXPECT_EQ(grad_sinks, std::vector<float>(4, 9.0f));
 }
 
-// On CUDA memory each option is refused by name, whether or not there is a GPU.
+// On CUDA memory each option the kernels do not run yet is refused by name,
+// whether or not there is a GPU; the window, top-left causal, the soft cap
+// and sinks plan.
 TEST_F(ValidateScoreOptions, TheCudaBackendRefusesEachOptionByName) {
   for (TensorView* t : {&args.q, &args.k, &args.v, &args.o}) t->memory = MemoryKind::cuda;
   args.lse.memory = MemoryKind::cuda;
@@ -127,26 +129,18 @@ TEST_F(ValidateScoreOptions, TheCudaBackendRefusesEachOptionByName) {
                    {std::string(name) + ": not supported by the CUDA backend yet",
                     "use the CPU backend"});
   };
-  Options window;
-  window.window_left = 16;
-  refused(window, "window_size");
-  Options softcap;
-  softcap.softcap = 30.0;
-  refused(softcap, "softcap");
   Options alibi;
   alibi.alibi_slopes = HeadVectorView::heads(slopes.data(), 4, MemoryKind::cuda);
   refused(alibi, "alibi_slopes");
-  Options with_sinks;
-  with_sinks.sinks = HeadVectorView::heads(sinks.data(), 4, MemoryKind::cuda);
-  refused(with_sinks, "sinks");
-  Options top_left;
-  top_left.causal = true;
-  top_left.causal_alignment = CausalAlignment::top_left;
-  refused(top_left, "causal top_left alignment");
-  // Top-left without causal changes nothing, so it is not refused for that.
-  top_left.causal = false;
-  const Plan plan = plan_forward(args, top_left);
-  EXPECT_EQ(plan.reason.find("top_left"), std::string::npos) << plan.reason;
+  Options supported;
+  supported.causal = true;
+  supported.causal_alignment = CausalAlignment::top_left;
+  supported.window_left = 16;
+  supported.window_right = 3;
+  supported.softcap = 30.0;
+  supported.sinks = HeadVectorView::heads(sinks.data(), 4, MemoryKind::cuda);
+  const Plan plan = plan_forward(args, supported);
+  EXPECT_EQ(plan.reason.find("not supported"), std::string::npos) << plan.reason;
 }
 
 }  // namespace

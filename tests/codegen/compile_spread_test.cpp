@@ -22,12 +22,16 @@ struct SpreadCase {
   std::string arch;
   int vec;
   bool split_keys = false;
+  // The mask's left diagonal and the score modifiers (sinks: the forward only).
+  bool window = false, softcap = false, sinks = false;
 };
 
 std::string name_of(const SpreadCase& c) {
   std::string name = std::string(to_string(c.kind)) + "_d" + std::to_string(c.dim) + "_" +
                      to_string(c.dtype) + (c.causal ? "_causal_" : "_") + c.arch + "_vec" +
-                     std::to_string(c.vec) + (c.split_keys ? "_split_keys" : "");
+                     std::to_string(c.vec) + (c.split_keys ? "_split_keys" : "") +
+                     (c.window ? "_window" : "") + (c.softcap ? "_softcap" : "") +
+                     (c.sinks ? "_sinks" : "");
   return name;
 }
 
@@ -60,7 +64,8 @@ std::vector<SpreadCase> spread() {
   cases.push_back({KernelKind::forward, 68, DType::bf16, false, "sm_90a", 4});
   cases.push_back({KernelKind::forward, 130, DType::f16, true, "sm_90a", 2});
   for (KernelKind kind :
-       {KernelKind::backward_prepare, KernelKind::convert_grad_q, KernelKind::forward_combine})
+       {KernelKind::backward_prepare, KernelKind::convert_grad_q, KernelKind::forward_combine,
+        KernelKind::backward_sinks})
     cases.push_back({kind, 127, DType::bf16, false, "sm_90a", 1});
   // The split-key forward (decode) and its combine, from narrow to chunked heads.
   int s = 0;
@@ -70,6 +75,19 @@ std::vector<SpreadCase> spread() {
     cases.push_back({KernelKind::forward_combine, dim, DType::bf16, false, "sm_90a", 8});
     ++s;
   }
+  // Windows (both diagonals), soft caps and sinks on every kind the planner
+  // picks for them, both archs, narrow to wide heads.
+  int m = 0;
+  for (int dim : {40, 64, 127, 128, 256, 385})
+    for (const char* arch : {"sm_80", "sm_90a"})
+      for (KernelKind kind : {KernelKind::forward, KernelKind::backward_query,
+                              KernelKind::backward_key_value, KernelKind::backward_atomic}) {
+        SpreadCase c{kind, dim, m % 2 ? DType::f16 : DType::bf16, true, arch, dim % 8 ? 1 : 8};
+        c.window = true;
+        c.softcap = m++ % 3 != 0;
+        c.sinks = kind == KernelKind::forward && !c.softcap;
+        cases.push_back(c);
+      }
   // The fp32 kernels (forward and the deterministic backward) on both archs.
   int f = 0;
   for (int dim : {1, 40, 127, 257, 512})
@@ -93,6 +111,9 @@ TEST_P(CompileSpread, CompilesWithoutSpills) {
   spec.vec = c.vec;
   spec.arch = c.arch;
   spec.split_keys = c.split_keys;
+  spec.window = c.window;
+  spec.softcap = c.softcap;
+  spec.sinks = c.sinks;
   const TuningParams tuning = default_tuning(spec, shared_limit_of_arch(c.arch));
   const GeneratedKernel g = generate(spec, tuning);
   EXPECT_LE(g.shared_bytes, shared_limit_of_arch(c.arch)) << g.name;

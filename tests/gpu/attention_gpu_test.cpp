@@ -37,6 +37,83 @@ std::vector<Case> half_precision(std::vector<Case> cases) {
   return out;
 }
 
+// The mask's diagonals and the score modifiers (softmax/mask.cuh) on a
+// list's shapes: the list, then four of its cases again, one with a
+// two-sided sliding window, one with a left edge only (whole key blocks
+// skipped from the front), one top-left causal (with seq_q < seq_kv, keys no
+// query sees), one soft-capped with sinks.
+std::vector<Case> with_masks(std::vector<Case> cases) {
+  const std::size_t n = cases.size();
+  for (std::size_t i = 0; i < 4 && i < n; ++i) {
+    Case c = cases[(i * 2 + 1) % n];
+    const std::int64_t width = std::max<std::int64_t>(1, c.seq_kv / 3);
+    if (i == 0) {
+      c.window_left = width;
+      c.window_right = c.causal ? -1 : 17;
+    } else if (i == 1) {
+      c.window_left = width;
+    } else if (i == 2) {
+      c.causal = true;
+      c.alignment = CausalAlignment::top_left;
+    } else {
+      c.softcap = 2.5;
+      c.sinks = true;
+    }
+    cases.push_back(c);
+  }
+  return cases;
+}
+
+// Windows, top-left causal, soft caps and sinks at shapes that cross
+// several blocks each way: left edge only, right edge only, both, the
+// diagonal alone, with causal, seq_q above and below seq_kv (rows and keys
+// that see nothing), GQA, odd D, wide heads (value chunks, the split
+// backward kernels), every dtype; Gemma 2's window and cap at D = 256 and
+// gpt-oss's window and sinks at D = 64.
+std::vector<Case> mask_cases() {
+  constexpr auto top_left = CausalAlignment::top_left, bottom_right = CausalAlignment::bottom_right;
+  constexpr auto plain = Placement::plain;
+  // batch, seq_q, seq_kv, heads_q, heads_kv, dim_qk, dim_v, causal, dtype, layout,
+  // placement, window_left, window_right, alignment, softcap, sinks
+  return {Case{1, 300, 333, 4, 2, 64, 64, true, DType::bf16, Layout::bshd, Placement::plain, 100},
+          Case{2, 200, 130, 2, 1, 128, 128, false, DType::f16, Layout::bhsd, Placement::plain, 40,
+               17},
+          Case{1, 70, 300, 2, 1, 127, 127, true, DType::bf16, Layout::bshd, Placement::plain, -1,
+               -1, top_left},
+          Case{1, 300, 70, 4, 4, 40, 24, true, DType::f16, Layout::padded, Placement::plain, -1,
+               -1, top_left},
+          Case{1, 600, 600, 2, 1, 64, 48, false, DType::bf16, Layout::padded, Placement::plain,
+               100, -1},
+          Case{1, 200, 530, 3, 1, 72, 72, false, DType::f16, Layout::bshd, Placement::plain, -1,
+               40},
+          Case{1, 90, 60, 2, 2, 40, 40, false, DType::bf16, Layout::bhsd, Placement::plain, 0, 0},
+          Case{1, 257, 300, 2, 2, 256, 256, true, DType::bf16, Layout::bshd, Placement::plain, 64},
+          Case{1, 130, 200, 2, 1, 384, 384, false, DType::bf16, Layout::bshd, Placement::plain, 50,
+               50},
+          Case{1, 300, 280, 2, 1, 199, 199, true, DType::f32, Layout::bshd, Placement::plain, 64,
+               16, top_left},
+          Case{1, 1, 3000, 8, 2, 128, 128, true, DType::bf16, Layout::bshd, Placement::plain,
+               700},
+          Case{1, 300, 333, 4, 2, 64, 64, true, DType::bf16, Layout::bshd, plain, -1, -1,
+               bottom_right, 2.0},
+          Case{1, 200, 260, 4, 2, 256, 256, true, DType::bf16, Layout::bshd, plain, 64, -1,
+               bottom_right, 3.0},
+          Case{1, 130, 200, 2, 1, 384, 384, false, DType::f16, Layout::bhsd, plain, -1, -1,
+               bottom_right, 1.5},
+          Case{2, 130, 200, 4, 2, 64, 64, false, DType::bf16, Layout::bshd, plain, -1, -1,
+               bottom_right, 0.0, true},
+          Case{1, 300, 300, 4, 1, 64, 64, true, DType::bf16, Layout::bshd, plain, 50, -1,
+               bottom_right, 0.0, true},
+          Case{1, 300, 70, 2, 1, 40, 40, true, DType::f16, Layout::bhsd, plain, -1, -1,
+               bottom_right, 0.0, true},
+          Case{2, 280, 300, 4, 2, 127, 127, true, DType::bf16, Layout::padded, plain, 50, 0,
+               top_left, 2.5, true},
+          Case{1, 300, 280, 2, 1, 40, 72, true, DType::f32, Layout::bhsd, plain, 64, 16,
+               top_left, 4.0, true},
+          Case{1, 1, 2000, 8, 2, 128, 128, false, DType::bf16, Layout::bshd, plain, -1, -1,
+               bottom_right, 5.0, true}};
+}
+
 // Shapes drawn at random (fixed seed): odd dims, lengths, GQA, layouts.
 std::vector<Case> random_cases(int count) {
   std::mt19937 rng(20261202);
@@ -469,42 +546,45 @@ TEST_P(GpuBackwardAtomic, MatchesReference) {
 
 INSTANTIATE_TEST_SUITE_P(Standard, GpuForward,
                          ::testing::ValuesIn(half_precision(standard_forward_cases())), CaseName());
-INSTANTIATE_TEST_SUITE_P(Decode, GpuForward, ::testing::ValuesIn(decode_cases()), CaseName());
+INSTANTIATE_TEST_SUITE_P(Decode, GpuForward, ::testing::ValuesIn(with_masks(decode_cases())), CaseName());
 INSTANTIATE_TEST_SUITE_P(Random, GpuForward, ::testing::ValuesIn(random_cases(24)), CaseName());
-INSTANTIATE_TEST_SUITE_P(PartlyAligned, GpuForward, ::testing::ValuesIn(partly_aligned_cases()),
+INSTANTIATE_TEST_SUITE_P(PartlyAligned, GpuForward, ::testing::ValuesIn(with_masks(partly_aligned_cases())),
                          CaseName());
 INSTANTIATE_TEST_SUITE_P(Forced, GpuBackwardWgmmaQuery,
-                         ::testing::ValuesIn(wgmma_backward_cases(false)), CaseName());
+                         ::testing::ValuesIn(with_masks(wgmma_backward_cases(false))), CaseName());
 INSTANTIATE_TEST_SUITE_P(Forced, GpuBackwardWgmmaKeyValue,
-                         ::testing::ValuesIn(wgmma_backward_cases(true)), CaseName());
-INSTANTIATE_TEST_SUITE_P(Forced, GpuForwardWgmmaStages, ::testing::ValuesIn(wgmma_stages_cases()),
+                         ::testing::ValuesIn(with_masks(wgmma_backward_cases(true))), CaseName());
+INSTANTIATE_TEST_SUITE_P(Forced, GpuForwardWgmmaStages, ::testing::ValuesIn(with_masks(wgmma_stages_cases())),
                          CaseName());
 INSTANTIATE_TEST_SUITE_P(Forced, GpuBackwardWgmmaQueryProducer,
-                         ::testing::ValuesIn(with_rows_aligned_to_four_bytes(
-                             wgmma_backward_cases(false))),
+                         ::testing::ValuesIn(with_masks(with_rows_aligned_to_four_bytes(
+                             wgmma_backward_cases(false)))),
                          CaseName());
 INSTANTIATE_TEST_SUITE_P(Forced, GpuBackwardWgmmaKeyValueProducer,
-                         ::testing::ValuesIn(with_rows_aligned_to_four_bytes(
-                             wgmma_backward_cases(true))),
+                         ::testing::ValuesIn(with_masks(with_rows_aligned_to_four_bytes(
+                             wgmma_backward_cases(true)))),
                          CaseName());
 INSTANTIATE_TEST_SUITE_P(Forced, GpuForwardWgmmaProducer,
-                         ::testing::ValuesIn(wgmma_stages_cases()), CaseName());
-INSTANTIATE_TEST_SUITE_P(Forced, GpuForwardWgmmaTma, ::testing::ValuesIn(wgmma_tma_cases()),
+                         ::testing::ValuesIn(with_masks(wgmma_stages_cases())), CaseName());
+INSTANTIATE_TEST_SUITE_P(Forced, GpuForwardWgmmaTma, ::testing::ValuesIn(with_masks(wgmma_tma_cases())),
                          CaseName());
-INSTANTIATE_TEST_SUITE_P(Forced, GpuForwardWgmmaSwizzled, ::testing::ValuesIn(wgmma_tma_cases()),
+INSTANTIATE_TEST_SUITE_P(Forced, GpuForwardWgmmaSwizzled, ::testing::ValuesIn(with_masks(wgmma_tma_cases())),
                          CaseName());
 INSTANTIATE_TEST_SUITE_P(Forced, GpuBackwardWgmmaQueryTma,
-                         ::testing::ValuesIn(wgmma_backward_tma_cases(false)), CaseName());
+                         ::testing::ValuesIn(with_masks(wgmma_backward_tma_cases(false))), CaseName());
 INSTANTIATE_TEST_SUITE_P(Forced, GpuBackwardWgmmaKeyValueTma,
-                         ::testing::ValuesIn(wgmma_backward_tma_cases(true)), CaseName());
+                         ::testing::ValuesIn(with_masks(wgmma_backward_tma_cases(true))), CaseName());
 INSTANTIATE_TEST_SUITE_P(Forced, GpuBackwardWgmmaQuerySplit,
-                         ::testing::ValuesIn(wgmma_query_split_cases()), CaseName());
+                         ::testing::ValuesIn(with_masks(wgmma_query_split_cases())), CaseName());
 INSTANTIATE_TEST_SUITE_P(Forced, GpuBackwardWgmmaKeyValueDims,
-                         ::testing::ValuesIn(wgmma_query_split_cases()), CaseName());
+                         ::testing::ValuesIn(with_masks(wgmma_query_split_cases())), CaseName());
 INSTANTIATE_TEST_SUITE_P(Forced, GpuBackwardWgmmaKeyValueSplit,
-                         ::testing::ValuesIn(wgmma_key_value_split_cases()), CaseName());
+                         ::testing::ValuesIn(with_masks(wgmma_key_value_split_cases())), CaseName());
 INSTANTIATE_TEST_SUITE_P(Forced, GpuForwardWgmmaOptIn,
-                         ::testing::ValuesIn(wgmma_opt_in_forward_cases()), CaseName());
+                         ::testing::ValuesIn(with_masks(wgmma_opt_in_forward_cases())), CaseName());
+INSTANTIATE_TEST_SUITE_P(Masks, GpuForward, ::testing::ValuesIn(mask_cases()), CaseName());
+INSTANTIATE_TEST_SUITE_P(Masks, GpuBackward, ::testing::ValuesIn(mask_cases()), CaseName());
+INSTANTIATE_TEST_SUITE_P(Masks, GpuBackwardAtomic, ::testing::ValuesIn(mask_cases()), CaseName());
 INSTANTIATE_TEST_SUITE_P(Standard, GpuBackward,
                          ::testing::ValuesIn(half_precision(standard_backward_cases())),
                          CaseName());
@@ -669,7 +749,7 @@ std::vector<Case> float32_cases() {
   return cases;
 }
 
-INSTANTIATE_TEST_SUITE_P(All, GpuFloat32, ::testing::ValuesIn(float32_cases()), CaseName());
+INSTANTIATE_TEST_SUITE_P(All, GpuFloat32, ::testing::ValuesIn(with_masks(float32_cases())), CaseName());
 
 }  // namespace
 }  // namespace flashgen::testing

@@ -15,6 +15,18 @@ std::string Case::to_string() const {
   name += "_";
   name += testing::to_string(layout);
   if (placement == Placement::ends_at_unmapped_page) name += "_page_end";
+  const auto side = [](std::int64_t w) { return w < 0 ? std::string("m") : std::to_string(w); };
+  if (has_window()) name += "_window" + side(window_left) + "_" + side(window_right);
+  if (alignment == CausalAlignment::top_left) name += "_top_left";
+  if (softcap > 0.0) {
+    std::string cap = std::to_string(softcap);
+    cap.erase(cap.find_last_not_of('0') + 1);
+    if (cap.back() == '.') cap.pop_back();
+    for (char& ch : cap)
+      if (ch == '.') ch = 'p';
+    name += "_softcap" + cap;
+  }
+  if (sinks) name += "_sinks";
   return name;
 }
 
@@ -35,6 +47,10 @@ Problem Case::problem(const Options& options) const {
 }
 
 void PrintTo(const Case& c, std::ostream* os) { *os << c.to_string(); }
+
+float sink_value(std::int64_t h, std::int64_t heads_q) {
+  return -1.0f + 3.0f * static_cast<float>(h) / static_cast<float>(heads_q);
+}
 
 namespace {
 

@@ -26,10 +26,21 @@ struct Case {
   // Where every tensor's storage lies (ends_at_unmapped_page: an access past
   // a tensor's last element faults).
   Placement placement = Placement::plain;
+  // A sliding window (Options::window_left / window_right; -1 = unbounded),
+  // the causal mask's alignment, a soft cap and sinks (sink_value(), in the
+  // backend's memory). Set here they replace the options' own
+  // (check_forward, check_backward); left unset they leave them.
+  std::int64_t window_left = -1, window_right = -1;
+  CausalAlignment alignment = CausalAlignment::bottom_right;
+  double softcap = 0.0;
+  bool sinks = false;
+
+  bool has_window() const { return window_left >= 0 || window_right >= 0; }
 
   // "b2_sq7_skv64_hq4_hkv1_d40_causal_bf16_bhsd" ("d192_dv128" when the value
-  // dimension differs, "_page_end" for that placement): letters, digits and '_' only, so it is a valid gtest
-  // parameter name.
+  // dimension differs, "_page_end" for that placement, "_window32_0" for a
+  // window (m for -1), "_top_left", "_softcap2p5", "_sinks"): letters,
+  // digits and '_' only, so it is a valid gtest parameter name.
   std::string to_string() const;
   // The normalized problem; scale unset means 1 / sqrt(dim_qk). The masks and
   // score modifiers come from the options (their views in host memory).
@@ -37,6 +48,9 @@ struct Case {
 };
 
 void PrintTo(const Case& c, std::ostream* os);
+
+// The sink logit of query head h of heads_q that tests use: spread over [-1, 2).
+float sink_value(std::int64_t h, std::int64_t heads_q);
 
 // gtest parameter names: INSTANTIATE_TEST_SUITE_P(..., ValuesIn(...), CaseName()).
 struct CaseName {

@@ -4,11 +4,13 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "cpu/correctness_rule.hpp"
 #include "cpu/reference.hpp"
+#include "device_storage.hpp"
 #include "test_tensor.hpp"
 
 namespace flashgen::testing {
@@ -203,10 +205,42 @@ void compare_sink_gradient(Findings& findings, const Case& c, const Problem& p,
   }
 }
 
-Options with_case(const Case& c, Options options) {
-  options.causal = c.causal;
-  return options;
-}
+// The options of a case's call: the given ones with the case's mask and
+// modifiers, its sinks in the call's memory; and the same options with the
+// sinks on the host, for the reference.
+class CaseOptions {
+ public:
+  CaseOptions(const Case& c, const Options& given) : call_(given) {
+    call_.causal = c.causal;
+    if (c.has_window()) {
+      call_.window_left = c.window_left;
+      call_.window_right = c.window_right;
+    }
+    if (c.alignment == CausalAlignment::top_left) call_.causal_alignment = c.alignment;
+    if (c.softcap > 0.0) call_.softcap = c.softcap;
+    reference_ = call_;
+    if (c.sinks) {
+      for (std::int64_t h = 0; h < c.heads_q; ++h) sinks_.push_back(sink_value(h, c.heads_q));
+      const MemoryKind memory = memory_for(call_.backend);
+      reference_.sinks = HeadVectorView::heads(sinks_.data(), c.heads_q);
+      call_.sinks = reference_.sinks;
+      if (memory == MemoryKind::cuda) {
+        device_sinks_ = make_storage(memory, sinks_.size() * sizeof(float));
+        device_sinks_->upload(sinks_.data(), sinks_.size() * sizeof(float));
+        call_.sinks = HeadVectorView::heads(static_cast<float*>(device_sinks_->data()), c.heads_q,
+                                            memory);
+      }
+    }
+  }
+  CaseOptions(const CaseOptions&) = delete;  // the options point into this object
+  const Options& call() const { return call_; }
+  const Options& reference() const { return reference_; }
+
+ private:
+  Options call_, reference_;
+  std::vector<float> sinks_;
+  std::unique_ptr<Storage> device_sinks_;
+};
 
 }  // namespace
 
@@ -217,7 +251,8 @@ MemoryKind memory_for(Backend backend) {
 double absolute_slack(DType dtype) { return cpu::absolute_slack(dtype); }
 
 ::testing::AssertionResult check_forward(const Case& c, const Options& given) {
-  const Options options = with_case(c, given);
+  const CaseOptions case_options(c, given);
+  const Options& options = case_options.call();
   const MemoryKind memory = memory_for(options.backend);
   Findings findings(c.to_string() + " forward on " + to_string(options.backend));
   Inputs in(c, memory);
@@ -240,7 +275,7 @@ double absolute_slack(DType dtype) { return cpu::absolute_slack(dtype); }
   const std::vector<unsigned char> o_now = expect_written(findings, "o", out.o);
   const std::vector<unsigned char> lse_now = expect_written(findings, "lse", out.lse);
 
-  const Problem p = c.problem(options);
+  const Problem p = c.problem(case_options.reference());
   const cpu::PackedInputs packed = in.packed(false);
   const cpu::ForwardResult ref = cpu::reference_forward(p, packed);
   const cpu::ForwardResult naive = cpu::naive_same_dtype_forward(p, packed);
@@ -251,7 +286,8 @@ double absolute_slack(DType dtype) { return cpu::absolute_slack(dtype); }
 }
 
 ::testing::AssertionResult check_backward(const Case& c, const Options& given) {
-  const Options options = with_case(c, given);
+  const CaseOptions case_options(c, given);
+  const Options& options = case_options.call();
   const MemoryKind memory = memory_for(options.backend);
   Findings findings(c.to_string() + " backward on " + to_string(options.backend));
   Inputs in(c, memory);
@@ -277,11 +313,17 @@ double absolute_slack(DType dtype) { return cpu::absolute_slack(dtype); }
   grad_k.poison();
   grad_v.poison();
 
-  // The sinks' gradient (fp32 [heads_q], host), poisoned with NaN.
+  // The sinks' gradient (fp32 [heads_q], in the call's memory), poisoned with NaN.
   std::vector<float> grad_sinks(options.sinks.given() ? c.heads_q : 0, std::nanf(""));
+  std::unique_ptr<Storage> grad_sinks_storage;
   Options backward_options = options;
-  if (options.sinks.given())
-    backward_options.grad_sinks = HeadVectorView::heads(grad_sinks.data(), c.heads_q);
+  if (options.sinks.given()) {
+    const std::size_t bytes = grad_sinks.size() * sizeof(float);
+    grad_sinks_storage = make_storage(memory, bytes);
+    grad_sinks_storage->upload(grad_sinks.data(), bytes);
+    backward_options.grad_sinks = HeadVectorView::heads(
+        static_cast<float*>(grad_sinks_storage->data()), c.heads_q, memory);
+  }
 
   BackwardArgs args;
   args.q = in.q.view(), args.k = in.k.view(), args.v = in.v.view();
@@ -305,7 +347,9 @@ double absolute_slack(DType dtype) { return cpu::absolute_slack(dtype); }
   const std::vector<unsigned char> dk_now = expect_written(findings, "grad_k", grad_k);
   const std::vector<unsigned char> dv_now = expect_written(findings, "grad_v", grad_v);
 
-  const Problem p = c.problem(backward_options);
+  if (grad_sinks_storage)
+    grad_sinks_storage->download(grad_sinks.data(), grad_sinks.size() * sizeof(float));
+  const Problem p = c.problem(case_options.reference());
   const cpu::PackedInputs packed = in.packed(true);
   const cpu::BackwardResult ref = cpu::reference_backward(p, packed);
   const cpu::BackwardResult naive = cpu::naive_same_dtype_backward(p, packed);

@@ -21,7 +21,7 @@ ScoreOptions::ScoreOptions(const ScoreSpec& spec, const Case& c, Backend backend
   }
   if (spec.sinks) {
     for (std::int64_t h = 0; h < c.heads_q; ++h)
-      sinks_.push_back(-1.0f + 3.0f * static_cast<float>(h) / static_cast<float>(c.heads_q));
+      sinks_.push_back(sink_value(h, c.heads_q));
     options_.sinks = HeadVectorView::heads(sinks_.data(), c.heads_q);
   }
 }

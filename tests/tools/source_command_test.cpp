@@ -28,7 +28,8 @@ TEST_F(SourceCommand, PrintsTheSpecAndTheEntryPoint) {
 
 TEST_F(SourceCommand, EveryKindWithItsOptions) {
   for (const char* kind : {"forward", "backward_query", "backward_key_value", "backward_atomic",
-                           "backward_prepare", "convert_grad_q", "forward_combine"}) {
+                           "backward_prepare", "convert_grad_q", "forward_combine",
+                           "backward_sinks"}) {
     const Outcome o = run_cli(std::string("source --kind ") + kind +
                               " --dqk 96 --dv 80 --dtype f16 --causal --vec 4 --arch sm_80");
       EXPECT_EQ(o.exit_code, 0) << kind << ": " << o.output;

@@ -28,7 +28,9 @@ struct AttentionParams {
   float* grad_q_accum;         // atomic backward: fp32 dQ [batch, heads_q, seq_q, dim_qk] packed
   int batch, seq_q, seq_kv, heads_q, heads_kv, group_size;
   int dim_qk, dim_v;           // the user's sizes (kernels pad internally, never in memory)
-  int causal_offset;           // query i sees keys j <= i + causal_offset (seq_kv - seq_q)
+  // Query i sees keys j <= i + causal_offset (kCausal: causal, or a sliding
+  // window's right edge); window_offset below (softmax/mask.cuh).
+  int causal_offset;
   float scale;                 // softmax scale on Q·Kᵀ
   float scale_log2;            // scale · log2(e): softmax runs in base 2
   // The split-key forward (KernelSpec::split_keys): key_splits CTAs per query
@@ -39,6 +41,19 @@ struct AttentionParams {
   int key_splits;
   float* partial_o;
   float* partial_lse;
+  // Query i sees keys j >= i + window_offset (kWindow: a sliding window's
+  // left edge).
+  int window_offset;
+  // The soft cap c (kSoftcap): logits c·tanh(s·scale / c), kept as scale / c,
+  // c·log2(e) and its inverse.
+  float softcap_scale, softcap_log2, softcap_inverse_log2;
+  // Sinks (kSinks): an fp32 logit per query head, sinks[head · sinks_stride],
+  // in each row's softmax denominator; the backward writes dL/dsink to
+  // grad_sinks[head · grad_sinks_stride].
+  const float* sinks;
+  index_t sinks_stride;
+  float* grad_sinks;
+  index_t grad_sinks_stride;
 };
 
 // A TMA descriptor (CUtensorMap of the driver API: 128 opaque bytes, 64-byte

@@ -2,6 +2,7 @@
 //   BackwardPrepare: Dterm = rowsum(dO ∘ O), and the fp32 dQ accumulator zeroed.
 //   ConvertGradQ:    dQ = scale · accumulator, in the element type.
 //   CombineSplits:   O and LSE from the split-key forward's partial results.
+//   SinkGradients:   dL/dsink per query head (a CTA per head).
 #pragma once
 
 #include "common.cuh"
@@ -89,6 +90,37 @@ struct CombineSplits {
     if (lane == 0 && p.lse.data != nullptr)
       p.lse.data[batch * p.lse.stride_batch + head * p.lse.stride_heads +
                  row * p.lse.stride_seq] = lse;
+  }
+};
+
+// dL/dsink[h] = −Σ over batches and rows of exp(sink[h] − LSE) · Dterm: the
+// softmax gradient of the sink's column, whose dP is 0. One CTA per query
+// head (blockIdx.y), each thread a fixed stride of the rows, then the warps'
+// sums in order: the same bits on every run.
+template <class C>
+struct SinkGradients {
+  static __device__ void run(const AttentionParams& p, unsigned char*) {
+    __shared__ float warp_sums[kRowKernelWarps];
+    const int head = blockIdx.y, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const float sink = p.sinks[head * p.sinks_stride];
+    const int rows = p.batch * p.seq_q;
+    float sum = 0.0f;
+    for (int r = threadIdx.x; r < rows; r += kRowKernelWarps * 32) {
+      const int batch = r / p.seq_q, row = r % p.seq_q;
+      const float lse = p.lse.data[batch * p.lse.stride_batch + head * p.lse.stride_heads +
+                                   row * p.lse.stride_seq];
+      const float dterm = p.dterm.data[batch * p.dterm.stride_batch +
+                                       head * p.dterm.stride_heads + row * p.dterm.stride_seq];
+      sum += expf(sink - lse) * dterm;
+    }
+    sum = warp_sum(sum);
+    if (lane == 0) warp_sums[warp] = sum;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      float total = 0.0f;
+      for (int w = 0; w < kRowKernelWarps; ++w) total += warp_sums[w];
+      p.grad_sinks[head * p.grad_sinks_stride] = -total;
+    }
   }
 };
 

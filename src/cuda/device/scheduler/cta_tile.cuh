@@ -11,6 +11,7 @@
 
 #include "common.cuh"
 #include "params.cuh"
+#include "softmax/mask.cuh"
 
 namespace flashgen_device {
 
@@ -35,18 +36,15 @@ __device__ __forceinline__ CtaTile query_tile(const AttentionParams& p) {
           int(blockIdx.z % kChunks), split};
 }
 
-// The key blocks [first, end) of share `split` of a query block that sees
-// `blocks` of them: equal shares in order, the last ones possibly empty.
-struct KeyBlockRange {
-  int first, end;
-};
+// The key blocks of share `split` of a query block that sees `blocks`:
+// equal shares in order, the last ones possibly empty.
 template <bool kSplitKeys>
-__device__ __forceinline__ KeyBlockRange key_block_share(const AttentionParams& p, int blocks,
-                                                         int split) {
-  if (!kSplitKeys) return {0, blocks};
-  const int per_share = ceil_div(blocks, p.key_splits);
-  const int first = min_of(blocks, split * per_share);
-  return {first, min_of(blocks, first + per_share)};
+__device__ __forceinline__ BlockRange key_block_share(const AttentionParams& p, BlockRange blocks,
+                                                      int split) {
+  if (!kSplitKeys) return blocks;
+  const int per_share = ceil_div(blocks.count(), p.key_splits);
+  const int first = min_of(blocks.end, blocks.first + split * per_share);
+  return {first, min_of(blocks.end, first + per_share)};
 }
 
 // A tile of kBlockRows key rows of a key/value head.

@@ -1,7 +1,7 @@
 // The order in which a key/value backward CTA, whose key rows start at key0,
 // traverses the query blocks that see them: every block of kBlockN query
 // rows of every query head of its key/value head's group, head by head,
-// from the first block that sees key0 under the causal mask. (The mma.sync
+// over the blocks that see its keys (softmax/mask.cuh). (The mma.sync
 // and fp32 kernels walk the same order as two nested loops.)
 #pragma once
 
@@ -15,11 +15,13 @@ namespace flashgen_device {
 template <int kBlockN>
 struct QueryTraversal {
   int first_block, blocks_per_head, total;
-  template <bool kCausal>
-  static __device__ __forceinline__ QueryTraversal of(const AttentionParams& p, int key0) {
+  template <class C>
+  static __device__ __forceinline__ QueryTraversal of(const AttentionParams& p, int key0,
+                                                      int keys) {
+    const BlockRange blocks = query_blocks_for_keys<C, kBlockN>(p, key0, keys);
     QueryTraversal walk;
-    walk.first_block = first_query_block<kCausal, kBlockN>(p, key0);
-    walk.blocks_per_head = max_of(0, ceil_div(p.seq_q, kBlockN) - walk.first_block);
+    walk.first_block = blocks.first;
+    walk.blocks_per_head = blocks.count();
     walk.total = walk.blocks_per_head * p.group_size;
     return walk;
   }

@@ -15,7 +15,7 @@ __device__ __forceinline__ float lse_log2(const RowStatsArg& lse, int batch, int
   if (row >= seq) return __int_as_float(0x7f800000u);
   const float x = lse.data[batch * lse.stride_batch + head * lse.stride_heads +
                            row * lse.stride_seq];
-  return x == negative_infinity() ? __int_as_float(0x7f800000u) : x * 1.4426950408889634f;
+  return x == negative_infinity() ? __int_as_float(0x7f800000u) : x * kLog2e;
 }
 
 __device__ __forceinline__ float warp_sum(float x) {

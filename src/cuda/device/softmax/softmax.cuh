@@ -81,10 +81,28 @@ struct OnlineSoftmax {
     }
   }
 
-  // After the last block: the full row sum, and the log-sum-exp in natural
-  // log (-inf for a row with no visible key).
+  // After the last block: the factor that normalizes the output, and the
+  // log-sum-exp in natural log. With a sink (kSink; sink_log2 its logit in
+  // the log2 domain) the denominator also holds exp2(sink_log2), so a row
+  // with no visible key gets LSE = the sink; otherwise that row gets -inf.
+  template <bool kSink = false>
   __device__ __forceinline__ void finish(float (&inverse_sum)[kRowTiles][2],
-                                         float (&lse)[kRowTiles][2]) {
+                                         float (&lse)[kRowTiles][2], float sink_log2 = 0.0f) {
+    if constexpr (kSink) {
+#pragma unroll
+      for (int rt = 0; rt < kRowTiles; ++rt)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          // Both terms relative to the larger of the base and the sink, so
+          // neither overflows.
+          const float base = softmax_base(row_max[rt][h]), top = max_of(base, sink_log2);
+          const float rescale = fast_exp2(base - top);
+          const float sum = quad_sum(row_sum[rt][h]) * rescale + fast_exp2(sink_log2 - top);
+          inverse_sum[rt][h] = rescale / sum;
+          lse[rt][h] = (top + fast_log2(sum)) * kLn2;
+        }
+      return;
+    }
 #pragma unroll
     for (int rt = 0; rt < kRowTiles; ++rt)
 #pragma unroll
@@ -97,6 +115,13 @@ struct OnlineSoftmax {
       }
   }
 };
+
+// A query head's sink logit in the log2 domain (kSinks), 0 otherwise.
+template <class C>
+__device__ __forceinline__ float sink_log2(const AttentionParams& p, int head) {
+  if constexpr (C::kSinks) return p.sinks[head * p.sinks_stride] * kLog2e;
+  return 0.0f;
+}
 
 // The transposed orientation of the key/value backward (rows are keys,
 // columns queries; a thread's columns are 8·nt + 2t + {0, 1}): calls
@@ -127,14 +152,46 @@ __device__ __forceinline__ void exp2_columns(float (&st)[kRowTiles][kQueryTiles]
                        [](float& x, float l, int, int, int) { x = fast_exp2(x - l); });
 }
 
-// dSᵀ = Pᵀ ∘ (dPᵀ − Dterm[query]), in place in dpt.
-template <int kRowTiles, int kQueryTiles>
+// The factor by which the gradient of a logit reaches its score (beyond the
+// scale): 1 − t² through the soft cap, t = tanh(s·scale / c), found from the
+// probability P = exp2(c·t·log2(e) − L2) so that no kernel keeps the
+// logits: t = (log2 P + L2) / (c·log2(e)), clamped to [−1, 1] (P = 0, a
+// masked or vanishing pair, gives 0, whose gradient is 0 anyway). 1 without
+// a soft cap.
+template <class C>
+__device__ __forceinline__ float logit_slope(float prob, float l2, const AttentionParams& p) {
+  if constexpr (C::kSoftcap) {
+    const float t = min_of(1.0f, max_of(-1.0f, (fast_log2(prob) + l2) * p.softcap_inverse_log2));
+    return 1.0f - t * t;
+  }
+  return 1.0f;
+}
+
+// dSᵀ = Pᵀ ∘ (dPᵀ − Dterm[query]) (times the logit's slope), in place in
+// dpt; l2: L2 per query.
+template <class C, int kRowTiles, int kQueryTiles>
 __device__ __forceinline__ void subtract_columns_times(float (&dpt)[kRowTiles][kQueryTiles][4],
                                                        const float (&pt)[kRowTiles][kQueryTiles][4],
-                                                       const float* dterm, int lane) {
-  for_each_with_column(dpt, dterm, lane, [&](float& x, float d, int rt, int nt, int i) {
-    x = pt[rt][nt][i] * (x - d);
-  });
+                                                       const float* l2, const float* dterm,
+                                                       const AttentionParams& p, int lane) {
+  if constexpr (C::kSoftcap) {
+    const int t = lane & 3;
+#pragma unroll
+    for (int nt = 0; nt < kQueryTiles; ++nt)
+#pragma unroll
+      for (int rt = 0; rt < kRowTiles; ++rt)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          const int column = nt * 8 + 2 * t + (i & 1);
+          const float prob = pt[rt][nt][i];
+          dpt[rt][nt][i] = prob * (dpt[rt][nt][i] - dterm[column]) *
+                           logit_slope<C>(prob, l2[column], p);
+        }
+  } else {
+    for_each_with_column(dpt, dterm, lane, [&](float& x, float d, int rt, int nt, int i) {
+      x = pt[rt][nt][i] * (x - d);
+    });
+  }
 }
 
 // The query backward's orientation (rows are queries; a thread holds rows g
@@ -150,17 +207,21 @@ __device__ __forceinline__ void exp2_rows(float (&s)[kRowTiles][kKeyTiles][4],
       for (int i = 0; i < 4; ++i) s[rt][nt][i] = fast_exp2(s[rt][nt][i] - l2[rt][i >> 1]);
 }
 
-// dS = P ∘ (dP − Dterm[row]), in place in dp.
-template <int kRowTiles, int kKeyTiles>
+// dS = P ∘ (dP − Dterm[row]) (times the logit's slope), in place in dp.
+template <class C, int kRowTiles, int kKeyTiles>
 __device__ __forceinline__ void subtract_rows_times(float (&dp)[kRowTiles][kKeyTiles][4],
                                                     const float (&pr)[kRowTiles][kKeyTiles][4],
-                                                    const float (&dterm)[kRowTiles][2]) {
+                                                    const float (&l2)[kRowTiles][2],
+                                                    const float (&dterm)[kRowTiles][2],
+                                                    const AttentionParams& p) {
 #pragma unroll
   for (int rt = 0; rt < kRowTiles; ++rt)
 #pragma unroll
     for (int nt = 0; nt < kKeyTiles; ++nt)
 #pragma unroll
-      for (int i = 0; i < 4; ++i) dp[rt][nt][i] = pr[rt][nt][i] * (dp[rt][nt][i] - dterm[rt][i >> 1]);
+      for (int i = 0; i < 4; ++i)
+        dp[rt][nt][i] = pr[rt][nt][i] * (dp[rt][nt][i] - dterm[rt][i >> 1]) *
+                        logit_slope<C>(pr[rt][nt][i], l2[rt][i >> 1], p);
 }
 
 }  // namespace flashgen_device

@@ -88,14 +88,13 @@ struct BackwardKeyValue {
     const u16* k_warp = smem.k + warp_local0 * kQKStride;
     const u16* v_warp = smem.v + warp_local0 * kVStride;
 
-    const int first_block = first_query_block<C::kCausal, kBlockN>(p, key0);
-    const int m_blocks = ceil_div(p.seq_q, kBlockN);
+    const BlockRange query_blocks = query_blocks_for_keys<C, kBlockN>(p, key0, kBlockM);
 
     for (int g = 0; g < p.group_size; ++g) {
       const int head = kv_head * p.group_size + g;
       const u16* q = head_slice<const u16>(p.q, batch, head);
       const u16* grad_o = head_slice<const u16>(p.grad_o, batch, head);
-      for (int m_block = first_block; m_block < m_blocks; ++m_block) {
+      for (int m_block = query_blocks.first; m_block < query_blocks.end; ++m_block) {
         const int query0 = m_block * kBlockN;
         __syncthreads();  // every warp is done with the previous Q and dO tiles
         QCopy::issue(smem.q, smem.first_staging(), q + query0 * p.q.stride_seq, p.q.stride_seq,
@@ -122,11 +121,7 @@ struct BackwardKeyValue {
         zero(st);
         gemm_smem_nk<E, kRowTiles, kQueryTiles, kDimQK / 16>(st, k_warp, kQKStride, smem.q,
                                                              kQKStride, lane);
-        scale_scores(st, p.scale_log2);
-        if (query0 + kBlockN > p.seq_q || warp_key0 + 16 * kRowTiles > p.seq_kv ||
-            (C::kCausal && warp_key0 + 16 * kRowTiles - 1 > query0 + p.causal_offset))
-          mask_scores_transposed<kRowTiles, kQueryTiles, C::kCausal>(
-              st, warp_key0, query0, p.seq_q, p.seq_kv, p.causal_offset, lane);
+        logits_transposed<C>(st, p, warp_key0, query0, lane);
         exp2_columns(st, smem.lse_log2, lane);
 
         // dPᵀ = V·dOᵀ
@@ -138,7 +133,7 @@ struct BackwardKeyValue {
         gemm_acc_kn<E, kRowTiles, kDvChunk / 8, kBlockN / 16>(dv, st, smem.grad_o + dv0,
                                                               kVStride, lane);
         // dSᵀ = Pᵀ ∘ (dPᵀ − Dterm), kept in dpt; dK += dSᵀ·Q
-        subtract_columns_times(dpt, st, smem.dterm, lane);
+        subtract_columns_times<C>(dpt, st, smem.lse_log2, smem.dterm, p, lane);
         gemm_acc_kn<E, kRowTiles, kDkChunk / 8, kBlockN / 16>(dk, dpt, smem.q + dk0, kQKStride,
                                                               lane);
         if constexpr (kAtomicGradQ) {

@@ -15,17 +15,13 @@ namespace flashgen_device {
 
 // Pᵀ = exp2(Sᵀ·scale·log2e − L2[query]) in st, the scores of one warp's 16
 // keys from warp_key0 against the traversed block's queries from query0,
-// masked where the block crosses a sequence end or the causal diagonal;
-// l2: the block's L2 per query (the wgmma key/value kernels).
-template <bool kCausal, int kQueryTiles>
+// masked where the block crosses a sequence end or a diagonal; l2: the
+// block's L2 per query (the wgmma key/value kernels).
+template <class C, int kQueryTiles>
 __device__ __forceinline__ void transposed_probabilities(float (&st)[1][kQueryTiles][4],
                                                          const float* l2, const AttentionParams& p,
                                                          int query0, int warp_key0, int lane) {
-  scale_scores(st, p.scale_log2);
-  if (query0 + 8 * kQueryTiles > p.seq_q || warp_key0 + 16 > p.seq_kv ||
-      (kCausal && warp_key0 + 15 > query0 + p.causal_offset))
-    mask_scores_transposed<1, kQueryTiles, kCausal>(st, warp_key0, query0, p.seq_q, p.seq_kv,
-                                                    p.causal_offset, lane);
+  logits_transposed<C>(st, p, warp_key0, query0, lane);
   exp2_columns(st, l2, lane);
 }
 

@@ -96,10 +96,10 @@ struct BackwardKeyValueWgmma : BackwardKeyValueWgmmaSteps<C> {
     store_gradients(p, batch, kv_head, warp_key0, dk, dv, lane);
   }
 
-  // The traversed blocks of the CTA whose keys start at key0 (from the first
-  // query block that sees key0 under the causal mask).
+  // The traversed blocks of the CTA whose keys start at key0 (the query
+  // blocks that see its keys).
   static __device__ __forceinline__ Traversal traversal_of(const AttentionParams& p, int key0) {
-    return Traversal::template of<C::kCausal>(p, key0);
+    return Traversal::template of<C>(p, key0, kBlockM);
   }
 
   // Writes this warp's 16 rows of dV and dK (times the softmax scale).

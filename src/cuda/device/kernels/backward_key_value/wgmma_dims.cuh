@@ -66,7 +66,7 @@ struct BackwardKeyValueWgmmaDims : BackwardKeyValueWgmmaDimsSteps<C> {
     const CtaTile tile = key_tile<kBlockM, 2>();
     const int kv_head = tile.head, batch = tile.batch, key0 = tile.row0;
     const bool grad_keys = tile.chunk == 1;  // this CTA's output: dK, else dV
-    const Traversal walk = Traversal::template of<C::kCausal>(p, key0);
+    const Traversal walk = Traversal::template of<C>(p, key0, kBlockM);
 
     if (thread == 0) smem.pipeline.init(kConsumerWarps * 32, kQueryBlockArrivals);
     if (warp < kConsumerWarps) {
@@ -170,7 +170,8 @@ struct BackwardKeyValueWgmmaDims : BackwardKeyValueWgmmaDimsSteps<C> {
         [&](float(&dpt)[1][kQueryTiles][4], float(&st)[1][kQueryTiles][4], int j) {
           sum_partials(smem.partial, kPartialsBarrier, group, group_thread, st, dpt);
           probabilities(st, smem, p, walk, j, warp_key0, lane);
-          subtract_columns_times(dpt, st, smem.dterm[j % kStages], lane);
+          subtract_columns_times<C>(dpt, st, smem.lse_log2[j % kStages], smem.dterm[j % kStages], p,
+                                    lane);
         },
         group, group_thread);
   }

@@ -73,7 +73,7 @@ struct BackwardKeyValueWgmmaSplit {
     const int thread = threadIdx.x, lane = thread & 31, warp = thread >> 5;
     const CtaTile tile = key_tile<kBlockM, 1>();
     const int kv_head = tile.head, batch = tile.batch, key0 = tile.row0;
-    const Traversal walk = Traversal::template of<C::kCausal>(p, key0);
+    const Traversal walk = Traversal::template of<C>(p, key0, kBlockM);
 
     if (thread == 0) smem.pipeline.init(kConsumerWarps * 32, kQueryBlockArrivals);
     if (warp < kConsumerWarps)
@@ -95,7 +95,7 @@ struct BackwardKeyValueWgmmaSplit {
                                    p.seq_kv - warp_key0, C::kDimV, lane);
     } else {
       float dk[1][kDimQK / 8][4];
-      accumulate_keys(smem, walk, dk, group_thread, lane);
+      accumulate_keys(smem, p, walk, dk, group_thread, lane);
       store_rows_times<E, C::kVec>(p.grad_k, batch, kv_head, warp_key0, 0, dk, p.scale,
                                    p.seq_kv - warp_key0, C::kDimQK, lane);
     }
@@ -121,7 +121,9 @@ struct BackwardKeyValueWgmmaSplit {
 
   // Warpgroup 1: dPᵀ(j) beside dK += dSᵀ(j−1)·Q(j−1); dSᵀ(j) from the
   // Pᵀ(j) handed over.
-  static __device__ __forceinline__ void accumulate_keys(SharedStorage& smem, const Traversal& walk,
+  static __device__ __forceinline__ void accumulate_keys(SharedStorage& smem,
+                                                         const AttentionParams& p,
+                                                         const Traversal& walk,
                                                          float (&dk)[1][kDimQK / 8][4],
                                                          int group_thread, int lane) {
     const u64 v_desc = matrix_descriptor(smem.v, 128, kDimV * 16);
@@ -134,7 +136,7 @@ struct BackwardKeyValueWgmmaSplit {
           key_product(dk, dst_frag, smem.q[j % kStages]);
         },
         [&](float(&dpt)[1][kQueryTiles][4], int j) {
-          take_over(smem, dpt, walk, j, group_thread, lane);
+          take_over(smem, dpt, p, walk, j, group_thread, lane);
         },
         lane);
   }
@@ -232,7 +234,7 @@ struct BackwardKeyValueWgmmaSplit {
                                                        const AttentionParams& p,
                                                        const Traversal& walk, int j, int warp_key0,
                                                        int lane) {
-    transposed_probabilities<C::kCausal>(st, smem.lse_log2[j % kStages], p, walk.query0_of(j),
+    transposed_probabilities<C>(st, smem.lse_log2[j % kStages], p, walk.query0_of(j),
                                          warp_key0, lane);
   }
 
@@ -254,6 +256,7 @@ struct BackwardKeyValueWgmmaSplit {
   // Dterm[query]) and frees the buffer (when warpgroup 0 will fill it again).
   static __device__ __forceinline__ void take_over(SharedStorage& smem,
                                                    float (&dpt)[1][kQueryTiles][4],
+                                                   const AttentionParams& p,
                                                    const Traversal& walk, int j, int group_thread,
                                                    int lane) {
     const int buffer = j & 1;
@@ -264,7 +267,8 @@ struct BackwardKeyValueWgmmaSplit {
 #pragma unroll
     for (int i = 0; i < kHandoverFloats; ++i) values[i] = in[i * kGroupThreads];
     if (j + 2 < walk.total) named_barrier_arrive(free_barrier(buffer), kHandoffThreads);
-    subtract_columns_times(dpt, pt, smem.dterm[j % kStages], lane);
+    subtract_columns_times<C>(dpt, pt, smem.lse_log2[j % kStages], smem.dterm[j % kStages], p,
+                              lane);
   }
 };
 

@@ -66,7 +66,7 @@ struct BackwardQuery {
     const u16* k = head_slice<const u16>(p.k, batch, kv_head);
     const u16* v = head_slice<const u16>(p.v, batch, kv_head);
 
-    const int n_blocks = key_blocks_for_rows<C::kCausal, kBlockN>(p, row0, kBlockM);
+    const BlockRange key_blocks = key_blocks_for_rows<C, kBlockN>(p, row0, kBlockM);
 
     const int valid_rows = p.seq_q - row0;
     load_tile<kBlockM, kDimQK, kQKStride, C::kVec, kThreads>(smem.q, q, p.q.stride_seq,
@@ -76,7 +76,7 @@ struct BackwardQuery {
                                                            p.grad_o.stride_seq,
                                                            p.grad_o.stride_dim, valid_rows,
                                                            C::kDimV, thread);
-    if (n_blocks > 0) load_key_value(p, smem, k, v, 0, thread);
+    if (key_blocks.count() > 0) load_key_value(p, smem, k, v, key_blocks.first * kBlockN, thread);
     cp_async_commit();
 
     // Dterm and L2 of the CTA's rows (while the tiles stream in).
@@ -98,7 +98,7 @@ struct BackwardQuery {
     const u16* q_warp = smem.q + warp_local0 * kQKStride;
     const u16* grad_o_warp = smem.grad_o + warp_local0 * kVStride;
 
-    for (int n_block = 0; n_block < n_blocks; ++n_block) {
+    for (int n_block = key_blocks.first; n_block < key_blocks.end; ++n_block) {
       const int key0 = n_block * kBlockN;
       cp_async_wait<0>();
       __syncthreads();
@@ -115,11 +115,7 @@ struct BackwardQuery {
       zero(s);
       gemm_smem_nk<E, kRowTiles, kKeyTiles, kDimQK / 16>(s, q_warp, kQKStride, smem.k,
                                                          kQKStride, lane);
-      scale_scores(s, p.scale_log2);
-      if (key0 + kBlockN > p.seq_kv ||
-          (C::kCausal && key0 + kBlockN - 1 > warp_row0 + p.causal_offset))
-        mask_scores<kRowTiles, kKeyTiles, C::kCausal>(s, warp_row0, key0, p.seq_kv,
-                                                      p.causal_offset, lane);
+      logits<C>(s, p, warp_row0, key0, lane);
       exp2_rows(s, l2_of_row);
 
       // dP = dO·Vᵀ
@@ -128,13 +124,13 @@ struct BackwardQuery {
       gemm_smem_nk<E, kRowTiles, kKeyTiles, kDimV / 16>(dp, grad_o_warp, kVStride, smem.v,
                                                         kVStride, lane);
       // dS = P ∘ (dP − Dterm), kept in dp.
-      subtract_rows_times(dp, s, dterm_of_row);
+      subtract_rows_times<C>(dp, s, l2_of_row, dterm_of_row, p);
 
       // dQ += dS·K (this chunk's columns of K)
       gemm_acc_kn<E, kRowTiles, kDqChunk / 8, kBlockN / 16>(dq, dp, smem.k + dq0, kQKStride,
                                                             lane);
       __syncthreads();  // every warp is done with K[j] and V[j]
-      if (n_block + 1 < n_blocks) load_key_value(p, smem, k, v, key0 + kBlockN, thread);
+      if (n_block + 1 < key_blocks.end) load_key_value(p, smem, k, v, key0 + kBlockN, thread);
       cp_async_commit();
     }
     cp_async_wait<0>();

@@ -79,7 +79,8 @@ struct BackwardQueryWgmma {
     const u16* k = head_slice<const u16>(p.k, batch, kv_head);
     const u16* v = head_slice<const u16>(p.v, batch, kv_head);
 
-    const int n_blocks = key_blocks(p, row0);
+    const BlockRange blocks = key_blocks(p, row0);
+    const int n_blocks = blocks.count(), first_key = blocks.first * kBlockN;
 
     if constexpr (kStaged) {  // once per CTA: aligned loads shifted in registers
       load_tile<kBlockM, kDimQK, 0, 1, kThreads, true>(smem.q, q, p.q.stride_seq, p.q.stride_dim,
@@ -93,7 +94,7 @@ struct BackwardQueryWgmma {
       copy_core_matrix_tile<kBlockM, kDimV, C::kVec, kThreads>(
           smem.grad_o, grad_o, p.grad_o.stride_seq, p.seq_q - row0, C::kDimV, thread);
     }
-    if (n_blocks > 0) load_block(smem, 0, k, v, p, thread);
+    if (n_blocks > 0) load_block(smem, 0, first_key, k, v, p, thread);
     cp_async_commit();
     // Dterm and L2 of the CTA's rows while the tiles stream in.
     stage_query_rows<E, C::kDimV, kBlockM, C::kWarps>(p, batch, head, row0, grad_o, o, smem.dterm,
@@ -105,22 +106,23 @@ struct BackwardQueryWgmma {
     const u64 grad_o_desc = matrix_descriptor(smem.grad_o + group * 64 * kDimV, 128, kDimV * 16);
     // wait_and_load's barrier also orders the row stats before their first read.
     traverse(
-        p, n_blocks, q_desc, grad_o_desc, smem.lse_log2, smem.dterm, dq, warp, warp_row0, lane,
-        [&](int j) { wait_and_load(smem, k, v, p, j, n_blocks, thread); },
+        p, n_blocks, first_key, q_desc, grad_o_desc, smem.lse_log2, smem.dterm, dq, warp,
+        warp_row0, lane, [&](int j) { wait_and_load(smem, first_key, k, v, p, j, n_blocks, thread); },
         [](int) {}, [&](int j) -> const u16* { return smem.k[j % kKeyStages]; },
         [&](int j) -> const u16* { return smem.v[j % kValueStages]; });
     cp_async_wait<0>();
     store_grad_q(p, batch, head, warp_row0, dq, lane);
   }
 
-  // The key-block loop of one warpgroup, for any way of filling the stages:
+  // The key-block loop of one warpgroup over n_blocks blocks from first_key,
+  // for any way of filling the stages:
   // acquire(j) returns once K[j] and V[j] are in their stages (it may issue
   // further copies) and the rows' L2 and Dterm are in place, release(j) once
   // this warp no longer reads block j's stages; key_tile(j) and value_tile(j)
   // are those stages.
   template <class Acquire, class Release, class KeyTile, class ValueTile>
   static __device__ __forceinline__ void traverse(
-      const AttentionParams& p, int n_blocks, u64 q_desc, u64 grad_o_desc,
+      const AttentionParams& p, int n_blocks, int first_key, u64 q_desc, u64 grad_o_desc,
       const float* lse_log2_rows, const float* dterm_rows, float (&dq)[1][kDimQK / 8][4],
       int warp, int warp_row0, int lane, Acquire acquire, Release release, KeyTile key_tile,
       ValueTile value_tile) {
@@ -145,7 +147,7 @@ struct BackwardQueryWgmma {
       wgmma_wait<0>();
       fence_registers(flat(s));
       fence_registers(flat(dp));
-      query_side(s, dp, l2_of_row, dterm_of_row, p, 0, warp_row0, lane);
+      query_side(s, dp, l2_of_row, dterm_of_row, p, first_key, warp_row0, lane);
       pack(ds_frag, dp);
     }
     for (int n_block = 1; n_block < n_blocks; ++n_block) {
@@ -160,7 +162,8 @@ struct BackwardQueryWgmma {
       wgmma_wait<1>();  // S(j) and dP(j) are done; dQ += dS(j-1)·K[j-1] may still run
       fence_registers(flat(s));
       fence_registers(flat(dp));
-      query_side(s, dp, l2_of_row, dterm_of_row, p, n_block * kBlockN, warp_row0, lane);
+      query_side(s, dp, l2_of_row, dterm_of_row, p, first_key + n_block * kBlockN, warp_row0,
+                 lane);
       wgmma_wait<0>();  // the dS fragments of block j-1 are free
       fence_registers(flat(dq));
       release(n_block - 1);
@@ -176,10 +179,10 @@ struct BackwardQueryWgmma {
     }
   }
 
-  // Key blocks the CTA whose queries start at row0 traverses (fewer under the
-  // causal mask).
-  static __device__ __forceinline__ int key_blocks(const AttentionParams& p, int row0) {
-    return key_blocks_for_rows<C::kCausal, kBlockN>(p, row0, kBlockM);
+  // Key blocks the CTA whose queries start at row0 traverses (fewer under a
+  // diagonal mask).
+  static __device__ __forceinline__ BlockRange key_blocks(const AttentionParams& p, int row0) {
+    return key_blocks_for_rows<C, kBlockN>(p, row0, kBlockM);
   }
 
   // Writes this warp's 16 rows of dQ (times the softmax scale).
@@ -192,17 +195,19 @@ struct BackwardQueryWgmma {
   }
 
 
-  // Waits for block j (issued one iteration earlier), then issues block j+1
+  // Waits for block j (issued one iteration earlier; block 0 is at first_key),
+  // then issues block j+1
   // into the stages that iteration j-1 finished reading (K[j-2], V[j-1]);
   // staged: block j is shifted from the staging areas into its stages first,
   // and block j+1 goes to the staging areas.
-  static __device__ __forceinline__ void wait_and_load(SharedStorage& smem, const u16* k,
-                                                       const u16* v, const AttentionParams& p,
-                                                       int n_block, int n_blocks, int thread) {
+  static __device__ __forceinline__ void wait_and_load(SharedStorage& smem, int first_key,
+                                                       const u16* k, const u16* v,
+                                                       const AttentionParams& p, int n_block,
+                                                       int n_blocks, int thread) {
     cp_async_wait<0>();
     if constexpr (kStaged) {
       __syncthreads();  // the staged chunks are visible to every thread
-      const int key0 = n_block * kBlockN;
+      const int key0 = first_key + n_block * kBlockN;
       KCopy::finish(smem.k[n_block % kKeyStages], smem.first_staging(),
                     k + key0 * p.k.stride_seq, p.k.stride_seq, p.seq_kv - key0, C::kDimQK, thread);
       VCopy::finish(smem.v[n_block % kValueStages], smem.second_staging(),
@@ -210,16 +215,16 @@ struct BackwardQueryWgmma {
     }
     fence_async_shared();
     __syncthreads();
-    if (n_block + 1 < n_blocks) load_block(smem, n_block + 1, k, v, p, thread);
+    if (n_block + 1 < n_blocks) load_block(smem, n_block + 1, first_key, k, v, p, thread);
     cp_async_commit();
   }
 
-  // Issues the copies of K and V rows of key block j into their stages
-  // (staged: into the staging areas).
-  static __device__ __forceinline__ void load_block(SharedStorage& smem, int j, const u16* k,
-                                                    const u16* v, const AttentionParams& p,
-                                                    int thread) {
-    const int key0 = j * kBlockN;
+  // Issues the copies of K and V rows of key block j (block 0 at first_key)
+  // into their stages (staged: into the staging areas).
+  static __device__ __forceinline__ void load_block(SharedStorage& smem, int j, int first_key,
+                                                    const u16* k, const u16* v,
+                                                    const AttentionParams& p, int thread) {
+    const int key0 = first_key + j * kBlockN;
     if constexpr (kStaged) {
       KCopy::issue(smem.k[j % kKeyStages], smem.first_staging(), k + key0 * p.k.stride_seq,
                    p.k.stride_seq, p.k.stride_dim, p.seq_kv - key0, C::kDimQK, thread);
@@ -261,12 +266,9 @@ struct BackwardQueryWgmma {
                                                     const float (&dterm_of_row)[1][2],
                                                     const AttentionParams& p, int key0,
                                                     int warp_row0, int lane) {
-    scale_scores(s, p.scale_log2);
-    if (key0 + kBlockN > p.seq_kv ||
-        (C::kCausal && key0 + kBlockN - 1 > warp_row0 + p.causal_offset))
-      mask_scores<1, kKeyTiles, C::kCausal>(s, warp_row0, key0, p.seq_kv, p.causal_offset, lane);
+    logits<C>(s, p, warp_row0, key0, lane);
     exp2_rows(s, l2_of_row);
-    subtract_rows_times(dp, s, dterm_of_row);
+    subtract_rows_times<C>(dp, s, l2_of_row, dterm_of_row, p);
   }
 
   static __device__ __forceinline__ void pack(u32 (&ds_frag)[kBlockN / 16][1][4],

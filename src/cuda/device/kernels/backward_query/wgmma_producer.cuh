@@ -51,8 +51,8 @@ struct BackwardQueryWgmmaProducer {
   static __device__ void run(const AttentionParams& p, unsigned char* shared_bytes) {
     static_assert(!C::kTma, "copy=tma kernels take the tensor maps");
     run_with(p, shared_bytes,
-             [&](SharedStorage& smem, int batch, int kv_head, int n_blocks, int producer_thread) {
-               produce(smem, p, batch, kv_head, n_blocks, producer_thread);
+             [&](SharedStorage& smem, int batch, int kv_head, BlockRange blocks, int producer_thread) {
+               produce(smem, p, batch, kv_head, blocks, producer_thread);
              });
   }
 
@@ -61,8 +61,8 @@ struct BackwardQueryWgmmaProducer {
                              unsigned char* shared_bytes) {
     static_assert(C::kTma, "only copy=tma kernels take the tensor maps");
     run_with(p, shared_bytes,
-             [&](SharedStorage& smem, int batch, int kv_head, int n_blocks, int producer_thread) {
-               produce_with_tma(smem, maps, batch, kv_head, n_blocks, producer_thread);
+             [&](SharedStorage& smem, int batch, int kv_head, BlockRange blocks, int producer_thread) {
+               produce_with_tma(smem, maps, batch, kv_head, blocks, producer_thread);
              });
   }
 
@@ -73,7 +73,7 @@ struct BackwardQueryWgmmaProducer {
     const int thread = threadIdx.x, lane = thread & 31, warp = thread >> 5;
     const CtaTile tile = query_tile<kBlockM, 1>(p);
     const int head = tile.head, kv_head = tile.kv_head, batch = tile.batch, row0 = tile.row0;
-    const int n_blocks = Base::key_blocks(p, row0);
+    const BlockRange blocks = Base::key_blocks(p, row0);
 
     if (thread == 0) smem.pipeline.init(kConsumerWarps, Copies::kFullArrivals);
     if (warp < kConsumerWarps) {
@@ -93,7 +93,7 @@ struct BackwardQueryWgmmaProducer {
                                                      kValueSlices * kSliceCols, thread,
                                                      Registers::kThreads);
     if (Roles::split_roles(warp)) {  // Q, dO and the row stats are ready after it
-      if (Roles::copies(warp)) produce(smem, batch, kv_head, n_blocks, Roles::producer_thread(thread));
+      if (Roles::copies(warp)) produce(smem, batch, kv_head, blocks, Roles::producer_thread(thread));
       return;
     }
     const int group = warp / 4;
@@ -102,7 +102,8 @@ struct BackwardQueryWgmmaProducer {
     const u64 grad_o_desc = matrix_descriptor(smem.grad_o + group * 64 * kDimV, 128, kDimV * 16);
     float dq[1][kDimQK / 8][4];
     Base::traverse(
-        p, n_blocks, q_desc, grad_o_desc, smem.lse_log2, smem.dterm, dq, warp, warp_row0, lane,
+        p, blocks.count(), blocks.first * kBlockN, q_desc, grad_o_desc, smem.lse_log2, smem.dterm,
+        dq, warp, warp_row0, lane,
         [&](int j) { smem.pipeline.wait_full(j); },
         [&](int j) { smem.pipeline.release(j, lane); },
         [&](int j) -> const u16* { return smem.k[j % kStages]; },
@@ -110,16 +111,17 @@ struct BackwardQueryWgmmaProducer {
     Base::store_grad_q(p, batch, head, warp_row0, dq, lane);
   }
 
-  // The copying warps: K[j] and V[j] into stage j % kStages, each warp its
+  // The copying warps: K[j] and V[j] (block j of `blocks`) into stage
+  // j % kStages, each warp its
   // share (producer_thread: 0 to Copies::kThreads - 1), signalling the stage
   // once its copies have landed.
   static __device__ __forceinline__ void produce(SharedStorage& smem, const AttentionParams& p,
-                                                 int batch, int kv_head, int n_blocks,
+                                                 int batch, int kv_head, BlockRange blocks,
                                                  int producer_thread) {
     const u16* k = head_slice<const u16>(p.k, batch, kv_head);
     const u16* v = head_slice<const u16>(p.v, batch, kv_head);
-    smem.pipeline.produce(n_blocks, [&](int j, int stage) {
-      const int key0 = j * kBlockN;
+    smem.pipeline.produce(blocks.count(), [&](int j, int stage) {
+      const int key0 = (blocks.first + j) * kBlockN;
       copy_core_matrix_tile<kBlockN, kDimQK, C::kVec, Copies::kThreads>(
           smem.k[stage], k + key0 * p.k.stride_seq, p.k.stride_seq, p.seq_kv - key0, C::kDimQK,
           producer_thread);
@@ -143,12 +145,12 @@ struct BackwardQueryWgmmaProducer {
   // arrive as zeros.
   static __device__ __forceinline__ void produce_with_tma(SharedStorage& smem,
                                                           const TraversedTensorMaps& maps,
-                                                          int batch, int kv_head, int n_blocks,
-                                                          int lane) {
-    smem.pipeline.produce_with_transactions(n_blocks, [&](int j, int stage, u64* full) {
+                                                          int batch, int kv_head,
+                                                          BlockRange blocks, int lane) {
+    smem.pipeline.produce_with_transactions(blocks.count(), [&](int j, int stage, u64* full) {
       if (lane != 0) return;
       tma_load_traversed_block<kBlockN, kSliceCols, C::kDimQK, C::kDimV>(
-          smem.k[stage], smem.v[stage], maps, j * kBlockN, kv_head, batch, full);
+          smem.k[stage], smem.v[stage], maps, (blocks.first + j) * kBlockN, kv_head, batch, full);
     });
   }
 };

@@ -67,7 +67,7 @@ struct BackwardQueryWgmmaSplit : BackwardQueryWgmmaSplitSteps<C> {
     const int thread = threadIdx.x, lane = thread & 31, warp = thread >> 5;
     const CtaTile tile = query_tile<kBlockM, 1>(p);
     const int head = tile.head, kv_head = tile.kv_head, batch = tile.batch, row0 = tile.row0;
-    const int n_blocks = key_blocks_for_rows<C::kCausal, kBlockN>(p, row0, kBlockM);
+    const BlockRange blocks = key_blocks_for_rows<C, kBlockN>(p, row0, kBlockM);
 
     if (thread == 0) {
       smem.keys.init(kConsumerWarps);
@@ -93,7 +93,7 @@ struct BackwardQueryWgmmaSplit : BackwardQueryWgmmaSplitSteps<C> {
                                       Registers::kThreads);
     if (Roles::split_roles(warp)) {  // Q, dO and the row stats are ready after it
       if (Roles::copies(warp) && Roles::producer_thread(thread) == 0)
-        produce(smem, maps, batch, kv_head, n_blocks);
+        produce(smem, maps, batch, kv_head, blocks);
       return;
     }
     // The warpgroup, broadcast so that the compiler sees a warp-uniform
@@ -102,7 +102,7 @@ struct BackwardQueryWgmmaSplit : BackwardQueryWgmmaSplitSteps<C> {
     const int group_thread = thread & (kGroupThreads - 1);
     const int warp_row0 = row0 + (warp & 3) * 16;  // both warpgroups cover the same rows
     float dq[1][kHalfQK / 8][4];
-    traverse(smem, p, n_blocks, dq, batch, head, group, group_thread, warp & 3, warp_row0, lane);
+    traverse(smem, p, blocks, dq, batch, head, group, group_thread, warp & 3, warp_row0, lane);
     const float scale[1][2] = {{p.scale, p.scale}};
     const int col0 = group * kHalfQK;
     store_acc_tile<E, C::kVec>(head_slice<u16>(p.grad_q, batch, head) +
@@ -111,14 +111,15 @@ struct BackwardQueryWgmmaSplit : BackwardQueryWgmmaSplitSteps<C> {
                                p.seq_q - warp_row0, C::kDimQK - col0, lane);
   }
 
-  // The producer warp's first lane: K[j] and V[j] into their pipelines, each
+  // The producer warp's first lane: K[j] and V[j] (block j of `blocks`) into
+  // their pipelines, each
   // tensor's whole slices in one TMA copy (rows past the sequence end arrive
   // as zeros).
   static __device__ __forceinline__ void produce(SharedStorage& smem,
                                                  const TraversedTensorMaps& maps, int batch,
-                                                 int kv_head, int n_blocks) {
-    for (int j = 0; j < n_blocks; ++j) {
-      const int key0 = j * kBlockN;
+                                                 int kv_head, BlockRange blocks) {
+    for (int j = 0; j < blocks.count(); ++j) {
+      const int key0 = (blocks.first + j) * kBlockN;
       smem.keys.wait_empty(j);
       tma_load_announced_tile<kBlockN, kSliceCols, C::kDimQK>(
           smem.k[j % kKeyStages], &maps.first_sliced, &maps.first, key0, kv_head, batch,
@@ -135,7 +136,7 @@ struct BackwardQueryWgmmaSplit : BackwardQueryWgmmaSplitSteps<C> {
   // block j run while the product does. Blocks 0 and n are peeled off, so
   // no wgmma sits in a branch.
   static __device__ __forceinline__ void traverse(SharedStorage& smem, const AttentionParams& p,
-                                                  int n_blocks, float (&dq)[1][kHalfQK / 8][4],
+                                                  BlockRange blocks, float (&dq)[1][kHalfQK / 8][4],
                                                   int batch, int head, int group, int group_thread,
                                                   int warp_in_group, int warp_row0, int lane) {
     // This warpgroup's half of the contraction: columns g·kHalfQK on of Q
@@ -162,6 +163,7 @@ struct BackwardQueryWgmmaSplit : BackwardQueryWgmmaSplitSteps<C> {
     }
     zero(dq);
     u32 ds_frag[kBlockN / 16][1][4];  // dS of block j-1 as A fragments
+    const int n_blocks = blocks.count(), first_key = blocks.first * kBlockN;
 
     if (n_blocks > 0) {
       smem.keys.wait_full(0);
@@ -175,8 +177,8 @@ struct BackwardQueryWgmmaSplit : BackwardQueryWgmmaSplitSteps<C> {
       fence_registers(flat(s));
       fence_registers(flat(dp));
       smem.values.release(0, lane);
-      finish_block(smem, s, dp, ds_frag, l2_of_row, dterm_of_row, p, 0, group, group_thread,
-                   warp_row0, lane);
+      finish_block(smem, s, dp, ds_frag, l2_of_row, dterm_of_row, p, first_key, group,
+                   group_thread, warp_row0, lane);
     }
     for (int n_block = 1; n_block < n_blocks; ++n_block) {
       smem.keys.wait_full(n_block);
@@ -194,7 +196,8 @@ struct BackwardQueryWgmmaSplit : BackwardQueryWgmmaSplitSteps<C> {
       fence_registers(flat(dp));
       smem.values.release(n_block, lane);
       sum_partials(smem.partial, kPartialsBarrier, group, group_thread, s, dp);
-      Half::query_side(s, dp, l2_of_row, dterm_of_row, p, n_block * kBlockN, warp_row0, lane);
+      Half::query_side(s, dp, l2_of_row, dterm_of_row, p, first_key + n_block * kBlockN,
+                       warp_row0, lane);
       wgmma_wait<0>();  // the dS fragments of block j-1 are free
       fence_registers(flat(dq));
       smem.keys.release(n_block - 1, lane);

@@ -65,14 +65,13 @@ struct BackwardKeyValueF32 {
     const float* k_warp = smem.k + warp_local0 * kDimQK;
     const float* v_warp = smem.v + warp_local0 * kDimV;
 
-    const int first_block = first_query_block<C::kCausal, kSimtBlockN>(p, key0);
-    const int m_blocks = ceil_div(p.seq_q, kSimtBlockN);
+    const BlockRange query_blocks = query_blocks_for_keys<C, kSimtBlockN>(p, key0, kBlockM);
 
     for (int g = 0; g < p.group_size; ++g) {
       const int head = kv_head * p.group_size + g;
       const float* q = head_slice<const float>(p.q, batch, head);
       const float* grad_o = head_slice<const float>(p.grad_o, batch, head);
-      for (int m_block = first_block; m_block < m_blocks; ++m_block) {
+      for (int m_block = query_blocks.first; m_block < query_blocks.end; ++m_block) {
         const int query0 = m_block * kSimtBlockN;
         __syncthreads();  // every warp is done with the previous Q and dO (and K, V are in)
         load_f32_tile<kSimtBlockN, kQCols, kQCols, kThreads>(
@@ -92,10 +91,9 @@ struct BackwardKeyValueF32 {
         const float l2 = smem.lse_log2[lane], dterm = smem.dterm[lane];
 #pragma unroll
         for (int r = 0; r < kSimtRowsPerWarp; ++r) {
-          st[r] = visible<C::kCausal>(p, query, warp_key0 + r)
-                      ? exp2f(st[r] * p.scale_log2 - l2)
-                      : 0.0f;                      // Pᵀ
-          dpt[r] = st[r] * (dpt[r] - dterm);       // dSᵀ
+          st[r] = visible<C>(p, query, warp_key0 + r) ? exp2f(logit<C>(st[r], p) - l2)
+                                                      : 0.0f;                   // Pᵀ
+          dpt[r] = st[r] * (dpt[r] - dterm) * logit_slope<C>(st[r], l2, p);     // dSᵀ
         }
         accumulate_product<kDvChunk, kGradOCols>(dv, st, smem.grad_o + dv0, lane);
         accumulate_product<kDkChunk, kQCols>(dk, dpt, smem.q + dk0, lane);

@@ -54,7 +54,7 @@ struct BackwardQueryF32 {
     const float* k = head_slice<const float>(p.k, batch, kv_head);
     const float* v = head_slice<const float>(p.v, batch, kv_head);
 
-    const int n_blocks = key_blocks_for_rows<C::kCausal, kSimtBlockN>(p, row0, kBlockM);
+    const BlockRange key_blocks = key_blocks_for_rows<C, kSimtBlockN>(p, row0, kBlockM);
     load_f32_tile<kBlockM, kDimQK, kDimQK, kThreads>(smem.q, q, p.q.stride_seq, p.q.stride_dim,
                                                      p.seq_q - row0, C::kDimQK, thread);
     load_f32_tile<kBlockM, kDimV, kDimV, kThreads>(smem.grad_o, grad_o, p.grad_o.stride_seq,
@@ -68,7 +68,7 @@ struct BackwardQueryF32 {
     const float* q_warp = smem.q + warp_local0 * kDimQK;
     const float* grad_o_warp = smem.grad_o + warp_local0 * kDimV;
 
-    for (int n_block = 0; n_block < n_blocks; ++n_block) {
+    for (int n_block = key_blocks.first; n_block < key_blocks.end; ++n_block) {
       const int key0 = n_block * kSimtBlockN;
       __syncthreads();  // every warp is done with the previous K and V (and the rows are in)
       load_f32_tile<kSimtBlockN, kKCols, kKCols, kThreads>(
@@ -86,10 +86,10 @@ struct BackwardQueryF32 {
 #pragma unroll
       for (int r = 0; r < kSimtRowsPerWarp; ++r) {
         const int local = warp_local0 + r;
-        const float prob = visible<C::kCausal>(p, warp_row0 + r, key)
-                               ? exp2f(s[r] * p.scale_log2 - smem.lse_log2[local])
-                               : 0.0f;
-        s[r] = prob * (dp[r] - smem.dterm[local]);  // dS
+        const float l2 = smem.lse_log2[local];
+        const float prob = visible<C>(p, warp_row0 + r, key) ? exp2f(logit<C>(s[r], p) - l2)
+                                                             : 0.0f;
+        s[r] = prob * (dp[r] - smem.dterm[local]) * logit_slope<C>(prob, l2, p);  // dS
       }
       accumulate_product<kDqChunk, kKCols>(dq, s, smem.k + dq0, lane);
     }

@@ -42,7 +42,7 @@ struct ForwardF32 {
     const float* k = head_slice<const float>(p.k, batch, kv_head);
     const float* v = head_slice<const float>(p.v, batch, kv_head) + dv0 * p.v.stride_dim;
 
-    const int n_blocks = key_blocks_for_rows<C::kCausal, kSimtBlockN>(p, row0, kBlockM);
+    const BlockRange key_blocks = key_blocks_for_rows<C, kSimtBlockN>(p, row0, kBlockM);
     load_f32_tile<kBlockM, kDimQK, kDimQK, kThreads>(smem.q, q, p.q.stride_seq, p.q.stride_dim,
                                                      p.seq_q - row0, C::kDimQK, thread);
 
@@ -56,7 +56,7 @@ struct ForwardF32 {
     }
     const float* q_warp = smem.q + warp * kSimtRowsPerWarp * kDimQK;
 
-    for (int n_block = 0; n_block < n_blocks; ++n_block) {
+    for (int n_block = key_blocks.first; n_block < key_blocks.end; ++n_block) {
       const int key0 = n_block * kSimtBlockN;
       __syncthreads();  // every warp is done with the previous K and V (and Q is in)
       load_f32_tile<kSimtBlockN, kDimQK, kKStride, kThreads>(
@@ -72,9 +72,8 @@ struct ForwardF32 {
       const int key = key0 + lane;
 #pragma unroll
       for (int r = 0; r < kSimtRowsPerWarp; ++r) {
-        const float scaled = visible<C::kCausal>(p, warp_row0 + r, key)
-                                 ? s[r] * p.scale_log2
-                                 : negative_infinity();
+        const float scaled = visible<C>(p, warp_row0 + r, key) ? logit<C>(s[r], p)
+                                                                : negative_infinity();
         const float new_max = max_of(row_max[r], warp_max(scaled));
         // Until a row has seen a key its maximum is -inf: nothing to correct.
         const bool none = new_max == negative_infinity();
@@ -88,11 +87,25 @@ struct ForwardF32 {
       accumulate_product<kDvChunk, kDvChunk>(o, s, smem.v, lane);
     }
 
-    // A row with no visible key gets O = 0 and LSE = -inf.
-    float inverse_sum[kSimtRowsPerWarp];
+    // A row with no visible key gets O = 0 and LSE = -inf, or the sink's
+    // logit with kSinks (the sink joins each row's denominator; both terms
+    // are taken relative to the larger of the row's maximum and the sink).
+    float inverse_sum[kSimtRowsPerWarp], row_lse[kSimtRowsPerWarp];
+    const float sink = sink_log2<C>(p, head);
 #pragma unroll
-    for (int r = 0; r < kSimtRowsPerWarp; ++r)
-      inverse_sum[r] = row_sum[r] > 0.0f ? 1.0f / row_sum[r] : 0.0f;
+    for (int r = 0; r < kSimtRowsPerWarp; ++r) {
+      const bool seen = row_sum[r] > 0.0f;
+      if constexpr (C::kSinks) {
+        const float top = max_of(row_max[r], sink);
+        const float rescale = seen ? exp2f(row_max[r] - top) : 0.0f;
+        const float total = row_sum[r] * rescale + exp2f(sink - top);
+        inverse_sum[r] = rescale / total;
+        row_lse[r] = (top + log2f(total)) * kLn2;
+      } else {
+        inverse_sum[r] = seen ? 1.0f / row_sum[r] : 0.0f;
+        row_lse[r] = seen ? (row_max[r] + log2f(row_sum[r])) * kLn2 : negative_infinity();
+      }
+    }
     float* out = head_slice<float>(p.o, batch, head);
     store_rows<kDvChunk>(out, p.o.stride_seq, p.o.stride_dim, o, inverse_sum, warp_row0, p.seq_q,
                          dv0, C::kDimV, lane);
@@ -101,7 +114,7 @@ struct ForwardF32 {
       float lse = negative_infinity();
 #pragma unroll
       for (int r = 0; r < kSimtRowsPerWarp; ++r)
-        if (r == lane && row_sum[r] > 0.0f) lse = (row_max[r] + log2f(row_sum[r])) * kLn2;
+        if (r == lane) lse = row_lse[r];
       if (row < p.seq_q)
         p.lse.data[batch * p.lse.stride_batch + head * p.lse.stride_heads +
                    row * p.lse.stride_seq] = lse;

@@ -142,9 +142,9 @@ __device__ __forceinline__ void stage_query_rows_f32(const AttentionParams& p, i
 }
 
 // Whether query `query` sees key `key` (both inside their sequences).
-template <bool kCausal>
+template <class C>
 __device__ __forceinline__ bool visible(const AttentionParams& p, int query, int key) {
-  return query < p.seq_q && key < p.seq_kv && (!kCausal || key <= query + p.causal_offset);
+  return query < p.seq_q && !is_masked<C>(p, query, key);
 }
 
 }  // namespace flashgen_device

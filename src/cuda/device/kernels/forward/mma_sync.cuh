@@ -69,8 +69,8 @@ struct Forward {
     const u16* k = head_slice<const u16>(p.k, batch, kv_head);
     const u16* v = head_slice<const u16>(p.v, batch, kv_head) + dv0 * p.v.stride_dim;
 
-    const KeyBlockRange share = key_block_share<C::kSplitKeys>(
-        p, key_blocks_for_rows<C::kCausal, kBlockN>(p, row0, kBlockM), tile.split);
+    const BlockRange share = key_block_share<C::kSplitKeys>(
+        p, key_blocks_for_rows<C, kBlockN>(p, row0, kBlockM), tile.split);
     const int first_block = share.first, n_blocks = share.end;
 
     load_tile<kBlockM, kDimQK, kQKStride, C::kVec, kThreads>(
@@ -123,13 +123,7 @@ struct Forward {
                                                          lane);
       }
 
-      scale_scores(s, p.scale_log2);
-      const bool needs_mask =
-          key0 + kBlockN > p.seq_kv ||
-          (C::kCausal && key0 + kBlockN - 1 > warp_row0 + p.causal_offset);
-      if (needs_mask)
-        mask_scores<kRowTiles, kScoreTiles, C::kCausal>(s, warp_row0, key0, p.seq_kv,
-                                                        p.causal_offset, lane);
+      logits<C>(s, p, warp_row0, key0, lane);
       float correction[kRowTiles][2];
       softmax.update(s, correction);
       scale_rows(o, correction);
@@ -155,7 +149,8 @@ struct Forward {
     cp_async_wait<0>();
 
     float inverse_sum[kRowTiles][2], lse[kRowTiles][2];
-    softmax.finish(inverse_sum, lse);
+    static_assert(!(C::kSplitKeys && C::kSinks), "a share's partial results hold no sink");
+    softmax.template finish<C::kSinks>(inverse_sum, lse, sink_log2<C>(p, head));
     if (C::kSplitKeys) {
       store_partial_rows(p, tile.split, batch, head, warp_row0, dv0, o, inverse_sum,
                          p.seq_q - warp_row0, C::kDimV - dv0, lane);

@@ -65,7 +65,8 @@ struct ForwardWgmma : ForwardWgmmaSteps<C> {
   // head they attend to, and one chunk of the value columns.
   struct Work {
     int batch, head, kv_head, chunk, dv0, row0;
-    int n_blocks;    // key blocks to traverse (fewer under the causal mask)
+    int n_blocks;    // key blocks to traverse (fewer under a diagonal mask)
+    int first_key;   // the first key of the first of them
     int value_cols;  // columns of this CTA's chunk that exist
     const u16* q;    // first row of the block
     const u16* k;    // key row 0
@@ -86,7 +87,9 @@ struct ForwardWgmma : ForwardWgmmaSteps<C> {
     w.k = head_slice<const u16>(p.k, w.batch, kv_head);
     w.v = head_slice<const u16>(p.v, w.batch, kv_head) + w.dv0 * p.v.stride_dim;
     w.value_cols = C::kDimV - w.dv0;
-    w.n_blocks = key_blocks_for_rows<C::kCausal, kBlockN>(p, w.row0, kBlockM);
+    const BlockRange blocks = key_blocks_for_rows<C, kBlockN>(p, w.row0, kBlockM);
+    w.n_blocks = blocks.count();
+    w.first_key = blocks.first * kBlockN;
     return w;
   }
 
@@ -98,6 +101,7 @@ struct ForwardWgmma : ForwardWgmmaSteps<C> {
     const int warp_row0 = w.row0 + warp * 16;  // warpgroup rows 64·group, warp rows 16·(warp % 4)
     const u16 *q = w.q, *k = w.k, *v = w.v;
     const int row0 = w.row0, value_cols = w.value_cols, n_blocks = w.n_blocks;
+    const int first_key = w.first_key;
 
     // Copy groups: G(j) = {K[j+kStages-1], V[j+kStages-2]}, issued at the top
     // of iteration j into the stages iterations j-1 and j-2 finished reading,
@@ -111,7 +115,7 @@ struct ForwardWgmma : ForwardWgmmaSteps<C> {
                                                                 p.seq_q - row0, C::kDimQK, thread);
 #pragma unroll
     for (int ahead = 0; ahead < kStages - 1; ++ahead)
-      load_ahead(smem, k, v, p, ahead, n_blocks, value_cols, thread);
+      load_ahead(smem, k, v, p, ahead, n_blocks, first_key, value_cols, thread);
 
     float o[1][kOutTiles][4];
     OnlineSoftmax<1> softmax;
@@ -121,14 +125,16 @@ struct ForwardWgmma : ForwardWgmmaSteps<C> {
     const u64 q_desc = matrix_descriptor(smem.q + group * 64 * kDimQK, 128, kDimQK * 16);
 
     attend(
-        p, n_blocks, q_desc, smem.k, smem.v, o, softmax, warp_row0, lane,
-        [&](int n_block) { wait_and_load(smem, k, v, p, n_block, n_blocks, value_cols, thread); },
+        p, n_blocks, first_key, q_desc, smem.k, smem.v, o, softmax, warp_row0, lane,
+        [&](int n_block) {
+          wait_and_load(smem, k, v, p, n_block, n_blocks, first_key, value_cols, thread);
+        },
         [](int) {}, [](int) {},
         [&] {
           cp_async_wait<0>();
           if constexpr (kStaged) {
             __syncthreads();
-            land_staged(smem, k, v, p, n_blocks, n_blocks, value_cols, thread);
+            land_staged(smem, k, v, p, n_blocks, n_blocks, first_key, value_cols, thread);
           }
           fence_async_shared();
           __syncthreads();  // V[n-1] has landed for all
@@ -136,13 +142,15 @@ struct ForwardWgmma : ForwardWgmmaSteps<C> {
     store_outputs(p, w, o, softmax, warp_row0, lane);
   }
 
-  // The key-block loop of one warpgroup, for any way of filling the stages:
+  // The key-block loop of one warpgroup over n_blocks blocks from first_key,
+  // for any way of filling the stages:
   // acquire(j) returns once K[j] and V[j-1] are in their stages (it may issue
   // further copies), release_keys(j) is called once this warp no longer
   // reads K[j] (S(j) is done), release(j) once it no longer reads block j's
   // stage (K[j] and V[j]), acquire_last() returns once V[n-1] is in its stage.
   template <class Acquire, class ReleaseKeys, class Release, class AcquireLast>
-  static __device__ __forceinline__ void attend(const AttentionParams& p, int n_blocks, u64 q_desc,
+  static __device__ __forceinline__ void attend(const AttentionParams& p, int n_blocks,
+                                                int first_key, u64 q_desc,
                                                 const u16 (&k_tiles)[kStages][kBlockN * kDimQK],
                                                 const u16 (&v_tiles)[kStages][kBlockN * kDimV],
                                                 float (&o)[1][kOutTiles][4],
@@ -168,7 +176,7 @@ struct ForwardWgmma : ForwardWgmmaSteps<C> {
       fence_registers(flat(s));
       release_keys(0);
       float correction[1][2];
-      block_softmax(s, correction, softmax, p, 0, warp_row0, lane);
+      block_softmax(s, correction, softmax, p, first_key, warp_row0, lane);
 #pragma unroll
       for (int ks = 0; ks < kBlockN / 16; ++ks) pack_a_from_acc<E>(p_frag[ks], s, ks);
     }
@@ -185,7 +193,7 @@ struct ForwardWgmma : ForwardWgmmaSteps<C> {
       fence_registers(flat(s));
       release_keys(n_block);
       float correction[1][2];
-      block_softmax(s, correction, softmax, p, n_block * kBlockN, warp_row0, lane);
+      block_softmax(s, correction, softmax, p, first_key + n_block * kBlockN, warp_row0, lane);
       wgmma_wait<0>();  // O holds blocks < j, and the P fragments are free
       fence_registers(o_flat);
       release(n_block - 1);
@@ -211,7 +219,7 @@ struct ForwardWgmma : ForwardWgmmaSteps<C> {
                                                        OnlineSoftmax<1>& softmax, int warp_row0,
                                                        int lane) {
     float inverse_sum[1][2], lse[1][2];
-    softmax.finish(inverse_sum, lse);
+    softmax.template finish<C::kSinks>(inverse_sum, lse, sink_log2<C>(p, w.head));
     store_acc_tile<E, C::kVec>(
         head_slice<u16>(p.o, w.batch, w.head) + warp_row0 * p.o.stride_seq + w.dv0 * p.o.stride_dim,
         p.o.stride_seq, p.o.stride_dim, o, inverse_sum, p.seq_q - warp_row0, w.value_cols, lane);
@@ -231,16 +239,16 @@ struct ForwardWgmma : ForwardWgmmaSteps<C> {
   // iteration j+1).
   static __device__ __forceinline__ void wait_and_load(SharedStorage& smem, const u16* k,
                                                        const u16* v, const AttentionParams& p,
-                                                       int n_block, int n_blocks, int value_cols,
-                                                       int thread) {
+                                                       int n_block, int n_blocks, int first_key,
+                                                       int value_cols, int thread) {
     cp_async_wait<kStages - 2>();
     if constexpr (kStaged) {
       __syncthreads();  // the staged chunks are visible to every thread
-      land_staged(smem, k, v, p, n_block, n_blocks, value_cols, thread);
+      land_staged(smem, k, v, p, n_block, n_blocks, first_key, value_cols, thread);
     }
     fence_async_shared();
     __syncthreads();
-    load_ahead(smem, k, v, p, n_block + kStages - 1, n_blocks, value_cols, thread);
+    load_ahead(smem, k, v, p, n_block + kStages - 1, n_blocks, first_key, value_cols, thread);
   }
 
   // Issues and commits copy group G(ahead + 1 - kStages) = {K[ahead], V[ahead-1]}:
@@ -248,21 +256,23 @@ struct ForwardWgmma : ForwardWgmmaSteps<C> {
   // from, and V[ahead-1] likewise (blocks past the last are not copied).
   static __device__ __forceinline__ void load_ahead(SharedStorage& smem, const u16* k,
                                                     const u16* v, const AttentionParams& p,
-                                                    int ahead, int n_blocks, int value_cols,
-                                                    int thread) {
-    if (ahead < n_blocks) load_keys(smem, ahead % kStages, k, p, ahead * kBlockN, thread);
+                                                    int ahead, int n_blocks, int first_key,
+                                                    int value_cols, int thread) {
+    if (ahead < n_blocks)
+      load_keys(smem, ahead % kStages, k, p, first_key + ahead * kBlockN, thread);
     if (ahead >= 1 && ahead - 1 < n_blocks)
-      load_values(smem, (ahead - 1) % kStages, v, p, (ahead - 1) * kBlockN, value_cols, thread);
+      load_values(smem, (ahead - 1) % kStages, v, p, first_key + (ahead - 1) * kBlockN,
+                  value_cols, thread);
     cp_async_commit();
   }
 
   // Shifts the staged K[j] and V[j-1] (copy group G(j-1)) into their stages.
   static __device__ __forceinline__ void land_staged(SharedStorage& smem, const u16* k,
                                                      const u16* v, const AttentionParams& p,
-                                                     int n_block, int n_blocks, int value_cols,
-                                                     int thread) {
+                                                     int n_block, int n_blocks, int first_key,
+                                                     int value_cols, int thread) {
     if constexpr (kStaged) {
-      const int key0 = n_block * kBlockN;
+      const int key0 = first_key + n_block * kBlockN;
       if (n_block < n_blocks)
         KCopy::finish(smem.k[n_block % kStages], smem.first_staging(), k + key0 * p.k.stride_seq,
                       p.k.stride_seq, p.seq_kv - key0, C::kDimQK, thread);

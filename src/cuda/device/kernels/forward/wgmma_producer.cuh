@@ -100,7 +100,7 @@ struct ForwardWgmmaProducer {
     OnlineSoftmax<1> softmax;
     if constexpr (C::kTma)
       Base::attend(
-          p, w.n_blocks, q_desc, smem.k, smem.v, o, softmax, warp_row0, lane,
+          p, w.n_blocks, w.first_key, q_desc, smem.k, smem.v, o, softmax, warp_row0, lane,
           [&](int n_block) {
             smem.keys.wait_full(n_block);
             if (n_block > 0) smem.values.wait_full(n_block - 1);
@@ -110,7 +110,7 @@ struct ForwardWgmmaProducer {
           [&] { smem.values.wait_full(w.n_blocks - 1); });
     else
       Base::attend(
-          p, w.n_blocks, q_desc, smem.k, smem.v, o, softmax, warp_row0, lane,
+          p, w.n_blocks, w.first_key, q_desc, smem.k, smem.v, o, softmax, warp_row0, lane,
           [&](int n_block) { smem.keys.wait_full(n_block); }, [](int) {},
           [&](int n_block) { smem.keys.release(n_block, lane); },
           [] {});  // V[n-1] arrived with K[n-1]
@@ -137,7 +137,7 @@ struct ForwardWgmmaProducer {
     if (lane != 0) return;
     const int value_slice_count = value_slices(w);
     for (int j = 0; j < w.n_blocks; ++j) {
-      const int stage = j % kStages, key0 = j * kBlockN;
+      const int stage = j % kStages, key0 = w.first_key + j * kBlockN;
       smem.keys.wait_empty(j);
       tma_load_announced_tile<kBlockN, kSliceCols, C::kDimQK>(smem.k[stage], &maps.first_sliced,
                                                               &maps.first, key0, w.kv_head, w.batch,
@@ -160,7 +160,7 @@ struct ForwardWgmmaProducer {
                                                  const typename Base::Work& w,
                                                  int producer_thread) {
     smem.keys.produce(w.n_blocks, [&](int n_block, int stage) {
-      const int key0 = n_block * kBlockN;
+      const int key0 = w.first_key + n_block * kBlockN;
       copy_core_matrix_tile<kBlockN, kDimQK, C::kVec, Copies::kThreads>(
           smem.k[stage], w.k + key0 * p.k.stride_seq, p.k.stride_seq, p.seq_kv - key0, C::kDimQK,
           producer_thread);

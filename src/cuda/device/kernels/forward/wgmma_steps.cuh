@@ -52,12 +52,7 @@ struct ForwardWgmmaSteps {
                                                        OnlineSoftmax<1>& softmax,
                                                        const AttentionParams& p, int key0,
                                                        int warp_row0, int lane) {
-    scale_scores(s, p.scale_log2);
-    const bool needs_mask = key0 + kBlockN > p.seq_kv ||
-                            (C::kCausal && key0 + kBlockN - 1 > warp_row0 + p.causal_offset);
-    if (needs_mask)
-      mask_scores<1, kScoreTiles, C::kCausal>(s, warp_row0, key0, p.seq_kv, p.causal_offset,
-                                              lane);
+    logits<C>(s, p, warp_row0, key0, lane);
     softmax.update(s, correction);
   }
 };
