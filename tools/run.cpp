@@ -31,6 +31,7 @@ Arguments declare() {
               "[--backend auto|cpu|cuda] [--batch B] [--heads H] [--heads-kv H] [--seq N]\n"
               "                    [--seq-kv N] [--dim D] [--dim-v D] [--dtype bf16|f16|f32] "
               "[--causal]\n"
+              "                    [--top-left] [--window-left L] [--window-right R] [--softcap C]\n"
               "                    [--scale S] [--deterministic 0|1] [--threads N]",
               "Runs one forward and one backward with random inputs, prints the plan (what\n"
               "runs), the times and the error against the fp64 reference on batch 0 and key/\n"
@@ -47,6 +48,10 @@ Arguments declare() {
   a.option("dim-v", "D", "head dimension of values (default: --dim)");
   a.option("dtype", "T", "bf16 (default), f16 or f32");
   a.flag("causal", "causal mask, bottom-right aligned");
+  a.flag("top-left", "causal aligned top-left (query i sees keys j <= i), as SDPA's is_causal");
+  a.option("window-left", "L", "sliding window: query i sees keys j >= i + seq_kv - seq_q - L");
+  a.option("window-right", "R", "... and j <= i + seq_kv - seq_q + R");
+  a.option("softcap", "C", "logits C * tanh(s / C) (default 0: none)");
   a.option("scale", "S", "softmax scale (default 1/sqrt(dim))");
   a.option("deterministic", "0|1", "1 (default): bit-identical backward; 0 allows atomics");
   a.option("threads", "N", "CPU threads (default: all)");
@@ -96,6 +101,10 @@ int run_command(const std::vector<std::string>& words) {
 
   Options options;
   options.causal = shape.causal;
+  if (arguments.given("top-left")) options.causal_alignment = CausalAlignment::top_left;
+  options.window_left = arguments.integer("window-left", -1, -1);
+  options.window_right = arguments.integer("window-right", -1, -1);
+  options.softcap = arguments.number("softcap", 0.0, 0.0);
   options.backend = backend_name == "auto" ? Backend::automatic : backend;
   options.deterministic = arguments.integer("deterministic", 1, 0, 1) == 1;
   options.cpu_threads = static_cast<int>(arguments.integer("threads", 0, 0, 1 << 16));
