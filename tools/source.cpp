@@ -30,7 +30,7 @@ bool looks_like_arch(const std::string& arch) {
 int source_command(const std::vector<std::string>& words) {
   Arguments a("source",
               "--kind K --dqk D [--dv D] [--dtype bf16|f16|f32] [--causal] [--window]\n"
-              "                      [--softcap] [--sinks] [--vec 8|4|2|1|0]"
+              "                      [--softcap] [--sinks] [--alibi] [--vec 8|4|2|1|0]"
               " [--split-keys] [--arch sm_90a] [--tuning \"rows=128 cols=64 ...\"]\n"
               "                      [--headers]",
               "Prints the kernel source flashgen generates for one spec, as NVRTC compiles it,\n"
@@ -49,6 +49,7 @@ int source_command(const std::vector<std::string>& words) {
   a.flag("window", "mask keys before a diagonal (a sliding window's left edge)");
   a.flag("softcap", "soft-capped logits");
   a.flag("sinks", "forward: a sink logit per query head");
+  a.flag("alibi", "logits less ALiBi's bias");
   a.flag("split-keys", "forward: the split-key kernel of decode (partial results for\n"
                        "                          forward_combine)");
   a.option("vec", "V", "alignment class: 8 (16-byte rows), 4, 2, 1, or 0 (dim stride not 1);\n"
@@ -75,6 +76,7 @@ int source_command(const std::vector<std::string>& words) {
   spec.window = a.given("window");
   spec.softcap = a.given("softcap");
   spec.sinks = a.given("sinks");
+  spec.alibi = a.given("alibi");
   spec.split_keys = a.given("split-keys");
   spec.vec = std::stoi(a.choice("vec", std::to_string(packed_vec(spec.dim_qk, spec.dim_v)),
                                 {"8", "4", "2", "1", "0"}));

@@ -124,7 +124,8 @@ struct Options {
 
   // Masks and score modifiers, flash-attn 2's conventions (mask_mod is
   // FlexAttention's). The CPU backend runs them all; the CUDA backend runs
-  // the window and both causal alignments, and refuses the others for now.
+  // all but mask_mod (and ALiBi together with a soft cap), which it refuses
+  // for now.
   //
   // Sliding window: query i sees keys j with
   //   i + seq_kv - seq_q - window_left <= j <= i + seq_kv - seq_q + window_right

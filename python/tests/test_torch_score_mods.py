@@ -1,8 +1,8 @@
 """flashgen.attention (torch) with the masks and score modifiers: the
 keywords reach the library (CPU tensors, against a float64 numpy oracle),
 the sinks' gradient comes back through autograd; on CUDA tensors windows,
-top-left causal, the soft cap and sinks run on the GPU, and the options its
-kernels do not run yet are refused by name."""
+top-left causal, the soft cap, sinks and ALiBi run on the GPU, and the
+options its kernels do not run yet are refused by name."""
 
 from __future__ import annotations
 
@@ -87,8 +87,8 @@ def test_cuda_tensors_are_refused_by_name():
     q, k, v, _ = _case({}, requires_grad=False)
     q, k, v = q.cuda(), k.cuda(), v.cuda()
     with pytest.raises(flashgen.UnsupportedError,
-                       match="alibi_slopes: not supported by the CUDA backend yet"):
-        flashgen.attention(q, k, v, alibi_slopes=torch.full((4,), 0.5, device="cuda"))
+                       match="mask_mod: not supported by the CUDA backend yet"):
+        flashgen.attention(q, k, v, mask_mod="kv_idx <= q_idx")
 
 
 CUDA_MASKS = [

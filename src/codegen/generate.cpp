@@ -44,6 +44,7 @@ GeneratedKernel generate(const KernelSpec& spec, const TuningParams& t) {
     << "  static constexpr bool kWindow = " << (spec.window ? "true" : "false") << ";\n"
     << "  static constexpr bool kSoftcap = " << (spec.softcap ? "true" : "false") << ";\n"
     << "  static constexpr bool kSinks = " << (spec.sinks ? "true" : "false") << ";\n"
+    << "  static constexpr bool kAlibi = " << (spec.alibi ? "true" : "false") << ";\n"
     << "  static constexpr int kVec = " << spec.vec << ";\n";
   if (!is_row_kernel(spec.kind)) {
     s << "  static constexpr int kWarps = " << t.warps << ";\n"

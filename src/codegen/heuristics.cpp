@@ -352,17 +352,17 @@ TuningParams tuning_without_tma(const KernelSpec& spec, const TuningParams& t,
   return default_tuning(untiled, shared_limit);
 }
 
-// The window's second diagonal and the soft cap keep more values live per
-// score. Where the plain shape has no register left (compiling every kind,
-// tests/codegen/compile_spread_test.cpp, found 4 to 16 bytes of spills), the
-// next narrower traversed block: the forward of three warpgroups over
-// 128-key blocks (D <= 64) and the mma.sync query kernel of two row tiles
-// per warp.
+// The window's second diagonal, the soft cap and ALiBi keep more values live
+// per score. Where the plain shape has no register left (compiling every
+// kind, tests/codegen/compile_spread_test.cpp, found 4 to 48 bytes of
+// spills), the next narrower traversed block: the forward of three
+// warpgroups over 128-key blocks (D <= 64), the wgmma query kernel of three
+// warpgroups and the mma.sync one of two row tiles per warp.
 static TuningParams with_room_for_score_modifiers(const KernelSpec& spec, TuningParams t) {
-  if (!spec.window && !spec.softcap) return t;
+  if (!spec.window && !spec.softcap && !spec.alibi) return t;
   if (spec.kind == KernelKind::forward && t.wgmma && t.warps == 12 && t.block_cols == 128)
     t.block_cols = 64;
-  if (spec.kind == KernelKind::backward_query && !t.wgmma && t.row_tiles() == 2)
+  if (spec.kind == KernelKind::backward_query && (t.wgmma ? t.warps == 12 : t.row_tiles() == 2))
     t.block_cols = narrower(t.block_cols);
   return t;
 }

@@ -25,6 +25,7 @@ std::string KernelSpec::to_string() const {
   if (window) s << " window";
   if (softcap) s << " softcap";
   if (sinks) s << " sinks";
+  if (alibi) s << " alibi";
   if (split_keys) s << " split_keys";
   return s.str();
 }

@@ -43,9 +43,12 @@ struct KernelSpec {
   bool softcap = false;
   // A logit per query head in each row's softmax denominator: the forward.
   bool sinks = false;
+  // Logits less ALiBi's slope · distance from the diagonal: the kernels
+  // that compute P.
+  bool alibi = false;
 
   // "forward bf16 dqk=127 dv=127 causal=0 vec=1 sm_90a" (" window",
-  // " softcap", " sinks" and " split_keys" after it when set)
+  // " softcap", " sinks", " alibi" and " split_keys" after it when set)
   std::string to_string() const;
   bool operator==(const KernelSpec&) const = default;
 };

@@ -81,6 +81,7 @@ KernelChoice choose(KernelKind kind, const Problem& p, int vec, bool tma_readabl
   c.spec.window = diagonals.before;
   c.spec.softcap = p.softcap > 0.0 && computes_probabilities(kind);
   c.spec.sinks = p.has_sinks() && kind == KernelKind::forward;
+  c.spec.alibi = p.alibi_slopes.given() && computes_probabilities(kind);
   c.spec.vec = vec;
   const DeviceInfo& device = device_info(ordinal);
   c.spec.arch = device.arch();
@@ -113,7 +114,7 @@ struct Signature {
   KernelKind kind;
   DType dtype;
   int dim_qk, dim_v, vec, ordinal;
-  bool causal, window, softcap, sinks, tma_readable, split_keys;
+  bool causal, window, softcap, sinks, alibi, tma_readable, split_keys;
   std::int64_t seq;
   std::uint64_t tables;
   bool operator==(const Signature&) const = default;
@@ -125,7 +126,8 @@ struct SignatureHash {
     for (std::uint64_t field :
          {std::uint64_t(s.kind), std::uint64_t(s.dtype), std::uint64_t(s.dim_qk),
           std::uint64_t(s.dim_v), std::uint64_t(s.vec), std::uint64_t(s.ordinal),
-          std::uint64_t(s.sinks) << 5 | std::uint64_t(s.softcap) << 4 |
+          std::uint64_t(s.alibi) << 6 | std::uint64_t(s.sinks) << 5 |
+              std::uint64_t(s.softcap) << 4 |
               std::uint64_t(s.window) << 3 | std::uint64_t(s.split_keys) << 2 |
               std::uint64_t(s.causal) << 1 | std::uint64_t(s.tma_readable),
           std::uint64_t(s.seq),
@@ -159,6 +161,7 @@ ResolvedKernel resolve(KernelKind kind, const Problem& p, int vec, bool tma_read
                       diagonals.before,
                       p.softcap > 0.0,
                       p.has_sinks(),
+                      p.alibi_slopes.given(),
                       tma_readable,
                       split_keys,
                       std::max(p.seq_q, p.seq_kv),

@@ -59,6 +59,12 @@ flashgen_device::AttentionParams problem_params(const Problem& p) {
   }
   a.sinks = p.sinks.data;
   a.sinks_stride = p.sinks.stride[0];
+  // [heads_q] or [batch, heads_q] (HeadVectorView): one slope per head, or per (batch, head).
+  const HeadVectorView& slopes = p.alibi_slopes;
+  a.alibi_slopes = slopes.data;
+  a.alibi_stride_batch = slopes.rank == 2 ? slopes.stride[0] : 0;
+  a.alibi_stride_heads = slopes.rank == 2 ? slopes.stride[1] : slopes.stride[0];
+  a.diagonal_offset = static_cast<int>(p.diagonal_offset());
   return a;
 }
 

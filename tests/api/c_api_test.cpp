@@ -275,8 +275,10 @@ TEST(CApi, ScoreOptionsOnCudaMemoryAreRefusedByName) {
   c.lse.memory = FG_CUDA;
   std::vector<float> slopes(4, 0.5f);
   c.options.alibi_slopes = {slopes.data(), FG_CUDA, 0, 1, 0, {4, 0}, {1, 0}};
+  c.options.softcap = 30.0;
   EXPECT_EQ(c.forward(), FG_UNSUPPORTED);
-  EXPECT_TRUE(contains(fg_last_error(), "alibi_slopes: not supported by the CUDA backend yet"))
+  EXPECT_TRUE(contains(fg_last_error(),
+                       "alibi_slopes together with softcap: not supported by the CUDA backend yet"))
       << fg_last_error();
 }
 

@@ -119,8 +119,8 @@ TEST_F(ValidateScoreOptions, NothingThePlannerRefusesIsWritten) {
 }
 
 // On CUDA memory each option the kernels do not run yet is refused by name,
-// whether or not there is a GPU; the window, top-left causal, the soft cap
-// and sinks plan.
+// whether or not there is a GPU; the window, top-left causal, the soft cap,
+// sinks and ALiBi plan.
 TEST_F(ValidateScoreOptions, TheCudaBackendRefusesEachOptionByName) {
   for (TensorView* t : {&args.q, &args.k, &args.v, &args.o}) t->memory = MemoryKind::cuda;
   args.lse.memory = MemoryKind::cuda;
@@ -129,9 +129,10 @@ TEST_F(ValidateScoreOptions, TheCudaBackendRefusesEachOptionByName) {
                    {std::string(name) + ": not supported by the CUDA backend yet",
                     "use the CPU backend"});
   };
-  Options alibi;
-  alibi.alibi_slopes = HeadVectorView::heads(slopes.data(), 4, MemoryKind::cuda);
-  refused(alibi, "alibi_slopes");
+  Options alibi_softcap;
+  alibi_softcap.alibi_slopes = HeadVectorView::heads(slopes.data(), 4, MemoryKind::cuda);
+  alibi_softcap.softcap = 30.0;
+  refused(alibi_softcap, "alibi_slopes together with softcap");
   Options supported;
   supported.causal = true;
   supported.causal_alignment = CausalAlignment::top_left;
@@ -139,6 +140,10 @@ TEST_F(ValidateScoreOptions, TheCudaBackendRefusesEachOptionByName) {
   supported.window_right = 3;
   supported.softcap = 30.0;
   supported.sinks = HeadVectorView::heads(sinks.data(), 4, MemoryKind::cuda);
+  const Plan with_cap = plan_forward(args, supported);
+  EXPECT_EQ(with_cap.reason.find("not supported"), std::string::npos) << with_cap.reason;
+  supported.softcap = 0.0;
+  supported.alibi_slopes = HeadVectorView::heads(slopes.data(), 4, MemoryKind::cuda);
   const Plan plan = plan_forward(args, supported);
   EXPECT_EQ(plan.reason.find("not supported"), std::string::npos) << plan.reason;
 }

@@ -23,7 +23,7 @@ struct SpreadCase {
   int vec;
   bool split_keys = false;
   // The mask's left diagonal and the score modifiers (sinks: the forward only).
-  bool window = false, softcap = false, sinks = false;
+  bool window = false, softcap = false, sinks = false, alibi = false;
 };
 
 std::string name_of(const SpreadCase& c) {
@@ -31,7 +31,7 @@ std::string name_of(const SpreadCase& c) {
                      to_string(c.dtype) + (c.causal ? "_causal_" : "_") + c.arch + "_vec" +
                      std::to_string(c.vec) + (c.split_keys ? "_split_keys" : "") +
                      (c.window ? "_window" : "") + (c.softcap ? "_softcap" : "") +
-                     (c.sinks ? "_sinks" : "");
+                     (c.sinks ? "_sinks" : "") + (c.alibi ? "_alibi" : "");
   return name;
 }
 
@@ -75,7 +75,7 @@ std::vector<SpreadCase> spread() {
     cases.push_back({KernelKind::forward_combine, dim, DType::bf16, false, "sm_90a", 8});
     ++s;
   }
-  // Windows (both diagonals), soft caps and sinks on every kind the planner
+  // Windows (both diagonals), soft caps, sinks and ALiBi on every kind the planner
   // picks for them, both archs, narrow to wide heads.
   int m = 0;
   for (int dim : {40, 64, 127, 128, 256, 385})
@@ -86,6 +86,7 @@ std::vector<SpreadCase> spread() {
         c.window = true;
         c.softcap = m++ % 3 != 0;
         c.sinks = kind == KernelKind::forward && !c.softcap;
+        c.alibi = !c.softcap;
         cases.push_back(c);
       }
   // The fp32 kernels (forward and the deterministic backward) on both archs.
@@ -114,6 +115,7 @@ TEST_P(CompileSpread, CompilesWithoutSpills) {
   spec.window = c.window;
   spec.softcap = c.softcap;
   spec.sinks = c.sinks;
+  spec.alibi = c.alibi;
   const TuningParams tuning = default_tuning(spec, shared_limit_of_arch(c.arch));
   const GeneratedKernel g = generate(spec, tuning);
   EXPECT_LE(g.shared_bytes, shared_limit_of_arch(c.arch)) << g.name;

@@ -38,13 +38,13 @@ std::vector<Case> half_precision(std::vector<Case> cases) {
 }
 
 // The mask's diagonals and the score modifiers (softmax/mask.cuh) on a
-// list's shapes: the list, then four of its cases again, one with a
+// list's shapes: the list, then five of its cases again, one with a
 // two-sided sliding window, one with a left edge only (whole key blocks
 // skipped from the front), one top-left causal (with seq_q < seq_kv, keys no
-// query sees), one soft-capped with sinks.
+// query sees), one soft-capped with sinks, one with ALiBi.
 std::vector<Case> with_masks(std::vector<Case> cases) {
   const std::size_t n = cases.size();
-  for (std::size_t i = 0; i < 4 && i < n; ++i) {
+  for (std::size_t i = 0; i < 5 && i < n; ++i) {
     Case c = cases[(i * 2 + 1) % n];
     const std::int64_t width = std::max<std::int64_t>(1, c.seq_kv / 3);
     if (i == 0) {
@@ -55,16 +55,18 @@ std::vector<Case> with_masks(std::vector<Case> cases) {
     } else if (i == 2) {
       c.causal = true;
       c.alignment = CausalAlignment::top_left;
-    } else {
+    } else if (i == 3) {
       c.softcap = 2.5;
       c.sinks = true;
+    } else {
+      c.alibi = 1;
     }
     cases.push_back(c);
   }
   return cases;
 }
 
-// Windows, top-left causal, soft caps and sinks at shapes that cross
+// Windows, top-left causal, soft caps, sinks and ALiBi at shapes that cross
 // several blocks each way: left edge only, right edge only, both, the
 // diagonal alone, with causal, seq_q above and below seq_kv (rows and keys
 // that see nothing), GQA, odd D, wide heads (value chunks, the split
@@ -111,7 +113,17 @@ std::vector<Case> mask_cases() {
           Case{1, 300, 280, 2, 1, 40, 72, true, DType::f32, Layout::bhsd, plain, 64, 16,
                top_left, 4.0, true},
           Case{1, 1, 2000, 8, 2, 128, 128, false, DType::bf16, Layout::bshd, plain, -1, -1,
-               bottom_right, 5.0, true}};
+               bottom_right, 5.0, true},
+          Case{1, 300, 300, 4, 2, 64, 64, true, DType::bf16, Layout::bshd, plain, -1, -1,
+               bottom_right, 0.0, false, 1},
+          Case{2, 90, 140, 3, 1, 64, 80, false, DType::f16, Layout::bhsd, plain, 40, 30,
+               bottom_right, 0.0, true, 2},
+          Case{1, 200, 130, 2, 2, 127, 127, true, DType::bf16, Layout::padded, plain, -1, -1,
+               top_left, 0.0, false, 1},
+          Case{1, 130, 200, 2, 1, 384, 384, false, DType::bf16, Layout::bshd, plain, -1, -1,
+               bottom_right, 0.0, false, 2},
+          Case{1, 140, 260, 2, 1, 40, 40, true, DType::f32, Layout::bshd, plain, 64, -1,
+               bottom_right, 0.0, true, 1}};
 }
 
 // Shapes drawn at random (fixed seed): odd dims, lengths, GQA, layouts.

@@ -27,6 +27,7 @@ std::string Case::to_string() const {
     name += "_softcap" + cap;
   }
   if (sinks) name += "_sinks";
+  if (alibi > 0) name += "_alibi" + std::to_string(alibi);
   return name;
 }
 
@@ -47,6 +48,10 @@ Problem Case::problem(const Options& options) const {
 }
 
 void PrintTo(const Case& c, std::ostream* os) { *os << c.to_string(); }
+
+float alibi_slope_value(std::int64_t b, std::int64_t h) {
+  return std::ldexp(1.0f + 0.25f * static_cast<float>(b), static_cast<int>(-(h + 1)));
+}
 
 float sink_value(std::int64_t h, std::int64_t heads_q) {
   return -1.0f + 3.0f * static_cast<float>(h) / static_cast<float>(heads_q);

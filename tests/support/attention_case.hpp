@@ -34,12 +34,13 @@ struct Case {
   CausalAlignment alignment = CausalAlignment::bottom_right;
   double softcap = 0.0;
   bool sinks = false;
+  int alibi = 0;  // ALiBi slopes (alibi_slope_value()): 0 none, 1 [heads_q], 2 [batch, heads_q]
 
   bool has_window() const { return window_left >= 0 || window_right >= 0; }
 
   // "b2_sq7_skv64_hq4_hkv1_d40_causal_bf16_bhsd" ("d192_dv128" when the value
   // dimension differs, "_page_end" for that placement, "_window32_0" for a
-  // window (m for -1), "_top_left", "_softcap2p5", "_sinks"): letters,
+  // window (m for -1), "_top_left", "_softcap2p5", "_sinks", "_alibi1"): letters,
   // digits and '_' only, so it is a valid gtest parameter name.
   std::string to_string() const;
   // The normalized problem; scale unset means 1 / sqrt(dim_qk). The masks and
@@ -51,6 +52,9 @@ void PrintTo(const Case& c, std::ostream* os);
 
 // The sink logit of query head h of heads_q that tests use: spread over [-1, 2).
 float sink_value(std::int64_t h, std::int64_t heads_q);
+// The ALiBi slope of (batch b, head h) that tests use: 2^-(h + 1), ALiBi's
+// geometric sequence, times 1 + b / 4 (b = 0 for one slope per head).
+float alibi_slope_value(std::int64_t b, std::int64_t h);
 
 // gtest parameter names: INSTANTIATE_TEST_SUITE_P(..., ValuesIn(...), CaseName()).
 struct CaseName {

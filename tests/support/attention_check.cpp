@@ -206,8 +206,8 @@ void compare_sink_gradient(Findings& findings, const Case& c, const Problem& p,
 }
 
 // The options of a case's call: the given ones with the case's mask and
-// modifiers, its sinks in the call's memory; and the same options with the
-// sinks on the host, for the reference.
+// modifiers, its sinks and ALiBi slopes in the call's memory; and the same
+// options with them on the host, for the reference.
 class CaseOptions {
  public:
   CaseOptions(const Case& c, const Options& given) : call_(given) {
@@ -219,17 +219,24 @@ class CaseOptions {
     if (c.alignment == CausalAlignment::top_left) call_.causal_alignment = c.alignment;
     if (c.softcap > 0.0) call_.softcap = c.softcap;
     reference_ = call_;
+    const MemoryKind memory = memory_for(call_.backend);
     if (c.sinks) {
       for (std::int64_t h = 0; h < c.heads_q; ++h) sinks_.push_back(sink_value(h, c.heads_q));
-      const MemoryKind memory = memory_for(call_.backend);
       reference_.sinks = HeadVectorView::heads(sinks_.data(), c.heads_q);
-      call_.sinks = reference_.sinks;
-      if (memory == MemoryKind::cuda) {
-        device_sinks_ = make_storage(memory, sinks_.size() * sizeof(float));
-        device_sinks_->upload(sinks_.data(), sinks_.size() * sizeof(float));
-        call_.sinks = HeadVectorView::heads(static_cast<float*>(device_sinks_->data()), c.heads_q,
-                                            memory);
-      }
+      call_.sinks = HeadVectorView::heads(in_memory(sinks_, memory, device_sinks_), c.heads_q,
+                                          memory);
+    }
+    if (c.alibi > 0) {
+      const std::int64_t batches = c.alibi == 2 ? c.batch : 1;
+      for (std::int64_t b = 0; b < batches; ++b)
+        for (std::int64_t h = 0; h < c.heads_q; ++h) slopes_.push_back(alibi_slope_value(b, h));
+      float* slopes = in_memory(slopes_, memory, device_slopes_);
+      reference_.alibi_slopes = c.alibi == 2
+                                    ? HeadVectorView::batch_heads(slopes_.data(), c.batch, c.heads_q)
+                                    : HeadVectorView::heads(slopes_.data(), c.heads_q);
+      call_.alibi_slopes = c.alibi == 2
+                               ? HeadVectorView::batch_heads(slopes, c.batch, c.heads_q, memory)
+                               : HeadVectorView::heads(slopes, c.heads_q, memory);
     }
   }
   CaseOptions(const CaseOptions&) = delete;  // the options point into this object
@@ -237,9 +244,18 @@ class CaseOptions {
   const Options& reference() const { return reference_; }
 
  private:
+  // The host values, or a copy of them in CUDA memory (kept in `storage`).
+  static float* in_memory(std::vector<float>& values, MemoryKind memory,
+                          std::unique_ptr<Storage>& storage) {
+    if (memory != MemoryKind::cuda) return values.data();
+    storage = make_storage(memory, values.size() * sizeof(float));
+    storage->upload(values.data(), values.size() * sizeof(float));
+    return static_cast<float*>(storage->data());
+  }
+
   Options call_, reference_;
-  std::vector<float> sinks_;
-  std::unique_ptr<Storage> device_sinks_;
+  std::vector<float> sinks_, slopes_;
+  std::unique_ptr<Storage> device_sinks_, device_slopes_;
 };
 
 }  // namespace

@@ -14,7 +14,7 @@ ScoreOptions::ScoreOptions(const ScoreSpec& spec, const Case& c, Backend backend
     const std::int64_t batches = spec.alibi_rank == 2 ? c.batch : 1;
     for (std::int64_t b = 0; b < batches; ++b)
       for (std::int64_t h = 0; h < c.heads_q; ++h)
-        slopes_.push_back(std::ldexp(1.0f + 0.25f * b, static_cast<int>(-(h + 1))));
+        slopes_.push_back(alibi_slope_value(b, h));
     options_.alibi_slopes = spec.alibi_rank == 2
                                 ? HeadVectorView::batch_heads(slopes_.data(), c.batch, c.heads_q)
                                 : HeadVectorView::heads(slopes_.data(), c.heads_q);

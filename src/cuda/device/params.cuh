@@ -54,6 +54,12 @@ struct AttentionParams {
   index_t sinks_stride;
   float* grad_sinks;
   index_t grad_sinks_stride;
+  // ALiBi (kAlibi): logits less slope·|i + diagonal_offset − j|·log2(e), the
+  // slope of (batch, head) at alibi_slopes[batch · alibi_stride_batch +
+  // head · alibi_stride_heads] (stride_batch 0 for one slope per head).
+  const float* alibi_slopes;
+  index_t alibi_stride_batch, alibi_stride_heads;
+  int diagonal_offset;  // seq_kv − seq_q
 };
 
 // A TMA descriptor (CUtensorMap of the driver API: 128 opaque bytes, 64-byte

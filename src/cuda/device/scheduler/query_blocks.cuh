@@ -6,6 +6,7 @@
 #pragma once
 
 #include "common.cuh"
+#include "scheduler/cta_tile.cuh"
 #include "softmax/mask.cuh"
 
 namespace flashgen_device {
@@ -15,18 +16,22 @@ namespace flashgen_device {
 template <int kBlockN>
 struct QueryTraversal {
   int first_block, blocks_per_head, total;
+  int batch, first_head;  // the CTA's batch row, its group's first query head
+  // The walk of the CTA owning `tile` (keys tile.row0 on, of kv head tile.head).
   template <class C>
-  static __device__ __forceinline__ QueryTraversal of(const AttentionParams& p, int key0,
-                                                      int keys) {
-    const BlockRange blocks = query_blocks_for_keys<C, kBlockN>(p, key0, keys);
+  static __device__ __forceinline__ QueryTraversal of(const AttentionParams& p,
+                                                      const CtaTile& tile, int keys) {
+    const BlockRange blocks = query_blocks_for_keys<C, kBlockN>(p, tile.row0, keys);
     QueryTraversal walk;
     walk.first_block = blocks.first;
     walk.blocks_per_head = blocks.count();
     walk.total = walk.blocks_per_head * p.group_size;
+    walk.batch = tile.batch;
+    walk.first_head = tile.head * p.group_size;
     return walk;
   }
-  __device__ __forceinline__ int head_of(int j, int kv_head, int group_size) const {
-    return kv_head * group_size + j / blocks_per_head;
+  __device__ __forceinline__ int head_of(int j) const {
+    return first_head + j / blocks_per_head;
   }
   __device__ __forceinline__ int query0_of(int j) const {
     return (first_block + j % blocks_per_head) * kBlockN;

@@ -1,5 +1,6 @@
 // What every kernel makes of a score, in one place: the logit (the score
-// scaled into the log2 domain, soft-capped where C::kSoftcap) and the mask.
+// scaled into the log2 domain, soft-capped where C::kSoftcap, less the ALiBi
+// bias where C::kAlibi) and the mask.
 // Query i sees key j when j < seq_kv and
 //   j <= i + causal_offset   (C::kCausal: causal, or a window's right edge)
 //   j >= i + window_offset   (C::kWindow: a sliding window's left edge)
@@ -70,7 +71,8 @@ __device__ __forceinline__ bool is_masked(const AttentionParams& p, int query, i
 }
 
 // A score's logit in the log2 domain: s·scale·log2(e), or under the soft
-// cap c, c·tanh(s·scale / c)·log2(e).
+// cap c, c·tanh(s·scale / c)·log2(e) (ALiBi's bias comes after, from the
+// positions: logits(), the fp32 kernels).
 template <class C>
 __device__ __forceinline__ float logit(float score, const AttentionParams& p) {
   if constexpr (C::kSoftcap) return p.softcap_log2 * fast_tanh(score * p.softcap_scale);
@@ -92,17 +94,49 @@ __device__ __forceinline__ void to_logits(float (&s)[kRowTiles][kColTiles][4],
   }
 }
 
+// The ALiBi slope of (batch, head) in the log2 domain (kAlibi), 0 otherwise:
+// what logits() and logits_transposed() take as `slope`.
+template <class C>
+__device__ __forceinline__ float alibi_slope_log2(const AttentionParams& p, int batch, int head) {
+  if constexpr (C::kAlibi)
+    return p.alibi_slopes[batch * p.alibi_stride_batch + head * p.alibi_stride_heads] * kLog2e;
+  return 0.0f;
+}
+
+// ALiBi's bias of one (query, key) pair, for the kernels that take scores
+// one at a time (fp32): slope·|key − query − diagonal|; 0 without ALiBi.
+template <class C>
+__device__ __forceinline__ float alibi_bias(float slope, const AttentionParams& p, int query,
+                                            int key) {
+  if constexpr (C::kAlibi) return slope * static_cast<float>(abs(key - query - p.diagonal_offset));
+  return 0.0f;
+}
+
 // s: [kRowTiles][kColTiles][4] accumulator fragments (C layout of m16n8k16)
 // covering query rows row0 + 16·rt + {g, g+8} and key columns
-// key0 + 8·ct + 2t + {0, 1}: turned into logits, and masked where the block
-// needs it. (Rows past the query sequence are not masked: their
-// outputs are never stored.)
+// key0 + 8·ct + 2t + {0, 1}: turned into logits (less slope·|i + diagonal
+// − j| with ALiBi), and masked where the block needs it. (Rows past the
+// query sequence are not masked: their outputs are never stored.)
 template <class C, int kRowTiles, int kColTiles>
 __device__ __forceinline__ void logits(float (&s)[kRowTiles][kColTiles][4],
-                                       const AttentionParams& p, int row0, int key0, int lane) {
+                                       const AttentionParams& p, int row0, int key0, int lane,
+                                       float slope) {
   to_logits<C>(s, p);
-  if (!block_needs_mask<C>(p, row0, 16 * kRowTiles, key0, 8 * kColTiles)) return;
   const int g = lane >> 2, t = lane & 3;
+  if constexpr (C::kAlibi) {
+    // key − query − diagonal of element [0][0][0], each element an immediate away.
+    const int distance0 = key0 - row0 + 2 * t - g - p.diagonal_offset;
+#pragma unroll
+    for (int rt = 0; rt < kRowTiles; ++rt)
+#pragma unroll
+      for (int ct = 0; ct < kColTiles; ++ct)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          const int step = ct * 8 + (i & 1) - rt * 16 - (i >= 2 ? 8 : 0);
+          s[rt][ct][i] -= slope * static_cast<float>(abs(distance0 + step));
+        }
+  }
+  if (!block_needs_mask<C>(p, row0, 16 * kRowTiles, key0, 8 * kColTiles)) return;
   if constexpr (C::kWindow) {
     // Both diagonals as compares of key − query against them: three
     // registers for the block (the offsets of the first element), each
@@ -140,12 +174,24 @@ __device__ __forceinline__ void logits(float (&s)[kRowTiles][kColTiles][4],
 template <class C, int kRowTiles, int kColTiles>
 __device__ __forceinline__ void logits_transposed(float (&s)[kRowTiles][kColTiles][4],
                                                   const AttentionParams& p, int key0, int query0,
-                                                  int lane) {
+                                                  int lane, float slope) {
   to_logits<C>(s, p);
+  const int g = lane >> 2, t = lane & 3;
+  if constexpr (C::kAlibi) {  // as in logits()
+    const int distance0 = key0 - query0 + g - 2 * t - p.diagonal_offset;
+#pragma unroll
+    for (int rt = 0; rt < kRowTiles; ++rt)
+#pragma unroll
+      for (int ct = 0; ct < kColTiles; ++ct)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          const int step = rt * 16 + (i >= 2 ? 8 : 0) - ct * 8 - (i & 1);
+          s[rt][ct][i] -= slope * static_cast<float>(abs(distance0 + step));
+        }
+  }
   if (query0 + 8 * kColTiles <= p.seq_q &&
       !block_needs_mask<C>(p, query0, 8 * kColTiles, key0, 16 * kRowTiles))
     return;
-  const int g = lane >> 2, t = lane & 3;
   if constexpr (C::kWindow) {  // as in logits()
     const int diagonal = key0 - query0 + g - 2 * t;  // key − query of element [0][0][0]
     const int past = diagonal - p.causal_offset, before = diagonal - p.window_offset;

@@ -16,12 +16,15 @@ namespace flashgen_device {
 // Pᵀ = exp2(Sᵀ·scale·log2e − L2[query]) in st, the scores of one warp's 16
 // keys from warp_key0 against the traversed block's queries from query0,
 // masked where the block crosses a sequence end or a diagonal; l2: the
-// block's L2 per query (the wgmma key/value kernels).
-template <class C, int kQueryTiles>
+// block's L2 per query; the block is traversed block j of `walk` (the wgmma
+// key/value kernels).
+template <class C, int kQueryTiles, class Traversal>
 __device__ __forceinline__ void transposed_probabilities(float (&st)[1][kQueryTiles][4],
                                                          const float* l2, const AttentionParams& p,
-                                                         int query0, int warp_key0, int lane) {
-  logits_transposed<C>(st, p, warp_key0, query0, lane);
+                                                         const Traversal& walk, int j,
+                                                         int warp_key0, int lane) {
+  logits_transposed<C>(st, p, warp_key0, walk.query0_of(j), lane,
+                       alibi_slope_log2<C>(p, walk.batch, walk.head_of(j)));
   exp2_columns(st, l2, lane);
 }
 

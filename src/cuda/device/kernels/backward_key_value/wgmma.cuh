@@ -81,7 +81,7 @@ struct BackwardKeyValueWgmma : BackwardKeyValueWgmmaSteps<C> {
       copy_key_value_rows<C, kBlockM, kThreads>(smem.k, smem.v, p, batch, kv_head, key0, thread);
     }
 
-    const Traversal walk = traversal_of(p, key0);
+    const Traversal walk = traversal_of(p, tile);
     if (walk.total > 0) load_block(smem, 0, p, walk, batch, kv_head, thread);
     cp_async_commit();
 
@@ -98,8 +98,9 @@ struct BackwardKeyValueWgmma : BackwardKeyValueWgmmaSteps<C> {
 
   // The traversed blocks of the CTA whose keys start at key0 (the query
   // blocks that see its keys).
-  static __device__ __forceinline__ Traversal traversal_of(const AttentionParams& p, int key0) {
-    return Traversal::template of<C>(p, key0, kBlockM);
+  static __device__ __forceinline__ Traversal traversal_of(const AttentionParams& p,
+                                                          const CtaTile& tile) {
+    return Traversal::template of<C>(p, tile, kBlockM);
   }
 
   // Writes this warp's 16 rows of dV and dK (times the softmax scale).
@@ -188,7 +189,7 @@ struct BackwardKeyValueWgmma : BackwardKeyValueWgmmaSteps<C> {
     cp_async_wait<0>();
     if constexpr (kStaged) {
       __syncthreads();  // the staged chunks are visible to every thread
-      const BlockRows rows = block_rows(p, walk, j, batch, kv_head);
+      const BlockRows rows = block_rows(p, walk, j);
       QCopy::finish(smem.q[j % kStages], smem.first_staging(), rows.q, p.q.stride_seq,
                     p.seq_q - rows.query0, C::kDimQK, thread);
       GradOCopy::finish(smem.grad_o[j % kStages], smem.second_staging(), rows.grad_o,
@@ -207,13 +208,13 @@ struct BackwardKeyValueWgmma : BackwardKeyValueWgmmaSteps<C> {
     const u16* grad_o;
   };
   static __device__ __forceinline__ BlockRows block_rows(const AttentionParams& p,
-                                                         const Traversal& walk, int j, int batch,
-                                                         int kv_head) {
+                                                         const Traversal& walk, int j) {
     BlockRows r;
-    r.head = walk.head_of(j, kv_head, p.group_size);
+    r.head = walk.head_of(j);
     r.query0 = walk.query0_of(j);
-    r.q = head_slice<const u16>(p.q, batch, r.head) + r.query0 * p.q.stride_seq;
-    r.grad_o = head_slice<const u16>(p.grad_o, batch, r.head) + r.query0 * p.grad_o.stride_seq;
+    r.q = head_slice<const u16>(p.q, walk.batch, r.head) + r.query0 * p.q.stride_seq;
+    r.grad_o =
+        head_slice<const u16>(p.grad_o, walk.batch, r.head) + r.query0 * p.grad_o.stride_seq;
     return r;
   }
 
@@ -224,7 +225,7 @@ struct BackwardKeyValueWgmma : BackwardKeyValueWgmmaSteps<C> {
                                                     const Traversal& walk, int batch,
                                                     int kv_head, int thread) {
     const int stage = j % kStages;
-    const BlockRows rows = block_rows(p, walk, j, batch, kv_head);
+    const BlockRows rows = block_rows(p, walk, j);
     const int head = rows.head, query0 = rows.query0;
     if constexpr (kStaged) {
       QCopy::issue(smem.q[stage], smem.first_staging(), rows.q, p.q.stride_seq, p.q.stride_dim,

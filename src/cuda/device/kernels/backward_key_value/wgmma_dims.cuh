@@ -66,7 +66,7 @@ struct BackwardKeyValueWgmmaDims : BackwardKeyValueWgmmaDimsSteps<C> {
     const CtaTile tile = key_tile<kBlockM, 2>();
     const int kv_head = tile.head, batch = tile.batch, key0 = tile.row0;
     const bool grad_keys = tile.chunk == 1;  // this CTA's output: dK, else dV
-    const Traversal walk = Traversal::template of<C>(p, key0, kBlockM);
+    const Traversal walk = Traversal::template of<C>(p, tile, kBlockM);
 
     if (thread == 0) smem.pipeline.init(kConsumerWarps * 32, kQueryBlockArrivals);
     if (warp < kConsumerWarps) {

@@ -113,7 +113,7 @@ struct BackwardKeyValueWgmmaDimsSteps {
                                                        const AttentionParams& p,
                                                        const Traversal& walk, int j, int warp_key0,
                                                        int lane) {
-    transposed_probabilities<C>(st, smem.lse_log2[j % kStages], p, walk.query0_of(j),
+    transposed_probabilities<C>(st, smem.lse_log2[j % kStages], p, walk, j,
                                          warp_key0, lane);
   }
 };

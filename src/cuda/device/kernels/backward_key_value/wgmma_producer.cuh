@@ -45,7 +45,7 @@ __device__ __forceinline__ void produce_query_blocks_with_tma(Storage& smem,
                                                               const QueryTraversal<kBlockN>& walk,
                                                               int batch, int kv_head, int lane) {
   smem.pipeline.produce_with_transactions(walk.total, [&](int j, int stage, u64* full) {
-    const int head = walk.head_of(j, kv_head, p.group_size), query0 = walk.query0_of(j);
+    const int head = walk.head_of(j), query0 = walk.query0_of(j);
     if (lane == 0)
       tma_load_traversed_block<kBlockN, kSliceCols, kQueryCols, kGradOCols, false>(
           smem.q[stage], smem.grad_o[stage], maps, query0, head, batch, full);
@@ -126,7 +126,7 @@ struct BackwardKeyValueWgmmaProducer {
     const int thread = threadIdx.x, lane = thread & 31, warp = thread >> 5;
     const CtaTile tile = key_tile<kBlockM, 1>();
     const int kv_head = tile.head, batch = tile.batch, key0 = tile.row0;
-    const typename Base::Traversal walk = Base::traversal_of(p, key0);
+    const typename Base::Traversal walk = Base::traversal_of(p, tile);
 
     // Every producer thread stores row statistics, every consumer thread reads them.
     if (thread == 0) smem.pipeline.init(kConsumerThreads, Copies::kThreads);
@@ -160,7 +160,7 @@ struct BackwardKeyValueWgmmaProducer {
                                                  const typename Base::Traversal& walk, int batch,
                                                  int kv_head, int producer_thread) {
     smem.pipeline.produce(walk.total, [&](int j, int stage) {
-      const typename Base::BlockRows rows = Base::block_rows(p, walk, j, batch, kv_head);
+      const typename Base::BlockRows rows = Base::block_rows(p, walk, j);
       copy_core_matrix_tile<kBlockN, kDimQK, C::kVec, Copies::kThreads>(
           smem.q[stage], rows.q, p.q.stride_seq, p.seq_q - rows.query0, C::kDimQK, producer_thread);
       copy_core_matrix_tile<kBlockN, kDimV, C::kVec, Copies::kThreads>(

@@ -73,7 +73,7 @@ struct BackwardKeyValueWgmmaSplit {
     const int thread = threadIdx.x, lane = thread & 31, warp = thread >> 5;
     const CtaTile tile = key_tile<kBlockM, 1>();
     const int kv_head = tile.head, batch = tile.batch, key0 = tile.row0;
-    const Traversal walk = Traversal::template of<C>(p, key0, kBlockM);
+    const Traversal walk = Traversal::template of<C>(p, tile, kBlockM);
 
     if (thread == 0) smem.pipeline.init(kConsumerWarps * 32, kQueryBlockArrivals);
     if (warp < kConsumerWarps)
@@ -234,7 +234,7 @@ struct BackwardKeyValueWgmmaSplit {
                                                        const AttentionParams& p,
                                                        const Traversal& walk, int j, int warp_key0,
                                                        int lane) {
-    transposed_probabilities<C>(st, smem.lse_log2[j % kStages], p, walk.query0_of(j),
+    transposed_probabilities<C>(st, smem.lse_log2[j % kStages], p, walk, j,
                                          warp_key0, lane);
   }
 

@@ -67,7 +67,7 @@ struct BackwardKeyValueWgmmaSteps {
                                                       const Traversal& walk, int j, int warp_key0,
                                                       int lane) {
     const int stage = j % kStages;
-    transposed_probabilities<C>(st, smem.lse_log2[stage], p, walk.query0_of(j), warp_key0,
+    transposed_probabilities<C>(st, smem.lse_log2[stage], p, walk, j, warp_key0,
                                          lane);
     subtract_columns_times<C>(dpt, st, smem.lse_log2[stage], smem.dterm[stage], p, lane);
   }

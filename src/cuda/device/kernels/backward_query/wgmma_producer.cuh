@@ -102,8 +102,8 @@ struct BackwardQueryWgmmaProducer {
     const u64 grad_o_desc = matrix_descriptor(smem.grad_o + group * 64 * kDimV, 128, kDimV * 16);
     float dq[1][kDimQK / 8][4];
     Base::traverse(
-        p, blocks.count(), blocks.first * kBlockN, q_desc, grad_o_desc, smem.lse_log2, smem.dterm,
-        dq, warp, warp_row0, lane,
+        p, blocks.count(), blocks.first * kBlockN, alibi_slope_log2<C>(p, batch, head), q_desc,
+        grad_o_desc, smem.lse_log2, smem.dterm, dq, warp, warp_row0, lane,
         [&](int j) { smem.pipeline.wait_full(j); },
         [&](int j) { smem.pipeline.release(j, lane); },
         [&](int j) -> const u16* { return smem.k[j % kStages]; },

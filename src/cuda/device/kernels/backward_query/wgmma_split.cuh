@@ -164,6 +164,7 @@ struct BackwardQueryWgmmaSplit : BackwardQueryWgmmaSplitSteps<C> {
     zero(dq);
     u32 ds_frag[kBlockN / 16][1][4];  // dS of block j-1 as A fragments
     const int n_blocks = blocks.count(), first_key = blocks.first * kBlockN;
+    const float slope = alibi_slope_log2<C>(p, batch, head);
 
     if (n_blocks > 0) {
       smem.keys.wait_full(0);
@@ -178,7 +179,7 @@ struct BackwardQueryWgmmaSplit : BackwardQueryWgmmaSplitSteps<C> {
       fence_registers(flat(dp));
       smem.values.release(0, lane);
       finish_block(smem, s, dp, ds_frag, l2_of_row, dterm_of_row, p, first_key, group,
-                   group_thread, warp_row0, lane);
+                   group_thread, warp_row0, lane, slope);
     }
     for (int n_block = 1; n_block < n_blocks; ++n_block) {
       smem.keys.wait_full(n_block);
@@ -197,7 +198,7 @@ struct BackwardQueryWgmmaSplit : BackwardQueryWgmmaSplitSteps<C> {
       smem.values.release(n_block, lane);
       sum_partials(smem.partial, kPartialsBarrier, group, group_thread, s, dp);
       Half::query_side(s, dp, l2_of_row, dterm_of_row, p, first_key + n_block * kBlockN,
-                       warp_row0, lane);
+                       warp_row0, lane, slope);
       wgmma_wait<0>();  // the dS fragments of block j-1 are free
       fence_registers(flat(dq));
       smem.keys.release(n_block - 1, lane);
@@ -220,9 +221,9 @@ struct BackwardQueryWgmmaSplit : BackwardQueryWgmmaSplitSteps<C> {
       SharedStorage& smem, float (&s)[1][kKeyTiles][4], float (&dp)[1][kKeyTiles][4],
       u32 (&ds_frag)[kBlockN / 16][1][4], const float (&l2_of_row)[1][2],
       const float (&dterm_of_row)[1][2], const AttentionParams& p, int key0, int group,
-      int group_thread, int warp_row0, int lane) {
+      int group_thread, int warp_row0, int lane, float slope) {
     sum_partials(smem.partial, kPartialsBarrier, group, group_thread, s, dp);
-    Half::query_side(s, dp, l2_of_row, dterm_of_row, p, key0, warp_row0, lane);
+    Half::query_side(s, dp, l2_of_row, dterm_of_row, p, key0, warp_row0, lane, slope);
     Half::pack(ds_frag, dp);
     exchange_words(smem.grad_scores, kGradScoresBarrier, group, group_thread, ds_frag);
   }

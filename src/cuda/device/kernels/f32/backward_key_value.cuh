@@ -69,6 +69,7 @@ struct BackwardKeyValueF32 {
 
     for (int g = 0; g < p.group_size; ++g) {
       const int head = kv_head * p.group_size + g;
+      const float slope = alibi_slope_log2<C>(p, batch, head);
       const float* q = head_slice<const float>(p.q, batch, head);
       const float* grad_o = head_slice<const float>(p.grad_o, batch, head);
       for (int m_block = query_blocks.first; m_block < query_blocks.end; ++m_block) {
@@ -91,8 +92,10 @@ struct BackwardKeyValueF32 {
         const float l2 = smem.lse_log2[lane], dterm = smem.dterm[lane];
 #pragma unroll
         for (int r = 0; r < kSimtRowsPerWarp; ++r) {
-          st[r] = visible<C>(p, query, warp_key0 + r) ? exp2f(logit<C>(st[r], p) - l2)
-                                                      : 0.0f;                   // Pᵀ
+          st[r] = visible<C>(p, query, warp_key0 + r)
+                      ? exp2f(logit<C>(st[r], p) - alibi_bias<C>(slope, p, query, warp_key0 + r) -
+                              l2)
+                      : 0.0f;  // Pᵀ
           dpt[r] = st[r] * (dpt[r] - dterm) * logit_slope<C>(st[r], l2, p);     // dSᵀ
         }
         accumulate_product<kDvChunk, kGradOCols>(dv, st, smem.grad_o + dv0, lane);

@@ -43,6 +43,7 @@ struct BackwardQueryF32 {
     const int thread = threadIdx.x, lane = thread & 31, warp = thread >> 5;
     const CtaTile tile = query_tile<kBlockM, C::kHeadChunks>(p);
     const int head = tile.head, kv_head = tile.kv_head, batch = tile.batch, row0 = tile.row0;
+    const float slope = alibi_slope_log2<C>(p, batch, head);
     const int chunk = tile.chunk;
     const int warp_local0 = warp * kSimtRowsPerWarp;
     const int warp_row0 = row0 + warp_local0;
@@ -87,8 +88,10 @@ struct BackwardQueryF32 {
       for (int r = 0; r < kSimtRowsPerWarp; ++r) {
         const int local = warp_local0 + r;
         const float l2 = smem.lse_log2[local];
-        const float prob = visible<C>(p, warp_row0 + r, key) ? exp2f(logit<C>(s[r], p) - l2)
-                                                             : 0.0f;
+        const float prob =
+            visible<C>(p, warp_row0 + r, key)
+                ? exp2f(logit<C>(s[r], p) - alibi_bias<C>(slope, p, warp_row0 + r, key) - l2)
+                : 0.0f;
         s[r] = prob * (dp[r] - smem.dterm[local]) * logit_slope<C>(prob, l2, p);  // dS
       }
       accumulate_product<kDqChunk, kKCols>(dq, s, smem.k + dq0, lane);

@@ -33,6 +33,7 @@ struct ForwardF32 {
     const int thread = threadIdx.x, lane = thread & 31, warp = thread >> 5;
     const CtaTile tile = query_tile<kBlockM, C::kHeadChunks>(p);
     const int head = tile.head, kv_head = tile.kv_head, batch = tile.batch, row0 = tile.row0;
+    const float slope = alibi_slope_log2<C>(p, batch, head);
     const int chunk = tile.chunk;
     const int warp_row0 = row0 + warp * kSimtRowsPerWarp;
     const int dv0 = chunk * kDvChunk;
@@ -72,8 +73,10 @@ struct ForwardF32 {
       const int key = key0 + lane;
 #pragma unroll
       for (int r = 0; r < kSimtRowsPerWarp; ++r) {
-        const float scaled = visible<C>(p, warp_row0 + r, key) ? logit<C>(s[r], p)
-                                                                : negative_infinity();
+        const float scaled =
+            visible<C>(p, warp_row0 + r, key)
+                ? logit<C>(s[r], p) - alibi_bias<C>(slope, p, warp_row0 + r, key)
+                : negative_infinity();
         const float new_max = max_of(row_max[r], warp_max(scaled));
         // Until a row has seen a key its maximum is -inf: nothing to correct.
         const bool none = new_max == negative_infinity();

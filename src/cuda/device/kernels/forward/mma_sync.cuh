@@ -72,6 +72,7 @@ struct Forward {
     const BlockRange share = key_block_share<C::kSplitKeys>(
         p, key_blocks_for_rows<C, kBlockN>(p, row0, kBlockM), tile.split);
     const int first_block = share.first, n_blocks = share.end;
+    const float slope = alibi_slope_log2<C>(p, batch, head);
 
     load_tile<kBlockM, kDimQK, kQKStride, C::kVec, kThreads>(
         smem.q, q, p.q.stride_seq, p.q.stride_dim, p.seq_q - row0, C::kDimQK, thread);
@@ -123,7 +124,7 @@ struct Forward {
                                                          lane);
       }
 
-      logits<C>(s, p, warp_row0, key0, lane);
+      logits<C>(s, p, warp_row0, key0, lane, slope);
       float correction[kRowTiles][2];
       softmax.update(s, correction);
       scale_rows(o, correction);

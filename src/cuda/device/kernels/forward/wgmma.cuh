@@ -125,7 +125,8 @@ struct ForwardWgmma : ForwardWgmmaSteps<C> {
     const u64 q_desc = matrix_descriptor(smem.q + group * 64 * kDimQK, 128, kDimQK * 16);
 
     attend(
-        p, n_blocks, first_key, q_desc, smem.k, smem.v, o, softmax, warp_row0, lane,
+        p, n_blocks, first_key, alibi_slope_log2<C>(p, w.batch, w.head), q_desc, smem.k, smem.v,
+        o, softmax, warp_row0, lane,
         [&](int n_block) {
           wait_and_load(smem, k, v, p, n_block, n_blocks, first_key, value_cols, thread);
         },
@@ -142,15 +143,15 @@ struct ForwardWgmma : ForwardWgmmaSteps<C> {
     store_outputs(p, w, o, softmax, warp_row0, lane);
   }
 
-  // The key-block loop of one warpgroup over n_blocks blocks from first_key,
-  // for any way of filling the stages:
+  // The key-block loop of one warpgroup over n_blocks blocks from first_key
+  // (slope: ALiBi's of the CTA's head), for any way of filling the stages:
   // acquire(j) returns once K[j] and V[j-1] are in their stages (it may issue
   // further copies), release_keys(j) is called once this warp no longer
   // reads K[j] (S(j) is done), release(j) once it no longer reads block j's
   // stage (K[j] and V[j]), acquire_last() returns once V[n-1] is in its stage.
   template <class Acquire, class ReleaseKeys, class Release, class AcquireLast>
   static __device__ __forceinline__ void attend(const AttentionParams& p, int n_blocks,
-                                                int first_key, u64 q_desc,
+                                                int first_key, float slope, u64 q_desc,
                                                 const u16 (&k_tiles)[kStages][kBlockN * kDimQK],
                                                 const u16 (&v_tiles)[kStages][kBlockN * kDimV],
                                                 float (&o)[1][kOutTiles][4],
@@ -176,7 +177,7 @@ struct ForwardWgmma : ForwardWgmmaSteps<C> {
       fence_registers(flat(s));
       release_keys(0);
       float correction[1][2];
-      block_softmax(s, correction, softmax, p, first_key, warp_row0, lane);
+      block_softmax(s, correction, softmax, p, first_key, warp_row0, lane, slope);
 #pragma unroll
       for (int ks = 0; ks < kBlockN / 16; ++ks) pack_a_from_acc<E>(p_frag[ks], s, ks);
     }
@@ -193,7 +194,8 @@ struct ForwardWgmma : ForwardWgmmaSteps<C> {
       fence_registers(flat(s));
       release_keys(n_block);
       float correction[1][2];
-      block_softmax(s, correction, softmax, p, first_key + n_block * kBlockN, warp_row0, lane);
+      block_softmax(s, correction, softmax, p, first_key + n_block * kBlockN, warp_row0, lane,
+                    slope);
       wgmma_wait<0>();  // O holds blocks < j, and the P fragments are free
       fence_registers(o_flat);
       release(n_block - 1);
