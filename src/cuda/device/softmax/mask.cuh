@@ -112,114 +112,107 @@ __device__ __forceinline__ float alibi_bias(float slope, const AttentionParams& 
   return 0.0f;
 }
 
-// s: [kRowTiles][kColTiles][4] accumulator fragments (C layout of m16n8k16)
-// covering query rows row0 + 16·rt + {g, g+8} and key columns
-// key0 + 8·ct + 2t + {0, 1}: turned into logits (less slope·|i + diagonal
-// − j| with ALiBi), and masked where the block needs it. (Rows past the
-// query sequence are not masked: their outputs are never stored.)
+// Where the elements of a thread's accumulator fragments (C layout of
+// m16n8k16) lie: element [rt][ct][i] holds row row0 + 16·rt + g + 8·(i ≥ 2)
+// and column col0 + 8·ct + 2t + (i & 1) (g = lane / 4, t = lane % 4). Rows
+// are queries and columns keys, or the other way round where kTransposed
+// (the key/value backward's Sᵀ). Each element's key and query are the
+// first element's plus a compile-time step.
+template <bool kTransposed>
+struct FragmentPositions {
+  int query0, key0;  // of element [0][0][0]
+  __device__ __forceinline__ FragmentPositions(int row0, int col0, int lane) {
+    const int row = row0 + (lane >> 2), col = col0 + 2 * (lane & 3);
+    query0 = kTransposed ? col : row;
+    key0 = kTransposed ? row : col;
+  }
+  static constexpr __device__ int row_step(int rt, int i) { return rt * 16 + (i >= 2 ? 8 : 0); }
+  static constexpr __device__ int col_step(int ct, int i) { return ct * 8 + (i & 1); }
+  static constexpr __device__ int query_step(int rt, int ct, int i) {
+    return kTransposed ? col_step(ct, i) : row_step(rt, i);
+  }
+  static constexpr __device__ int key_step(int rt, int ct, int i) {
+    return kTransposed ? row_step(rt, i) : col_step(ct, i);
+  }
+};
+
+// s: [kRowTiles][kColTiles][4] accumulator fragments over rows row0 on and
+// columns col0 on (FragmentPositions), turned into logits (less
+// slope·|i + diagonal − j| with ALiBi) and masked where the block needs it.
+// Queries past their sequence are masked only where they are columns
+// (kTransposed): there they would add to dK and dV, while as rows their
+// outputs are never stored.
+template <class C, bool kTransposed, int kRowTiles, int kColTiles>
+__device__ __forceinline__ void positioned_logits(float (&s)[kRowTiles][kColTiles][4],
+                                                  const AttentionParams& p, int row0, int col0,
+                                                  int lane, float slope) {
+  typedef FragmentPositions<kTransposed> At;
+  to_logits<C>(s, p);
+  const At at(row0, col0, lane);
+  if constexpr (C::kAlibi) {
+    const int distance0 = at.key0 - at.query0 - p.diagonal_offset;
+#pragma unroll
+    for (int rt = 0; rt < kRowTiles; ++rt)
+#pragma unroll
+      for (int ct = 0; ct < kColTiles; ++ct)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          const int step = At::key_step(rt, ct, i) - At::query_step(rt, ct, i);
+          s[rt][ct][i] -= slope * static_cast<float>(abs(distance0 + step));
+        }
+  }
+  const int queries = 8 * (kTransposed ? kColTiles : 2 * kRowTiles);
+  const int keys = 8 * (kTransposed ? 2 * kRowTiles : kColTiles);
+  const int first_query = kTransposed ? col0 : row0, first_key = kTransposed ? row0 : col0;
+  const bool queries_end = kTransposed && first_query + queries > p.seq_q;
+  if (!queries_end && !block_needs_mask<C>(p, first_query, queries, first_key, keys)) return;
+  if constexpr (C::kWindow) {
+    // Both diagonals as compares of key − query against them: a few
+    // registers for the block, each element an immediate away from them.
+    const int diagonal = at.key0 - at.query0;
+    const int past = diagonal - p.causal_offset, before = diagonal - p.window_offset;
+    const int key_end = at.key0 - p.seq_kv, query_end = at.query0 - p.seq_q;
+#pragma unroll
+    for (int rt = 0; rt < kRowTiles; ++rt)
+#pragma unroll
+      for (int ct = 0; ct < kColTiles; ++ct)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          const int key_step = At::key_step(rt, ct, i), query_step = At::query_step(rt, ct, i);
+          const int step = key_step - query_step;
+          if (key_end + key_step >= 0 || (kTransposed && query_end + query_step >= 0) ||
+              (C::kCausal && past + step > 0) || before + step < 0)
+            s[rt][ct][i] = kMaskedScore;
+        }
+  } else {
+#pragma unroll
+    for (int rt = 0; rt < kRowTiles; ++rt)
+#pragma unroll
+      for (int ct = 0; ct < kColTiles; ++ct)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          const int query = at.query0 + At::query_step(rt, ct, i);
+          const int key = at.key0 + At::key_step(rt, ct, i);
+          if ((kTransposed && query >= p.seq_q) || is_masked<C>(p, query, key))
+            s[rt][ct][i] = kMaskedScore;
+        }
+  }
+}
+
+// Query rows from row0 against key columns from key0.
 template <class C, int kRowTiles, int kColTiles>
 __device__ __forceinline__ void logits(float (&s)[kRowTiles][kColTiles][4],
                                        const AttentionParams& p, int row0, int key0, int lane,
                                        float slope) {
-  to_logits<C>(s, p);
-  const int g = lane >> 2, t = lane & 3;
-  if constexpr (C::kAlibi) {
-    // key − query − diagonal of element [0][0][0], each element an immediate away.
-    const int distance0 = key0 - row0 + 2 * t - g - p.diagonal_offset;
-#pragma unroll
-    for (int rt = 0; rt < kRowTiles; ++rt)
-#pragma unroll
-      for (int ct = 0; ct < kColTiles; ++ct)
-#pragma unroll
-        for (int i = 0; i < 4; ++i) {
-          const int step = ct * 8 + (i & 1) - rt * 16 - (i >= 2 ? 8 : 0);
-          s[rt][ct][i] -= slope * static_cast<float>(abs(distance0 + step));
-        }
-  }
-  if (!block_needs_mask<C>(p, row0, 16 * kRowTiles, key0, 8 * kColTiles)) return;
-  if constexpr (C::kWindow) {
-    // Both diagonals as compares of key − query against them: three
-    // registers for the block (the offsets of the first element), each
-    // element then an immediate away from them.
-    const int diagonal = key0 - row0 + 2 * t - g;  // key − query of element [0][0][0]
-    const int past = diagonal - p.causal_offset, before = diagonal - p.window_offset;
-    const int end = key0 + 2 * t - p.seq_kv;
-#pragma unroll
-    for (int rt = 0; rt < kRowTiles; ++rt)
-#pragma unroll
-      for (int ct = 0; ct < kColTiles; ++ct)
-#pragma unroll
-        for (int i = 0; i < 4; ++i) {
-          const int column = ct * 8 + (i & 1), step = column - rt * 16 - (i >= 2 ? 8 : 0);
-          if (end + column >= 0 || (C::kCausal && past + step > 0) || before + step < 0)
-            s[rt][ct][i] = kMaskedScore;
-        }
-    return;
-  }
-#pragma unroll
-  for (int rt = 0; rt < kRowTiles; ++rt)
-#pragma unroll
-    for (int ct = 0; ct < kColTiles; ++ct)
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        const int row = row0 + rt * 16 + g + (i >= 2 ? 8 : 0);
-        const int col = key0 + ct * 8 + 2 * t + (i & 1);
-        if (is_masked<C>(p, row, col)) s[rt][ct][i] = kMaskedScore;
-      }
+  positioned_logits<C, false>(s, p, row0, key0, lane, slope);
 }
 
-// The same for transposed fragments (rows are keys from key0, columns are
-// queries from query0), as the key/value backward kernels hold Sᵀ. Columns
-// past the query sequence are masked too: they would add to dK and dV.
+// Key rows from key0 against query columns from query0 (Sᵀ).
 template <class C, int kRowTiles, int kColTiles>
 __device__ __forceinline__ void logits_transposed(float (&s)[kRowTiles][kColTiles][4],
                                                   const AttentionParams& p, int key0, int query0,
                                                   int lane, float slope) {
-  to_logits<C>(s, p);
-  const int g = lane >> 2, t = lane & 3;
-  if constexpr (C::kAlibi) {  // as in logits()
-    const int distance0 = key0 - query0 + g - 2 * t - p.diagonal_offset;
-#pragma unroll
-    for (int rt = 0; rt < kRowTiles; ++rt)
-#pragma unroll
-      for (int ct = 0; ct < kColTiles; ++ct)
-#pragma unroll
-        for (int i = 0; i < 4; ++i) {
-          const int step = rt * 16 + (i >= 2 ? 8 : 0) - ct * 8 - (i & 1);
-          s[rt][ct][i] -= slope * static_cast<float>(abs(distance0 + step));
-        }
-  }
-  if (query0 + 8 * kColTiles <= p.seq_q &&
-      !block_needs_mask<C>(p, query0, 8 * kColTiles, key0, 16 * kRowTiles))
-    return;
-  if constexpr (C::kWindow) {  // as in logits()
-    const int diagonal = key0 - query0 + g - 2 * t;  // key − query of element [0][0][0]
-    const int past = diagonal - p.causal_offset, before = diagonal - p.window_offset;
-    const int key_end = key0 + g - p.seq_kv, query_end = query0 + 2 * t - p.seq_q;
-#pragma unroll
-    for (int rt = 0; rt < kRowTiles; ++rt)
-#pragma unroll
-      for (int ct = 0; ct < kColTiles; ++ct)
-#pragma unroll
-        for (int i = 0; i < 4; ++i) {
-          const int key_step = rt * 16 + (i >= 2 ? 8 : 0), query_step = ct * 8 + (i & 1);
-          const int step = key_step - query_step;
-          if (key_end + key_step >= 0 || query_end + query_step >= 0 ||
-              (C::kCausal && past + step > 0) || before + step < 0)
-            s[rt][ct][i] = kMaskedScore;
-        }
-    return;
-  }
-#pragma unroll
-  for (int rt = 0; rt < kRowTiles; ++rt)
-#pragma unroll
-    for (int ct = 0; ct < kColTiles; ++ct)
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        const int key = key0 + rt * 16 + g + (i >= 2 ? 8 : 0);
-        const int query = query0 + ct * 8 + 2 * t + (i & 1);
-        if (query >= p.seq_q || is_masked<C>(p, query, key)) s[rt][ct][i] = kMaskedScore;
-      }
+  positioned_logits<C, true>(s, p, key0, query0, lane, slope);
 }
 
 }  // namespace flashgen_device
