@@ -107,6 +107,19 @@ __device__ __forceinline__ T* head_slice(const TensorArg& t, int batch, int head
   return static_cast<T*>(t.data) + batch * t.stride_batch + head * t.stride_heads;
 }
 
+// f(s[rt][ct][i], rt, ct, i) for every element of a warp's accumulator
+// fragments [kRowTiles][kColTiles][4], unrolled (the indices are constants
+// in each copy of f).
+template <int kRowTiles, int kColTiles, class F>
+__device__ __forceinline__ void for_each_element(float (&s)[kRowTiles][kColTiles][4], F f) {
+#pragma unroll
+  for (int rt = 0; rt < kRowTiles; ++rt)
+#pragma unroll
+    for (int ct = 0; ct < kColTiles; ++ct)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) f(s[rt][ct][i], rt, ct, i);
+}
+
 template <class T>
 __device__ __forceinline__ T max_of(T a, T b) { return a > b ? a : b; }
 template <class T>

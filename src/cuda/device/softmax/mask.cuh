@@ -83,12 +83,7 @@ template <class C, int kRowTiles, int kColTiles>
 __device__ __forceinline__ void to_logits(float (&s)[kRowTiles][kColTiles][4],
                                           const AttentionParams& p) {
   if constexpr (C::kSoftcap) {
-#pragma unroll
-    for (int rt = 0; rt < kRowTiles; ++rt)
-#pragma unroll
-      for (int ct = 0; ct < kColTiles; ++ct)
-#pragma unroll
-        for (int i = 0; i < 4; ++i) s[rt][ct][i] = logit<C>(s[rt][ct][i], p);
+    for_each_element(s, [&](float& x, int, int, int) { x = logit<C>(x, p); });
   } else {
     scale_scores(s, p.scale_log2);
   }
@@ -151,15 +146,10 @@ __device__ __forceinline__ void positioned_logits(float (&s)[kRowTiles][kColTile
   const At at(row0, col0, lane);
   if constexpr (C::kAlibi) {
     const int distance0 = at.key0 - at.query0 - p.diagonal_offset;
-#pragma unroll
-    for (int rt = 0; rt < kRowTiles; ++rt)
-#pragma unroll
-      for (int ct = 0; ct < kColTiles; ++ct)
-#pragma unroll
-        for (int i = 0; i < 4; ++i) {
-          const int step = At::key_step(rt, ct, i) - At::query_step(rt, ct, i);
-          s[rt][ct][i] -= slope * static_cast<float>(abs(distance0 + step));
-        }
+    for_each_element(s, [&](float& x, int rt, int ct, int i) {
+      const int step = At::key_step(rt, ct, i) - At::query_step(rt, ct, i);
+      x -= slope * static_cast<float>(abs(distance0 + step));
+    });
   }
   const int queries = 8 * (kTransposed ? kColTiles : 2 * kRowTiles);
   const int keys = 8 * (kTransposed ? 2 * kRowTiles : kColTiles);
@@ -172,30 +162,19 @@ __device__ __forceinline__ void positioned_logits(float (&s)[kRowTiles][kColTile
     const int diagonal = at.key0 - at.query0;
     const int past = diagonal - p.causal_offset, before = diagonal - p.window_offset;
     const int key_end = at.key0 - p.seq_kv, query_end = at.query0 - p.seq_q;
-#pragma unroll
-    for (int rt = 0; rt < kRowTiles; ++rt)
-#pragma unroll
-      for (int ct = 0; ct < kColTiles; ++ct)
-#pragma unroll
-        for (int i = 0; i < 4; ++i) {
-          const int key_step = At::key_step(rt, ct, i), query_step = At::query_step(rt, ct, i);
-          const int step = key_step - query_step;
-          if (key_end + key_step >= 0 || (kTransposed && query_end + query_step >= 0) ||
-              (C::kCausal && past + step > 0) || before + step < 0)
-            s[rt][ct][i] = kMaskedScore;
-        }
+    for_each_element(s, [&](float& x, int rt, int ct, int i) {
+      const int key_step = At::key_step(rt, ct, i), query_step = At::query_step(rt, ct, i);
+      const int step = key_step - query_step;
+      if (key_end + key_step >= 0 || (kTransposed && query_end + query_step >= 0) ||
+          (C::kCausal && past + step > 0) || before + step < 0)
+        x = kMaskedScore;
+    });
   } else {
-#pragma unroll
-    for (int rt = 0; rt < kRowTiles; ++rt)
-#pragma unroll
-      for (int ct = 0; ct < kColTiles; ++ct)
-#pragma unroll
-        for (int i = 0; i < 4; ++i) {
-          const int query = at.query0 + At::query_step(rt, ct, i);
-          const int key = at.key0 + At::key_step(rt, ct, i);
-          if ((kTransposed && query >= p.seq_q) || is_masked<C>(p, query, key))
-            s[rt][ct][i] = kMaskedScore;
-        }
+    for_each_element(s, [&](float& x, int rt, int ct, int i) {
+      const int query = at.query0 + At::query_step(rt, ct, i);
+      const int key = at.key0 + At::key_step(rt, ct, i);
+      if ((kTransposed && query >= p.seq_q) || is_masked<C>(p, query, key)) x = kMaskedScore;
+    });
   }
 }
 

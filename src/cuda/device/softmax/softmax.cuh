@@ -174,24 +174,10 @@ __device__ __forceinline__ void subtract_columns_times(float (&dpt)[kRowTiles][k
                                                        const float (&pt)[kRowTiles][kQueryTiles][4],
                                                        const float* l2, const float* dterm,
                                                        const AttentionParams& p, int lane) {
-  if constexpr (C::kSoftcap) {
-    const int t = lane & 3;
-#pragma unroll
-    for (int nt = 0; nt < kQueryTiles; ++nt)
-#pragma unroll
-      for (int rt = 0; rt < kRowTiles; ++rt)
-#pragma unroll
-        for (int i = 0; i < 4; ++i) {
-          const int column = nt * 8 + 2 * t + (i & 1);
-          const float prob = pt[rt][nt][i];
-          dpt[rt][nt][i] = prob * (dpt[rt][nt][i] - dterm[column]) *
-                           logit_slope<C>(prob, l2[column], p);
-        }
-  } else {
-    for_each_with_column(dpt, dterm, lane, [&](float& x, float d, int rt, int nt, int i) {
-      x = pt[rt][nt][i] * (x - d);
-    });
-  }
+  for_each_with_column(dpt, dterm, lane, [&](float& x, float d, int rt, int nt, int i) {
+    const float prob = pt[rt][nt][i];
+    x = prob * (x - d) * logit_slope<C>(prob, l2[nt * 8 + 2 * (lane & 3) + (i & 1)], p);
+  });
 }
 
 // The query backward's orientation (rows are queries; a thread holds rows g
