@@ -27,12 +27,7 @@ __device__ __forceinline__ float softmax_base(float row_max) {
 
 template <int kRowTiles, int kColTiles>
 __device__ __forceinline__ void scale_scores(float (&s)[kRowTiles][kColTiles][4], float factor) {
-#pragma unroll
-  for (int rt = 0; rt < kRowTiles; ++rt)
-#pragma unroll
-    for (int ct = 0; ct < kColTiles; ++ct)
-#pragma unroll
-      for (int i = 0; i < 4; ++i) s[rt][ct][i] *= factor;
+  for_each_element(s, [&](float& x, int, int, int) { x *= factor; });
 }
 
 // Running statistics of the rows a thread holds: [kRowTiles][2 rows].
