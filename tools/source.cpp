@@ -48,7 +48,7 @@ int source_command(const std::vector<std::string>& words) {
   a.flag("causal", "mask keys past a diagonal (causal, or a sliding window's right edge)");
   a.flag("window", "mask keys before a diagonal (a sliding window's left edge)");
   a.flag("softcap", "soft-capped logits");
-  a.flag("sinks", "forward: a sink logit per query head");
+  a.flag("sinks", "forward, forward_combine: a sink logit per query head");
   a.flag("alibi", "logits less ALiBi's bias");
   a.flag("split-keys", "forward: the split-key kernel of decode (partial results for\n"
                        "                          forward_combine)");

@@ -41,7 +41,8 @@ struct KernelSpec {
   bool window = false;
   // Logits soft-capped (c·tanh(s / c)): the kernels that compute P.
   bool softcap = false;
-  // A logit per query head in each row's softmax denominator: the forward.
+  // A logit per query head in each row's softmax denominator: the forward
+  // (the combine kernel where the keys are split).
   bool sinks = false;
   // Logits less ALiBi's slope · distance from the diagonal: the kernels
   // that compute P.

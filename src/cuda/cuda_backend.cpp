@@ -80,7 +80,10 @@ KernelChoice choose(KernelKind kind, const Problem& p, int vec, bool tma_readabl
   c.spec.causal = diagonals.past;
   c.spec.window = diagonals.before;
   c.spec.softcap = p.softcap > 0.0 && computes_probabilities(kind);
-  c.spec.sinks = p.has_sinks() && kind == KernelKind::forward;
+  // The sink joins the forward's denominator, or the combine's where the
+  // keys are split (the shares' partial results hold none).
+  c.spec.sinks = p.has_sinks() && (kind == KernelKind::forward_combine ||
+                                   (kind == KernelKind::forward && !split_keys));
   c.spec.alibi = p.alibi_slopes.given() && computes_probabilities(kind);
   c.spec.vec = vec;
   const DeviceInfo& device = device_info(ordinal);
@@ -335,9 +338,7 @@ constexpr std::int64_t kMostKeyShares = 128;
 // fewer query blocks than SMs even at the most rows a block may have, and
 // no forced wgmma forward (a test or an experiment asked for that kernel).
 bool may_split_keys(const Problem& p, int vec, int ordinal) {
-  // The combine kernel has no sink to add.
-  if (p.dtype == DType::f32 || p.has_sinks() || p.seq_q > kMostSplitKeyRows ||
-      p.seq_kv < 2 * kLeastKeysPerShare)
+  if (p.dtype == DType::f32 || p.seq_q > kMostSplitKeyRows || p.seq_kv < 2 * kLeastKeysPerShare)
     return false;
   if (p.heads_q * p.batch >= device_info(ordinal).sm_count) return false;
   if (tuning_overridden(KernelKind::forward)) {

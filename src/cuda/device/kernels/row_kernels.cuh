@@ -63,19 +63,23 @@ struct ConvertGradQ {
 // The split-key forward's shares merged, in a fixed order (the same bits on
 // every run): with L = log Σ_s exp(lse_s), O = Σ_s exp(lse_s − L) · O_s,
 // each O_s normalized by its own share's sum. Empty shares (lse_s = −inf)
-// weigh nothing; a row with no key at all gets O = 0 and LSE = −inf.
+// weigh nothing; a row with no key at all gets O = 0 and LSE = −inf. With
+// sinks (kSinks) the head's sink joins L as one more term with no value.
 template <class C>
 struct CombineSplits {
   static __device__ void run(const AttentionParams& p, unsigned char*) {
     const auto [row, head, batch, lane] = warp_row(p);
     if (row >= p.seq_q) return;
-    float most = negative_infinity();
+    const float sink = C::kSinks ? p.sinks[head * p.sinks_stride] : negative_infinity();
+    float most = sink;
     for (int s = 0; s < p.key_splits; ++s)
       most = fmaxf(most, p.partial_lse[partial_row(p, s, batch, head, row)]);
     float sum = 0.0f;
-    if (most != negative_infinity())
+    if (most != negative_infinity()) {
       for (int s = 0; s < p.key_splits; ++s)
         sum += expf(p.partial_lse[partial_row(p, s, batch, head, row)] - most);
+      if (C::kSinks) sum += expf(sink - most);
+    }
     const float lse = sum > 0.0f ? most + logf(sum) : negative_infinity();
     u16* o = head_slice<u16>(p.o, batch, head) + row * p.o.stride_seq;
     for (int c = lane; c < C::kDimV; c += 32) {
