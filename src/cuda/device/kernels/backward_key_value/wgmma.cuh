@@ -82,7 +82,7 @@ struct BackwardKeyValueWgmma : BackwardKeyValueWgmmaSteps<C> {
     }
 
     const Traversal walk = traversal_of(p, tile);
-    if (walk.total > 0) load_block(smem, 0, p, walk, batch, kv_head, thread);
+    if (walk.total > 0) load_block(smem, 0, p, walk, thread);
     cp_async_commit();
 
     float dk[1][kDimQK / 8][4], dv[1][kDimV / 8][4];
@@ -90,7 +90,7 @@ struct BackwardKeyValueWgmma : BackwardKeyValueWgmmaSteps<C> {
     const u64 k_desc = matrix_descriptor(smem.k + group * 64 * kDimQK, 128, kDimQK * 16);
     const u64 v_desc = matrix_descriptor(smem.v + group * 64 * kDimV, 128, kDimV * 16);
     traverse(smem, p, walk, k_desc, v_desc, dk, dv, warp_key0, lane,
-             [&](int j) { wait_and_load(smem, p, walk, j, batch, kv_head, thread); },
+             [&](int j) { wait_and_load(smem, p, walk, j, thread); },
              [](int) {});
     cp_async_wait<0>();
     store_gradients(p, batch, kv_head, warp_key0, dk, dv, lane);
@@ -184,8 +184,8 @@ struct BackwardKeyValueWgmma : BackwardKeyValueWgmmaSteps<C> {
   // block j+1 goes to the staging areas.
   static __device__ __forceinline__ void wait_and_load(SharedStorage& smem,
                                                        const AttentionParams& p,
-                                                       const Traversal& walk, int j, int batch,
-                                                       int kv_head, int thread) {
+                                                       const Traversal& walk, int j,
+                                                       int thread) {
     cp_async_wait<0>();
     if constexpr (kStaged) {
       __syncthreads();  // the staged chunks are visible to every thread
@@ -197,7 +197,7 @@ struct BackwardKeyValueWgmma : BackwardKeyValueWgmmaSteps<C> {
     }
     fence_async_shared();
     __syncthreads();
-    if (j + 1 < walk.total) load_block(smem, j + 1, p, walk, batch, kv_head, thread);
+    if (j + 1 < walk.total) load_block(smem, j + 1, p, walk, thread);
     cp_async_commit();
   }
 
@@ -222,8 +222,7 @@ struct BackwardKeyValueWgmma : BackwardKeyValueWgmmaSteps<C> {
   // (staged: into the staging areas) and stores its rows' L2 and Dterm there.
   static __device__ __forceinline__ void load_block(SharedStorage& smem, int j,
                                                     const AttentionParams& p,
-                                                    const Traversal& walk, int batch,
-                                                    int kv_head, int thread) {
+                                                    const Traversal& walk, int thread) {
     const int stage = j % kStages;
     const BlockRows rows = block_rows(p, walk, j);
     const int head = rows.head, query0 = rows.query0;
@@ -240,7 +239,7 @@ struct BackwardKeyValueWgmma : BackwardKeyValueWgmmaSteps<C> {
           smem.grad_o[stage], rows.grad_o, p.grad_o.stride_seq, p.seq_q - query0, C::kDimV,
           thread);
     }
-    stage_row_stats(smem, stage, p, batch, head, query0, thread, kThreads);
+    stage_row_stats(smem, stage, p, walk.batch, head, query0, thread, kThreads);
   }
 
   // L2 and Dterm of the block's query rows into `stage` (`threads` threads
