@@ -110,10 +110,7 @@ Iteration iteration_of(const KernelSpec& spec, const TuningParams& t) {
       it.shared_bytes = kElementBytes * (warps * cols * k_width + stored + operand_rows);
       break;
     }
-    case KernelKind::backward_prepare:
-    case KernelKind::convert_grad_q:
-    case KernelKind::forward_combine:
-    case KernelKind::backward_sinks:
+    default:  // the row kernels (is_row_kernel): no tiles
       break;
   }
   // The backward kernels splitting the head dims read a stage until the
@@ -191,10 +188,7 @@ int register_demand(const KernelSpec& spec, const TuningParams& t) {
       // and the dS tile handed to the dQ GEMM
       tiles = rt * (w.chunk_qk / 2 + w.chunk_v / 2 + 2 * (t.block_cols / 2) + t.block_cols / 4);
       break;
-    case KernelKind::backward_prepare:
-    case KernelKind::convert_grad_q:
-    case KernelKind::forward_combine:
-    case KernelKind::backward_sinks:
+    default:  // the row kernels (is_row_kernel): no tiles
       break;
   }
   return kBaseRegisters + tiles;
