@@ -6,8 +6,9 @@ Argument names, defaults and layouts are flash-attn's (softmax_scale, causal,
 bottom-right; [batch, seq, heads, dim]; varlen [total, heads, dim] with
 cu_seqlens; flash_attn_with_kvcache's k=, v= appended into the caches in
 place). flash_attn_func takes window_size, softcap and alibi_slopes as
-flash-attn does (CPU tensors for now; on CUDA tensors flashgen.UnsupportedError
-names the option). What flashgen does not do is refused with ValueError, never
+flash-attn does, on CPU and CUDA tensors (alibi_slopes together with softcap
+on CPU tensors only: on CUDA flashgen.UnsupportedError names the
+combination). What flashgen does not do is refused with ValueError, never
 ignored: dropout_p other than 0, return_attn_probs=True, and (for now)
 window_size, softcap and alibi_slopes in the varlen and KV-cache functions,
 rotary embeddings, cache_batch_idx and cache_leftpad.
