@@ -14,11 +14,13 @@ KindInfo f32_info_of(KernelKind kind) {
     case KernelKind::backward_query: return {"kernels/f32/backward_query.cuh", "BackwardQueryF32"};
     case KernelKind::backward_key_value:
       return {"kernels/f32/backward_key_value.cuh", "BackwardKeyValueF32"};
+    case KernelKind::backward_sinks:  // reads only fp32 LSE and Dterm
+      return {"kernels/row_kernels.cuh", "SinkGradients"};
     default: break;
   }
   throw Error(ErrorCode::invalid_argument,
-              std::string("dtype f32 runs the forward and the deterministic backward "
-                          "(backward_query, backward_key_value); no ") +
+              std::string("dtype f32 runs the forward, the deterministic backward "
+                          "(backward_query, backward_key_value) and backward_sinks; no ") +
                   to_string(kind) + " kernel");
 }
 

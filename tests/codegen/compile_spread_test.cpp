@@ -92,6 +92,7 @@ std::vector<SpreadCase> spread() {
   SpreadCase combine_with_sinks{KernelKind::forward_combine, 128, DType::bf16, false, "sm_90a", 8};
   combine_with_sinks.sinks = true;
   cases.push_back(combine_with_sinks);
+  cases.push_back({KernelKind::backward_sinks, 64, DType::f32, false, "sm_90a", 8});
   // The fp32 kernels (forward and the deterministic backward) on both archs.
   int f = 0;
   for (int dim : {1, 40, 127, 257, 512})

@@ -156,7 +156,10 @@ __device__ __forceinline__ void exp2_columns(float (&st)[kRowTiles][kQueryTiles]
 template <class C>
 __device__ __forceinline__ float logit_slope(float prob, float l2, const AttentionParams& p) {
   if constexpr (C::kSoftcap) {
-    const float t = min_of(1.0f, max_of(-1.0f, (fast_log2(prob) + l2) * p.softcap_inverse_log2));
+    // fminf/fmaxf, not a comparison: P = 0 at L2 = +inf (a query past its
+    // sequence, or a row that sees no key) gives -inf + inf = NaN, which they
+    // take to the bound.
+    const float t = fmaxf(-1.0f, fminf(1.0f, (fast_log2(prob) + l2) * p.softcap_inverse_log2));
     return 1.0f - t * t;
   }
   return 1.0f;
