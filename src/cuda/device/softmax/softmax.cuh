@@ -62,7 +62,11 @@ struct OnlineSoftmax {
           block_max = max_of(block_max, max_of(s[rt][ct][2 * h], s[rt][ct][2 * h + 1]));
         const float new_max = max_of(row_max[rt][h], quad_max(block_max));
         const float base = softmax_base(new_max);
-        correction[rt][h] = fast_exp2(softmax_base(row_max[rt][h]) - base);
+        // From the old maximum itself: before a row's first visible key it is
+        // kMaskedScore, whose exp2 against any base is 0. (Its softmax_base,
+        // 0, overflowed exp2 against a base below -128, as ALiBi's far keys
+        // give, and 0 · inf made the row's sum NaN.)
+        correction[rt][h] = fast_exp2(row_max[rt][h] - base);
         row_max[rt][h] = new_max;
         float sum = 0.0f;
 #pragma unroll
