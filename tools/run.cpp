@@ -1,6 +1,7 @@
 // `flashgen run`: forward + backward on one problem, with the plan, times and
 // a check against the fp64 reference on the first key/value head group.
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <limits>
 #include <string>
@@ -32,6 +33,7 @@ Arguments declare() {
               "                    [--seq-kv N] [--dim D] [--dim-v D] [--dtype bf16|f16|f32] "
               "[--causal]\n"
               "                    [--top-left] [--window-left L] [--window-right R] [--softcap C]\n"
+              "                    [--sinks] [--alibi]\n"
               "                    [--scale S] [--deterministic 0|1] [--threads N]",
               "Runs one forward and one backward with random inputs, prints the plan (what\n"
               "runs), the times and the error against the fp64 reference on batch 0 and key/\n"
@@ -52,6 +54,8 @@ Arguments declare() {
   a.option("window-left", "L", "sliding window: query i sees keys j >= i + seq_kv - seq_q - L");
   a.option("window-right", "R", "... and j <= i + seq_kv - seq_q + R");
   a.option("softcap", "C", "logits C * tanh(s / C) (default 0: none)");
+  a.flag("sinks", "a sink logit per query head, spread over [-1, 2) (gpt-oss)");
+  a.flag("alibi", "ALiBi slopes 2^-(h+1), one per query head");
   a.option("scale", "S", "softmax scale (default 1/sqrt(dim))");
   a.option("deterministic", "0|1", "1 (default): bit-identical backward; 0 allows atomics");
   a.option("threads", "N", "CPU threads (default: all)");
@@ -70,6 +74,57 @@ Shape shape_from(const Arguments& a, const Shape& d) {
   s.dtype = dtype_named(a.choice("dtype", "bf16", {"bf16", "f16", "f32"}));
   s.causal = a.given("causal");
   return s;
+}
+
+// The per-head vectors of --sinks and --alibi, on the host (for the
+// reference) and in the tensors' memory (for the call), with the sinks'
+// gradient the backward writes.
+class HeadVectors {
+ public:
+  HeadVectors(std::int64_t heads, bool sinks, bool alibi, MemoryKind memory) : memory_(memory) {
+    for (std::int64_t h = 0; h < heads && sinks; ++h)
+      sinks_.push_back(-1.0f + 3.0f * static_cast<float>(h) / static_cast<float>(heads));
+    for (std::int64_t h = 0; h < heads && alibi; ++h)
+      slopes_.push_back(std::ldexp(1.0f, static_cast<int>(-(h + 1))));
+    const std::size_t bytes = sizeof(float) * static_cast<std::size_t>(heads);
+    sinks_buffer_ = Buffer(memory, sinks ? bytes : 0);
+    slopes_buffer_ = Buffer(memory, alibi ? bytes : 0);
+    grad_sinks_buffer_ = Buffer(memory, sinks ? bytes : 0);
+    if (sinks) sinks_buffer_.upload(sinks_.data(), bytes, 0);
+    if (alibi) slopes_buffer_.upload(slopes_.data(), bytes, 0);
+  }
+  void add_to(Options& options) const {
+    const std::int64_t heads = static_cast<std::int64_t>(std::max(sinks_.size(), slopes_.size()));
+    if (!sinks_.empty()) {
+      options.sinks = HeadVectorView::heads(static_cast<float*>(sinks_buffer_.data()), heads,
+                                            memory_);
+      options.grad_sinks = HeadVectorView::heads(
+          static_cast<float*>(grad_sinks_buffer_.data()), heads, memory_);
+    }
+    if (!slopes_.empty())
+      options.alibi_slopes = HeadVectorView::heads(static_cast<float*>(slopes_buffer_.data()),
+                                                   heads, memory_);
+  }
+  const std::vector<float>& sinks() const { return sinks_; }
+  const std::vector<float>& slopes() const { return slopes_; }
+
+ private:
+  MemoryKind memory_;
+  std::vector<float> sinks_, slopes_;
+  Buffer sinks_buffer_, slopes_buffer_, grad_sinks_buffer_;
+};
+
+// `p` with the sinks and slopes read from the host copies (the reference
+// runs on the CPU).
+Problem with_host_vectors(const Problem& p, const HeadVectors& vectors) {
+  Problem host = p;
+  if (p.sinks.given())
+    host.sinks = HeadVectorView::heads(const_cast<float*>(vectors.sinks().data()), p.heads_q);
+  if (p.alibi_slopes.given())
+    host.alibi_slopes =
+        HeadVectorView::heads(const_cast<float*>(vectors.slopes().data()), p.heads_q);
+  host.grad_sinks = {};
+  return host;
 }
 
 void print_plan(const char* label, const Plan& plan) {
@@ -123,6 +178,8 @@ int run_command(const std::vector<std::string>& words) {
   Workload w(shape, memory, pool, kSeed);
   const ForwardArgs forward_args = w.forward_args();
   const BackwardArgs backward_args = w.backward_args();
+  HeadVectors vectors(shape.heads_q, arguments.given("sinks"), arguments.given("alibi"), memory);
+  vectors.add_to(options);
 
   const api::PlannedCall forward_plan = api::plan_call(forward_args, options);
   const api::PlannedCall backward_plan = api::plan_call(backward_args, options);
@@ -132,6 +189,7 @@ int run_command(const std::vector<std::string>& words) {
     return kExitRefused;
   }
   const Problem& p = forward_plan.problem;
+  const Problem reference = with_host_vectors(p, vectors);
   std::printf("problem:        %s\n", api::describe(p).c_str());
   std::printf("backend:        %s\n", to_string(forward_plan.plan.backend));
   print_plan("forward plan:", forward_plan.plan);
@@ -150,7 +208,7 @@ int run_command(const std::vector<std::string>& words) {
   print_time("forward:", forward_first, forward_ms, forward_flops(p), on_gpu);
   print_time("backward:", backward_first, backward_ms, backward_flops(p), on_gpu);
 
-  const CheckReport report = check_outputs(w, p, /*backward=*/true, /*batches=*/1,
+  const CheckReport report = check_outputs(w, reference, /*backward=*/true, /*batches=*/1,
                                            /*kv_heads=*/1, options.cpu_threads);
   print_check(report, stdout);
   std::printf("%s\n", report.pass() ? "PASS" : "FAIL");
