@@ -2,6 +2,7 @@
 // a user runs it, for the tests of its output, messages and exit codes.
 #pragma once
 
+#include <gtest/gtest.h>
 #include <sys/wait.h>
 
 #include <cstdio>
@@ -37,5 +38,14 @@ inline Outcome run_cli(const std::string& arguments) {
 inline bool contains(const std::string& text, const std::string& part) {
   return text.find(part) != std::string::npos;
 }
+
+// The fixture of a command's tests: each is skipped, visibly, where the tool
+// is not built.
+class CommandTest : public testing::Test {
+ protected:
+  void SetUp() override {
+    if (kCli == nullptr) GTEST_SKIP() << "the flashgen tool is not built";
+  }
+};
 
 }  // namespace flashgen::cli::test

@@ -11,12 +11,7 @@ namespace {
 
 using namespace flashgen::cli::test;
 
-class RunCommand : public testing::Test {
- protected:
-  void SetUp() override {
-    if (kCli == nullptr) GTEST_SKIP() << "the flashgen tool is not built";
-  }
-};
+class RunCommand : public CommandTest {};
 
 TEST_F(RunCommand, EveryModifierPassesTheCheck) {
   const Outcome o = run_cli(

@@ -10,12 +10,7 @@ namespace {
 
 using namespace flashgen::cli::test;
 
-class SourceCommand : public testing::Test {
- protected:
-  void SetUp() override {
-    if (kCli == nullptr) GTEST_SKIP() << "the flashgen tool is not built";
-  }
-};
+class SourceCommand : public CommandTest {};
 
 TEST_F(SourceCommand, PrintsTheSpecAndTheEntryPoint) {
   const Outcome o = run_cli("source --kind forward --dqk 127");

@@ -40,8 +40,9 @@ bool names_option(const std::string& text, const std::string& name) {
   return false;
 }
 
-TEST(UsageLine, EveryCommandNamesAllItsOptions) {
-  if (kCli == nullptr) GTEST_SKIP() << "the flashgen tool is not built";
+class UsageLine : public CommandTest {};
+
+TEST_F(UsageLine, EveryCommandNamesAllItsOptions) {
   const Outcome list = run_cli("--help");
   ASSERT_EQ(list.exit_code, 0) << list.output;
   std::vector<std::string> commands;
