@@ -11,6 +11,7 @@
 #include "cpu/correctness_rule.hpp"
 #include "cpu/reference.hpp"
 #include "device_storage.hpp"
+#include "score_options.hpp"
 #include "test_tensor.hpp"
 
 namespace flashgen::testing {
@@ -206,11 +207,12 @@ void compare_sink_gradient(Findings& findings, const Case& c, const Problem& p,
 }
 
 // The options of a case's call: the given ones with the case's mask and
-// modifiers, its sinks and ALiBi slopes in the call's memory; and the same
-// options with them on the host, for the reference.
+// modifiers, its sinks and ALiBi slopes (ScoreOptions) in the call's memory;
+// and the same options with them on the host, for the reference.
 class CaseOptions {
  public:
-  CaseOptions(const Case& c, const Options& given) : call_(given) {
+  CaseOptions(const Case& c, const Options& given)
+      : vectors_(ScoreSpec{-1, -1, 0.0, c.alibi, c.sinks}, c, given.backend), call_(given) {
     call_.causal = c.causal;
     if (c.has_window()) {
       call_.window_left = c.window_left;
@@ -219,24 +221,13 @@ class CaseOptions {
     if (c.alignment == CausalAlignment::top_left) call_.causal_alignment = c.alignment;
     if (c.softcap > 0.0) call_.softcap = c.softcap;
     reference_ = call_;
-    const MemoryKind memory = memory_for(call_.backend);
     if (c.sinks) {
-      for (std::int64_t h = 0; h < c.heads_q; ++h) sinks_.push_back(sink_value(h, c.heads_q));
-      reference_.sinks = HeadVectorView::heads(sinks_.data(), c.heads_q);
-      call_.sinks = HeadVectorView::heads(in_memory(sinks_, memory, device_sinks_), c.heads_q,
-                                          memory);
+      call_.sinks = vectors_.options().sinks;
+      reference_.sinks = vectors_.host_options().sinks;
     }
     if (c.alibi > 0) {
-      const std::int64_t batches = c.alibi == 2 ? c.batch : 1;
-      for (std::int64_t b = 0; b < batches; ++b)
-        for (std::int64_t h = 0; h < c.heads_q; ++h) slopes_.push_back(alibi_slope_value(b, h));
-      float* slopes = in_memory(slopes_, memory, device_slopes_);
-      reference_.alibi_slopes = c.alibi == 2
-                                    ? HeadVectorView::batch_heads(slopes_.data(), c.batch, c.heads_q)
-                                    : HeadVectorView::heads(slopes_.data(), c.heads_q);
-      call_.alibi_slopes = c.alibi == 2
-                               ? HeadVectorView::batch_heads(slopes, c.batch, c.heads_q, memory)
-                               : HeadVectorView::heads(slopes, c.heads_q, memory);
+      call_.alibi_slopes = vectors_.options().alibi_slopes;
+      reference_.alibi_slopes = vectors_.host_options().alibi_slopes;
     }
   }
   CaseOptions(const CaseOptions&) = delete;  // the options point into this object
@@ -244,18 +235,8 @@ class CaseOptions {
   const Options& reference() const { return reference_; }
 
  private:
-  // The host values, or a copy of them in CUDA memory (kept in `storage`).
-  static float* in_memory(std::vector<float>& values, MemoryKind memory,
-                          std::unique_ptr<Storage>& storage) {
-    if (memory != MemoryKind::cuda) return values.data();
-    storage = make_storage(memory, values.size() * sizeof(float));
-    storage->upload(values.data(), values.size() * sizeof(float));
-    return static_cast<float*>(storage->data());
-  }
-
+  ScoreOptions vectors_;  // the case's sinks and slopes
   Options call_, reference_;
-  std::vector<float> sinks_, slopes_;
-  std::unique_ptr<Storage> device_sinks_, device_slopes_;
 };
 
 }  // namespace

@@ -1,8 +1,19 @@
 #include "score_options.hpp"
 
-#include <cmath>
+#include "attention_check.hpp"
 
 namespace flashgen::testing {
+namespace {
+
+// The host values, or a copy of them in CUDA memory (kept in `storage`).
+float* in_memory(std::vector<float>& values, MemoryKind memory, std::unique_ptr<Storage>& storage) {
+  if (memory != MemoryKind::cuda || values.empty()) return values.data();
+  storage = make_storage(memory, values.size() * sizeof(float));
+  storage->upload(values.data(), values.size() * sizeof(float));
+  return static_cast<float*>(storage->data());
+}
+
+}  // namespace
 
 ScoreOptions::ScoreOptions(const ScoreSpec& spec, const Case& c, Backend backend) {
   options_.backend = backend;
@@ -10,19 +21,24 @@ ScoreOptions::ScoreOptions(const ScoreSpec& spec, const Case& c, Backend backend
   options_.window_left = spec.window_left;
   options_.window_right = spec.window_right;
   options_.softcap = spec.softcap;
+  host_options_ = options_;
+  const MemoryKind memory = memory_for(backend);
   if (spec.alibi_rank > 0) {
     const std::int64_t batches = spec.alibi_rank == 2 ? c.batch : 1;
     for (std::int64_t b = 0; b < batches; ++b)
-      for (std::int64_t h = 0; h < c.heads_q; ++h)
-        slopes_.push_back(alibi_slope_value(b, h));
-    options_.alibi_slopes = spec.alibi_rank == 2
-                                ? HeadVectorView::batch_heads(slopes_.data(), c.batch, c.heads_q)
-                                : HeadVectorView::heads(slopes_.data(), c.heads_q);
+      for (std::int64_t h = 0; h < c.heads_q; ++h) slopes_.push_back(alibi_slope_value(b, h));
+    const auto view = [&](float* data, MemoryKind where) {
+      return spec.alibi_rank == 2 ? HeadVectorView::batch_heads(data, c.batch, c.heads_q, where)
+                                  : HeadVectorView::heads(data, c.heads_q, where);
+    };
+    host_options_.alibi_slopes = view(slopes_.data(), MemoryKind::host);
+    options_.alibi_slopes = view(in_memory(slopes_, memory, device_slopes_), memory);
   }
   if (spec.sinks) {
-    for (std::int64_t h = 0; h < c.heads_q; ++h)
-      sinks_.push_back(sink_value(h, c.heads_q));
-    options_.sinks = HeadVectorView::heads(sinks_.data(), c.heads_q);
+    for (std::int64_t h = 0; h < c.heads_q; ++h) sinks_.push_back(sink_value(h, c.heads_q));
+    host_options_.sinks = HeadVectorView::heads(sinks_.data(), c.heads_q);
+    options_.sinks =
+        HeadVectorView::heads(in_memory(sinks_, memory, device_sinks_), c.heads_q, memory);
   }
 }
 

@@ -3,9 +3,11 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "attention_case.hpp"
+#include "device_storage.hpp"
 #include "flashgen/flashgen.hpp"
 
 namespace flashgen::testing {
@@ -20,15 +22,19 @@ struct ScoreSpec {
 
 class ScoreOptions {
  public:
-  // Slopes 2^-(h + 1) (times 1 + b / 4 for [batch, heads_q]), as ALiBi's
-  // geometric sequence; sinks spread over [-1, 2).
+  // Slopes alibi_slope_value(b, h), sinks sink_value(h, heads_q)
+  // (attention_case.hpp); options() holds them in the backend's memory
+  // (memory_for(backend)), host_options() on the host, as the reference
+  // reads them.
   ScoreOptions(const ScoreSpec& spec, const Case& c, Backend backend = Backend::cpu);
   ScoreOptions(const ScoreOptions&) = delete;  // the options point into this object
   const Options& options() const { return options_; }
+  const Options& host_options() const { return host_options_; }
 
  private:
   std::vector<float> slopes_, sinks_;
-  Options options_;
+  std::unique_ptr<Storage> device_slopes_, device_sinks_;  // CUDA copies, where the backend is
+  Options options_, host_options_;
 };
 
 }  // namespace flashgen::testing
