@@ -285,11 +285,11 @@ class Parser {
                           (s.size() > 1 && (s.back() == 'f' || s.back() == 'F'));
     Node n;
     if (!floating) {
-      if (s.size() > 1 && s[0] == '0')
-        fail_at(t, "\"" + s + "\": leading zeros (C's octal and hex) are not supported");
       // LL (the canonical text's suffix) says int64, which every integer is.
       const bool long_long = s.size() > 2 && (s.ends_with("LL") || s.ends_with("ll"));
       const std::size_t digits = long_long ? s.size() - 2 : s.size();
+      if (digits > 1 && s[0] == '0')
+        fail_at(t, "\"" + s + "\": leading zeros (C's octal and hex) are not supported");
       std::int64_t value = 0;
       const auto [end, error] = std::from_chars(s.data(), s.data() + digits, value);
       if (error == std::errc::result_out_of_range)

@@ -58,7 +58,7 @@ TEST(MaskExpression, CanonicalTextIsFullyParenthesised) {
   EXPECT_EQ(canonical("bias[0] < .25"), "(bias[0LL] < 0.25f)");
   // The canonical text parses to itself.
   for (const char* text : {"doc[kv_idx] == doc[q_idx]", "b ? h : q_idx ? 1 : 2",
-                           "bias[h] * 3 > -0.125 || !(kv_idx % 4)"})
+                           "bias[h] * 3 > -0.125 || !(kv_idx % 4)", "q_idx * 0 != 0"})
     EXPECT_EQ(canonical(canonical(text)), canonical(text)) << text;
 }
 
