@@ -42,6 +42,9 @@ Loaded load() {
   resolve(library, "cuMemcpyHtoD_v2", a.cuMemcpyHtoD, &missing);
   resolve(library, "cuMemcpyDtoH_v2", a.cuMemcpyDtoH, &missing);
   resolve(library, "cuMemsetD8_v2", a.cuMemsetD8, &missing);
+  resolve(library, "cuMemsetD8Async", a.cuMemsetD8Async, &missing);
+  resolve(library, "cuMemcpyDtoHAsync_v2", a.cuMemcpyDtoHAsync, &missing);
+  resolve(library, "cuStreamSynchronize", a.cuStreamSynchronize, &missing);
   resolve(library, "cuMemAllocAsync", a.cuMemAllocAsync, &missing);
   resolve(library, "cuMemFreeAsync", a.cuMemFreeAsync, &missing);
   resolve(library, "cuPointerGetAttribute", a.cuPointerGetAttribute, &missing);

@@ -68,6 +68,11 @@ struct Api {
   CUresult (*cuMemcpyHtoD)(CUdeviceptr dst, const void* src, std::size_t bytes);       // _v2
   CUresult (*cuMemcpyDtoH)(void* dst, CUdeviceptr src, std::size_t bytes);             // _v2
   CUresult (*cuMemsetD8)(CUdeviceptr dst, unsigned char value, std::size_t count);     // _v2
+  CUresult (*cuMemsetD8Async)(CUdeviceptr dst, unsigned char value, std::size_t count,
+                              CUstream stream);
+  CUresult (*cuMemcpyDtoHAsync)(void* dst, CUdeviceptr src, std::size_t bytes,
+                                CUstream stream);  // _v2
+  CUresult (*cuStreamSynchronize)(CUstream stream);
   CUresult (*cuMemAllocAsync)(CUdeviceptr* ptr, std::size_t bytes, CUstream stream);
   CUresult (*cuMemFreeAsync)(CUdeviceptr ptr, CUstream stream);
   CUresult (*cuPointerGetAttribute)(void* data, int attribute, CUdeviceptr ptr);

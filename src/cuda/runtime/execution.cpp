@@ -78,6 +78,20 @@ void free_async(DevicePtr ptr, StreamHandle stream) {
   driver::check(driver::api().cuMemFreeAsync(ptr, as_stream(stream)), "cuMemFreeAsync");
 }
 
+void fill_bytes_async(DevicePtr ptr, unsigned char value, std::size_t bytes,
+                      StreamHandle stream) {
+  if (bytes == 0) return;
+  driver::check(driver::api().cuMemsetD8Async(ptr, value, bytes, as_stream(stream)),
+                "cuMemsetD8Async");
+}
+
+void copy_to_host(void* host, DevicePtr source, std::size_t bytes, StreamHandle stream) {
+  const driver::Api& api = driver::api();
+  driver::check(api.cuMemcpyDtoHAsync(host, source, bytes, as_stream(stream)),
+                "cuMemcpyDtoHAsync");
+  driver::check(api.cuStreamSynchronize(as_stream(stream)), "cuStreamSynchronize");
+}
+
 void synchronize() {
   const driver::Api& api = driver::api();
   current_device();

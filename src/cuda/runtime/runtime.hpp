@@ -97,6 +97,10 @@ int pointer_device(const void* ptr);
 // Stream-ordered scratch (cuMemAllocAsync / cuMemFreeAsync).
 DevicePtr allocate_async(std::size_t bytes, StreamHandle stream);
 void free_async(DevicePtr ptr, StreamHandle stream);
+// Stream-ordered byte fill; and a copy to host memory that waits for the
+// stream (its work before the copy included).
+void fill_bytes_async(DevicePtr ptr, unsigned char value, std::size_t bytes, StreamHandle stream);
+void copy_to_host(void* host, DevicePtr source, std::size_t bytes, StreamHandle stream);
 
 // Cache directory: $FLASHGEN_CACHE_DIR or ~/.cache/flashgen/<version>/<arch>/.
 std::string cache_dir(const std::string& arch);
