@@ -87,8 +87,8 @@ typedef struct {
   int32_t cpu_threads;   /* 0 = all hardware threads */
   int32_t reserved;
   /* Masks and score modifiers (flash-attn 2 conventions; the CUDA backend runs
-   * all but mask_mod, and ALiBi together with softcap, which it refuses for
-   * now). Defaults: all off. */
+   * all but ALiBi together with softcap, which it refuses for now, and
+   * mask_mod with up to 8 mask tensors). Defaults: all off. */
   int64_t window_left;          /* query i sees keys j >= i + seq_kv - seq_q - left; -1 = unbounded */
   int64_t window_right;         /* ... and j <= i + seq_kv - seq_q + right; -1 = unbounded */
   double softcap;               /* s <- softcap * tanh(s / softcap); 0 = off */

@@ -124,8 +124,8 @@ struct Options {
 
   // Masks and score modifiers, flash-attn 2's conventions (mask_mod is
   // FlexAttention's). The CPU backend runs them all; the CUDA backend runs
-  // all but mask_mod (and ALiBi together with a soft cap), which it refuses
-  // for now.
+  // all but ALiBi together with a soft cap (refused for now), and mask_mod
+  // with up to 8 mask_tensors.
   //
   // Sliding window: query i sees keys j with
   //   i + seq_kv - seq_q - window_left <= j <= i + seq_kv - seq_q + window_right
@@ -157,9 +157,9 @@ struct Options {
   // is query row i's position among the keys, i + seq_kv - seq_q (the
   // diagonal that bottom-right causal, the window and ALiBi use: the
   // query's row itself when seq_q = seq_kv). Under varlen and a KV cache, b
-  // is the sequence and q_idx, kv_idx positions within it. A row left with no key has O = 0 and LSE = -inf (the sink's
-  // logit with sinks); masked pairs carry no gradient. README: "Mask
-  // expressions" has the grammar.
+  // is the sequence and q_idx, kv_idx positions within it. A row left with
+  // no key has O = 0 and LSE = -inf (the sink's logit with sinks); masked
+  // pairs carry no gradient. README: "Mask expressions" has the grammar.
   std::string mask_mod;
   std::vector<MaskTensorView> mask_tensors;
 

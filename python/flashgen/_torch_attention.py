@@ -36,8 +36,9 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *,
     is_causal). A row that sees no key gives o = 0, lse = -inf.
     deterministic=False lets the backward use atomics when that is faster.
 
-    Masks and score modifiers, flash-attn 2's keywords (CPU tensors only for
-    now: the CUDA backend refuses them with flashgen.UnsupportedError):
+    Masks and score modifiers, flash-attn 2's keywords (on CUDA tensors all
+    but alibi_slopes together with softcap, which raises
+    flashgen.UnsupportedError):
     window_size=(left, right): query i sees keys j with
         i + seq_kv - seq_q - left <= j <= i + seq_kv - seq_q + right;
         -1 = unbounded. Combines with causal.
@@ -53,7 +54,7 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *,
         device), nonzero = attended, e.g. mask_mod="doc[kv_idx] == doc[q_idx]",
         mask_tensors={"doc": doc_ids}; q_idx is the query's position among
         the keys (i + seq_kv - seq_q). The README's "Mask expressions" has
-        the language. CPU tensors for now.
+        the language; CUDA tensors take up to 8 mask tensors.
     return_lse=True returns (o, lse) with lse the float32 natural-log row
     log-sum-exp [batch, heads_q, seq_q] (not differentiable).
 

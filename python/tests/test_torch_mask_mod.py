@@ -1,6 +1,7 @@
-"""flashgen.attention's mask_mod on torch CPU tensors, against torch's SDPA
-given the same mask as a boolean attn_mask: outputs and gradients, GQA, the
-query's position among the keys, and the custom op under torch.compile."""
+"""flashgen.attention's mask_mod on torch CPU and CUDA tensors, against torch's
+SDPA given the same mask as a boolean attn_mask: outputs and gradients, GQA,
+the query's position among the keys, a fault named on the GPU as on the CPU,
+and the custom op under torch.compile."""
 
 from __future__ import annotations
 
@@ -113,3 +114,50 @@ def test_varlen_and_kvcache_take_the_mask():
         n = int(seqlens[b]) - 2  # keys up to position seqlen - 3: q_idx = seqlen - 1
         expected = flashgen.attention(q1[b:b + 1], k_cache[b:b + 1, :n], v_cache[b:b + 1, :n])
         _close(masked[b:b + 1], expected)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+@pytest.mark.parametrize("heads_q, heads_kv, seq_q, dim, causal", [(4, 4, 300, 64, False),
+                                                                   (8, 2, 300, 128, True),
+                                                                   (4, 2, 130, 127, True)])
+def test_cuda_document_and_prefix_masks_match_sdpa(heads_q, heads_kv, seq_q, dim, causal):
+    seq_kv = 300
+    generator = torch.Generator().manual_seed(12)
+    # Drawn in bf16, so that the fp32 oracle sees the kernels' very inputs.
+    q, k, v = (torch.randn(shape, generator=generator).bfloat16().float()
+               for shape in ((2, heads_q, seq_q, dim), (2, heads_kv, seq_kv, dim),
+                             (2, heads_kv, seq_kv, dim)))
+    doc = torch.repeat_interleave(torch.arange(6, dtype=torch.int32),
+                                  torch.tensor([37, 1, 90, 130, 22, 20]))  # 300 positions
+    prefix = torch.tensor([17, 167], dtype=torch.int32)
+    position = torch.arange(seq_q)[:, None] + seq_kv - seq_q
+    key = torch.arange(seq_kv)[None, :]
+    visible = key <= position if causal else torch.ones(seq_q, seq_kv, dtype=torch.bool)
+    cases = [
+        ("doc[kv_idx] == doc[q_idx]", {"doc": doc},
+         ((doc[key] == doc[position]) & visible).expand(2, seq_q, seq_kv)),
+        ("kv_idx < prefix[b] || kv_idx <= q_idx", {"prefix": prefix},
+         ((key < prefix[:, None, None]) | (key <= position)) & visible),
+    ]
+    grad_o = torch.randn(2, heads_q, seq_q, dim, generator=generator).bfloat16().float()
+    for mask_mod, tensors, attended in cases:
+        qc, kc, vc = (t.cuda().bfloat16().requires_grad_() for t in (q, k, v))
+        o = flashgen.attention(qc, kc, vc, layout="bhsd", causal=causal, mask_mod=mask_mod,
+                               mask_tensors={n: t.cuda() for n, t in tensors.items()})
+        grads = torch.autograd.grad(o, (qc, kc, vc), grad_o.cuda().bfloat16())
+        q64, k64, v64 = (t.double().requires_grad_() for t in (q, k, v))
+        expected = _expected(q64, k64, v64, attended)
+        expected_grads = torch.autograd.grad(expected, (q64, k64, v64), grad_o.double())
+        torch.testing.assert_close(o.double().cpu(), expected, rtol=0, atol=2e-2)
+        for actual, wanted in zip(grads, expected_grads):
+            torch.testing.assert_close(actual.double().cpu(), wanted, rtol=0, atol=4e-2)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+def test_cuda_mask_reading_past_its_array_is_refused_naming_the_pair():
+    q, k, v = (torch.randn(1, 4, n, 64, device="cuda", dtype=torch.bfloat16)
+               for n in (120, 150, 150))
+    doc = torch.zeros(100, dtype=torch.int32, device="cuda")
+    with pytest.raises(ValueError, match=r'index 100 of "doc" is outside \[0, 100\)'):
+        flashgen.attention(q, k, v, layout="bhsd", mask_mod="doc[kv_idx] == doc[q_idx]",
+                           mask_tensors={"doc": doc})

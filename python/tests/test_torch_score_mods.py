@@ -2,7 +2,7 @@
 keywords reach the library (CPU tensors, against a float64 numpy oracle),
 the sinks' gradient comes back through autograd; on CUDA tensors windows,
 top-left causal, the soft cap, sinks and ALiBi run on the GPU, and the
-options its kernels do not run yet are refused by name."""
+options its kernels do not run are refused by name."""
 
 from __future__ import annotations
 
@@ -86,9 +86,14 @@ def test_bad_keywords_are_refused_by_name():
 def test_cuda_tensors_are_refused_by_name():
     q, k, v, _ = _case({}, requires_grad=False)
     q, k, v = q.cuda(), k.cuda(), v.cuda()
+    arrays = {f"a{i}": torch.zeros(4, dtype=torch.int32, device="cuda") for i in range(9)}
     with pytest.raises(flashgen.UnsupportedError,
-                       match="mask_mod: not supported by the CUDA backend yet"):
-        flashgen.attention(q, k, v, mask_mod="kv_idx <= q_idx")
+                       match="mask_tensors with more than 8 arrays: not supported by the CUDA"):
+        flashgen.attention(q, k, v, mask_mod="a8[0] == 0", mask_tensors=arrays)
+    with pytest.raises(flashgen.UnsupportedError,
+                       match="alibi_slopes together with softcap: not supported by the CUDA"):
+        flashgen.attention(q, k, v, softcap=2.0,
+                           alibi_slopes=torch.ones(q.shape[2], device="cuda"))
 
 
 CUDA_MASKS = [

@@ -3,6 +3,7 @@
 #include <sstream>
 
 #include "codegen/kernel_families.hpp"
+#include "codegen/user_mask.hpp"
 
 namespace flashgen {
 namespace {
@@ -35,8 +36,10 @@ GeneratedKernel generate(const KernelSpec& spec, const TuningParams& t) {
   std::ostringstream s;
   s << "// flashgen kernel: " << g.name << "\n"
     << "#include \"" << kind.header << "\"\n\n"
-    << "namespace fg = flashgen_device;\n\n"
-    << "struct Config {\n"
+    << "namespace fg = flashgen_device;\n\n";
+  const bool mask = !spec.mask_mod.empty();
+  if (mask) s << user_mask_source(spec);
+  s << "struct Config {\n"
     << "  static constexpr int kElement = " << element_constant(spec.dtype) << ";\n"
     << "  static constexpr int kDimQK = " << spec.dim_qk << ";\n"
     << "  static constexpr int kDimV = " << spec.dim_v << ";\n"
@@ -45,7 +48,9 @@ GeneratedKernel generate(const KernelSpec& spec, const TuningParams& t) {
     << "  static constexpr bool kSoftcap = " << (spec.softcap ? "true" : "false") << ";\n"
     << "  static constexpr bool kSinks = " << (spec.sinks ? "true" : "false") << ";\n"
     << "  static constexpr bool kAlibi = " << (spec.alibi ? "true" : "false") << ";\n"
+    << "  static constexpr bool kMask = " << (mask ? "true" : "false") << ";\n"
     << "  static constexpr int kVec = " << spec.vec << ";\n";
+  if (mask) s << "  typedef UserMask Mask;\n";
   if (!is_row_kernel(spec.kind)) {
     s << "  static constexpr int kWarps = " << t.warps << ";\n"
       << "  static constexpr int kRowTiles = " << t.row_tiles() << ";\n"

@@ -297,7 +297,8 @@ TuningParams mma_sync_shape_for(const KernelSpec& spec) {
     case KernelKind::backward_prepare:
     case KernelKind::convert_grad_q:
     case KernelKind::forward_combine:
-    case KernelKind::backward_sinks: return {};
+    case KernelKind::backward_sinks:
+    case KernelKind::mask_blocks: return {};
   }
   return {};
 }
@@ -358,12 +359,28 @@ TuningParams tuning_without_tma(const KernelSpec& spec, const TuningParams& t,
 // spills), the next narrower traversed block: the forward of three
 // warpgroups over 128-key blocks (D <= 64), the wgmma query kernel of three
 // warpgroups and the mma.sync one of two row tiles per warp.
+// A user mask keeps its words of verdicts and the expression's values
+// live besides (softmax/mask.cuh, UserMaskBits): there the next narrower
+// block also for the mma.sync forward of two row tiles, the key/value
+// kernels, and the forward of three warpgroups at any width (two
+// warpgroups where each holds 256 value columns).
 static TuningParams with_room_for_score_modifiers(const KernelSpec& spec, TuningParams t) {
-  if (!spec.window && !spec.softcap && !spec.alibi) return t;
-  if (spec.kind == KernelKind::forward && t.wgmma && t.warps == 12 && t.block_cols == 128)
-    t.block_cols = 64;
+  const bool mask = !spec.mask_mod.empty();
+  if (!spec.window && !spec.softcap && !spec.alibi && !mask) return t;
+  const bool forward = spec.kind == KernelKind::forward;
+  if (mask && forward && t.wgmma && t.warps == 12 && t.head_block > 128) {
+    // 256 value columns per warpgroup leave no register even at 16 keys:
+    // two warpgroups, which get more registers each.
+    t.warps = 8;
+    t.block_rows = 128;
+  } else if (forward && t.wgmma && t.warps == 12 && (t.block_cols == 128 || mask)) {
+    t.block_cols = t.block_cols == 128 ? 64 : narrower(t.block_cols);
+  } else if (mask && forward && !t.wgmma && t.row_tiles() == 2) {
+    t.block_cols = narrower(t.block_cols);
+  }
   if (spec.kind == KernelKind::backward_query && (t.wgmma ? t.warps == 12 : t.row_tiles() == 2))
     t.block_cols = narrower(t.block_cols);
+  if (mask && spec.kind == KernelKind::backward_key_value) t.block_cols = narrower(t.block_cols);
   return t;
 }
 

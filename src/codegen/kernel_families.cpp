@@ -16,11 +16,12 @@ KindInfo f32_info_of(KernelKind kind) {
       return {"kernels/f32/backward_key_value.cuh", "BackwardKeyValueF32"};
     case KernelKind::backward_sinks:  // reads only fp32 LSE and Dterm
       return {"kernels/row_kernels.cuh", "SinkGradients"};
+    case KernelKind::mask_blocks: return {"kernels/mask_blocks.cuh", "MaskBlocks"};
     default: break;
   }
   throw Error(ErrorCode::invalid_argument,
               std::string("dtype f32 runs the forward, the deterministic backward "
-                          "(backward_query, backward_key_value) and backward_sinks; no ") +
+                          "(backward_query, backward_key_value), backward_sinks and mask_blocks; no ") +
                   to_string(kind) + " kernel");
 }
 
@@ -53,6 +54,7 @@ KindInfo info_of(const KernelSpec& spec, const TuningParams& t) {
     case KernelKind::convert_grad_q: return {"kernels/row_kernels.cuh", "ConvertGradQ"};
     case KernelKind::forward_combine: return {"kernels/row_kernels.cuh", "CombineSplits"};
     case KernelKind::backward_sinks: return {"kernels/row_kernels.cuh", "SinkGradients"};
+    case KernelKind::mask_blocks: return {"kernels/mask_blocks.cuh", "MaskBlocks"};
   }
   throw Error(ErrorCode::invalid_argument, "unknown kernel kind");
 }
@@ -61,7 +63,8 @@ std::string entry_of(KernelKind kind) { return std::string("flashgen_") + to_str
 
 bool is_row_kernel(KernelKind kind) {
   return kind == KernelKind::backward_prepare || kind == KernelKind::convert_grad_q ||
-         kind == KernelKind::forward_combine || kind == KernelKind::backward_sinks;
+         kind == KernelKind::forward_combine || kind == KernelKind::backward_sinks ||
+         kind == KernelKind::mask_blocks;
 }
 
 }  // namespace flashgen

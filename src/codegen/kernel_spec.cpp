@@ -1,5 +1,7 @@
 #include "codegen/kernel_spec.hpp"
 
+#include <cstdint>
+#include <cstdio>
 #include <sstream>
 
 namespace flashgen {
@@ -14,6 +16,7 @@ const char* to_string(KernelKind kind) {
     case KernelKind::convert_grad_q: return "convert_grad_q";
     case KernelKind::forward_combine: return "forward_combine";
     case KernelKind::backward_sinks: return "backward_sinks";
+    case KernelKind::mask_blocks: return "mask_blocks";
   }
   return "?";
 }
@@ -27,6 +30,14 @@ std::string KernelSpec::to_string() const {
   if (sinks) s << " sinks";
   if (alibi) s << " alibi";
   if (split_keys) s << " split_keys";
+  if (!mask_mod.empty()) {
+    // FNV-1a: a short name for logs and file names; caches key on the source.
+    std::uint64_t h = 0xcbf29ce484222325ull;
+    for (char c : mask_arrays + "|" + mask_mod) h = (h ^ static_cast<unsigned char>(c)) * 0x100000001b3ull;
+    char hex[17];
+    std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h));
+    s << " mask=" << hex;
+  }
   return s.str();
 }
 

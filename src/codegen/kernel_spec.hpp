@@ -18,6 +18,7 @@ enum class KernelKind {
   convert_grad_q,      // atomic backward: fp32 dQ accumulator -> dQ in the input dtype
   forward_combine,     // split-key forward: the shares' partial O and LSE -> O, LSE
   backward_sinks,      // with sinks: dL/dsink per query head, from LSE and Dterm
+  mask_blocks,         // with a user mask: its ranges of attended cells (and its faults)
 };
 const char* to_string(KernelKind kind);
 
@@ -47,9 +48,15 @@ struct KernelSpec {
   // Logits less ALiBi's slope · distance from the diagonal: the kernels
   // that compute P.
   bool alibi = false;
+  // A user mask (Options::mask_mod): its canonical text, and its arrays as
+  // "name:i" (int32) or "name:f" (fp32), comma-separated in order. Empty:
+  // none. The kernels that compute P and mask_blocks evaluate it.
+  std::string mask_mod;
+  std::string mask_arrays;
 
   // "forward bf16 dqk=127 dv=127 causal=0 vec=1 sm_90a" (" window",
-  // " softcap", " sinks", " alibi" and " split_keys" after it when set)
+  // " softcap", " sinks", " alibi", " split_keys" and " mask=<16 hex digits
+  // of the mask's text>" after it when set)
   std::string to_string() const;
   bool operator==(const KernelSpec&) const = default;
 };

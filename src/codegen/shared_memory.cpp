@@ -55,7 +55,8 @@ std::size_t shared_bytes(const KernelSpec& spec, const TuningParams& t) {
     case KernelKind::backward_prepare:
     case KernelKind::convert_grad_q:
     case KernelKind::forward_combine:
-    case KernelKind::backward_sinks: return 0;
+    case KernelKind::backward_sinks:
+    case KernelKind::mask_blocks: return 0;
   }
   return 0;
 }

@@ -13,27 +13,6 @@
 namespace flashgen::mask {
 namespace {
 
-const char* symbol_of(Op op) {
-  switch (op) {
-    case Op::negate: return "-";
-    case Op::logical_not: return "!";
-    case Op::multiply: return "*";
-    case Op::divide: return "/";
-    case Op::modulo: return "%";
-    case Op::add: return "+";
-    case Op::subtract: return "-";
-    case Op::less: return "<";
-    case Op::less_equal: return "<=";
-    case Op::greater: return ">";
-    case Op::greater_equal: return ">=";
-    case Op::equal: return "==";
-    case Op::not_equal: return "!=";
-    case Op::logical_and: return "&&";
-    case Op::logical_or: return "||";
-    default: return "";
-  }
-}
-
 // 9 significant digits read back as the same float; a point or exponent
 // keeps it a floating literal in C.
 std::string float_literal(float value) {
@@ -155,6 +134,27 @@ class Evaluator {
 };
 
 }  // namespace
+
+const char* symbol_of(Op op) {
+  switch (op) {
+    case Op::negate: return "-";
+    case Op::logical_not: return "!";
+    case Op::multiply: return "*";
+    case Op::divide: return "/";
+    case Op::modulo: return "%";
+    case Op::add: return "+";
+    case Op::subtract: return "-";
+    case Op::less: return "<";
+    case Op::less_equal: return "<=";
+    case Op::greater: return ">";
+    case Op::greater_equal: return ">=";
+    case Op::equal: return "==";
+    case Op::not_equal: return "!=";
+    case Op::logical_and: return "&&";
+    case Op::logical_or: return "||";
+    default: return "";
+  }
+}
 
 std::string print(const Expression& e, int n) {
   const Node& node = e.nodes()[n];

@@ -89,6 +89,9 @@ class Expression {
   std::string canonical_;
 };
 
+// C's symbol of an operator ("-", "!", "*", ... "||"); "" for the others.
+const char* symbol_of(Op op);
+
 // The canonical text of the tree under `node`.
 std::string print(const Expression& e, int node);
 

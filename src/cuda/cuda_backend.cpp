@@ -18,6 +18,7 @@
 #include "cuda/query_head_packing.hpp"
 #include "cuda/runtime/runtime.hpp"
 #include "cuda/tensor_maps.hpp"
+#include "cuda/user_mask.hpp"
 #include "tune/tuning_table.hpp"
 
 namespace flashgen::cuda {
@@ -36,7 +37,9 @@ struct KernelChoice {
 const GeneratedKernel& generated_kernel(const KernelSpec& spec, const TuningParams& tuning) {
   static std::mutex mutex;
   static auto* kernels = new std::unordered_map<std::string, GeneratedKernel>();  // leaked: calls may run at exit
-  std::string key = spec.to_string() + " | " + tuning.to_string();
+  // The mask's whole text: its name holds only a hash of it.
+  std::string key = spec.to_string() + " | " + tuning.to_string() + " | " + spec.mask_arrays +
+                    " | " + spec.mask_mod;
   {
     std::lock_guard<std::mutex> lock(mutex);
     auto it = kernels->find(key);
@@ -85,6 +88,10 @@ KernelChoice choose(KernelKind kind, const Problem& p, int vec, bool tma_readabl
   c.spec.sinks = p.has_sinks() && (kind == KernelKind::forward_combine ||
                                    (kind == KernelKind::forward && !split_keys));
   c.spec.alibi = p.alibi_slopes.given() && computes_probabilities(kind);
+  if (p.has_mask() && (computes_probabilities(kind) || kind == KernelKind::mask_blocks)) {
+    c.spec.mask_mod = p.mask->expression.canonical();
+    c.spec.mask_arrays = mask_arrays_of(p);
+  }
   c.spec.vec = vec;
   const DeviceInfo& device = device_info(ordinal);
   c.spec.arch = device.arch();
@@ -120,6 +127,7 @@ struct Signature {
   bool causal, window, softcap, sinks, alibi, tma_readable, split_keys;
   std::int64_t seq;
   std::uint64_t tables;
+  std::string mask;  // the user mask's arrays and canonical text ("" without one)
   bool operator==(const Signature&) const = default;
 };
 
@@ -134,7 +142,7 @@ struct SignatureHash {
               std::uint64_t(s.window) << 3 | std::uint64_t(s.split_keys) << 2 |
               std::uint64_t(s.causal) << 1 | std::uint64_t(s.tma_readable),
           std::uint64_t(s.seq),
-          s.tables})
+          s.tables, std::uint64_t(std::hash<std::string>()(s.mask))})
       h = (h ^ field) * 0x100000001b3ull;  // FNV-1a over the fields
     return h;
   }
@@ -168,7 +176,9 @@ ResolvedKernel resolve(KernelKind kind, const Problem& p, int vec, bool tma_read
                       tma_readable,
                       split_keys,
                       std::max(p.seq_q, p.seq_kv),
-                      tuning_tables_generation()};
+                      tuning_tables_generation(),
+                      p.has_mask() ? mask_arrays_of(p) + "|" + p.mask->expression.canonical()
+                                   : std::string()};
   static std::mutex mutex;
   static auto* memo = new std::unordered_map<Signature, ResolvedKernel, SignatureHash>();  // leaked: calls may run at exit
   {
@@ -230,6 +240,30 @@ std::size_t align256(std::size_t bytes) { return (bytes + 255) / 256 * 256; }
 std::size_t dterm_bytes(const Problem& p) {
   return align256(sizeof(float) * static_cast<std::size_t>(p.batch * p.heads_q * p.seq_q));
 }
+
+// Stream-ordered scratch of one call, freed (in stream order) when the call
+// returns or throws; or the caller's memory, which it leaves alone.
+class CallScratch {
+ public:
+  CallScratch(std::size_t bytes, void* stream)
+      : ptr_(allocate_async(bytes, stream)), stream_(stream), owned_(true) {}
+  explicit CallScratch(DevicePtr callers) : ptr_(callers) {}
+  CallScratch(const CallScratch&) = delete;
+  CallScratch& operator=(const CallScratch&) = delete;
+  ~CallScratch() {
+    if (!owned_) return;
+    try {
+      free_async(ptr_, stream_);
+    } catch (...) {  // the context is broken; the next call reports it
+    }
+  }
+  DevicePtr get() const { return ptr_; }
+
+ private:
+  DevicePtr ptr_ = 0;
+  void* stream_ = nullptr;
+  bool owned_ = false;
+};
 
 // Grid of a kernel that owns row blocks of `rows` rows over `heads` heads.
 LaunchShape block_grid(const KernelChoice& c, std::int64_t rows, std::int64_t heads,
@@ -365,28 +399,39 @@ int key_splits(const Problem& p, const KernelChoice& split, int ordinal) {
 // merges into O and LSE in a fixed order (no atomics: the same bits on
 // every run).
 void forward_split_keys(const Problem& p, const ForwardArgs& args, int vec,
-                        const ResolvedKernel& split, int splits, void* stream) {
+                        const ResolvedKernel& split, int splits,
+                        flashgen_device::AttentionParams& params, void* stream) {
   const ResolvedKernel combine =
       resolve(KernelKind::forward_combine, p, vec, false, args.q.device);
   const std::size_t rows = static_cast<std::size_t>(splits * p.batch * p.heads_q * p.seq_q);
   const std::size_t lse_bytes = align256(sizeof(float) * rows);
-  const std::size_t scratch_bytes = lse_bytes + sizeof(float) * rows * p.dim_v;
-  const DevicePtr scratch = allocate_async(scratch_bytes, stream);
-  flashgen_device::AttentionParams params = attention_params(p, args);
+  const CallScratch scratch(lse_bytes + sizeof(float) * rows * p.dim_v, stream);
   params.key_splits = splits;
-  params.partial_lse = reinterpret_cast<float*>(scratch);
-  params.partial_o = reinterpret_cast<float*>(scratch + lse_bytes);
-  try {
-    LaunchShape shape = block_grid(split.choice, p.seq_q, p.heads_q, p.batch);
-    shape.grid[0] *= static_cast<unsigned>(splits);  // the shares of a query block adjacent
-    launch_resolved(split, shape, params, stream, args.k, args.v);
-    launch_resolved(combine, block_grid(combine.choice, p.seq_q, p.heads_q, p.batch), params,
-                    stream, args.k, args.v);
-  } catch (...) {
-    free_async(scratch, stream);
-    throw;
-  }
-  free_async(scratch, stream);
+  params.partial_lse = reinterpret_cast<float*>(scratch.get());
+  params.partial_o = reinterpret_cast<float*>(scratch.get() + lse_bytes);
+  LaunchShape shape = block_grid(split.choice, p.seq_q, p.heads_q, p.batch);
+  shape.grid[0] *= static_cast<unsigned>(splits);  // the shares of a query block adjacent
+  launch_resolved(split, shape, params, stream, args.k, args.v);
+  launch_resolved(combine, block_grid(combine.choice, p.seq_q, p.heads_q, p.batch), params,
+                  stream, args.k, args.v);
+}
+
+// A user mask's ranges of attended cells, computed by the mask_blocks kernel
+// into `scratch` (user_mask_scratch_bytes), and its fields in `params`.
+// Where the expression may fault, the call waits for that kernel and throws
+// the first fault; otherwise nothing waits.
+void prepare_user_mask(const Problem& p, int vec, int ordinal, DevicePtr scratch,
+                       flashgen_device::AttentionParams& params, void* stream) {
+  fill_bytes_async(scratch, 0, user_mask_scratch_bytes(p), stream);
+  place_user_mask(p, scratch, params);
+  const bool check = mask_may_fault(p);
+  flashgen_device::AttentionParams blocks = params;
+  if (check) blocks.mask_fault = reinterpret_cast<flashgen_device::MaskFault*>(scratch);
+  const ResolvedKernel r = resolve(KernelKind::mask_blocks, p, vec, false, ordinal);
+  void* kernel_args[] = {&blocks};
+  launch(*r.kernel, mask_blocks_grid(p, static_cast<unsigned>(r.choice.generated->threads)),
+         stream, kernel_args);
+  if (check) check_mask_faults(p, scratch, stream);
 }
 
 }  // namespace
@@ -408,22 +453,31 @@ Availability availability() {
 std::vector<std::string> forward_kernel_names(const Problem& problem, const ForwardArgs& call) {
   const auto [p, args] = pack_query_heads(problem, call);
   const int vec = forward_vec(args), ordinal = args.q.device;
+  std::vector<std::string> names;
+  if (p.has_mask())
+    names.push_back(choose(KernelKind::mask_blocks, p, vec, false, ordinal).generated->name);
   if (may_split_keys(p, vec, ordinal)) {
     const KernelChoice split = choose(KernelKind::forward, p, vec, false, ordinal, true);
-    if (key_splits(p, split, ordinal) > 1)
-      return {split.generated->name,
-              choose(KernelKind::forward_combine, p, vec, false, ordinal).generated->name};
+    if (key_splits(p, split, ordinal) > 1) {
+      names.push_back(split.generated->name);
+      names.push_back(choose(KernelKind::forward_combine, p, vec, false, ordinal).generated->name);
+      return names;
+    }
   }
-  return {choose(KernelKind::forward, p, vec, forward_tma_readable(args), ordinal).generated->name};
+  names.push_back(
+      choose(KernelKind::forward, p, vec, forward_tma_readable(args), ordinal).generated->name);
+  return names;
 }
 
 std::vector<std::string> backward_kernel_names(const Problem& p, const BackwardArgs& args,
                                                bool deterministic) {
   std::vector<std::string> names;
+  const int vec = backward_vec(args);
+  if (p.has_mask())
+    names.push_back(choose(KernelKind::mask_blocks, p, vec, false, args.q.device).generated->name);
   for (KernelKind kind : backward_kinds(p, use_atomic(p, deterministic)))
     names.push_back(
-        choose(kind, p, backward_vec(args), backward_tma_readable(args), args.q.device)
-            .generated->name);
+        choose(kind, p, vec, backward_tma_readable(args), args.q.device).generated->name);
   return names;
 }
 
@@ -438,37 +492,40 @@ std::size_t backward_workspace_bytes(const Problem& p, bool deterministic) {
 void forward(const Problem& problem, const ForwardArgs& call, void* stream) {
   const auto [p, args] = pack_query_heads(problem, call);
   const int vec = forward_vec(args), ordinal = args.q.device;
+  flashgen_device::AttentionParams params = attention_params(p, args);
+  const CallScratch mask(p.has_mask() ? user_mask_scratch_bytes(p) : 0, stream);
+  if (p.has_mask()) prepare_user_mask(p, vec, ordinal, mask.get(), params, stream);
   if (may_split_keys(p, vec, ordinal)) {
     const ResolvedKernel split = resolve(KernelKind::forward, p, vec, false, ordinal, true);
     if (const int splits = key_splits(p, split.choice, ordinal); splits > 1)
-      return forward_split_keys(p, args, vec, split, splits, stream);
+      return forward_split_keys(p, args, vec, split, splits, params, stream);
   }
   const ResolvedKernel r =
       resolve(KernelKind::forward, p, vec, forward_tma_readable(args), ordinal);
-  flashgen_device::AttentionParams params = attention_params(p, args);
   launch_resolved(r, block_grid(r.choice, p.seq_q, p.heads_q, p.batch), params, stream, args.k,
                   args.v);
 }
 
+// The backward's kernels with `workspace` (Dterm, the atomic dQ accumulator)
+// and a user mask's ranges.
+void run_backward(const Problem& p, const BackwardArgs& args, DevicePtr workspace, bool atomic,
+                  const std::vector<KernelKind>& kinds, void* stream) {
+  flashgen_device::AttentionParams params = backward_params(p, args, workspace, atomic);
+  const CallScratch mask(p.has_mask() ? user_mask_scratch_bytes(p) : 0, stream);
+  if (p.has_mask())
+    prepare_user_mask(p, backward_vec(args), args.q.device, mask.get(), params, stream);
+  for (KernelKind kind : kinds) launch_backward_kind(kind, p, args, params, stream);
+}
+
 void backward(const Problem& p, const BackwardArgs& args, void* stream, bool deterministic) {
   const bool atomic = use_atomic(p, deterministic);
-
   // Scratch: the caller's workspace, or stream-ordered memory freed after.
   const std::size_t workspace_bytes = backward_workspace_bytes(p, deterministic);
   check_workspace(args, workspace_bytes);
-  DevicePtr workspace = reinterpret_cast<DevicePtr>(args.workspace);
-  const bool owns_workspace = args.workspace == nullptr && workspace_bytes > 0;
-  if (owns_workspace) workspace = allocate_async(workspace_bytes, stream);
-
-  flashgen_device::AttentionParams params = backward_params(p, args, workspace, atomic);
-  try {
-    for (KernelKind kind : backward_kinds(p, atomic))
-      launch_backward_kind(kind, p, args, params, stream);
-  } catch (...) {
-    if (owns_workspace) free_async(workspace, stream);
-    throw;
-  }
-  if (owns_workspace) free_async(workspace, stream);
+  const CallScratch workspace =
+      args.workspace != nullptr ? CallScratch(reinterpret_cast<DevicePtr>(args.workspace))
+                                : CallScratch(workspace_bytes, stream);
+  run_backward(p, args, workspace.get(), atomic, backward_kinds(p, atomic), stream);
 }
 
 void backward_stage(const Problem& p, const BackwardArgs& args, void* stream, KernelKind stage) {
@@ -482,9 +539,7 @@ void backward_stage(const Problem& p, const BackwardArgs& args, void* stream, Ke
   if (args.workspace == nullptr)
     throw Error(ErrorCode::invalid_argument, "backward_stage needs the caller's workspace");
   check_workspace(args, backward_workspace_bytes(p, true));
-  const DevicePtr workspace = reinterpret_cast<DevicePtr>(args.workspace);
-  flashgen_device::AttentionParams params = backward_params(p, args, workspace, false);
-  launch_backward_kind(stage, p, args, params, stream);
+  run_backward(p, args, reinterpret_cast<DevicePtr>(args.workspace), false, {stage}, stream);
 }
 
 }  // namespace flashgen::cuda

@@ -1,23 +1,25 @@
-// What the CUDA kernels do not run yet: mask expressions, and ALiBi with a
-// soft cap, run on the CPU backend (and the fp64 reference) only; until the
-// kernels have them, a call with one on CUDA tensors fails with this message
-// instead of computing something else.
+// What the CUDA kernels do not run: ALiBi with a soft cap, and a mask
+// expression reading more arrays than the kernels take, run on the CPU
+// backend (and the fp64 reference) only; a call with one on CUDA tensors
+// fails with this message instead of computing something else.
 #include <string>
 
 #include "cuda/cuda_backend.hpp"
+#include "cuda/device/params.cuh"
 
 namespace flashgen::cuda {
 
 std::string unsupported_option(const Problem& p) {
-  const char* option = nullptr;
+  std::string option;
   // The soft cap's gradient recovers tanh from P, which ALiBi's bias would
   // have to be taken out of first.
   if (p.alibi_slopes.given() && p.softcap > 0.0)
     option = "alibi_slopes together with softcap";
-  else if (p.has_mask())
-    option = "mask_mod";
-  if (option == nullptr) return "";
-  return std::string(option) +
+  else if (p.has_mask() && p.mask->arrays.size() > flashgen_device::kMostMaskArrays)
+    option = "mask_tensors with more than " + std::to_string(flashgen_device::kMostMaskArrays) +
+             " arrays";
+  if (option.empty()) return "";
+  return option +
          ": not supported by the CUDA backend yet; use the CPU backend (backend=cpu, tensors in "
          "host memory)";
 }

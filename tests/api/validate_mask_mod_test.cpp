@@ -1,9 +1,10 @@
 // The rules of options.mask_mod and options.mask_tensors: each broken one is
 // refused with invalid_argument naming the argument and the rule, before any
-// output is written; the CUDA backend refuses mask_mod by name.
+// output is written; the CUDA backend refuses more arrays than its kernels take.
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "host_problem.hpp"
@@ -87,12 +88,16 @@ TEST_F(ValidateMaskMod, AnOutputOverlappingAMaskTensorIsRefused) {
                  {"overlaps options.mask_tensors[\"bias\"] in memory"});
 }
 
-TEST_F(ValidateMaskMod, TheCudaBackendRefusesItByName) {
+TEST_F(ValidateMaskMod, TheCudaBackendRefusesMoreArraysThanItsKernelsTake) {
   for (TensorView* t : {&args.q, &args.k, &args.v, &args.o}) t->memory = MemoryKind::cuda;
   args.lse.memory = MemoryKind::cuda;
+  for (int i = 0; options.mask_tensors.size() < 9; ++i)
+    options.mask_tensors.push_back(
+        MaskTensorView::int32("extra" + std::to_string(i), doc.data(), 7));
   for (MaskTensorView& t : options.mask_tensors) t.memory = MemoryKind::cuda;
   expect_refused(args, options, ErrorCode::unsupported,
-                 {"mask_mod: not supported by the CUDA backend yet", "use the CPU backend"});
+                 {"mask_tensors with more than 8 arrays: not supported by the CUDA backend yet",
+                  "use the CPU backend"});
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 
 #include "codegen/generate.hpp"
 #include "codegen/heuristics.hpp"
+#include "codegen/user_mask.hpp"
 #include "cuda/runtime/runtime.hpp"
 #include "tune/tuning_table.hpp"
 
@@ -24,6 +25,15 @@ struct SpreadCase {
   bool split_keys = false;
   // The mask's left diagonal and the score modifiers (sinks: the forward only).
   bool window = false, softcap = false, sinks = false, alibi = false;
+  // A user mask: 0 none; 1 documents, a float array and a select (int32 and
+  // fp32 reads); 2 divisions and a computed index (the checked operations).
+  int mask = 0;
+};
+
+const char* const kSpreadMasks[] = {
+    "",
+    "(doc[kv_idx] == doc[q_idx]) && (bias[h] >= 0.0 ? kv_idx % 3 != 1 : q_idx - kv_idx < 40)",
+    "kv_idx < 10 ? 1 : doc[(kv_idx - 10) / 2] * 2.5 - h > q_idx % (b + 2)",
 };
 
 std::string name_of(const SpreadCase& c) {
@@ -31,7 +41,8 @@ std::string name_of(const SpreadCase& c) {
                      to_string(c.dtype) + (c.causal ? "_causal_" : "_") + c.arch + "_vec" +
                      std::to_string(c.vec) + (c.split_keys ? "_split_keys" : "") +
                      (c.window ? "_window" : "") + (c.softcap ? "_softcap" : "") +
-                     (c.sinks ? "_sinks" : "") + (c.alibi ? "_alibi" : "");
+                     (c.sinks ? "_sinks" : "") + (c.alibi ? "_alibi" : "") +
+                     (c.mask ? "_mask" + std::to_string(c.mask) : "");
   return name;
 }
 
@@ -89,6 +100,32 @@ std::vector<SpreadCase> spread() {
         c.alibi = !c.softcap;
         cases.push_back(c);
       }
+  // User masks on every kind that evaluates them, the split-key forward and
+  // fp32 included, both archs.
+  int u = 0;
+  for (int dim : {40, 128, 256, 385})
+    for (const char* arch : {"sm_80", "sm_90a"})
+      for (KernelKind kind : {KernelKind::forward, KernelKind::backward_query,
+                              KernelKind::backward_key_value, KernelKind::backward_atomic}) {
+        SpreadCase c{kind, dim, u % 2 ? DType::f16 : DType::bf16, u % 3 == 0, arch, 8};
+        c.mask = 1 + u++ % 2;
+        c.window = u % 4 == 0;
+        cases.push_back(c);
+      }
+  for (int mask : {1, 2}) {
+    SpreadCase blocks{KernelKind::mask_blocks, 64, DType::bf16, mask == 1, "sm_90a", 8};
+    blocks.mask = mask;
+    cases.push_back(blocks);
+    SpreadCase decode{KernelKind::forward, 128, DType::bf16, false, "sm_90a", 8, true};
+    decode.mask = mask;
+    cases.push_back(decode);
+    for (KernelKind kind :
+         {KernelKind::forward, KernelKind::backward_query, KernelKind::backward_key_value}) {
+      SpreadCase f32{kind, 72, DType::f32, mask == 2, "sm_90a", 4};
+      f32.mask = mask;
+      cases.push_back(f32);
+    }
+  }
   SpreadCase combine_with_sinks{KernelKind::forward_combine, 128, DType::bf16, false, "sm_90a", 8};
   combine_with_sinks.sinks = true;
   cases.push_back(combine_with_sinks);
@@ -120,6 +157,11 @@ TEST_P(CompileSpread, CompilesWithoutSpills) {
   spec.softcap = c.softcap;
   spec.sinks = c.sinks;
   spec.alibi = c.alibi;
+  if (c.mask > 0) {
+    const std::vector<mask::ArrayName> arrays = {{"doc", false}, {"bias", true}};
+    spec.mask_mod = mask::Expression::parse(kSpreadMasks[c.mask], arrays).canonical();
+    spec.mask_arrays = mask_arrays_text(arrays);
+  }
   const TuningParams tuning = default_tuning(spec, shared_limit_of_arch(c.arch));
   const GeneratedKernel g = generate(spec, tuning);
   EXPECT_LE(g.shared_bytes, shared_limit_of_arch(c.arch)) << g.name;

@@ -17,53 +17,19 @@
 #include "common/mask_expression.hpp"
 #include "cpu/mask_program.hpp"
 #include "scoped_env.hpp"
+#include "user_masks.hpp"
 
 namespace flashgen::testing {
 namespace {
 
 constexpr bool kCausal = true, kFull = false;
 
-// The arrays the tests' masks read: document ids of packed sequences (one
-// per position, for q_idx and kv_idx alike), a prefix length per batch
-// entry, and a float per head.
-struct MaskArrays {
-  explicit MaskArrays(std::int64_t positions, std::int64_t batch = 2, std::int64_t heads = 8) {
-    // Documents of 37, 1, 90, 130, ... positions: some shorter than a tile,
-    // one of length 1, boundaries inside tiles.
-    const std::int64_t lengths[] = {37, 1, 90, 130, 64, 200};
-    std::int64_t at = 0;
-    for (std::int32_t d = 0; static_cast<std::int64_t>(doc.size()) < positions; ++d)
-      for (std::int64_t i = 0; i < lengths[d % 6] && at < positions; ++i, ++at) doc.push_back(d);
-    for (std::int64_t b = 0; b < batch; ++b) prefix.push_back(static_cast<std::int32_t>(17 + 150 * b));
-    for (std::int64_t h = 0; h < heads; ++h) bias.push_back(h % 3 == 1 ? -0.5f : 0.25f * h);
-  }
-  Options options(const std::string& expression) const {
-    Options o;
-    o.backend = Backend::cpu;
-    o.mask_mod = expression;
-    o.mask_tensors = {MaskTensorView::int32("doc", doc.data(), static_cast<std::int64_t>(doc.size())),
-                      MaskTensorView::int32("prefix", prefix.data(), static_cast<std::int64_t>(prefix.size())),
-                      MaskTensorView::float32("bias", bias.data(), static_cast<std::int64_t>(bias.size()))};
-    return o;
-  }
-  std::vector<std::int32_t> doc, prefix;
-  std::vector<float> bias;
-};
-
-const char* const kExpressions[] = {
-    "doc[kv_idx] == doc[q_idx]",
-    "kv_idx < prefix[b] || kv_idx <= q_idx",
-    "(doc[kv_idx] == doc[q_idx]) && (bias[h] >= 0.0 ? kv_idx % 3 != 1 : q_idx - kv_idx < 40)",
-    "kv_idx < 10 ? 1 : doc[kv_idx - 10] * 2.5 - h > 1.5",
-    "-(q_idx / (kv_idx % 7 + 1)) + 3 * b != 0 || !(bias[h])",
-    "q_idx >= 290 && kv_idx < 5",  // only a few rows see keys; the others none
-};
-
 // Every pair of a grid, along the keys and along the queries, in runs that
 // start anywhere: the program and the evaluator agree on each.
 TEST(CpuMaskProgram, AgreesWithTheNodeEvaluator) {
   const MaskArrays arrays(400);
-  for (const char* text : kExpressions) {
+  for (int n = 1; n <= kTestMasks; ++n) {
+    const char* text = test_mask(n);
     SCOPED_TRACE(text);
     Problem p;
     p.batch = 2, p.heads_q = 8, p.seq_q = 300, p.seq_kv = 400;
@@ -132,19 +98,19 @@ std::vector<MaskCase> mask_cases() {
   constexpr DType f16 = DType::f16, bf16 = DType::bf16, f32 = DType::f32;
   constexpr Layout bshd = Layout::bshd, bhsd = Layout::bhsd, padded = Layout::padded;
   return {
-      {"document_packed", {1, 560, 560, 4, 2, 64, 64, kFull, bf16, bshd}, kExpressions[0]},
-      {"document_causal_gqa_d40", {2, 300, 300, 6, 2, 40, 40, kCausal, f32, bhsd}, kExpressions[0]},
-      {"document_d127", {1, 280, 280, 2, 1, 127, 127, kCausal, f16, padded}, kExpressions[0]},
-      {"prefix_lm", {2, 300, 300, 4, 1, 64, 48, kFull, bf16, bshd}, kExpressions[1]},
+      {"document_packed", {1, 560, 560, 4, 2, 64, 64, kFull, bf16, bshd}, test_mask(1)},
+      {"document_causal_gqa_d40", {2, 300, 300, 6, 2, 40, 40, kCausal, f32, bhsd}, test_mask(1)},
+      {"document_d127", {1, 280, 280, 2, 1, 127, 127, kCausal, f16, padded}, test_mask(1)},
+      {"prefix_lm", {2, 300, 300, 4, 1, 64, 48, kFull, bf16, bshd}, test_mask(2)},
       {"prefix_lm_causal_sq_lt_skv_d127", {2, 130, 350, 2, 2, 127, 127, kCausal, f32, bhsd},
-       kExpressions[1]},
-      {"float_array_and_select", {2, 260, 300, 8, 4, 40, 40, kFull, f32, bshd}, kExpressions[2]},
-      {"shifted_index", {1, 300, 300, 2, 1, 72, 72, kFull, bf16, bhsd}, kExpressions[3]},
-      {"arithmetic", {2, 200, 270, 3, 1, 40, 40, kFull, f32, padded}, kExpressions[4]},
-      {"rows_without_keys", {1, 300, 300, 2, 2, 64, 64, kFull, f32, bshd}, kExpressions[5]},
-      {"rows_without_keys_sinks", {1, 300, 300, 2, 2, 64, 64, kFull, f32, bshd}, kExpressions[5],
+       test_mask(2)},
+      {"float_array_and_select", {2, 260, 300, 8, 4, 40, 40, kFull, f32, bshd}, test_mask(3)},
+      {"shifted_index", {1, 300, 300, 2, 1, 72, 72, kFull, bf16, bhsd}, test_mask(4)},
+      {"arithmetic", {2, 200, 270, 3, 1, 40, 40, kFull, f32, padded}, test_mask(5)},
+      {"rows_without_keys", {1, 300, 300, 2, 2, 64, 64, kFull, f32, bshd}, test_mask(6)},
+      {"rows_without_keys_sinks", {1, 300, 300, 2, 2, 64, 64, kFull, f32, bshd}, test_mask(6),
        true},
-      {"document_window_sinks", {1, 400, 400, 4, 2, 40, 40, kCausal, bf16, bshd}, kExpressions[0],
+      {"document_window_sinks", {1, 400, 400, 4, 2, 40, 40, kCausal, bf16, bshd}, test_mask(1),
        true, 100},
   };
 }

@@ -16,6 +16,7 @@
 #include "attention_check.hpp"
 #include "codegen/generate.hpp"
 #include "device_storage.hpp"
+#include "user_masks.hpp"
 #include "test_tensor.hpp"
 #include "tune/tuning_table.hpp"
 
@@ -37,14 +38,16 @@ std::vector<Case> half_precision(std::vector<Case> cases) {
   return out;
 }
 
-// The mask's diagonals and the score modifiers (softmax/mask.cuh) on a
-// list's shapes: the list, then five of its cases again, one with a
-// two-sided sliding window, one with a left edge only (whole key blocks
-// skipped from the front), one top-left causal (with seq_q < seq_kv, keys no
-// query sees), one soft-capped with sinks, one with ALiBi.
+// The mask's diagonals, the score modifiers and a user mask
+// (softmax/mask.cuh) on a list's shapes: the list, then six of its cases
+// again, one with a two-sided sliding window, one with a left edge only
+// (whole key blocks skipped from the front), one top-left causal (with
+// seq_q < seq_kv, keys no query sees), one soft-capped with sinks, one with
+// ALiBi, one with a user mask (documents, a float array and a select; a
+// prefix-LM mask where some query's q_idx is negative).
 std::vector<Case> with_masks(std::vector<Case> cases) {
   const std::size_t n = cases.size();
-  for (std::size_t i = 0; i < 5 && i < n; ++i) {
+  for (std::size_t i = 0; i < 6 && i < n; ++i) {
     Case c = cases[(i * 2 + 1) % n];
     const std::int64_t width = std::max<std::int64_t>(1, c.seq_kv / 3);
     if (i == 0) {
@@ -58,8 +61,10 @@ std::vector<Case> with_masks(std::vector<Case> cases) {
     } else if (i == 3) {
       c.softcap = 2.5;
       c.sinks = true;
-    } else {
+    } else if (i == 4) {
       c.alibi = 1;
+    } else {
+      c.user_mask = c.seq_q <= c.seq_kv || c.causal ? 3 : 2;
     }
     cases.push_back(c);
   }
@@ -124,6 +129,39 @@ std::vector<Case> mask_cases() {
                bottom_right, 0.0, false, 2},
           Case{1, 140, 260, 2, 1, 40, 40, true, DType::f32, Layout::bshd, plain, 64, -1,
                bottom_right, 0.0, true, 1}};
+}
+
+// User masks (user_masks.hpp) on every kind of shape: packed documents with
+// and without causal, GQA, odd and wide D, every dtype, decode (split keys),
+// prefix-LM with seq_q < seq_kv, float arrays, computed indices and
+// divisions (the checked path), rows left no key (with sinks), and together
+// with a window, a soft cap and ALiBi.
+std::vector<Case> user_mask_cases() {
+  constexpr auto br = CausalAlignment::bottom_right;
+  constexpr auto plain = Placement::plain;
+  constexpr DType bf16 = DType::bf16, f16 = DType::f16, f32 = DType::f32;
+  constexpr Layout bshd = Layout::bshd, bhsd = Layout::bhsd, padded = Layout::padded;
+  // batch, seq_q, seq_kv, heads_q, heads_kv, dim_qk, dim_v, causal, dtype, layout, placement,
+  // window_left, window_right, alignment, softcap, sinks, alibi, user_mask
+  return {Case{1, 560, 560, 4, 2, 64, 64, false, bf16, bshd, plain, -1, -1, br, 0.0, false, 0, 1},
+          Case{2, 300, 300, 6, 2, 40, 40, true, f32, bhsd, plain, -1, -1, br, 0.0, false, 0, 1},
+          Case{1, 280, 280, 2, 1, 127, 127, true, f16, padded, plain, -1, -1, br, 0.0, false, 0, 1},
+          Case{1, 600, 600, 2, 1, 128, 128, true, bf16, bshd, plain, -1, -1, br, 0.0, false, 0, 1},
+          Case{1, 300, 300, 2, 1, 256, 256, true, bf16, bshd, plain, -1, -1, br, 0.0, false, 0, 1},
+          Case{1, 200, 200, 2, 1, 384, 384, false, f16, bshd, plain, -1, -1, br, 0.0, false, 0, 1},
+          Case{1, 1, 3000, 8, 2, 128, 128, true, bf16, bshd, plain, -1, -1, br, 0.0, false, 0, 1},
+          Case{2, 300, 300, 4, 1, 64, 48, false, bf16, bshd, plain, -1, -1, br, 0.0, false, 0, 2},
+          Case{2, 130, 350, 2, 2, 127, 127, true, bf16, bhsd, plain, -1, -1, br, 0.0, false, 0, 2},
+          Case{2, 130, 350, 2, 2, 127, 127, true, f32, bhsd, plain, -1, -1, br, 0.0, false, 0, 2},
+          Case{2, 260, 300, 8, 4, 40, 40, false, bf16, bshd, plain, -1, -1, br, 0.0, false, 0, 3},
+          Case{1, 300, 300, 2, 1, 72, 72, false, bf16, bhsd, plain, -1, -1, br, 0.0, false, 0, 4},
+          Case{2, 200, 270, 3, 1, 40, 40, false, f16, padded, plain, -1, -1, br, 0.0, false, 0, 5},
+          Case{2, 200, 270, 3, 1, 40, 40, false, f32, padded, plain, -1, -1, br, 0.0, false, 0, 5},
+          Case{1, 300, 300, 2, 2, 64, 64, false, bf16, bshd, plain, -1, -1, br, 0.0, false, 0, 6},
+          Case{1, 300, 300, 2, 2, 64, 64, false, bf16, bshd, plain, -1, -1, br, 0.0, true, 0, 6},
+          Case{1, 400, 400, 4, 2, 40, 40, true, bf16, bshd, plain, 100, -1, br, 0.0, true, 0, 1},
+          Case{1, 300, 300, 4, 2, 256, 256, true, bf16, bshd, plain, 64, -1, br, 3.0, false, 0, 1},
+          Case{2, 200, 260, 4, 2, 64, 64, true, f16, bhsd, plain, -1, -1, br, 0.0, false, 2, 2}};
 }
 
 // Shapes drawn at random (fixed seed): odd dims, lengths, GQA, layouts.
@@ -556,6 +594,37 @@ TEST_P(GpuBackwardAtomic, MatchesReference) {
   EXPECT_TRUE(check_backward(GetParam(), gpu_options(false)));
 }
 
+// A user mask that reads past its array fails the call with the error the
+// CPU backend gives (the pair and the index named), before any attention
+// kernel runs; one whose reads a short circuit guards does not fail.
+TEST(GpuUserMask, AnIndexOutsideItsArrayFailsTheCallNamingThePair) {
+  FLASHGEN_SKIP_WITHOUT_GPU();
+  const std::vector<std::int32_t> doc(100, 0);  // seq_kv is 150
+  const std::unique_ptr<Storage> device_doc = make_storage(MemoryKind::cuda, 4 * doc.size());
+  device_doc->upload(doc.data(), 4 * doc.size());
+  const auto* ids = static_cast<const std::int32_t*>(device_doc->data());
+  const Case c{1, 120, 150, 2, 1, 64, 64, false, DType::bf16, Layout::bshd};
+  Options options = gpu_options();
+  options.mask_tensors = {MaskTensorView::int32("doc", ids, 100, MemoryKind::cuda)};
+  options.mask_mod = "doc[kv_idx] == doc[q_idx]";
+  const ::testing::AssertionResult failed = check_forward(c, options);
+  EXPECT_FALSE(failed);
+  // Either faulting read may be found first (doc[q_idx] or doc[kv_idx]).
+  const std::string message = failed.message();
+  EXPECT_NE(message.find("of \"doc\" is outside [0, 100) in doc["), std::string::npos) << message;
+  EXPECT_NE(message.find("at b = 0, h = "), std::string::npos) << message;
+  options.mask_mod = "kv_idx < 100 && q_idx < 100 && doc[kv_idx] == doc[q_idx]";
+  const MemoryKind gpu = MemoryKind::cuda;
+  TestTensor q(gpu, DType::bf16, 1, 120, 2, 64, Layout::bshd);
+  TestTensor o(gpu, DType::bf16, 1, 120, 2, 64, Layout::bshd);
+  TestTensor k(gpu, DType::bf16, 1, 150, 1, 64, Layout::bshd);
+  TestTensor v(gpu, DType::bf16, 1, 150, 1, 64, Layout::bshd);
+  for (TestTensor* t : {&q, &k, &v}) t->fill_random(7);
+  ForwardArgs args;
+  args.q = q.view(), args.k = k.view(), args.v = v.view(), args.o = o.view();
+  EXPECT_NO_THROW(forward(args, options));
+}
+
 INSTANTIATE_TEST_SUITE_P(Standard, GpuForward,
                          ::testing::ValuesIn(half_precision(standard_forward_cases())), CaseName());
 INSTANTIATE_TEST_SUITE_P(Decode, GpuForward, ::testing::ValuesIn(with_masks(decode_cases())), CaseName());
@@ -597,6 +666,10 @@ INSTANTIATE_TEST_SUITE_P(Forced, GpuForwardWgmmaOptIn,
 INSTANTIATE_TEST_SUITE_P(Masks, GpuForward, ::testing::ValuesIn(mask_cases()), CaseName());
 INSTANTIATE_TEST_SUITE_P(Masks, GpuBackward, ::testing::ValuesIn(mask_cases()), CaseName());
 INSTANTIATE_TEST_SUITE_P(Masks, GpuBackwardAtomic, ::testing::ValuesIn(mask_cases()), CaseName());
+INSTANTIATE_TEST_SUITE_P(UserMasks, GpuForward, ::testing::ValuesIn(user_mask_cases()), CaseName());
+INSTANTIATE_TEST_SUITE_P(UserMasks, GpuBackward, ::testing::ValuesIn(user_mask_cases()), CaseName());
+INSTANTIATE_TEST_SUITE_P(UserMasks, GpuBackwardAtomic, ::testing::ValuesIn(user_mask_cases()),
+                         CaseName());
 INSTANTIATE_TEST_SUITE_P(Standard, GpuBackward,
                          ::testing::ValuesIn(half_precision(standard_backward_cases())),
                          CaseName());

@@ -28,6 +28,7 @@ std::string Case::to_string() const {
   }
   if (sinks) name += "_sinks";
   if (alibi > 0) name += "_alibi" + std::to_string(alibi);
+  if (user_mask > 0) name += "_mask" + std::to_string(user_mask);
   return name;
 }
 

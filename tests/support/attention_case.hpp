@@ -35,12 +35,15 @@ struct Case {
   double softcap = 0.0;
   bool sinks = false;
   int alibi = 0;  // ALiBi slopes (alibi_slope_value()): 0 none, 1 [heads_q], 2 [batch, heads_q]
+  // A user mask: test_mask(user_mask) over MaskArrays (user_masks.hpp), in
+  // the backend's memory; 0 none.
+  int user_mask = 0;
 
   bool has_window() const { return window_left >= 0 || window_right >= 0; }
 
   // "b2_sq7_skv64_hq4_hkv1_d40_causal_bf16_bhsd" ("d192_dv128" when the value
   // dimension differs, "_page_end" for that placement, "_window32_0" for a
-  // window (m for -1), "_top_left", "_softcap2p5", "_sinks", "_alibi1"): letters,
+  // window (m for -1), "_top_left", "_softcap2p5", "_sinks", "_alibi1", "_mask2"): letters,
   // digits and '_' only, so it is a valid gtest parameter name.
   std::string to_string() const;
   // The normalized problem; scale unset means 1 / sqrt(dim_qk). The masks and

@@ -212,7 +212,10 @@ void compare_sink_gradient(Findings& findings, const Case& c, const Problem& p,
 class CaseOptions {
  public:
   CaseOptions(const Case& c, const Options& given)
-      : vectors_(ScoreSpec{-1, -1, 0.0, c.alibi, c.sinks}, c, given.backend), call_(given) {
+      : vectors_(ScoreSpec{-1, -1, 0.0, c.alibi, c.sinks, CausalAlignment::bottom_right,
+                           c.user_mask},
+                 c, given.backend),
+        call_(given) {
     call_.causal = c.causal;
     if (c.has_window()) {
       call_.window_left = c.window_left;
@@ -229,13 +232,18 @@ class CaseOptions {
       call_.alibi_slopes = vectors_.options().alibi_slopes;
       reference_.alibi_slopes = vectors_.host_options().alibi_slopes;
     }
+    if (c.user_mask > 0) {
+      call_.mask_mod = reference_.mask_mod = vectors_.options().mask_mod;
+      call_.mask_tensors = vectors_.options().mask_tensors;
+      reference_.mask_tensors = vectors_.host_options().mask_tensors;
+    }
   }
   CaseOptions(const CaseOptions&) = delete;  // the options point into this object
   const Options& call() const { return call_; }
   const Options& reference() const { return reference_; }
 
  private:
-  ScoreOptions vectors_;  // the case's sinks and slopes
+  ScoreOptions vectors_;  // the case's sinks, slopes and mask arrays
   Options call_, reference_;
 };
 

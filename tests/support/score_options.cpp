@@ -1,28 +1,45 @@
 #include "score_options.hpp"
 
+#include <algorithm>
+
 #include "attention_check.hpp"
 
 namespace flashgen::testing {
 namespace {
 
 // The host values, or a copy of them in CUDA memory (kept in `storage`).
-float* in_memory(std::vector<float>& values, MemoryKind memory, std::unique_ptr<Storage>& storage) {
+template <class T>
+T* in_memory(std::vector<T>& values, MemoryKind memory, std::unique_ptr<Storage>& storage) {
   if (memory != MemoryKind::cuda || values.empty()) return values.data();
-  storage = make_storage(memory, values.size() * sizeof(float));
-  storage->upload(values.data(), values.size() * sizeof(float));
-  return static_cast<float*>(storage->data());
+  storage = make_storage(memory, values.size() * sizeof(T));
+  storage->upload(values.data(), values.size() * sizeof(T));
+  return static_cast<T*>(storage->data());
 }
 
 }  // namespace
 
-ScoreOptions::ScoreOptions(const ScoreSpec& spec, const Case& c, Backend backend) {
+ScoreOptions::ScoreOptions(const ScoreSpec& spec, const Case& c, Backend backend)
+    : mask_arrays_(std::max(c.seq_q, c.seq_kv), c.batch, c.heads_q) {
   options_.backend = backend;
   options_.causal_alignment = spec.alignment;
   options_.window_left = spec.window_left;
   options_.window_right = spec.window_right;
   options_.softcap = spec.softcap;
-  host_options_ = options_;
   const MemoryKind memory = memory_for(backend);
+  if (spec.user_mask > 0) {
+    const Options masked = mask_arrays_.options(test_mask(spec.user_mask));  // host views
+    options_.mask_mod = masked.mask_mod;
+    options_.mask_tensors = masked.mask_tensors;
+  }
+  host_options_ = options_;
+  if (spec.user_mask > 0) {
+    device_mask_arrays_.resize(3);
+    MaskTensorView* views = options_.mask_tensors.data();  // doc, prefix, bias
+    views[0].data = in_memory(mask_arrays_.doc, memory, device_mask_arrays_[0]);
+    views[1].data = in_memory(mask_arrays_.prefix, memory, device_mask_arrays_[1]);
+    views[2].data = in_memory(mask_arrays_.bias, memory, device_mask_arrays_[2]);
+    for (MaskTensorView& view : options_.mask_tensors) view.memory = memory;
+  }
   if (spec.alibi_rank > 0) {
     const std::int64_t batches = spec.alibi_rank == 2 ? c.batch : 1;
     for (std::int64_t b = 0; b < batches; ++b)

@@ -7,6 +7,20 @@ namespace flashgen_device {
 
 typedef long long index_t;  // element offsets: tensors may exceed 2^31 elements
 
+// Arrays a user mask may read (Options::mask_tensors) on the GPU.
+constexpr int kMostMaskArrays = 8;
+// Queries (and keys) per cell of the user mask's block ranges.
+constexpr int kMaskCell = 16;
+
+// The first pair whose mask expression faulted (an index outside its array,
+// an integer division by zero): written once by the mask_blocks kernel,
+// read by the host, which evaluates that pair again to word the error.
+struct MaskFault {
+  unsigned faulted;
+  int batch, head, unused;
+  index_t query, key;
+};
+
 // One [batch, seq, heads, dim] tensor: base pointer and element strides.
 struct TensorArg {
   void* data;
@@ -60,6 +74,25 @@ struct AttentionParams {
   const float* alibi_slopes;
   index_t alibi_stride_batch, alibi_stride_heads;
   int diagonal_offset;  // seq_kv − seq_q
+  // The user mask (kMask, softmax/user_mask.cuh). Its arrays, array k read as
+  // mask_arrays[k][i · mask_array_strides[k]] for 0 <= i < mask_array_sizes[k]
+  // (int32 or fp32, as the generated expression says); the b of batch entry 0.
+  const void* mask_arrays[kMostMaskArrays];
+  index_t mask_array_sizes[kMostMaskArrays], mask_array_strides[kMostMaskArrays];
+  int mask_batch0;
+  // The cells of kMaskCell queries or keys that hold an attended pair, per
+  // slot (batch % mask_batch_slots, head % mask_head_slots: one slot where
+  // the expression reads neither b nor h): for each query cell its key cells
+  // and for each key cell its query cells, as {cells − first, end} (0, 0:
+  // none), written by the mask_blocks kernel with atomicMax from zeros.
+  int* mask_key_cells;    // [slot][query cell][2]
+  int* mask_query_cells;  // [slot][key cell][2]
+  // For each query cell, the longest run of key cells [first, end) in
+  // which the mask attends every pair the diagonals leave: blocks inside
+  // it skip the mask's evaluation. {0, 0}: none.
+  int* mask_full_key_cells;  // [slot][query cell][2]
+  int mask_batch_slots, mask_head_slots;
+  MaskFault* mask_fault;  // null: faults are not recorded (the attention kernels)
 };
 
 // A TMA descriptor (CUtensorMap of the driver API: 128 opaque bytes, 64-byte

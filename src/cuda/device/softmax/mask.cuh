@@ -8,10 +8,14 @@
 // alignment and the window's sides into them (cuda/kernel_args.cpp). The
 // traversals skip the blocks that the diagonals mask wholly, and only blocks
 // that cross a diagonal or a sequence end are masked element by element.
+// A user mask (C::kMask, softmax/user_mask.cuh) is evaluated element by
+// element on every pair the diagonals leave, and narrows the traversals to
+// the blocks its ranges of attended cells (the mask_blocks kernel) name.
 #pragma once
 
 #include "common.cuh"
 #include "softmax/softmax.cuh"
+#include "softmax/user_mask.cuh"
 
 namespace flashgen_device {
 
@@ -22,12 +26,18 @@ struct BlockRange {
   __device__ __forceinline__ int count() const { return end - first; }
 };
 
-// Key blocks of kBlockN a CTA owning query rows [row0, row0 + rows)
-// traverses: under the causal diagonal those up to the diagonal of its last
-// row (none when that row sees no key), under the window's left edge those
-// from the edge of its first row on.
+// Blocks of a traversal where the first lies after the end when empty.
+__device__ __forceinline__ BlockRange intersect(BlockRange a, BlockRange b) {
+  const int end = min_of(a.end, b.end);
+  return {min_of(end, max_of(a.first, b.first)), end};
+}
+
+// Key blocks of kBlockN that the diagonals leave to query rows [row0,
+// row0 + rows): under the causal diagonal those up to the diagonal of the
+// last row (none when that row sees no key), under the window's left edge
+// those from the edge of the first row on.
 template <class C, int kBlockN>
-__device__ __forceinline__ BlockRange key_blocks_for_rows(const AttentionParams& p, int row0,
+__device__ __forceinline__ BlockRange diagonal_key_blocks(const AttentionParams& p, int row0,
                                                           int rows) {
   int end = ceil_div(p.seq_kv, kBlockN);
   if (C::kCausal) {
@@ -39,11 +49,11 @@ __device__ __forceinline__ BlockRange key_blocks_for_rows(const AttentionParams&
   return {first, end};
 }
 
-// Query blocks of kBlockN that see keys [key0, key0 + keys): key j is seen
-// by queries i >= j - causal_offset (causal) and i <= j - window_offset
-// (window).
+// Query blocks of kBlockN that the diagonals leave to keys [key0, key0 +
+// keys): key j is seen by queries i >= j - causal_offset (causal) and
+// i <= j - window_offset (window).
 template <class C, int kBlockN>
-__device__ __forceinline__ BlockRange query_blocks_for_keys(const AttentionParams& p, int key0,
+__device__ __forceinline__ BlockRange diagonal_query_blocks(const AttentionParams& p, int key0,
                                                             int keys) {
   int end = ceil_div(p.seq_q, kBlockN);
   if (C::kWindow) {
@@ -52,6 +62,60 @@ __device__ __forceinline__ BlockRange query_blocks_for_keys(const AttentionParam
   }
   const int first = C::kCausal ? min_of(end, max_of(0, key0 - p.causal_offset) / kBlockN) : 0;
   return {first, end};
+}
+
+// The user mask's slot of (batch, head) in its cell ranges.
+__device__ __forceinline__ int mask_slot(const AttentionParams& p, int batch, int head) {
+  return batch % p.mask_batch_slots * p.mask_head_slots + head % p.mask_head_slots;
+}
+
+// Blocks of kBlockN on the other side that hold the attended pairs of own
+// rows [row0, row0 + rows), from `cells` ({other_cells − first, end} per own
+// cell, of one slot); {0, 0} when there are none.
+template <int kBlockN>
+__device__ __forceinline__ BlockRange attended_blocks(const int* cells, int own_cells,
+                                                      int other_cells, int row0, int rows) {
+  int first = other_cells, end = 0;
+  const int last = min_of(ceil_div(row0 + rows, kMaskCell), own_cells);
+  for (int c = row0 / kMaskCell; c < last; ++c) {
+    first = min_of(first, other_cells - cells[2 * c]);
+    end = max_of(end, cells[2 * c + 1]);
+  }
+  if (end <= first) return {0, 0};
+  return {first * kMaskCell / kBlockN, ceil_div(end * kMaskCell, kBlockN)};
+}
+
+// Key blocks of kBlockN a CTA owning query rows [row0, row0 + rows) of
+// (batch, head) traverses: those the diagonals leave, and with a user mask
+// only those from the rows' first attended key to their last.
+template <class C, int kBlockN>
+__device__ __forceinline__ BlockRange key_blocks_for_rows(const AttentionParams& p, int row0,
+                                                          int rows, int batch, int head) {
+  const BlockRange blocks = diagonal_key_blocks<C, kBlockN>(p, row0, rows);
+  if constexpr (!C::kMask) return blocks;
+  const int query_cells = ceil_div(p.seq_q, kMaskCell), key_cells = ceil_div(p.seq_kv, kMaskCell);
+  const int* cells = p.mask_key_cells + 2 * mask_slot(p, batch, head) * query_cells;
+  return intersect(blocks, attended_blocks<kBlockN>(cells, query_cells, key_cells, row0, rows));
+}
+
+// Query blocks of kBlockN that see keys [key0, key0 + keys) of key/value
+// head kv_head, in any query head of its group: those the diagonals leave,
+// and with a user mask only those from the group's first attended query to
+// its last.
+template <class C, int kBlockN>
+__device__ __forceinline__ BlockRange query_blocks_for_keys(const AttentionParams& p, int key0,
+                                                            int keys, int batch, int kv_head) {
+  const BlockRange blocks = diagonal_query_blocks<C, kBlockN>(p, key0, keys);
+  if constexpr (!C::kMask) return blocks;
+  const int query_cells = ceil_div(p.seq_q, kMaskCell), key_cells = ceil_div(p.seq_kv, kMaskCell);
+  BlockRange seen = {query_cells, 0};
+  for (int g = 0; g < p.group_size; ++g) {
+    const int* cells =
+        p.mask_query_cells + 2 * mask_slot(p, batch, kv_head * p.group_size + g) * key_cells;
+    const BlockRange head = attended_blocks<kBlockN>(cells, key_cells, query_cells, key0, keys);
+    if (head.count() > 0) seen = {min_of(seen.first, head.first), max_of(seen.end, head.end)};
+  }
+  return intersect(blocks, seen);
 }
 
 // Whether some pair of queries [query0, query0 + queries) and keys
@@ -89,13 +153,23 @@ __device__ __forceinline__ void to_logits(float (&s)[kRowTiles][kColTiles][4],
   }
 }
 
-// The ALiBi slope of (batch, head) in the log2 domain (kAlibi), 0 otherwise:
-// what logits() and logits_transposed() take as `slope`.
+// The ALiBi slope of (batch, head) in the log2 domain (kAlibi), 0 otherwise.
 template <class C>
 __device__ __forceinline__ float alibi_slope_log2(const AttentionParams& p, int batch, int head) {
   if constexpr (C::kAlibi)
     return p.alibi_slopes[batch * p.alibi_stride_batch + head * p.alibi_stride_heads] * kLog2e;
   return 0.0f;
+}
+
+// Where a block of scores belongs, as logits() and logits_transposed() take
+// it: its batch entry and query head (for a user mask) and ALiBi's slope.
+struct ScoreSite {
+  int batch, head;
+  float slope;
+};
+template <class C>
+__device__ __forceinline__ ScoreSite score_site(const AttentionParams& p, int batch, int head) {
+  return {batch, head, alibi_slope_log2<C>(p, batch, head)};
 }
 
 // ALiBi's bias of one (query, key) pair, for the kernels that take scores
@@ -131,31 +205,73 @@ struct FragmentPositions {
   }
 };
 
-// s: [kRowTiles][kColTiles][4] accumulator fragments over rows row0 on and
-// columns col0 on (FragmentPositions), turned into logits (less
-// slope·|i + diagonal − j| with ALiBi) and masked where the block needs it.
-// Queries past their sequence are masked only where they are columns
-// (kTransposed): there they would add to dK and dV, while as rows their
-// outputs are never stored.
+// A user mask's verdicts on a warp's block of accumulator fragments
+// (FragmentPositions' layout), as bits. The warp evaluates the block a row
+// at a time, lane l the columns l, l + 32, ..., and __ballot_sync gathers
+// each 32 columns of a row into a word; each lane keeps the words of its own
+// rows (g and g + 8 of each row tile). The loops stay rolled, so one
+// evaluation is in flight at a time: the expression's registers do not add
+// to the fragments'. Pairs outside the sequences or the diagonals are not
+// evaluated (their bits are 0), as in the reference.
 template <class C, bool kTransposed, int kRowTiles, int kColTiles>
-__device__ __forceinline__ void positioned_logits(float (&s)[kRowTiles][kColTiles][4],
-                                                  const AttentionParams& p, int row0, int col0,
-                                                  int lane, float slope) {
-  typedef FragmentPositions<kTransposed> At;
-  to_logits<C>(s, p);
-  const At at(row0, col0, lane);
-  if constexpr (C::kAlibi) {
-    const int distance0 = at.key0 - at.query0 - p.diagonal_offset;
-    for_each_element(s, [&](float& x, int rt, int ct, int i) {
-      const int step = At::key_step(rt, ct, i) - At::query_step(rt, ct, i);
-      x -= slope * static_cast<float>(abs(distance0 + step));
-    });
+struct UserMaskBits {
+  static constexpr int kCols = 8 * kColTiles;
+  static constexpr int kWords = (kCols + 31) / 32;
+  unsigned words[kRowTiles][2][kWords];
+
+  __device__ __forceinline__ UserMaskBits(const AttentionParams& p, const ScoreSite& site,
+                                          int row0, int col0, int lane) {
+    const int g = lane >> 2;
+#pragma unroll 1
+    for (int r = 0; r < 16 * kRowTiles; ++r) {
+#pragma unroll 1
+      for (int w = 0; w < kWords; ++w) {
+        const int row = row0 + r, col = col0 + 32 * w + lane;
+        const int query = kTransposed ? col : row, key = kTransposed ? row : col;
+        const bool seen = 32 * w + lane < kCols && query < p.seq_q &&
+                          !is_masked<C>(p, query, key) &&
+                          user_attends<C>(p, site.batch, site.head, query, key);
+        const unsigned word = __ballot_sync(0xffffffffu, seen);
+#pragma unroll
+        for (int rt = 0; rt < kRowTiles; ++rt)
+#pragma unroll
+          for (int half = 0; half < 2; ++half)
+#pragma unroll
+            for (int k = 0; k < kWords; ++k)
+              if (r == 16 * rt + 8 * half + g && w == k) words[rt][half][k] = word;
+      }
+    }
   }
-  const int queries = 8 * (kTransposed ? kColTiles : 2 * kRowTiles);
-  const int keys = 8 * (kTransposed ? 2 * kRowTiles : kColTiles);
-  const int first_query = kTransposed ? col0 : row0, first_key = kTransposed ? row0 : col0;
-  const bool queries_end = kTransposed && first_query + queries > p.seq_q;
-  if (!queries_end && !block_needs_mask<C>(p, first_query, queries, first_key, keys)) return;
+  // Element [rt][ct][i] of the fragments.
+  __device__ __forceinline__ bool attended(int rt, int ct, int i, int lane) const {
+    const int col = 8 * ct + 2 * (lane & 3) + (i & 1);
+    return (words[rt][i >> 1][8 * ct / 32] >> (col % 32)) & 1u;
+  }
+};
+
+// Whether the user mask attends every pair of queries [query0, query0 +
+// queries) and keys [key0, key0 + keys) of (batch, head) that the
+// diagonals leave: the keys lie in each query cell's full run (which takes
+// in the cells past the diagonals, where no pair is left).
+template <class C>
+__device__ __forceinline__ bool wholly_attended(const AttentionParams& p, const ScoreSite& site,
+                                                int query0, int queries, int key0, int keys) {
+  const int query_cells = ceil_div(p.seq_q, kMaskCell);
+  const int* full = p.mask_full_key_cells + 2 * mask_slot(p, site.batch, site.head) * query_cells;
+  const int first = key0 / kMaskCell, end = ceil_div(key0 + keys, kMaskCell);
+  const int last = min_of(ceil_div(query0 + queries, kMaskCell), query_cells);
+  for (int c = query0 / kMaskCell; c < last; ++c)
+    if (first < full[2 * c] || end > full[2 * c + 1]) return false;
+  return true;
+}
+
+// Masks the elements of s (at FragmentPositions `at`) that a diagonal or a
+// sequence end masks; as columns (kTransposed), queries past their sequence.
+template <class C, bool kTransposed, int kRowTiles, int kColTiles>
+__device__ __forceinline__ void mask_diagonals(float (&s)[kRowTiles][kColTiles][4],
+                                               const AttentionParams& p,
+                                               const FragmentPositions<kTransposed>& at) {
+  typedef FragmentPositions<kTransposed> At;
   if constexpr (C::kWindow) {
     // Both diagonals as compares of key − query against them: a few
     // registers for the block, each element an immediate away from them.
@@ -178,20 +294,57 @@ __device__ __forceinline__ void positioned_logits(float (&s)[kRowTiles][kColTile
   }
 }
 
+// s: [kRowTiles][kColTiles][4] accumulator fragments over rows row0 on and
+// columns col0 on (FragmentPositions), turned into logits (less
+// slope·|i + diagonal − j| with ALiBi) and masked where the block needs it,
+// then by the user mask where there is one.
+// Queries past their sequence are masked only where they are columns
+// (kTransposed): there they would add to dK and dV, while as rows their
+// outputs are never stored.
+template <class C, bool kTransposed, int kRowTiles, int kColTiles>
+__device__ __forceinline__ void positioned_logits(float (&s)[kRowTiles][kColTiles][4],
+                                                  const AttentionParams& p, int row0, int col0,
+                                                  int lane, const ScoreSite& site) {
+  typedef FragmentPositions<kTransposed> At;
+  to_logits<C>(s, p);
+  const At at(row0, col0, lane);
+  if constexpr (C::kAlibi) {
+    const int distance0 = at.key0 - at.query0 - p.diagonal_offset;
+    for_each_element(s, [&](float& x, int rt, int ct, int i) {
+      const int step = At::key_step(rt, ct, i) - At::query_step(rt, ct, i);
+      x -= site.slope * static_cast<float>(abs(distance0 + step));
+    });
+  }
+  const int queries = 8 * (kTransposed ? kColTiles : 2 * kRowTiles);
+  const int keys = 8 * (kTransposed ? 2 * kRowTiles : kColTiles);
+  const int first_query = kTransposed ? col0 : row0, first_key = kTransposed ? row0 : col0;
+  const bool queries_end = kTransposed && first_query + queries > p.seq_q;
+  if (queries_end || block_needs_mask<C>(p, first_query, queries, first_key, keys))
+    mask_diagonals<C>(s, p, at);
+  if constexpr (C::kMask) {
+    if (!wholly_attended<C>(p, site, first_query, queries, first_key, keys)) {
+      const UserMaskBits<C, kTransposed, kRowTiles, kColTiles> bits(p, site, row0, col0, lane);
+      for_each_element(s, [&](float& x, int rt, int ct, int i) {
+        if (!bits.attended(rt, ct, i, lane)) x = kMaskedScore;
+      });
+    }
+  }
+}
+
 // Query rows from row0 against key columns from key0.
 template <class C, int kRowTiles, int kColTiles>
 __device__ __forceinline__ void logits(float (&s)[kRowTiles][kColTiles][4],
                                        const AttentionParams& p, int row0, int key0, int lane,
-                                       float slope) {
-  positioned_logits<C, false>(s, p, row0, key0, lane, slope);
+                                       const ScoreSite& site) {
+  positioned_logits<C, false>(s, p, row0, key0, lane, site);
 }
 
 // Key rows from key0 against query columns from query0 (Sᵀ).
 template <class C, int kRowTiles, int kColTiles>
 __device__ __forceinline__ void logits_transposed(float (&s)[kRowTiles][kColTiles][4],
                                                   const AttentionParams& p, int key0, int query0,
-                                                  int lane, float slope) {
-  positioned_logits<C, true>(s, p, key0, query0, lane, slope);
+                                                  int lane, const ScoreSite& site) {
+  positioned_logits<C, true>(s, p, key0, query0, lane, site);
 }
 
 }  // namespace flashgen_device

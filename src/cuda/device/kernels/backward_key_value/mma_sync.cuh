@@ -88,11 +88,11 @@ struct BackwardKeyValue {
     const u16* k_warp = smem.k + warp_local0 * kQKStride;
     const u16* v_warp = smem.v + warp_local0 * kVStride;
 
-    const BlockRange query_blocks = query_blocks_for_keys<C, kBlockN>(p, key0, kBlockM);
+    const BlockRange query_blocks = query_blocks_for_keys<C, kBlockN>(p, key0, kBlockM, batch, kv_head);
 
     for (int g = 0; g < p.group_size; ++g) {
       const int head = kv_head * p.group_size + g;
-      const float slope = alibi_slope_log2<C>(p, batch, head);
+      const ScoreSite site = score_site<C>(p, batch, head);
       const u16* q = head_slice<const u16>(p.q, batch, head);
       const u16* grad_o = head_slice<const u16>(p.grad_o, batch, head);
       for (int m_block = query_blocks.first; m_block < query_blocks.end; ++m_block) {
@@ -122,7 +122,7 @@ struct BackwardKeyValue {
         zero(st);
         gemm_smem_nk<E, kRowTiles, kQueryTiles, kDimQK / 16>(st, k_warp, kQKStride, smem.q,
                                                              kQKStride, lane);
-        logits_transposed<C>(st, p, warp_key0, query0, lane, slope);
+        logits_transposed<C>(st, p, warp_key0, query0, lane, site);
         exp2_columns(st, smem.lse_log2, lane);
 
         // dPᵀ = V·dOᵀ

@@ -24,7 +24,7 @@ __device__ __forceinline__ void transposed_probabilities(float (&st)[1][kQueryTi
                                                          const Traversal& walk, int j,
                                                          int warp_key0, int lane) {
   logits_transposed<C>(st, p, warp_key0, walk.query0_of(j), lane,
-                       alibi_slope_log2<C>(p, walk.batch, walk.head_of(j)));
+                       score_site<C>(p, walk.batch, walk.head_of(j)));
   exp2_columns(st, l2, lane);
 }
 

@@ -66,8 +66,8 @@ struct BackwardQuery {
     const u16* k = head_slice<const u16>(p.k, batch, kv_head);
     const u16* v = head_slice<const u16>(p.v, batch, kv_head);
 
-    const BlockRange key_blocks = key_blocks_for_rows<C, kBlockN>(p, row0, kBlockM);
-    const float slope = alibi_slope_log2<C>(p, batch, head);
+    const BlockRange key_blocks = key_blocks_for_rows<C, kBlockN>(p, row0, kBlockM, batch, head);
+    const ScoreSite site = score_site<C>(p, batch, head);
 
     const int valid_rows = p.seq_q - row0;
     load_tile<kBlockM, kDimQK, kQKStride, C::kVec, kThreads>(smem.q, q, p.q.stride_seq,
@@ -116,7 +116,7 @@ struct BackwardQuery {
       zero(s);
       gemm_smem_nk<E, kRowTiles, kKeyTiles, kDimQK / 16>(s, q_warp, kQKStride, smem.k,
                                                          kQKStride, lane);
-      logits<C>(s, p, warp_row0, key0, lane, slope);
+      logits<C>(s, p, warp_row0, key0, lane, site);
       exp2_rows(s, l2_of_row);
 
       // dP = dO·Vᵀ

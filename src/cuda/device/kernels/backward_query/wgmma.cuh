@@ -79,7 +79,7 @@ struct BackwardQueryWgmma {
     const u16* k = head_slice<const u16>(p.k, batch, kv_head);
     const u16* v = head_slice<const u16>(p.v, batch, kv_head);
 
-    const BlockRange blocks = key_blocks(p, row0);
+    const BlockRange blocks = key_blocks(p, row0, batch, head);
     const int n_blocks = blocks.count(), first_key = blocks.first * kBlockN;
 
     if constexpr (kStaged) {  // once per CTA: aligned loads shifted in registers
@@ -106,7 +106,7 @@ struct BackwardQueryWgmma {
     const u64 grad_o_desc = matrix_descriptor(smem.grad_o + group * 64 * kDimV, 128, kDimV * 16);
     // wait_and_load's barrier also orders the row stats before their first read.
     traverse(
-        p, n_blocks, first_key, alibi_slope_log2<C>(p, batch, head), q_desc, grad_o_desc,
+        p, n_blocks, first_key, score_site<C>(p, batch, head), q_desc, grad_o_desc,
         smem.lse_log2, smem.dterm, dq, warp, warp_row0, lane, [&](int j) { wait_and_load(smem, first_key, k, v, p, j, n_blocks, thread); },
         [](int) {}, [&](int j) -> const u16* { return smem.k[j % kKeyStages]; },
         [&](int j) -> const u16* { return smem.v[j % kValueStages]; });
@@ -115,14 +115,15 @@ struct BackwardQueryWgmma {
   }
 
   // The key-block loop of one warpgroup over n_blocks blocks from first_key
-  // (slope: ALiBi's of the CTA's head), for any way of filling the stages:
+  // (site: the CTA's batch, head and ALiBi slope), for any way of filling
+  // the stages:
   // acquire(j) returns once K[j] and V[j] are in their stages (it may issue
   // further copies) and the rows' L2 and Dterm are in place, release(j) once
   // this warp no longer reads block j's stages; key_tile(j) and value_tile(j)
   // are those stages.
   template <class Acquire, class Release, class KeyTile, class ValueTile>
   static __device__ __forceinline__ void traverse(
-      const AttentionParams& p, int n_blocks, int first_key, float slope, u64 q_desc,
+      const AttentionParams& p, int n_blocks, int first_key, const ScoreSite& site, u64 q_desc,
       u64 grad_o_desc,
       const float* lse_log2_rows, const float* dterm_rows, float (&dq)[1][kDimQK / 8][4],
       int warp, int warp_row0, int lane, Acquire acquire, Release release, KeyTile key_tile,
@@ -148,7 +149,7 @@ struct BackwardQueryWgmma {
       wgmma_wait<0>();
       fence_registers(flat(s));
       fence_registers(flat(dp));
-      query_side(s, dp, l2_of_row, dterm_of_row, p, first_key, warp_row0, lane, slope);
+      query_side(s, dp, l2_of_row, dterm_of_row, p, first_key, warp_row0, lane, site);
       pack(ds_frag, dp);
     }
     for (int n_block = 1; n_block < n_blocks; ++n_block) {
@@ -164,7 +165,7 @@ struct BackwardQueryWgmma {
       fence_registers(flat(s));
       fence_registers(flat(dp));
       query_side(s, dp, l2_of_row, dterm_of_row, p, first_key + n_block * kBlockN, warp_row0,
-                 lane, slope);
+                 lane, site);
       wgmma_wait<0>();  // the dS fragments of block j-1 are free
       fence_registers(flat(dq));
       release(n_block - 1);
@@ -180,10 +181,11 @@ struct BackwardQueryWgmma {
     }
   }
 
-  // Key blocks the CTA whose queries start at row0 traverses (fewer under a
-  // diagonal mask).
-  static __device__ __forceinline__ BlockRange key_blocks(const AttentionParams& p, int row0) {
-    return key_blocks_for_rows<C, kBlockN>(p, row0, kBlockM);
+  // Key blocks the CTA whose queries of (batch, head) start at row0
+  // traverses (fewer under a mask).
+  static __device__ __forceinline__ BlockRange key_blocks(const AttentionParams& p, int row0,
+                                                          int batch, int head) {
+    return key_blocks_for_rows<C, kBlockN>(p, row0, kBlockM, batch, head);
   }
 
   // Writes this warp's 16 rows of dQ (times the softmax scale).
@@ -266,8 +268,8 @@ struct BackwardQueryWgmma {
                                                     const float (&l2_of_row)[1][2],
                                                     const float (&dterm_of_row)[1][2],
                                                     const AttentionParams& p, int key0,
-                                                    int warp_row0, int lane, float slope) {
-    logits<C>(s, p, warp_row0, key0, lane, slope);
+                                                    int warp_row0, int lane, const ScoreSite& site) {
+    logits<C>(s, p, warp_row0, key0, lane, site);
     exp2_rows(s, l2_of_row);
     subtract_rows_times<C>(dp, s, l2_of_row, dterm_of_row, p);
   }

@@ -73,7 +73,7 @@ struct BackwardQueryWgmmaProducer {
     const int thread = threadIdx.x, lane = thread & 31, warp = thread >> 5;
     const CtaTile tile = query_tile<kBlockM, 1>(p);
     const int head = tile.head, kv_head = tile.kv_head, batch = tile.batch, row0 = tile.row0;
-    const BlockRange blocks = Base::key_blocks(p, row0);
+    const BlockRange blocks = Base::key_blocks(p, row0, batch, head);
 
     if (thread == 0) smem.pipeline.init(kConsumerWarps, Copies::kFullArrivals);
     if (warp < kConsumerWarps) {
@@ -102,7 +102,7 @@ struct BackwardQueryWgmmaProducer {
     const u64 grad_o_desc = matrix_descriptor(smem.grad_o + group * 64 * kDimV, 128, kDimV * 16);
     float dq[1][kDimQK / 8][4];
     Base::traverse(
-        p, blocks.count(), blocks.first * kBlockN, alibi_slope_log2<C>(p, batch, head), q_desc,
+        p, blocks.count(), blocks.first * kBlockN, score_site<C>(p, batch, head), q_desc,
         grad_o_desc, smem.lse_log2, smem.dterm, dq, warp, warp_row0, lane,
         [&](int j) { smem.pipeline.wait_full(j); },
         [&](int j) { smem.pipeline.release(j, lane); },

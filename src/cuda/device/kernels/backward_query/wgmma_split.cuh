@@ -67,7 +67,7 @@ struct BackwardQueryWgmmaSplit : BackwardQueryWgmmaSplitSteps<C> {
     const int thread = threadIdx.x, lane = thread & 31, warp = thread >> 5;
     const CtaTile tile = query_tile<kBlockM, 1>(p);
     const int head = tile.head, kv_head = tile.kv_head, batch = tile.batch, row0 = tile.row0;
-    const BlockRange blocks = key_blocks_for_rows<C, kBlockN>(p, row0, kBlockM);
+    const BlockRange blocks = key_blocks_for_rows<C, kBlockN>(p, row0, kBlockM, batch, head);
 
     if (thread == 0) {
       smem.keys.init(kConsumerWarps);
@@ -164,7 +164,7 @@ struct BackwardQueryWgmmaSplit : BackwardQueryWgmmaSplitSteps<C> {
     zero(dq);
     u32 ds_frag[kBlockN / 16][1][4];  // dS of block j-1 as A fragments
     const int n_blocks = blocks.count(), first_key = blocks.first * kBlockN;
-    const float slope = alibi_slope_log2<C>(p, batch, head);
+    const ScoreSite site = score_site<C>(p, batch, head);
 
     if (n_blocks > 0) {
       smem.keys.wait_full(0);
@@ -179,7 +179,7 @@ struct BackwardQueryWgmmaSplit : BackwardQueryWgmmaSplitSteps<C> {
       fence_registers(flat(dp));
       smem.values.release(0, lane);
       finish_block(smem, s, dp, ds_frag, l2_of_row, dterm_of_row, p, first_key, group,
-                   group_thread, warp_row0, lane, slope);
+                   group_thread, warp_row0, lane, site);
     }
     for (int n_block = 1; n_block < n_blocks; ++n_block) {
       smem.keys.wait_full(n_block);
@@ -198,7 +198,7 @@ struct BackwardQueryWgmmaSplit : BackwardQueryWgmmaSplitSteps<C> {
       smem.values.release(n_block, lane);
       sum_partials(smem.partial, kPartialsBarrier, group, group_thread, s, dp);
       Half::query_side(s, dp, l2_of_row, dterm_of_row, p, first_key + n_block * kBlockN,
-                       warp_row0, lane, slope);
+                       warp_row0, lane, site);
       wgmma_wait<0>();  // the dS fragments of block j-1 are free
       fence_registers(flat(dq));
       smem.keys.release(n_block - 1, lane);
@@ -221,9 +221,9 @@ struct BackwardQueryWgmmaSplit : BackwardQueryWgmmaSplitSteps<C> {
       SharedStorage& smem, float (&s)[1][kKeyTiles][4], float (&dp)[1][kKeyTiles][4],
       u32 (&ds_frag)[kBlockN / 16][1][4], const float (&l2_of_row)[1][2],
       const float (&dterm_of_row)[1][2], const AttentionParams& p, int key0, int group,
-      int group_thread, int warp_row0, int lane, float slope) {
+      int group_thread, int warp_row0, int lane, const ScoreSite& site) {
     sum_partials(smem.partial, kPartialsBarrier, group, group_thread, s, dp);
-    Half::query_side(s, dp, l2_of_row, dterm_of_row, p, key0, warp_row0, lane, slope);
+    Half::query_side(s, dp, l2_of_row, dterm_of_row, p, key0, warp_row0, lane, site);
     Half::pack(ds_frag, dp);
     exchange_words(smem.grad_scores, kGradScoresBarrier, group, group_thread, ds_frag);
   }

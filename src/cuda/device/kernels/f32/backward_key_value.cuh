@@ -65,7 +65,7 @@ struct BackwardKeyValueF32 {
     const float* k_warp = smem.k + warp_local0 * kDimQK;
     const float* v_warp = smem.v + warp_local0 * kDimV;
 
-    const BlockRange query_blocks = query_blocks_for_keys<C, kSimtBlockN>(p, key0, kBlockM);
+    const BlockRange query_blocks = query_blocks_for_keys<C, kSimtBlockN>(p, key0, kBlockM, batch, kv_head);
 
     for (int g = 0; g < p.group_size; ++g) {
       const int head = kv_head * p.group_size + g;
@@ -92,7 +92,7 @@ struct BackwardKeyValueF32 {
         const float l2 = smem.lse_log2[lane], dterm = smem.dterm[lane];
 #pragma unroll
         for (int r = 0; r < kSimtRowsPerWarp; ++r) {
-          st[r] = visible<C>(p, query, warp_key0 + r)
+          st[r] = visible<C>(p, batch, head, query, warp_key0 + r)
                       ? exp2f(logit<C>(st[r], p) - alibi_bias<C>(slope, p, query, warp_key0 + r) -
                               l2)
                       : 0.0f;  // Pᵀ

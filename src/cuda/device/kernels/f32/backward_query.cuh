@@ -55,7 +55,7 @@ struct BackwardQueryF32 {
     const float* k = head_slice<const float>(p.k, batch, kv_head);
     const float* v = head_slice<const float>(p.v, batch, kv_head);
 
-    const BlockRange key_blocks = key_blocks_for_rows<C, kSimtBlockN>(p, row0, kBlockM);
+    const BlockRange key_blocks = key_blocks_for_rows<C, kSimtBlockN>(p, row0, kBlockM, batch, head);
     load_f32_tile<kBlockM, kDimQK, kDimQK, kThreads>(smem.q, q, p.q.stride_seq, p.q.stride_dim,
                                                      p.seq_q - row0, C::kDimQK, thread);
     load_f32_tile<kBlockM, kDimV, kDimV, kThreads>(smem.grad_o, grad_o, p.grad_o.stride_seq,
@@ -89,7 +89,7 @@ struct BackwardQueryF32 {
         const int local = warp_local0 + r;
         const float l2 = smem.lse_log2[local];
         const float prob =
-            visible<C>(p, warp_row0 + r, key)
+            visible<C>(p, batch, head, warp_row0 + r, key)
                 ? exp2f(logit<C>(s[r], p) - alibi_bias<C>(slope, p, warp_row0 + r, key) - l2)
                 : 0.0f;
         s[r] = prob * (dp[r] - smem.dterm[local]) * logit_slope<C>(prob, l2, p);  // dS

@@ -43,7 +43,7 @@ struct ForwardF32 {
     const float* k = head_slice<const float>(p.k, batch, kv_head);
     const float* v = head_slice<const float>(p.v, batch, kv_head) + dv0 * p.v.stride_dim;
 
-    const BlockRange key_blocks = key_blocks_for_rows<C, kSimtBlockN>(p, row0, kBlockM);
+    const BlockRange key_blocks = key_blocks_for_rows<C, kSimtBlockN>(p, row0, kBlockM, batch, head);
     load_f32_tile<kBlockM, kDimQK, kDimQK, kThreads>(smem.q, q, p.q.stride_seq, p.q.stride_dim,
                                                      p.seq_q - row0, C::kDimQK, thread);
 
@@ -74,7 +74,7 @@ struct ForwardF32 {
 #pragma unroll
       for (int r = 0; r < kSimtRowsPerWarp; ++r) {
         const float scaled =
-            visible<C>(p, warp_row0 + r, key)
+            visible<C>(p, batch, head, warp_row0 + r, key)
                 ? logit<C>(s[r], p) - alibi_bias<C>(slope, p, warp_row0 + r, key)
                 : negative_infinity();
         const float new_max = max_of(row_max[r], warp_max(scaled));

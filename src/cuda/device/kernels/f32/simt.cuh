@@ -141,10 +141,14 @@ __device__ __forceinline__ void stage_query_rows_f32(const AttentionParams& p, i
                             });
 }
 
-// Whether query `query` sees key `key` (both inside their sequences).
+// Whether query `query` of (batch, head) sees key `key`: both inside their
+// sequences, left by the diagonals and attended by the user mask.
 template <class C>
-__device__ __forceinline__ bool visible(const AttentionParams& p, int query, int key) {
-  return query < p.seq_q && !is_masked<C>(p, query, key);
+__device__ __forceinline__ bool visible(const AttentionParams& p, int batch, int head, int query,
+                                        int key) {
+  if (query >= p.seq_q || is_masked<C>(p, query, key)) return false;
+  if constexpr (C::kMask) return user_attends<C>(p, batch, head, query, key);
+  return true;
 }
 
 }  // namespace flashgen_device

@@ -70,9 +70,9 @@ struct Forward {
     const u16* v = head_slice<const u16>(p.v, batch, kv_head) + dv0 * p.v.stride_dim;
 
     const BlockRange share = key_block_share<C::kSplitKeys>(
-        p, key_blocks_for_rows<C, kBlockN>(p, row0, kBlockM), tile.split);
+        p, key_blocks_for_rows<C, kBlockN>(p, row0, kBlockM, batch, head), tile.split);
     const int first_block = share.first, n_blocks = share.end;
-    const float slope = alibi_slope_log2<C>(p, batch, head);
+    const ScoreSite site = score_site<C>(p, batch, head);
 
     load_tile<kBlockM, kDimQK, kQKStride, C::kVec, kThreads>(
         smem.q, q, p.q.stride_seq, p.q.stride_dim, p.seq_q - row0, C::kDimQK, thread);
@@ -124,7 +124,7 @@ struct Forward {
                                                          lane);
       }
 
-      logits<C>(s, p, warp_row0, key0, lane, slope);
+      logits<C>(s, p, warp_row0, key0, lane, site);
       float correction[kRowTiles][2];
       softmax.update(s, correction);
       scale_rows(o, correction);

@@ -87,7 +87,7 @@ struct ForwardWgmma : ForwardWgmmaSteps<C> {
     w.k = head_slice<const u16>(p.k, w.batch, kv_head);
     w.v = head_slice<const u16>(p.v, w.batch, kv_head) + w.dv0 * p.v.stride_dim;
     w.value_cols = C::kDimV - w.dv0;
-    const BlockRange blocks = key_blocks_for_rows<C, kBlockN>(p, w.row0, kBlockM);
+    const BlockRange blocks = key_blocks_for_rows<C, kBlockN>(p, w.row0, kBlockM, w.batch, w.head);
     w.n_blocks = blocks.count();
     w.first_key = blocks.first * kBlockN;
     return w;
@@ -125,7 +125,7 @@ struct ForwardWgmma : ForwardWgmmaSteps<C> {
     const u64 q_desc = matrix_descriptor(smem.q + group * 64 * kDimQK, 128, kDimQK * 16);
 
     attend(
-        p, n_blocks, first_key, alibi_slope_log2<C>(p, w.batch, w.head), q_desc, smem.k, smem.v,
+        p, n_blocks, first_key, score_site<C>(p, w.batch, w.head), q_desc, smem.k, smem.v,
         o, softmax, warp_row0, lane,
         [&](int n_block) {
           wait_and_load(smem, k, v, p, n_block, n_blocks, first_key, value_cols, thread);
@@ -144,14 +144,15 @@ struct ForwardWgmma : ForwardWgmmaSteps<C> {
   }
 
   // The key-block loop of one warpgroup over n_blocks blocks from first_key
-  // (slope: ALiBi's of the CTA's head), for any way of filling the stages:
+  // (site: the CTA's batch, head and ALiBi slope), for any way of filling
+  // the stages:
   // acquire(j) returns once K[j] and V[j-1] are in their stages (it may issue
   // further copies), release_keys(j) is called once this warp no longer
   // reads K[j] (S(j) is done), release(j) once it no longer reads block j's
   // stage (K[j] and V[j]), acquire_last() returns once V[n-1] is in its stage.
   template <class Acquire, class ReleaseKeys, class Release, class AcquireLast>
   static __device__ __forceinline__ void attend(const AttentionParams& p, int n_blocks,
-                                                int first_key, float slope, u64 q_desc,
+                                                int first_key, const ScoreSite& site, u64 q_desc,
                                                 const u16 (&k_tiles)[kStages][kBlockN * kDimQK],
                                                 const u16 (&v_tiles)[kStages][kBlockN * kDimV],
                                                 float (&o)[1][kOutTiles][4],
@@ -177,7 +178,7 @@ struct ForwardWgmma : ForwardWgmmaSteps<C> {
       fence_registers(flat(s));
       release_keys(0);
       float correction[1][2];
-      block_softmax(s, correction, softmax, p, first_key, warp_row0, lane, slope);
+      block_softmax(s, correction, softmax, p, first_key, warp_row0, lane, site);
 #pragma unroll
       for (int ks = 0; ks < kBlockN / 16; ++ks) pack_a_from_acc<E>(p_frag[ks], s, ks);
     }
@@ -195,7 +196,7 @@ struct ForwardWgmma : ForwardWgmmaSteps<C> {
       release_keys(n_block);
       float correction[1][2];
       block_softmax(s, correction, softmax, p, first_key + n_block * kBlockN, warp_row0, lane,
-                    slope);
+                    site);
       wgmma_wait<0>();  // O holds blocks < j, and the P fragments are free
       fence_registers(o_flat);
       release(n_block - 1);

@@ -96,12 +96,12 @@ struct ForwardWgmmaProducer {
     const int group = warp / 4;
     const int warp_row0 = w.row0 + warp * 16;
     const u64 q_desc = matrix_descriptor(smem.q + group * 64 * kDimQK, 128, kDimQK * 16);
-    const float slope = alibi_slope_log2<C>(p, w.batch, w.head);
+    const ScoreSite site = score_site<C>(p, w.batch, w.head);
     float o[1][Base::kOutTiles][4];
     OnlineSoftmax<1> softmax;
     if constexpr (C::kTma)
       Base::attend(
-          p, w.n_blocks, w.first_key, slope, q_desc, smem.k, smem.v, o, softmax, warp_row0, lane,
+          p, w.n_blocks, w.first_key, site, q_desc, smem.k, smem.v, o, softmax, warp_row0, lane,
           [&](int n_block) {
             smem.keys.wait_full(n_block);
             if (n_block > 0) smem.values.wait_full(n_block - 1);
@@ -111,7 +111,7 @@ struct ForwardWgmmaProducer {
           [&] { smem.values.wait_full(w.n_blocks - 1); });
     else
       Base::attend(
-          p, w.n_blocks, w.first_key, slope, q_desc, smem.k, smem.v, o, softmax, warp_row0, lane,
+          p, w.n_blocks, w.first_key, site, q_desc, smem.k, smem.v, o, softmax, warp_row0, lane,
           [&](int n_block) { smem.keys.wait_full(n_block); }, [](int) {},
           [&](int n_block) { smem.keys.release(n_block, lane); },
           [] {});  // V[n-1] arrived with K[n-1]

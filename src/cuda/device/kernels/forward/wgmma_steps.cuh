@@ -46,14 +46,15 @@ struct ForwardWgmmaSteps {
     gemm_accumulate<E, Values::kMnMajorStep>(o, p_frag, v_desc);
   }
 
-  // Turns the scores of the block at key0 into logits (slope: ALiBi's, 0
-  // without), masks them and turns them into P.
+  // Turns the scores of the block at key0 into logits (site: where they
+  // belong, ScoreSite), masks them and turns them into P.
   static __device__ __forceinline__ void block_softmax(float (&s)[1][kScoreTiles][4],
                                                        float (&correction)[1][2],
                                                        OnlineSoftmax<1>& softmax,
                                                        const AttentionParams& p, int key0,
-                                                       int warp_row0, int lane, float slope) {
-    logits<C>(s, p, warp_row0, key0, lane, slope);
+                                                       int warp_row0, int lane,
+                                                       const ScoreSite& site) {
+    logits<C>(s, p, warp_row0, key0, lane, site);
     softmax.update(s, correction);
   }
 };

@@ -1,0 +1,89 @@
+// What a generated user mask (Options::mask_mod) calls: the reads of its
+// arrays and the integer operations that may fault, with the rules of
+// common/mask_expression.hpp (int64 arithmetic wraps; an index outside its
+// array or an integer division by zero is a fault). A fault makes the pair
+// masked and, where the launch records them (the mask_blocks kernel), the
+// first faulting pair goes to params.mask_fault for the host to report. The
+// generator writes C::Mask::attends from the expression's tree with these.
+#pragma once
+
+#include "common.cuh"
+
+namespace flashgen_device {
+
+typedef long long mask_int;
+
+__device__ __forceinline__ mask_int mask_add(mask_int a, mask_int b) {
+  return static_cast<mask_int>(static_cast<unsigned long long>(a) +
+                               static_cast<unsigned long long>(b));
+}
+__device__ __forceinline__ mask_int mask_subtract(mask_int a, mask_int b) {
+  return static_cast<mask_int>(static_cast<unsigned long long>(a) -
+                               static_cast<unsigned long long>(b));
+}
+__device__ __forceinline__ mask_int mask_multiply(mask_int a, mask_int b) {
+  return static_cast<mask_int>(static_cast<unsigned long long>(a) *
+                               static_cast<unsigned long long>(b));
+}
+__device__ __forceinline__ mask_int mask_negate(mask_int a) { return mask_subtract(0, a); }
+
+__device__ __forceinline__ bool mask_division_faults(mask_int a, mask_int b) {
+  return b == 0 || (b == -1 && a == static_cast<mask_int>(1ull << 63));
+}
+__device__ __forceinline__ mask_int mask_divide(mask_int a, mask_int b, bool& fault) {
+  if (mask_division_faults(a, b)) {
+    fault = true;
+    return 0;
+  }
+  return a / b;
+}
+__device__ __forceinline__ mask_int mask_modulo(mask_int a, mask_int b, bool& fault) {
+  if (mask_division_faults(a, b)) {
+    fault = true;
+    return 0;
+  }
+  return a % b;
+}
+
+// Element i of mask array k, as int32 (widened) or fp32.
+__device__ __forceinline__ bool mask_index_faults(const AttentionParams& p, int k, mask_int i) {
+  return i < 0 || i >= p.mask_array_sizes[k];
+}
+__device__ __forceinline__ mask_int mask_integer_at(const AttentionParams& p, int k, mask_int i,
+                                                    bool& fault) {
+  if (mask_index_faults(p, k, i)) {
+    fault = true;
+    return 0;
+  }
+  return static_cast<const int*>(p.mask_arrays[k])[i * p.mask_array_strides[k]];
+}
+__device__ __forceinline__ float mask_floating_at(const AttentionParams& p, int k, mask_int i,
+                                                  bool& fault) {
+  if (mask_index_faults(p, k, i)) {
+    fault = true;
+    return 0.0f;
+  }
+  return static_cast<const float*>(p.mask_arrays[k])[i * p.mask_array_strides[k]];
+}
+
+// Whether query `query` of (batch, head) attends key `key` by the user mask:
+// b = mask_batch0 + batch, and q_idx the query's position among the keys
+// (query + seq_kv − seq_q), as in the reference.
+template <class C>
+__device__ __forceinline__ bool user_attends(const AttentionParams& p, int batch, int head,
+                                             int query, int key) {
+  bool fault = false;
+  const bool attended =
+      C::Mask::attends(p, mask_int(p.mask_batch0) + batch, head,
+                       mask_int(query) + p.diagonal_offset, key, fault);
+  if (!fault) return attended;
+  if (p.mask_fault != nullptr && atomicCAS(&p.mask_fault->faulted, 0u, 1u) == 0u) {
+    p.mask_fault->batch = batch;
+    p.mask_fault->head = head;
+    p.mask_fault->query = query;
+    p.mask_fault->key = key;
+  }
+  return false;
+}
+
+}  // namespace flashgen_device

@@ -1,0 +1,125 @@
+#include "cuda/user_mask.hpp"
+
+#include <algorithm>
+#include <vector>
+
+#include "codegen/user_mask.hpp"
+#include "flashgen/flashgen.hpp"
+
+namespace flashgen::cuda {
+namespace {
+
+using flashgen_device::kMaskCell;
+using flashgen_device::MaskFault;
+
+std::size_t align256(std::size_t bytes) { return (bytes + 255) / 256 * 256; }
+std::int64_t cells(std::int64_t positions) { return (positions + kMaskCell - 1) / kMaskCell; }
+
+// Slots of the cell ranges: one per batch entry where the mask reads b, one
+// per query head where it reads h.
+std::int64_t batch_slots(const Problem& p) {
+  return p.mask->expression.uses(mask::Op::batch) ? p.batch : 1;
+}
+std::int64_t head_slots(const Problem& p) {
+  return p.mask->expression.uses(mask::Op::head) ? p.heads_q : 1;
+}
+std::size_t range_bytes(const Problem& p, std::int64_t own_positions) {
+  return align256(sizeof(int) * 2 * static_cast<std::size_t>(batch_slots(p) * head_slots(p) *
+                                                              cells(own_positions)));
+}
+
+// The values a variable takes on the pairs the kernels evaluate: [lo, hi).
+struct Span {
+  std::int64_t lo, hi;
+};
+bool variable_span(const Problem& p, mask::Op op, Span* span) {
+  switch (op) {
+    case mask::Op::batch: *span = {p.mask_batch0, p.mask_batch0 + p.batch}; return true;
+    case mask::Op::head: *span = {0, p.heads_q}; return true;
+    case mask::Op::query: *span = {p.diagonal_offset(), p.diagonal_offset() + p.seq_q}; return true;
+    case mask::Op::key: *span = {0, p.seq_kv}; return true;
+    default: return false;
+  }
+}
+
+}  // namespace
+
+std::string mask_arrays_of(const Problem& p) {
+  return p.has_mask() ? mask_arrays_text(p.mask->expression.arrays()) : "";
+}
+
+std::size_t user_mask_scratch_bytes(const Problem& p) {
+  return align256(sizeof(MaskFault)) + 2 * range_bytes(p, p.seq_q) + range_bytes(p, p.seq_kv);
+}
+
+void place_user_mask(const Problem& p, DevicePtr scratch, flashgen_device::AttentionParams& params) {
+  const std::vector<mask::ArrayData>& arrays = p.mask->arrays;
+  for (std::size_t k = 0; k < arrays.size(); ++k) {
+    params.mask_arrays[k] = arrays[k].data;
+    params.mask_array_sizes[k] = arrays[k].size;
+    params.mask_array_strides[k] = arrays[k].stride;
+  }
+  params.mask_batch0 = static_cast<int>(p.mask_batch0);
+  params.mask_batch_slots = static_cast<int>(batch_slots(p));
+  params.mask_head_slots = static_cast<int>(head_slots(p));
+  params.mask_fault = nullptr;
+  const DevicePtr key_cells = scratch + align256(sizeof(MaskFault));
+  const DevicePtr full_key_cells = key_cells + range_bytes(p, p.seq_q);
+  params.mask_key_cells = reinterpret_cast<int*>(key_cells);
+  params.mask_full_key_cells = reinterpret_cast<int*>(full_key_cells);
+  params.mask_query_cells = reinterpret_cast<int*>(full_key_cells + range_bytes(p, p.seq_q));
+}
+
+LaunchShape mask_blocks_grid(const Problem& p, unsigned threads) {
+  LaunchShape shape;
+  shape.grid[0] = static_cast<unsigned>(cells(p.seq_q));
+  shape.grid[1] = static_cast<unsigned>(head_slots(p));
+  shape.grid[2] = static_cast<unsigned>(batch_slots(p));
+  shape.block[0] = threads;
+  return shape;
+}
+
+bool mask_may_fault(const Problem& p) {
+  const mask::Expression& e = p.mask->expression;
+  for (const mask::Node& node : e.nodes()) {
+    if (node.op == mask::Op::index) {
+      Span span;
+      const std::int64_t size = p.mask->arrays[node.array].size;
+      if (!variable_span(p, e.nodes()[node.a].op, &span) || span.lo < 0 || span.hi > size)
+        return true;
+    }
+    if ((node.op == mask::Op::divide || node.op == mask::Op::modulo) &&
+        node.type == mask::Type::integer) {
+      const mask::Node& divisor = e.nodes()[node.b];
+      if (divisor.op != mask::Op::integer || divisor.integer == 0 || divisor.integer == -1)
+        return true;
+    }
+  }
+  return false;
+}
+
+void check_mask_faults(const Problem& p, DevicePtr scratch, StreamHandle stream) {
+  MaskFault fault{};
+  copy_to_host(&fault, scratch, sizeof fault, stream);
+  if (fault.faulted == 0) return;
+  // The arrays on the host, so that the reference's evaluator words the
+  // error for the recorded pair.
+  std::vector<std::vector<float>> copies;  // 4-byte elements (int32 or fp32)
+  mask::BoundMask host{p.mask->expression, p.mask->arrays};
+  for (mask::ArrayData& a : host.arrays) {
+    const std::size_t elements = a.size > 0 ? static_cast<std::size_t>((a.size - 1) * a.stride + 1) : 0;
+    copies.emplace_back(std::max<std::size_t>(elements, 1));
+    if (elements > 0)
+      copy_to_host(copies.back().data(), reinterpret_cast<DevicePtr>(a.data), 4 * elements, stream);
+    a.data = copies.back().data();
+  }
+  mask::attends(host, {p.mask_batch0 + fault.batch, fault.head,
+                       fault.query + p.diagonal_offset(), fault.key});
+  throw Error(ErrorCode::runtime,
+              "mask_mod: the GPU found a fault at b=" + std::to_string(p.mask_batch0 + fault.batch) +
+                  ", h=" + std::to_string(fault.head) +
+                  ", q_idx=" + std::to_string(fault.query + p.diagonal_offset()) +
+                  ", kv_idx=" + std::to_string(fault.key) + " that the host's evaluation does not");
+}
+
+}  // namespace flashgen::cuda
