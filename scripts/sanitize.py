@@ -38,7 +38,7 @@ TOOLS = ("memcheck", "racecheck", "synccheck", "initcheck")
 # The kernels' entry points, as a sanitizer report names them.
 ENTRIES = ("flashgen_forward", "flashgen_backward_query", "flashgen_backward_key_value",
            "flashgen_backward_atomic", "flashgen_backward_prepare", "flashgen_convert_grad_q",
-           "flashgen_forward_combine", "flashgen_backward_sinks")
+           "flashgen_forward_combine", "flashgen_backward_sinks", "flashgen_mask_blocks")
 ENTRY_PATTERN = re.compile(r"\b(" + "|".join(ENTRIES) + r")\b")
 
 # Hazards a tool reports where the code is ordered in a way the tool does
@@ -113,6 +113,21 @@ CASES = [
     ("decode-d128-gqa-split", "--dim 128 --seq 1 --seq-kv 1500 --heads 8 --heads-kv 2 --batch 2", {}),
     ("decode-d127-causal-split", "--dim 127 --seq 16 --seq-kv 1100 --causal --heads 4 --heads-kv 2",
      {}),
+    # User masks (written without spaces: the arguments split at them).
+    ("d64-documents-causal-gqa",
+     "--dim 64 --seq 300 --causal --mask-mod doc[kv_idx]==doc[q_idx] --heads 4 --heads-kv 2", {}),
+    ("d128-mask-division-atomic",
+     "--dim 128 --seq 200 --seq-kv 260 --mask-mod q_idx%(kv_idx%5+1)!=3 --heads 2 --deterministic 0",
+     {}),
+    ("d256-documents-window",
+     "--dim 256 --seq 257 --causal --window-left 100 --mask-mod doc[kv_idx]==doc[q_idx] --heads 2",
+     {}),
+    ("f32-d40-documents", "--dim 40 --seq 130 --dtype f32 --mask-mod doc[kv_idx]==doc[q_idx] --heads 2",
+     {}),
+    ("decode-d128-mask-split",
+     "--dim 128 --seq 1 --seq-kv 1500 --mask-mod doc[kv_idx]!=2 --heads 8 --heads-kv 2", {}),
+    ("mma.sync-d64-documents", "--dim 64 --seq 130 --mask-mod doc[kv_idx]==doc[q_idx] --heads 2",
+     {"FLASHGEN_TUNING": MMA_SYNC}),
 ]
 
 # What compute-sanitizer prints on a GPU it cannot instrument (then the

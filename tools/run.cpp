@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <limits>
 #include <string>
 #include <vector>
@@ -33,7 +34,7 @@ Arguments declare() {
               "                    [--seq-kv N] [--dim D] [--dim-v D] [--dtype bf16|f16|f32] "
               "[--causal]\n"
               "                    [--top-left] [--window-left L] [--window-right R] [--softcap C]\n"
-              "                    [--sinks] [--alibi]\n"
+              "                    [--sinks] [--alibi] [--mask-mod EXPR [--documents L,...]]\n"
               "                    [--scale S] [--deterministic 0|1] [--threads N]",
               "Runs one forward and one backward with random inputs, prints the plan (what\n"
               "runs), the times and the error against the fp64 reference on batch 0 and key/\n"
@@ -56,6 +57,11 @@ Arguments declare() {
   a.option("softcap", "C", "logits C * tanh(s / C) (default 0: none)");
   a.flag("sinks", "a sink logit per query head, spread over [-1, 2) (gpt-oss)");
   a.flag("alibi", "ALiBi slopes 2^-(h+1), one per query head");
+  a.option("mask-mod", "EXPR",
+           "a user mask over b, h, q_idx, kv_idx and doc[], the document of each position");
+  a.option("documents", "L,...",
+           "lengths of the packed documents doc[] numbers, repeated over the positions "
+           "(default 37,1,90,130,64,200)");
   a.option("scale", "S", "softmax scale (default 1/sqrt(dim))");
   a.option("deterministic", "0|1", "1 (default): bit-identical backward; 0 allows atomics");
   a.option("threads", "N", "CPU threads (default: all)");
@@ -112,6 +118,46 @@ class HeadVectors {
   MemoryKind memory_;
   std::vector<float> sinks_, slopes_;
   Buffer sinks_buffer_, slopes_buffer_, grad_sinks_buffer_;
+};
+
+// doc[] of --mask-mod: the document of each of `positions` positions, for
+// documents of `lengths` repeated; on the host (for the reference) and in
+// the tensors' memory (for the call).
+class DocumentIds {
+ public:
+  DocumentIds(std::int64_t positions, const std::string& lengths, MemoryKind memory)
+      : memory_(memory) {
+    std::vector<std::int64_t> sizes;
+    std::size_t at = 0;
+    while (at <= lengths.size()) {
+      const std::size_t comma = std::min(lengths.find(',', at), lengths.size());
+      const std::string item = lengths.substr(at, comma - at);
+      char* end = nullptr;
+      const long long n = std::strtoll(item.c_str(), &end, 10);
+      if (item.empty() || *end != '\0' || n < 1)
+        throw UsageError("--documents: \"" + item + "\" is not a positive length");
+      sizes.push_back(n);
+      at = comma + 1;
+    }
+    for (std::int32_t d = 0; static_cast<std::int64_t>(ids_.size()) < positions; ++d)
+      for (std::int64_t i = 0; i < sizes[d % sizes.size()] &&
+                               static_cast<std::int64_t>(ids_.size()) < positions; ++i)
+        ids_.push_back(d);
+    buffer_ = Buffer(memory, ids_.size() * sizeof(std::int32_t));
+    buffer_.upload(ids_.data(), ids_.size() * sizeof(std::int32_t), 0);
+  }
+  MaskTensorView view() const {
+    return MaskTensorView::int32("doc", static_cast<const std::int32_t*>(buffer_.data()),
+                                 static_cast<std::int64_t>(ids_.size()), memory_);
+  }
+  MaskTensorView host_view() const {
+    return MaskTensorView::int32("doc", ids_.data(), static_cast<std::int64_t>(ids_.size()));
+  }
+
+ private:
+  MemoryKind memory_;
+  std::vector<std::int32_t> ids_;
+  Buffer buffer_;
 };
 
 // `p` with the sinks and slopes read from the host copies (the reference
@@ -180,6 +226,12 @@ int run_command(const std::vector<std::string>& words) {
   const BackwardArgs backward_args = w.backward_args();
   HeadVectors vectors(shape.heads_q, arguments.given("sinks"), arguments.given("alibi"), memory);
   vectors.add_to(options);
+  const DocumentIds documents(std::max<std::int64_t>(std::max(shape.seq_q, shape.seq_kv), 1),
+                              arguments.text("documents", "37,1,90,130,64,200"), memory);
+  if (arguments.given("mask-mod")) {
+    options.mask_mod = arguments.text("mask-mod", "");
+    options.mask_tensors = {documents.view()};
+  }
 
   const api::PlannedCall forward_plan = api::plan_call(forward_args, options);
   const api::PlannedCall backward_plan = api::plan_call(backward_args, options);
@@ -189,7 +241,13 @@ int run_command(const std::vector<std::string>& words) {
     return kExitRefused;
   }
   const Problem& p = forward_plan.problem;
-  const Problem reference = with_host_vectors(p, vectors);
+  Problem reference = with_host_vectors(p, vectors);
+  if (p.has_mask()) {
+    Options host_mask;
+    host_mask.mask_mod = options.mask_mod;
+    host_mask.mask_tensors = {documents.host_view()};
+    reference.mask = bind_mask(host_mask);
+  }
   std::printf("problem:        %s\n", api::describe(p).c_str());
   std::printf("backend:        %s\n", to_string(forward_plan.plan.backend));
   print_plan("forward plan:", forward_plan.plan);

@@ -22,6 +22,17 @@ TEST_F(RunCommand, EveryModifierPassesTheCheck) {
   EXPECT_TRUE(contains(o.output, "\nPASS")) << o.output;
 }
 
+TEST_F(RunCommand, AUserMaskOverDocumentsPassesTheCheck) {
+  const Outcome o = run_cli(
+      "run --backend cpu --batch 1 --seq 60 --dim 16 --heads 2 --causal "
+      "--mask-mod doc[kv_idx]==doc[q_idx] --documents 7,20,1");
+  EXPECT_EQ(o.exit_code, 0) << o.output;
+  EXPECT_TRUE(contains(o.output, "\nPASS")) << o.output;
+  const Outcome bad = run_cli("run --backend cpu --seq 8 --dim 8 --mask-mod doc[0]==0 --documents 3,x");
+  EXPECT_NE(bad.exit_code, 0) << bad.output;
+  EXPECT_TRUE(contains(bad.output, "--documents")) << bad.output;
+}
+
 TEST_F(RunCommand, ANegativeSoftcapIsRefusedByName) {
   const Outcome o = run_cli("run --backend cpu --seq 8 --dim 8 --softcap -1");
   EXPECT_NE(o.exit_code, 0) << o.output;
