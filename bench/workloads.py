@@ -10,7 +10,10 @@ transposed views, as models call them), with GQA passed as such
 (enable_gqa), and bottom-right causal where seq_q != seq_kv. Workloads with
 a sliding window, a soft cap or sinks run where a peer can express them:
 FlexAttention (window as a block mask, soft cap as a score_mod; sinks
-nowhere); the SDPA backends refuse them.
+nowhere); the SDPA backends refuse them. A document-masked packed batch
+(documents: the lengths of the packed sequences) is flashgen's mask_mod
+"doc[kv_idx] == doc[q_idx]", Flex's block mask from the same rule, and a
+boolean attn_mask for the SDPA backends that take one.
 
 Each system's output is first checked against an fp32 computation of a few
 query rows, so a system that computes something else (top-left causal, say)
@@ -81,6 +84,7 @@ class Workload:
     window: tuple = (-1, -1)  # (left, right) as flash-attn's window_size; -1 unbounded
     softcap: float = 0.0      # 0: none
     sinks: bool = False       # a sink logit per query head (values fixed per run)
+    documents: tuple = ()     # lengths of packed documents (summing to seq_q = seq_kv); () none
 
     def __post_init__(self):
         for field in ("heads_kv", "seq_kv", "dim_v"):
@@ -98,15 +102,20 @@ class Workload:
         object.__setattr__(self, "window", tuple(self.window))
         if len(self.window) != 2 or any(not isinstance(x, int) or x < -1 for x in self.window):
             raise ValueError(f"workload '{self.name}': window must be [left, right], each >= -1")
+        object.__setattr__(self, "documents", tuple(self.documents))
+        if self.documents and (sum(self.documents) != self.seq_q or self.seq_q != self.seq_kv
+                               or self.window != (-1, -1)):
+            raise ValueError(f"workload '{self.name}': documents must sum to seq_q = seq_kv "
+                             "(and come without a window)")
 
     @property
     def modified(self):
         """Whether the workload masks or modifies scores beyond causal."""
-        return self.window != (-1, -1) or self.softcap > 0 or self.sinks
+        return self.window != (-1, -1) or self.softcap > 0 or self.sinks or bool(self.documents)
 
     def shape(self):
-        modifiers = ("window", "softcap", "sinks")
-        return {key: (list(value) if key == "window" else value)
+        modifiers = ("window", "softcap", "sinks", "documents")
+        return {key: (list(value) if key in ("window", "documents") else value)
                 for key, value in dataclasses.asdict(self).items()
                 if key not in ("name", "backward") and (key not in modifiers or self.modified)}
 
@@ -126,9 +135,12 @@ def load_suite(path, only=None):
     return parse(data.get("workloads", [])), parse(data.get("host", []))
 
 
-def attended_pairs(seq_q, seq_kv, causal, window=(-1, -1)):
+def attended_pairs(seq_q, seq_kv, causal, window=(-1, -1), documents=()):
     """(query, key) pairs computed per head; causal is bottom-right aligned,
-    the window (left, right) measured from the same diagonal."""
+    the window (left, right) measured from the same diagonal; packed
+    documents attend within themselves."""
+    if documents:
+        return sum(n * (n + 1) // 2 if causal else n * n for n in documents)
     offset = seq_kv - seq_q  # query i's diagonal is key i + offset
     if not causal and window == (-1, -1):
         return seq_q * seq_kv
@@ -144,13 +156,13 @@ def attended_pairs(seq_q, seq_kv, causal, window=(-1, -1)):
 
 
 def forward_flops(w):
-    pairs = attended_pairs(w.seq_q, w.seq_kv, w.causal, w.window)
+    pairs = attended_pairs(w.seq_q, w.seq_kv, w.causal, w.window, w.documents)
     return 2.0 * w.batch * w.heads_q * pairs * (w.dim_qk + w.dim_v)
 
 
 def backward_flops(w):
     """S and dP recomputed/formed (Dqk, Dv), dV (Dv), dQ and dK (Dqk each)."""
-    pairs = attended_pairs(w.seq_q, w.seq_kv, w.causal, w.window)
+    pairs = attended_pairs(w.seq_q, w.seq_kv, w.causal, w.window, w.documents)
     return 2.0 * w.batch * w.heads_q * pairs * (3 * w.dim_qk + 2 * w.dim_v)
 
 
@@ -277,19 +289,27 @@ def system_call(system, w):
         keywords = dict(window_size=w.window, softcap=w.softcap)
         if w.sinks:
             keywords["sinks"] = sink_logits(w)
+        if w.documents:
+            keywords.update(mask_mod="doc[kv_idx] == doc[q_idx]", mask_tensors={"doc": document_ids(w)})
         return lambda q, k, v: flashgen.attention(q, k, v, causal=w.causal, deterministic=deterministic,
                                                   **keywords)
     gqa = w.heads_q != w.heads_kv
     if system == "flex":
         return flex_call(w, gqa)
-    if w.modified:
+    if w.window != (-1, -1) or w.softcap > 0 or w.sinks:
         raise NotImplementedError("SDPA has no sliding window, soft cap or sinks")
     from torch.nn.attention import SDPBackend, sdpa_kernel
     from torch.nn.functional import scaled_dot_product_attention
     backend = {"flash": SDPBackend.FLASH_ATTENTION, "cudnn": SDPBackend.CUDNN_ATTENTION,
                "efficient": SDPBackend.EFFICIENT_ATTENTION}[system]
     mask, is_causal = None, w.causal
-    if w.causal and w.seq_q != w.seq_kv:  # SDPA's is_causal is top-left
+    if w.documents:  # a boolean [seq_q, seq_kv] mask (equal lengths: top-left is bottom-right)
+        doc = document_ids(w)
+        mask = doc[:, None] == doc[None, :]
+        if w.causal:
+            mask &= torch.ones_like(mask).tril()
+        is_causal = False
+    elif w.causal and w.seq_q != w.seq_kv:  # SDPA's is_causal is top-left
         from torch.nn.attention.bias import causal_lower_right
         mask, is_causal = causal_lower_right(w.seq_q, w.seq_kv), False
 
@@ -313,9 +333,12 @@ def flex_call(w, gqa):
     compiled = torch.compile(flex_attention, dynamic=False)
     block_mask = score_mod = None
     offset, (left, right) = w.seq_kv - w.seq_q, w.window
-    if w.causal or w.window != (-1, -1):
+    doc = document_ids(w) if w.documents else None
+    if w.causal or w.window != (-1, -1) or w.documents:
         def visible(b, h, q_idx, kv_idx):
             seen = kv_idx >= 0
+            if doc is not None:
+                seen = seen & (doc[kv_idx] == doc[q_idx])
             if w.causal:
                 seen = seen & (kv_idx <= q_idx + offset)
             if left >= 0:
@@ -336,6 +359,13 @@ def flex_call(w, gqa):
                      score_mod=score_mod, enable_gqa=gqa)
         return o.transpose(1, 2)
     return call
+
+
+def document_ids(w):
+    """int32 [seq_q]: the document of each position of a packed workload."""
+    lengths = torch.tensor(w.documents, device="cuda")
+    return torch.repeat_interleave(torch.arange(len(w.documents), device="cuda", dtype=torch.int32),
+                                   lengths)
 
 
 def sink_logits(w):
@@ -369,6 +399,9 @@ def check_against_fp32(w, inputs, o):
         hidden |= keys < diagonal - left
     if right >= 0:
         hidden |= keys > diagonal + right
+    if w.documents:
+        doc = document_ids(w)
+        hidden |= doc[None, None, :] != doc[rows][None, :, None]
     s = s.masked_fill(hidden, float("-inf"))
     if w.sinks:  # a column with the sink's logit and no value
         sink = sink_logits(w)[:, None, None].expand(-1, s.shape[1], 1)

@@ -49,6 +49,15 @@ def test_attended_pairs_with_a_window():
     assert workloads.attended_pairs(3, 3, True, (-1, 5)) == workloads.attended_pairs(3, 3, True)
 
 
+def test_attended_pairs_of_packed_documents():
+    assert workloads.attended_pairs(7, 7, False, documents=(3, 4)) == 9 + 16
+    assert workloads.attended_pairs(7, 7, True, documents=(3, 4)) == 6 + 10
+    packed = workloads.Workload("docs", 1, 2, 7, 64, True, documents=[3, 4])
+    assert packed.modified and packed.shape()["documents"] == [3, 4]
+    with pytest.raises(ValueError, match="documents must sum"):
+        workloads.Workload("bad", 1, 2, 8, 64, True, documents=[3, 4])
+
+
 def test_modified_workloads_report_their_modifiers():
     plain = workloads.Workload("plain", 1, 2, 16, 64, True)
     assert "window" not in plain.shape() and not plain.modified
