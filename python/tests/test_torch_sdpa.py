@@ -1,7 +1,7 @@
 """flashgen.scaled_dot_product_attention against torch's on the same inputs:
 SDPA's layout, top-left is_causal, scale, enable_gqa, unbatched inputs and
-gradients, boolean attn_mask; the arguments it does not take yet are refused
-by name."""
+gradients, boolean attn_mask (on CPU and CUDA tensors); the arguments it
+does not take yet are refused by name."""
 
 from __future__ import annotations
 
@@ -90,3 +90,26 @@ def test_grouped_heads_need_enable_gqa():
     q, k, v = _inputs(1, 4, 2, 9, 11, 16, 16)
     with pytest.raises(ValueError, match="enable_gqa=True"):
         flashgen.scaled_dot_product_attention(q, k, v)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+@pytest.mark.parametrize("shape, mask_shape", [
+    ((2, 4, 4, 130, 290, 64, 64), (130, 290)),
+    ((2, 8, 2, 190, 190, 128, 128), (8, 190, 190)),  # per query head, GQA
+])
+def test_cuda_boolean_attn_mask_matches_torch(shape, mask_shape):
+    q, k, v = (t.detach().bfloat16().float() for t in _inputs(*shape))
+    generator = torch.Generator().manual_seed(4)
+    mask = torch.rand(mask_shape, generator=generator) < 0.7
+    mask[..., 0] = True
+    gqa = shape[1] != shape[2]
+    qc, kc, vc = (t.cuda().bfloat16().requires_grad_() for t in (q, k, v))
+    ours = flashgen.scaled_dot_product_attention(qc, kc, vc, attn_mask=mask.cuda(),
+                                                 enable_gqa=gqa)
+    q, k, v = (t.double().requires_grad_() for t in (q, k, v))
+    theirs = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=gqa)
+    torch.testing.assert_close(ours.double().cpu(), theirs, rtol=0, atol=2e-2)
+    grad = torch.randn(theirs.shape, generator=generator, dtype=torch.float64).bfloat16()
+    for mine, reference in zip(torch.autograd.grad(ours, (qc, kc, vc), grad.cuda()),
+                               torch.autograd.grad(theirs, (q, k, v), grad.double())):
+        torch.testing.assert_close(mine.double().cpu(), reference, rtol=0, atol=5e-2)
