@@ -14,7 +14,7 @@ namespace {
 constexpr KernelKind kKinds[] = {
     KernelKind::forward,         KernelKind::backward_query,   KernelKind::backward_key_value,
     KernelKind::backward_atomic, KernelKind::backward_prepare, KernelKind::convert_grad_q,
-    KernelKind::forward_combine, KernelKind::backward_sinks,
+    KernelKind::forward_combine, KernelKind::backward_sinks,   KernelKind::mask_blocks,
 };
 
 // The NAME of each line `#include "NAME"` of a text. The device headers

@@ -9,6 +9,7 @@
 
 #include "arguments.hpp"
 #include "codegen/heuristics.hpp"
+#include "codegen/user_mask.hpp"
 #include "commands.hpp"
 #include "kernel_listing.hpp"
 #include "problem_options.hpp"
@@ -32,7 +33,7 @@ int source_command(const std::vector<std::string>& words) {
               "--kind K --dqk D [--dv D] [--dtype bf16|f16|f32] [--causal] [--window]\n"
               "                      [--softcap] [--sinks] [--alibi] [--vec 8|4|2|1|0]"
               " [--split-keys] [--arch sm_90a] [--tuning \"rows=128 cols=64 ...\"]\n"
-              "                      [--headers]",
+              "                      [--mask-mod EXPR [--mask-arrays doc:i,...]] [--headers]",
               "Prints the kernel source flashgen generates for one spec, as NVRTC compiles it,\n"
               "after a comment line with the spec, the tuning and the shared memory per CTA.\n"
               "The tuning is the library's default for the spec on ARCH (default_tuning; the\n"
@@ -41,7 +42,7 @@ int source_command(const std::vector<std::string>& words) {
               "does not fit the spec.");
   a.option("kind", "K", "forward, backward_query, backward_key_value, backward_atomic,\n"
                         "                          backward_prepare, convert_grad_q, forward_combine or\n"
-                        "                          backward_sinks");
+                        "                          backward_sinks or mask_blocks");
   a.option("dqk", "D", "head dimension of queries and keys");
   a.option("dv", "D", "head dimension of values (default: --dqk)");
   a.option("dtype", "T", "bf16 (default), f16, or f32 (the fp32 CUDA-core kernels)");
@@ -50,6 +51,9 @@ int source_command(const std::vector<std::string>& words) {
   a.flag("softcap", "soft-capped logits");
   a.flag("sinks", "forward, forward_combine: a sink logit per query head");
   a.flag("alibi", "logits less ALiBi's bias");
+  a.option("mask-mod", "EXPR", "a user mask (Options::mask_mod) spliced into the kernel");
+  a.option("mask-arrays", "LIST",
+           "the arrays --mask-mod reads, name:i (int32) or name:f (fp32), comma-separated");
   a.flag("split-keys", "forward: the split-key kernel of decode (partial results for\n"
                        "                          forward_combine)");
   a.option("vec", "V", "alignment class: 8 (16-byte rows), 4, 2, 1, or 0 (dim stride not 1);\n"
@@ -78,6 +82,18 @@ int source_command(const std::vector<std::string>& words) {
   spec.sinks = a.given("sinks");
   spec.alibi = a.given("alibi");
   spec.split_keys = a.given("split-keys");
+  if (a.given("mask-mod")) {
+    const std::string arrays = a.text("mask-arrays", "");
+    try {
+      spec.mask_mod =
+          mask::Expression::parse(a.text("mask-mod", ""), parse_mask_arrays(arrays)).canonical();
+    } catch (const Error& e) {
+      throw UsageError(std::string("flashgen source: --mask-mod / --mask-arrays: ") + e.what());
+    }
+    spec.mask_arrays = arrays;
+  } else if (a.given("mask-arrays")) {
+    throw UsageError("flashgen source: --mask-arrays goes with --mask-mod");
+  }
   spec.vec = std::stoi(a.choice("vec", std::to_string(packed_vec(spec.dim_qk, spec.dim_v)),
                                 {"8", "4", "2", "1", "0"}));
   spec.arch = a.text("arch", "sm_90a");

@@ -46,6 +46,22 @@ TEST_F(SourceCommand, SplitKeysForward) {
   EXPECT_TRUE(contains(refused.output, "split_keys is a forward")) << refused.output;
 }
 
+TEST_F(SourceCommand, UserMaskSplicedWithItsArrays) {
+  const Outcome o = run_cli("source --kind mask_blocks --dqk 64 --causal "
+                            "--mask-mod 'doc[kv_idx] == doc[q_idx] && w[h] > 0' "
+                            "--mask-arrays doc:i,w:f");
+  EXPECT_EQ(o.exit_code, 0) << o.output;
+  EXPECT_TRUE(contains(o.output, " mask=")) << o.output;
+  EXPECT_TRUE(contains(o.output, "fg::mask_integer_at(p, 0, kv_idx, fault)")) << o.output;
+  EXPECT_TRUE(contains(o.output, "fg::mask_floating_at(p, 1, h, fault)")) << o.output;
+  EXPECT_TRUE(contains(o.output, "typedef UserMask Mask;")) << o.output;
+  const Outcome unknown =
+      run_cli("source --kind forward --dqk 64 --mask-mod 'doc[kv_idx] == 0'");
+  EXPECT_EQ(unknown.exit_code, 2) << unknown.output;
+  EXPECT_TRUE(contains(unknown.output, "--mask-mod")) << unknown.output;
+  EXPECT_TRUE(contains(unknown.output, "unknown name \"doc\"")) << unknown.output;
+}
+
 TEST_F(SourceCommand, GivenTuning) {
   const Outcome o = run_cli("source --kind backward_query --dqk 64 "
                             "--tuning 'rows=128 cols=32 head=0 warps=4 cache=none'");
