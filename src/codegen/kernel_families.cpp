@@ -19,10 +19,11 @@ KindInfo f32_info_of(KernelKind kind) {
     case KernelKind::mask_blocks: return {"kernels/mask_blocks.cuh", "MaskBlocks"};
     default: break;
   }
-  throw Error(ErrorCode::invalid_argument,
-              std::string("dtype f32 runs the forward, the deterministic backward "
-                          "(backward_query, backward_key_value), backward_sinks and mask_blocks; no ") +
-                  to_string(kind) + " kernel");
+  throw Error(
+      ErrorCode::invalid_argument,
+      std::string("dtype f32 runs the forward, the deterministic backward "
+                  "(backward_query, backward_key_value), backward_sinks and mask_blocks; no ") +
+          to_string(kind) + " kernel");
 }
 
 // 16-bit tensors: the family the tuning picks, the most specific first.

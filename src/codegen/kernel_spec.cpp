@@ -33,7 +33,8 @@ std::string KernelSpec::to_string() const {
   if (!mask_mod.empty()) {
     // FNV-1a: a short name for logs and file names; caches key on the source.
     std::uint64_t h = 0xcbf29ce484222325ull;
-    for (char c : mask_arrays + "|" + mask_mod) h = (h ^ static_cast<unsigned char>(c)) * 0x100000001b3ull;
+    for (char c : mask_arrays + "|" + mask_mod)
+      h = (h ^ static_cast<unsigned char>(c)) * 0x100000001b3ull;
     char hex[17];
     std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h));
     s << " mask=" << hex;

@@ -52,7 +52,8 @@ std::size_t user_mask_scratch_bytes(const Problem& p) {
   return align256(sizeof(MaskFault)) + 2 * range_bytes(p, p.seq_q) + range_bytes(p, p.seq_kv);
 }
 
-void place_user_mask(const Problem& p, DevicePtr scratch, flashgen_device::AttentionParams& params) {
+void place_user_mask(const Problem& p, DevicePtr scratch,
+                     flashgen_device::AttentionParams& params) {
   const std::vector<mask::ArrayData>& arrays = p.mask->arrays;
   for (std::size_t k = 0; k < arrays.size(); ++k) {
     params.mask_arrays[k] = arrays[k].data;
@@ -107,7 +108,8 @@ void check_mask_faults(const Problem& p, DevicePtr scratch, StreamHandle stream)
   std::vector<std::vector<float>> copies;  // 4-byte elements (int32 or fp32)
   mask::BoundMask host{p.mask->expression, p.mask->arrays};
   for (mask::ArrayData& a : host.arrays) {
-    const std::size_t elements = a.size > 0 ? static_cast<std::size_t>((a.size - 1) * a.stride + 1) : 0;
+    const std::size_t elements =
+        a.size > 0 ? static_cast<std::size_t>((a.size - 1) * a.stride + 1) : 0;
     copies.emplace_back(std::max<std::size_t>(elements, 1));
     if (elements > 0)
       copy_to_host(copies.back().data(), reinterpret_cast<DevicePtr>(a.data), 4 * elements, stream);
@@ -115,11 +117,12 @@ void check_mask_faults(const Problem& p, DevicePtr scratch, StreamHandle stream)
   }
   mask::attends(host, {p.mask_batch0 + fault.batch, fault.head,
                        fault.query + p.diagonal_offset(), fault.key});
-  throw Error(ErrorCode::runtime,
-              "mask_mod: the GPU found a fault at b=" + std::to_string(p.mask_batch0 + fault.batch) +
-                  ", h=" + std::to_string(fault.head) +
-                  ", q_idx=" + std::to_string(fault.query + p.diagonal_offset()) +
-                  ", kv_idx=" + std::to_string(fault.key) + " that the host's evaluation does not");
+  throw Error(
+      ErrorCode::runtime,
+      "mask_mod: the GPU found a fault at b=" + std::to_string(p.mask_batch0 + fault.batch) +
+          ", h=" + std::to_string(fault.head) +
+          ", q_idx=" + std::to_string(fault.query + p.diagonal_offset()) +
+          ", kv_idx=" + std::to_string(fault.key) + " that the host's evaluation does not");
 }
 
 }  // namespace flashgen::cuda

@@ -28,8 +28,8 @@ TEST(UserMaskSource, ArraysReadCheckedAndIntegersWrap) {
   for (const char* piece :
        {"fg::mask_integer_at(p, 0, fg::mask_add(kv_idx, 1LL), fault)",
         "fg::mask_integer_at(p, 0, q_idx, fault)", "fg::mask_floating_at(p, 1, h, fault)",
-        "(fg::mask_floating_at(p, 1, h, fault) * 2LL)", "fg::mask_divide(fg::mask_negate(b), 3LL, fault)",
-        " != 0;"})
+        "(fg::mask_floating_at(p, 1, h, fault) * 2LL)",
+        "fg::mask_divide(fg::mask_negate(b), 3LL, fault)", " != 0;"})
     EXPECT_NE(source.find(piece), std::string::npos) << piece << " in\n" << source;
 }
 

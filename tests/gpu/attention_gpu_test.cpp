@@ -667,7 +667,8 @@ INSTANTIATE_TEST_SUITE_P(Masks, GpuForward, ::testing::ValuesIn(mask_cases()), C
 INSTANTIATE_TEST_SUITE_P(Masks, GpuBackward, ::testing::ValuesIn(mask_cases()), CaseName());
 INSTANTIATE_TEST_SUITE_P(Masks, GpuBackwardAtomic, ::testing::ValuesIn(mask_cases()), CaseName());
 INSTANTIATE_TEST_SUITE_P(UserMasks, GpuForward, ::testing::ValuesIn(user_mask_cases()), CaseName());
-INSTANTIATE_TEST_SUITE_P(UserMasks, GpuBackward, ::testing::ValuesIn(user_mask_cases()), CaseName());
+INSTANTIATE_TEST_SUITE_P(UserMasks, GpuBackward, ::testing::ValuesIn(user_mask_cases()),
+                         CaseName());
 INSTANTIATE_TEST_SUITE_P(UserMasks, GpuBackwardAtomic, ::testing::ValuesIn(user_mask_cases()),
                          CaseName());
 INSTANTIATE_TEST_SUITE_P(Standard, GpuBackward,

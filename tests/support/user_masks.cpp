@@ -7,7 +7,8 @@ MaskArrays::MaskArrays(std::int64_t positions, std::int64_t batch, std::int64_t 
   std::int64_t at = 0;
   for (std::int32_t d = 0; static_cast<std::int64_t>(doc.size()) < positions; ++d)
     for (std::int64_t i = 0; i < lengths[d % 6] && at < positions; ++i, ++at) doc.push_back(d);
-  for (std::int64_t b = 0; b < batch; ++b) prefix.push_back(static_cast<std::int32_t>(17 + 150 * b));
+  for (std::int64_t b = 0; b < batch; ++b)
+    prefix.push_back(static_cast<std::int32_t>(17 + 150 * b));
   for (std::int64_t h = 0; h < heads; ++h) bias.push_back(h % 3 == 1 ? -0.5f : 0.25f * h);
 }
 

@@ -28,7 +28,8 @@ TEST_F(RunCommand, AUserMaskOverDocumentsPassesTheCheck) {
       "--mask-mod doc[kv_idx]==doc[q_idx] --documents 7,20,1");
   EXPECT_EQ(o.exit_code, 0) << o.output;
   EXPECT_TRUE(contains(o.output, "\nPASS")) << o.output;
-  const Outcome bad = run_cli("run --backend cpu --seq 8 --dim 8 --mask-mod doc[0]==0 --documents 3,x");
+  const Outcome bad =
+      run_cli("run --backend cpu --seq 8 --dim 8 --mask-mod doc[0]==0 --documents 3,x");
   EXPECT_NE(bad.exit_code, 0) << bad.output;
   EXPECT_TRUE(contains(bad.output, "--documents")) << bad.output;
 }

@@ -21,7 +21,8 @@ struct QueryTraversal {
   template <class C>
   static __device__ __forceinline__ QueryTraversal of(const AttentionParams& p,
                                                       const CtaTile& tile, int keys) {
-    const BlockRange blocks = query_blocks_for_keys<C, kBlockN>(p, tile.row0, keys, tile.batch, tile.head);
+    const BlockRange blocks =
+        query_blocks_for_keys<C, kBlockN>(p, tile.row0, keys, tile.batch, tile.head);
     QueryTraversal walk;
     walk.first_block = blocks.first;
     walk.blocks_per_head = blocks.count();

@@ -88,7 +88,8 @@ struct BackwardKeyValue {
     const u16* k_warp = smem.k + warp_local0 * kQKStride;
     const u16* v_warp = smem.v + warp_local0 * kVStride;
 
-    const BlockRange query_blocks = query_blocks_for_keys<C, kBlockN>(p, key0, kBlockM, batch, kv_head);
+    const BlockRange query_blocks =
+        query_blocks_for_keys<C, kBlockN>(p, key0, kBlockM, batch, kv_head);
 
     for (int g = 0; g < p.group_size; ++g) {
       const int head = kv_head * p.group_size + g;

@@ -268,7 +268,8 @@ struct BackwardQueryWgmma {
                                                     const float (&l2_of_row)[1][2],
                                                     const float (&dterm_of_row)[1][2],
                                                     const AttentionParams& p, int key0,
-                                                    int warp_row0, int lane, const ScoreSite& site) {
+                                                    int warp_row0, int lane,
+                                                    const ScoreSite& site) {
     logits<C>(s, p, warp_row0, key0, lane, site);
     exp2_rows(s, l2_of_row);
     subtract_rows_times<C>(dp, s, l2_of_row, dterm_of_row, p);

@@ -65,7 +65,8 @@ struct BackwardKeyValueF32 {
     const float* k_warp = smem.k + warp_local0 * kDimQK;
     const float* v_warp = smem.v + warp_local0 * kDimV;
 
-    const BlockRange query_blocks = query_blocks_for_keys<C, kSimtBlockN>(p, key0, kBlockM, batch, kv_head);
+    const BlockRange query_blocks =
+        query_blocks_for_keys<C, kSimtBlockN>(p, key0, kBlockM, batch, kv_head);
 
     for (int g = 0; g < p.group_size; ++g) {
       const int head = kv_head * p.group_size + g;

@@ -55,7 +55,8 @@ struct BackwardQueryF32 {
     const float* k = head_slice<const float>(p.k, batch, kv_head);
     const float* v = head_slice<const float>(p.v, batch, kv_head);
 
-    const BlockRange key_blocks = key_blocks_for_rows<C, kSimtBlockN>(p, row0, kBlockM, batch, head);
+    const BlockRange key_blocks =
+        key_blocks_for_rows<C, kSimtBlockN>(p, row0, kBlockM, batch, head);
     load_f32_tile<kBlockM, kDimQK, kDimQK, kThreads>(smem.q, q, p.q.stride_seq, p.q.stride_dim,
                                                      p.seq_q - row0, C::kDimQK, thread);
     load_f32_tile<kBlockM, kDimV, kDimV, kThreads>(smem.grad_o, grad_o, p.grad_o.stride_seq,

@@ -43,7 +43,8 @@ struct ForwardF32 {
     const float* k = head_slice<const float>(p.k, batch, kv_head);
     const float* v = head_slice<const float>(p.v, batch, kv_head) + dv0 * p.v.stride_dim;
 
-    const BlockRange key_blocks = key_blocks_for_rows<C, kSimtBlockN>(p, row0, kBlockM, batch, head);
+    const BlockRange key_blocks =
+        key_blocks_for_rows<C, kSimtBlockN>(p, row0, kBlockM, batch, head);
     load_f32_tile<kBlockM, kDimQK, kDimQK, kThreads>(smem.q, q, p.q.stride_seq, p.q.stride_dim,
                                                      p.seq_q - row0, C::kDimQK, thread);
 
