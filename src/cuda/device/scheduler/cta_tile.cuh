@@ -11,7 +11,7 @@
 
 #include "common.cuh"
 #include "params.cuh"
-#include "softmax/mask.cuh"
+#include "scheduler/block_ranges.cuh"
 
 namespace flashgen_device {
 

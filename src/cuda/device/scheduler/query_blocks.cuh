@@ -1,13 +1,13 @@
 // The order in which a key/value backward CTA, whose key rows start at key0,
 // traverses the query blocks that see them: every block of kBlockN query
 // rows of every query head of its key/value head's group, head by head,
-// over the blocks that see its keys (softmax/mask.cuh). (The mma.sync
+// over the blocks that see its keys (scheduler/block_ranges.cuh). (The mma.sync
 // and fp32 kernels walk the same order as two nested loops.)
 #pragma once
 
 #include "common.cuh"
 #include "scheduler/cta_tile.cuh"
-#include "softmax/mask.cuh"
+#include "scheduler/block_ranges.cuh"
 
 namespace flashgen_device {
 
