@@ -85,6 +85,7 @@ class Workload:
     softcap: float = 0.0      # 0: none
     sinks: bool = False       # a sink logit per query head (values fixed per run)
     documents: tuple = ()     # lengths of packed documents (summing to seq_q = seq_kv); () none
+    mask_every_pair: bool = False  # flashgen only: mask_mod "kv_idx >= 0", the mask machinery's price
 
     def __post_init__(self):
         for field in ("heads_kv", "seq_kv", "dim_v"):
@@ -111,10 +112,11 @@ class Workload:
     @property
     def modified(self):
         """Whether the workload masks or modifies scores beyond causal."""
-        return self.window != (-1, -1) or self.softcap > 0 or self.sinks or bool(self.documents)
+        return (self.window != (-1, -1) or self.softcap > 0 or self.sinks or bool(self.documents)
+                or self.mask_every_pair)
 
     def shape(self):
-        modifiers = ("window", "softcap", "sinks", "documents")
+        modifiers = ("window", "softcap", "sinks", "documents", "mask_every_pair")
         return {key: (list(value) if key in ("window", "documents") else value)
                 for key, value in dataclasses.asdict(self).items()
                 if key not in ("name", "backward") and (key not in modifiers or self.modified)}
@@ -291,9 +293,13 @@ def system_call(system, w):
             keywords["sinks"] = sink_logits(w)
         if w.documents:
             keywords.update(mask_mod="doc[kv_idx] == doc[q_idx]", mask_tensors={"doc": document_ids(w)})
+        if w.mask_every_pair:
+            keywords.update(mask_mod="kv_idx >= 0")
         return lambda q, k, v: flashgen.attention(q, k, v, causal=w.causal, deterministic=deterministic,
                                                   **keywords)
     gqa = w.heads_q != w.heads_kv
+    if w.mask_every_pair:
+        raise NotImplementedError("a flashgen-only row: the price of its mask machinery")
     if system == "flex":
         return flex_call(w, gqa)
     if w.window != (-1, -1) or w.softcap > 0 or w.sinks:

@@ -54,6 +54,8 @@ def test_attended_pairs_of_packed_documents():
     assert workloads.attended_pairs(7, 7, True, documents=(3, 4)) == 6 + 10
     packed = workloads.Workload("docs", 1, 2, 7, 64, True, documents=[3, 4])
     assert packed.modified and packed.shape()["documents"] == [3, 4]
+    priced = workloads.Workload("decode", 1, 2, 1, 64, False, seq_kv=100, mask_every_pair=True)
+    assert priced.modified and priced.shape()["mask_every_pair"] is True
     with pytest.raises(ValueError, match="documents must sum"):
         workloads.Workload("bad", 1, 2, 8, 64, True, documents=[3, 4])
 
