@@ -34,6 +34,13 @@ TEST_F(RunCommand, AUserMaskOverDocumentsPassesTheCheck) {
   EXPECT_TRUE(contains(bad.output, "--documents")) << bad.output;
 }
 
+TEST_F(RunCommand, NoCheckTimesWithoutTheReference) {
+  const Outcome o = run_cli("run --backend cpu --batch 1 --seq 32 --dim 16 --heads 2 --no-check");
+  EXPECT_EQ(o.exit_code, 0) << o.output;
+  EXPECT_TRUE(contains(o.output, "check:          skipped")) << o.output;
+  EXPECT_FALSE(contains(o.output, "PASS")) << o.output;
+}
+
 TEST_F(RunCommand, ANegativeSoftcapIsRefusedByName) {
   const Outcome o = run_cli("run --backend cpu --seq 8 --dim 8 --softcap -1");
   EXPECT_NE(o.exit_code, 0) << o.output;
