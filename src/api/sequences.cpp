@@ -91,8 +91,14 @@ void forward_varlen(const VarlenForwardArgs& args, const Options& options) {
 
 void backward_varlen(const VarlenBackwardArgs& args, const Options& options) {
   const api::VarlenProblem vp = api::validate_varlen_backward(args, options);
+  // With sinks, each sequence writes its share of dL/dsink here; the shares
+  // are summed in sequence order (the same bits for any thread count).
+  const std::int64_t heads = vp.packed.heads_q;
+  std::vector<float> share(vp.packed.has_sinks() ? heads : 0);
+  std::vector<double> sum(share.size(), 0.0);
   for (std::int64_t b = 0; b < vp.batch(); ++b) {
-    const Problem p = vp.sequence(b);
+    Problem p = vp.sequence(b);
+    if (p.has_sinks()) p.grad_sinks = HeadVectorView::heads(share.data(), heads);
     BackwardArgs sequence;
     slice_sequence(args, vp, b, p, sequence);
     const std::int64_t q0 = vp.q_begin[b], k0 = vp.k_begin[b];
@@ -104,7 +110,12 @@ void backward_varlen(const VarlenBackwardArgs& args, const Options& options) {
       api::write_empty_backward(p, sequence);
     else
       cpu::backward(p, sequence, options.cpu_threads);
+    for (std::size_t h = 0; h < share.size(); ++h) sum[h] += share[h];
   }
+  const HeadVectorView& grad_sinks = vp.packed.grad_sinks;
+  for (std::size_t h = 0; h < sum.size(); ++h)
+    grad_sinks.data[static_cast<std::int64_t>(h) * grad_sinks.stride[0]] =
+        static_cast<float>(sum[h]);
 }
 
 void forward_with_kvcache(const KVCacheForwardArgs& args, const Options& options) {

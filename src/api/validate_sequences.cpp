@@ -110,8 +110,6 @@ void refuse_per_head_vectors(const char* call, const Options& options, PerHeadVe
   if (options.alibi_slopes.given() && options.alibi_slopes.rank == 2)
     refuse("options.alibi_slopes of shape [batch, heads_q] is not supported yet; pass [heads_q] "
            "slopes");
-  if (taken == PerHeadVectors::without_sinks && options.sinks.given())
-    refuse("options.sinks is not supported yet (its gradient sums over the sequences)");
 }
 
 void require_host_memory(const char* call, MemoryKind memory) {
@@ -128,7 +126,7 @@ VarlenProblem validate_varlen_forward(const VarlenForwardArgs& a, const Options&
 }
 
 VarlenProblem validate_varlen_backward(const VarlenBackwardArgs& a, const Options& options) {
-  refuse_per_head_vectors("backward_varlen", options, PerHeadVectors::without_sinks);
+  refuse_per_head_vectors("backward_varlen", options, PerHeadVectors::per_head);
   BackwardArgs packed_args;
   packed_args.q = a.q, packed_args.k = a.k, packed_args.v = a.v, packed_args.o = a.o;
   packed_args.grad_o = a.grad_o, packed_args.lse = a.lse;

@@ -40,10 +40,9 @@ KVCacheProblem validate_kvcache_forward(const KVCacheForwardArgs& args, const Op
 
 // Which of the options' per-head vectors a call takes. Each runs one plain
 // call per sequence, so slopes per batch row ([batch, heads_q]) are never
-// taken (the runs would not index them by sequence); the varlen backward
-// takes no sinks (their gradient would need summing over the sequences), and
-// the KV-cache call none yet (it does not check their shapes).
-enum class PerHeadVectors { per_head, without_sinks, none };
+// taken (the runs would not index them by sequence); the KV-cache call
+// takes none yet (it does not check their shapes).
+enum class PerHeadVectors { per_head, none };
 // Throws Error(unsupported) naming the option a call does not take.
 void refuse_per_head_vectors(const char* call, const Options& options, PerHeadVectors taken);
 

@@ -80,6 +80,10 @@ BackwardResult reference_backward_varlen(const Problem& packed, const Sequences&
     put(out.grad_q, packed.heads_q * packed.dim_qk, s.q0, g.grad_q);
     put(out.grad_k, packed.heads_kv * packed.dim_qk, s.k0, g.grad_k);
     put(out.grad_v, packed.heads_kv * packed.dim_v, s.k0, g.grad_v);
+    if (!g.grad_sinks.empty()) {  // summed over the sequences
+      out.grad_sinks.resize(g.grad_sinks.size(), 0.0);
+      for (std::size_t h = 0; h < g.grad_sinks.size(); ++h) out.grad_sinks[h] += g.grad_sinks[h];
+    }
   }
   if (forward) *forward = std::move(fwd);
   return out;
