@@ -46,17 +46,21 @@ def _sequences(cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k) -> tuple:
 
 
 def forward_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q: int, max_seqlen_k: int,
-                   causal: bool = False, scale: float | None = None, *,
-                   cpu_threads: int = 0, mask_mod: str | None = None,
+                   causal: bool | str = False, scale: float | None = None, *,
+                   cpu_threads: int = 0, window_size=(-1, -1), softcap: float = 0.0,
+                   alibi_slopes=None, sinks=None, mask_mod: str | None = None,
                    mask_tensors: dict | None = None) -> tuple:
     """Attention per sequence of a packed batch: (o, lse).
 
     Sequence b is rows [cu_seqlens_q[b], cu_seqlens_q[b + 1]) of q and rows
     [cu_seqlens_k[b], cu_seqlens_k[b + 1]) of k and v; causal is aligned
-    bottom-right per sequence. A row that sees no key gives o = 0, lse = -inf.
+    bottom-right per sequence (causal="top_left": top-left). A row that sees
+    no key gives o = 0, lse = -inf. window_size, softcap, alibi_slopes
+    ([heads_q]) and sinks as flashgen.numpy.forward's, applied per sequence.
     mask_mod sees b as the sequence and q_idx, kv_idx as positions within it.
     """
-    options = _options(causal, scale, cpu_threads, mask_mod=mask_mod, mask_tensors=mask_tensors)
+    options = _options(causal, scale, cpu_threads, window_size, softcap, alibi_slopes, sinks,
+                       mask_mod=mask_mod, mask_tensors=mask_tensors)
     q, k, v = _packed("q", q), _packed("k", k), _packed("v", v)
     fg_dtype = _check_same_dtype({"q": q, "k": k, "v": v})
     sequences, _keep = _sequences(cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k)
@@ -70,11 +74,16 @@ def forward_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q: int, max_s
 
 
 def backward_varlen(q, k, v, o, do, lse, cu_seqlens_q, cu_seqlens_k, max_seqlen_q: int,
-                    max_seqlen_k: int, causal: bool = False, scale: float | None = None, *,
-                    cpu_threads: int = 0, mask_mod: str | None = None,
+                    max_seqlen_k: int, causal: bool | str = False, scale: float | None = None, *,
+                    cpu_threads: int = 0, window_size=(-1, -1), softcap: float = 0.0,
+                    alibi_slopes=None, sinks=None, mask_mod: str | None = None,
                     mask_tensors: dict | None = None) -> tuple:
-    """Gradients (dq, dk, dv) of forward_varlen's o given do = dLoss/dO."""
-    options = _options(causal, scale, cpu_threads, mask_mod=mask_mod, mask_tensors=mask_tensors)
+    """Gradients (dq, dk, dv) of forward_varlen's o given do = dLoss/dO, with
+    the same keywords. With sinks the result is (dq, dk, dv, dsinks), dsinks
+    float32 [heads_q] summed over every sequence's rows."""
+    grad_sinks = None if sinks is None else np.empty(np.shape(sinks), dtype=np.float32)
+    options = _options(causal, scale, cpu_threads, window_size, softcap, alibi_slopes, sinks,
+                       grad_sinks, mask_mod=mask_mod, mask_tensors=mask_tensors)
     named = (("q", q), ("k", k), ("v", v), ("o", o), ("do", do))
     q, k, v, o, do = (_packed(name, a) for name, a in named)
     fg_dtype = _check_same_dtype({"q": q, "k": k, "v": v, "o": o, "do": do})
@@ -86,13 +95,13 @@ def backward_varlen(q, k, v, o, do, lse, cu_seqlens_q, cu_seqlens_k, max_seqlen_
     grad_views = [_tensor(name, g[np.newaxis], fg_dtype) for name, g in zip(("dq", "dk", "dv"), grads)]
     _capi_sequences.backward_varlen(*views, _row_stats("lse", lse[np.newaxis]), *grad_views,
                                     sequences, options)
-    return tuple(grads)
+    return tuple(grads) if grad_sinks is None else (*grads, grad_sinks)
 
 
 def forward_with_kvcache(q, k_cache, v_cache, cache_seqlens, block_table=None, k=None, v=None,
-                         causal: bool = False, scale: float | None = None, *,
-                         cpu_threads: int = 0, mask_mod: str | None = None,
-                         mask_tensors: dict | None = None) -> tuple:
+                         causal: bool | str = False, scale: float | None = None, *,
+                         cpu_threads: int = 0, window_size=(-1, -1), softcap: float = 0.0,
+                         mask_mod: str | None = None, mask_tensors: dict | None = None) -> tuple:
     """Attention of q to each sequence's cache: (o, lse).
 
     With k and v, their rows are first written into k_cache / v_cache at
@@ -101,8 +110,11 @@ def forward_with_kvcache(q, k_cache, v_cache, cache_seqlens, block_table=None, k
     against the sequence's length after the append. mask_mod sees b as the
     sequence, kv_idx as the cache position and q_idx as the query's position
     in the sequence (a decoded token's is the cache length before it).
+    window_size and softcap as flashgen.numpy.forward's, against the sequence's
+    keys after the append.
     """
-    options = _options(causal, scale, cpu_threads, mask_mod=mask_mod, mask_tensors=mask_tensors)
+    options = _options(causal, scale, cpu_threads, window_size, softcap, mask_mod=mask_mod,
+                       mask_tensors=mask_tensors)
     if (k is None) != (v is None):
         raise ValueError("k and v are appended together: pass both or neither")
     arrays = {"q": q, "k_cache": k_cache, "v_cache": v_cache}

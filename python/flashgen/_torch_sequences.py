@@ -8,8 +8,10 @@ from __future__ import annotations
 import torch
 
 from . import _capi, _capi_sequences
-from ._arguments import check_bool, check_causal, check_int, check_scale
-from ._torch_views import check_inputs, mask_lists, options_for, row_stats_view, tensor_view
+from ._arguments import (check_bool, check_causal_mode, check_int, check_scale, check_softcap,
+                         check_window)
+from ._torch_views import (check_head_vector, check_inputs, mask_lists, options_for,
+                           row_stats_view, tensor_view)
 
 
 def _index(name: str, tensor, rank: int) -> _capi_sequences.Index:
@@ -36,44 +38,51 @@ def _packed(tensors: dict) -> dict:
 
 class _Varlen(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, q, k, v, cu_q, cu_k, max_q, max_k, causal, scale, deterministic, mask_mod,
-                mask_names, *mask_values):
+    def forward(ctx, q, k, v, cu_q, cu_k, max_q, max_k, causal, scale, deterministic, score,
+                alibi_slopes, mask_mod, mask_names, *mask_values):
         t = _packed({"q": q, "k": k, "v": v})
+        check_head_vector("alibi_slopes", alibi_slopes, q.device)
         o = q.new_empty((q.shape[0], q.shape[1], v.shape[2]))
         lse = torch.empty((q.shape[1], q.shape[0]), dtype=torch.float32, device=q.device)
         indices = (_index("cu_seqlens_q", cu_q, 1), _index("cu_seqlens_k", cu_k, 1))
         sequences = _capi_sequences.varlen(*indices, max_q, max_k)
+        top_left, window, softcap = score
         options = options_for(q.device, causal=causal, scale=scale, deterministic=deterministic,
-                              mask_mod=mask_mod, mask_names=mask_names, mask_values=mask_values)
+                              top_left=top_left, window=window, softcap=softcap,
+                              alibi_slopes=alibi_slopes, mask_mod=mask_mod,
+                              mask_names=mask_names, mask_values=mask_values)
         _capi_sequences.forward_varlen(tensor_view(t["q"]), tensor_view(t["k"]),
                                        tensor_view(t["v"]), tensor_view(o.unsqueeze(0)),
                                        row_stats_view(lse.unsqueeze(0)), sequences, options)
-        ctx.save_for_backward(q, k, v, o, lse, cu_q, cu_k, *mask_values)
-        ctx.max_q, ctx.max_k, ctx.mask = max_q, max_k, (mask_mod, mask_names)
+        ctx.save_for_backward(q, k, v, o, lse, cu_q, cu_k, alibi_slopes, *mask_values)
+        ctx.max_q, ctx.max_k, ctx.mask, ctx.score = max_q, max_k, (mask_mod, mask_names), score
         ctx.causal, ctx.scale, ctx.deterministic = causal, scale, deterministic
         ctx.mark_non_differentiable(lse)
         return o, lse
 
     @staticmethod
     def backward(ctx, grad_o, grad_lse):
-        q, k, v, o, lse, cu_q, cu_k, *mask_values = ctx.saved_tensors
+        q, k, v, o, lse, cu_q, cu_k, alibi_slopes, *mask_values = ctx.saved_tensors
         t = _packed({"q": q, "k": k, "v": v, "o": o, "grad_o": grad_o.contiguous()})
         grads = [torch.empty_like(x) for x in (q, k, v)]
         indices = (_index("cu_seqlens_q", cu_q, 1), _index("cu_seqlens_k", cu_k, 1))
         sequences = _capi_sequences.varlen(*indices, ctx.max_q, ctx.max_k)
+        top_left, window, softcap = ctx.score
         options = options_for(q.device, causal=ctx.causal, scale=ctx.scale,
-                              deterministic=ctx.deterministic, mask_mod=ctx.mask[0],
+                              deterministic=ctx.deterministic, top_left=top_left, window=window,
+                              softcap=softcap, alibi_slopes=alibi_slopes, mask_mod=ctx.mask[0],
                               mask_names=ctx.mask[1], mask_values=mask_values)
         _capi_sequences.backward_varlen(*(tensor_view(t[n]) for n in ("q", "k", "v", "o", "grad_o")),
                                         row_stats_view(lse.unsqueeze(0)),
                                         *(tensor_view(g.unsqueeze(0)) for g in grads),
                                         sequences, options)
-        return (*grads, *[None] * (9 + len(mask_values)))
+        return (*grads, *[None] * (11 + len(mask_values)))
 
 
 def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
                      causal=False, scale=None, deterministic=True, return_lse=False,
-                     mask_mod="", mask_tensors=None):
+                     window_size=(-1, -1), softcap=0.0, alibi_slopes=None, mask_mod="",
+                     mask_tensors=None):
     """Attention per sequence of a packed batch, differentiable.
 
     q [total_q, heads_q, dim_qk], k [total_k, heads_kv, dim_qk],
@@ -82,23 +91,26 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seql
     longest sequence. causal is bottom-right per sequence. Returns o
     [total_q, heads_q, dim_v], and lse float32 [heads_q, total_q] with
     return_lse=True. A row that sees no key gives o = 0, lse = -inf.
+    causal="top_left", window_size, softcap and alibi_slopes (float32
+    [heads_q], not differentiated) as flashgen.attention's, per sequence.
     mask_mod / mask_tensors as flashgen.attention's, b being the sequence and
     q_idx, kv_idx positions within it.
     """
-    causal, scale = check_causal(causal), check_scale(scale)
+    (causal, top_left), scale = check_causal_mode(causal), check_scale(scale)
+    score = (top_left, check_window(window_size), check_softcap(softcap))
     deterministic = check_bool("deterministic", deterministic)
     return_lse = check_bool("return_lse", return_lse)
     mask_names, mask_values = mask_lists(mask_tensors)
     o, lse = _Varlen.apply(q, k, v, cu_seqlens_q, cu_seqlens_k,
                            check_int("max_seqlen_q", max_seqlen_q),
                            check_int("max_seqlen_k", max_seqlen_k), causal, scale, deterministic,
-                           mask_mod or "", mask_names, *mask_values)
+                           score, alibi_slopes, mask_mod or "", mask_names, *mask_values)
     return (o, lse) if return_lse else o
 
 
 def attention_with_kvcache(q, k_cache, v_cache, cache_seqlens, block_table=None, k=None, v=None,
-                           causal=False, scale=None, return_lse=False, mask_mod="",
-                           mask_tensors=None):
+                           causal=False, scale=None, return_lse=False, window_size=(-1, -1),
+                           softcap=0.0, mask_mod="", mask_tensors=None):
     """Attention of q [batch, seq_q, heads_q, dim_qk] to each sequence's KV cache.
 
     k_cache / v_cache: [batch, seq_cache, heads_kv, dim] or, with block_table
@@ -108,9 +120,12 @@ def attention_with_kvcache(q, k_cache, v_cache, cache_seqlens, block_table=None,
     cache_seqlens (the caches are modified in place), then attended; causal is
     bottom-right against the length after the append. mask_mod /
     mask_tensors as flashgen.attention's: b is the sequence, kv_idx the cache
-    position, q_idx the query's position in the sequence. Not differentiable.
+    position, q_idx the query's position in the sequence. causal="top_left",
+    window_size and softcap as flashgen.attention's, against each sequence's
+    keys after the append. Not differentiable.
     """
-    causal, scale = check_causal(causal), check_scale(scale)
+    (causal, top_left), scale = check_causal_mode(causal), check_scale(scale)
+    window, softcap = check_window(window_size), check_softcap(softcap)
     return_lse = check_bool("return_lse", return_lse)
     if (k is None) != (v is None):
         raise ValueError("k and v are appended together: pass both or neither")
@@ -128,6 +143,7 @@ def attention_with_kvcache(q, k_cache, v_cache, cache_seqlens, block_table=None,
     lse = torch.empty((batch, heads_q, seq_q), dtype=torch.float32, device=q.device)
     mask_names, mask_values = mask_lists(mask_tensors)
     options = options_for(q.device, causal=causal, scale=scale, deterministic=True,
+                          top_left=top_left, window=window, softcap=softcap,
                           mask_mod=mask_mod or "", mask_names=mask_names,
                           mask_values=mask_values)
     with torch.no_grad():

@@ -5,13 +5,15 @@
 Argument names, defaults and layouts are flash-attn's (softmax_scale, causal,
 bottom-right; [batch, seq, heads, dim]; varlen [total, heads, dim] with
 cu_seqlens; flash_attn_with_kvcache's k=, v= appended into the caches in
-place). flash_attn_func takes window_size, softcap and alibi_slopes as
-flash-attn does, on CPU and CUDA tensors (alibi_slopes together with softcap
+place). window_size, softcap and alibi_slopes work as flash-attn's:
+flash_attn_func on CPU and CUDA tensors (alibi_slopes together with softcap
 on CPU tensors only: on CUDA flashgen.UnsupportedError names the
-combination). What flashgen does not do is refused with ValueError, never
-ignored: dropout_p other than 0, return_attn_probs=True, and (for now)
-window_size, softcap and alibi_slopes in the varlen and KV-cache functions,
-rotary embeddings, cache_batch_idx and cache_leftpad.
+combination); the varlen and KV-cache functions on CPU tensors, per
+sequence (alibi_slopes [heads_q] in varlen; not in the KV-cache function
+yet). What flashgen does not do is refused with ValueError, never ignored:
+dropout_p other than 0, return_attn_probs=True, alibi_slopes in
+flash_attn_with_kvcache, rotary embeddings, cache_batch_idx and
+cache_leftpad.
 """
 
 from __future__ import annotations
@@ -24,21 +26,14 @@ from ._torch_sequences import attention_varlen, attention_with_kvcache
 __all__ = ["flash_attn_func", "flash_attn_varlen_func", "flash_attn_with_kvcache"]
 
 
-def _refuse(function: str, dropout_p=0.0, return_attn_probs=False, window_size=(-1, -1),
-            softcap=0.0, alibi_slopes=None, **unsupported) -> None:
-    """ValueError for what `function` does not take (the score modifiers are
-    checked only where the caller passes them here)."""
+def _refuse(function: str, dropout_p=0.0, return_attn_probs=False, **unsupported) -> None:
+    """ValueError for what `function` does not take: dropout, the attention
+    probabilities, and each keyword of `unsupported` given as other than None."""
     if dropout_p != 0.0:
         raise ValueError(f"{function}: dropout_p must be 0 (flashgen has no dropout), got {dropout_p}")
     if return_attn_probs:
         raise ValueError(f"{function}: return_attn_probs=True is not supported (flashgen never "
                          f"forms the attention matrix)")
-    if tuple(window_size) != (-1, -1):
-        raise ValueError(f"{function}: window_size must be (-1, -1) for now, got {window_size}")
-    if softcap != 0.0:
-        raise ValueError(f"{function}: softcap must be 0 for now, got {softcap}")
-    if alibi_slopes is not None:
-        raise ValueError(f"{function}: alibi_slopes is not supported yet")
     for name, value in unsupported.items():
         if value is not None:
             raise ValueError(f"{function}: {name} is not supported; pass None")
@@ -59,11 +54,11 @@ def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, ma
                            softcap=0.0, alibi_slopes=None, deterministic=False,
                            return_attn_probs=False, block_table=None):
     """q [total_q, heads_q, dim], k / v [total_k, heads_kv, dim], cu_seqlens int32 [batch + 1] -> o."""
-    _refuse("flash_attn_varlen_func", dropout_p, return_attn_probs, window_size, softcap,
-            alibi_slopes, block_table=block_table)
+    _refuse("flash_attn_varlen_func", dropout_p, return_attn_probs, block_table=block_table)
     return attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, int(max_seqlen_q),
                             int(max_seqlen_k), causal=bool(causal), scale=softmax_scale,
-                            deterministic=bool(deterministic))
+                            deterministic=bool(deterministic), window_size=tuple(window_size),
+                            softcap=softcap, alibi_slopes=alibi_slopes)
 
 
 def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None, rotary_sin=None,
@@ -77,7 +72,7 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
     full cache (contiguous caches only). Returns o, or (o, lse) with
     return_softmax_lse=True.
     """
-    _refuse("flash_attn_with_kvcache", 0.0, False, window_size, softcap, alibi_slopes,
+    _refuse("flash_attn_with_kvcache", 0.0, False, alibi_slopes=alibi_slopes,
             rotary_cos=rotary_cos, rotary_sin=rotary_sin, cache_batch_idx=cache_batch_idx,
             cache_leftpad=cache_leftpad)
     batch = q.shape[0]
@@ -89,4 +84,5 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
         cache_seqlens = torch.full((batch,), cache_seqlens, dtype=torch.int32, device=q.device)
     return attention_with_kvcache(q, k_cache, v_cache, cache_seqlens, block_table=block_table,
                                   k=k, v=v, causal=bool(causal), scale=softmax_scale,
-                                  return_lse=bool(return_softmax_lse))
+                                  return_lse=bool(return_softmax_lse),
+                                  window_size=tuple(window_size), softcap=softcap)

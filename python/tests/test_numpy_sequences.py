@@ -43,6 +43,56 @@ def test_forward_and_backward_varlen_match_per_sequence_calls(causal):
     assert np.all(o[cu_q[1]:cu_q[1]] == 0)
 
 
+SCORE_KEYWORDS = [
+    dict(causal="top_left", window_size=(6, 0)),
+    dict(causal=True, softcap=2.0, alibi_slopes=np.array([0.5, 0.25, 0.125, 0.0625], np.float32)),
+    dict(sinks=np.array([-1.0, 0.5, 1.5, 0.0], np.float32), window_size=(10, 3)),
+]
+
+
+@pytest.mark.parametrize("keywords", SCORE_KEYWORDS, ids=lambda k: "-".join(sorted(k)))
+def test_varlen_score_keywords_apply_per_sequence(keywords):
+    rng = np.random.default_rng(2)
+    lengths_q, lengths_k = [9, 0, 1, 30], [12, 3, 1, 30]
+    cu_q, cu_k = _cumulative(lengths_q), _cumulative(lengths_k)
+    q, k, v = _random(rng, cu_q[-1], 4, 16), _random(rng, cu_k[-1], 2, 16), _random(rng, cu_k[-1], 2, 16)
+    args = (cu_q, cu_k, max(lengths_q), max(lengths_k))
+    o, lse = fgn.forward_varlen(q, k, v, *args, **keywords)
+    do = _random(rng, *o.shape)
+    grads = fgn.backward_varlen(q, k, v, o, do, lse, *args, **keywords)
+    dsinks = np.zeros(4, np.float64)
+    for b in range(len(lengths_q)):
+        qs, ks = slice(cu_q[b], cu_q[b + 1]), slice(cu_k[b], cu_k[b + 1])
+        o_b, lse_b = fgn.forward(q[None, qs], k[None, ks], v[None, ks], **keywords)
+        np.testing.assert_array_equal(o[qs], o_b[0])
+        np.testing.assert_array_equal(lse[:, qs], lse_b[0])
+        grads_b = fgn.backward(q[None, qs], k[None, ks], v[None, ks], o_b, do[None, qs], lse_b,
+                               **keywords)
+        np.testing.assert_array_equal(grads[0][qs], grads_b[0][0])
+        np.testing.assert_array_equal(grads[1][ks], grads_b[1][0])
+        np.testing.assert_array_equal(grads[2][ks], grads_b[2][0])
+        if "sinks" in keywords:
+            dsinks += grads_b[3]
+    if "sinks" in keywords:  # every sequence's share, summed
+        np.testing.assert_allclose(grads[3], dsinks, rtol=1e-5, atol=1e-6)
+    else:
+        assert len(grads) == 3
+
+
+def test_kvcache_takes_a_window_and_a_soft_cap():
+    rng = np.random.default_rng(3)
+    k_cache, v_cache = _random(rng, 2, 40, 1, 24), _random(rng, 2, 40, 1, 24)
+    q = _random(rng, 2, 2, 4, 24)
+    seqlens = np.array([30, 7], np.int32)
+    keywords = dict(causal=True, window_size=(8, 0), softcap=1.5)
+    o, lse = fgn.forward_with_kvcache(q, k_cache, v_cache, seqlens, **keywords)
+    for b in range(2):
+        n = seqlens[b]
+        o_b, lse_b = fgn.forward(q[b:b + 1], k_cache[b:b + 1, :n], v_cache[b:b + 1, :n], **keywords)
+        np.testing.assert_allclose(o[b], o_b[0], rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(lse[b], lse_b[0], rtol=1e-5, atol=1e-6)
+
+
 def test_varlen_refuses_bad_offsets_naming_the_rule():
     q = np.zeros((4, 1, 8), np.float32)
     with pytest.raises(ValueError, match="cu_seqlens_q must be non-decreasing"):

@@ -81,5 +81,45 @@ def test_flash_attn_func_passes_the_score_modifiers_through():
     torch.testing.assert_close(flash_attn_func(q, k, v, window_size=(0, 0)), v,
                                rtol=1e-5, atol=1e-6)
     cu = torch.tensor([0, 9], dtype=torch.int32)
-    with pytest.raises(ValueError, match="window_size must be"):
-        flash_attn_varlen_func(q[0], k[0], v[0], cu, cu, 9, 9, window_size=(3, 0))
+    torch.testing.assert_close(flash_attn_varlen_func(q[0], k[0], v[0], cu, cu, 9, 9, **keywords),
+                               flashgen.attention(q[:1], k[:1], v[:1], **keywords)[0])
+    with pytest.raises(ValueError, match="alibi_slopes is not supported"):
+        flash_attn_with_kvcache(q, k, v, alibi_slopes=slopes)
+
+
+@pytest.mark.parametrize("keywords", [
+    dict(causal="top_left", window_size=(6, 0)),
+    dict(causal=True, softcap=2.0, alibi_slopes=torch.tensor([0.5, 0.25, 0.125, 0.0625])),
+    dict(window_size=(10, 3)),
+], ids=lambda k: "-".join(sorted(k)))
+def test_attention_varlen_score_keywords_apply_per_sequence(keywords):
+    torch.manual_seed(2)
+    lengths_q, lengths_k = [9, 0, 1, 30], [12, 3, 1, 30]
+    cu_q, cu_k = _cumulative(lengths_q), _cumulative(lengths_k)
+    q = torch.randn(int(cu_q[-1]), 4, 16, requires_grad=True)
+    k = torch.randn(int(cu_k[-1]), 2, 16, requires_grad=True)
+    v = torch.randn(int(cu_k[-1]), 2, 16, requires_grad=True)
+    o = flashgen.attention_varlen(q, k, v, cu_q, cu_k, 30, 30, **keywords)
+    o.sum().backward()
+    for b in range(4):
+        qs, ks = slice(int(cu_q[b]), int(cu_q[b + 1])), slice(int(cu_k[b]), int(cu_k[b + 1]))
+        qb, kb, vb = (t.detach()[None, s].clone().requires_grad_() for t, s in ((q, qs), (k, ks), (v, ks)))
+        ob = flashgen.attention(qb, kb, vb, **keywords)
+        ob.sum().backward()
+        torch.testing.assert_close(o[qs], ob[0], rtol=0, atol=0)
+        torch.testing.assert_close(q.grad[qs], qb.grad[0], rtol=0, atol=0)
+        torch.testing.assert_close(k.grad[ks], kb.grad[0], rtol=0, atol=0)
+        torch.testing.assert_close(v.grad[ks], vb.grad[0], rtol=0, atol=0)
+
+
+def test_attention_with_kvcache_takes_a_window_and_a_soft_cap():
+    torch.manual_seed(3)
+    k_cache, v_cache = torch.randn(2, 40, 1, 24), torch.randn(2, 40, 1, 24)
+    q = torch.randn(2, 2, 4, 24)
+    seqlens = torch.tensor([30, 7], dtype=torch.int32)
+    keywords = dict(causal=True, window_size=(8, 0), softcap=1.5)
+    o = flashgen.attention_with_kvcache(q, k_cache, v_cache, seqlens, **keywords)
+    for b in range(2):
+        n = int(seqlens[b])
+        ob = flashgen.attention(q[b:b + 1], k_cache[b:b + 1, :n], v_cache[b:b + 1, :n], **keywords)
+        torch.testing.assert_close(o[b], ob[0], rtol=1e-5, atol=1e-6)
