@@ -101,7 +101,8 @@ def backward_varlen(q, k, v, o, do, lse, cu_seqlens_q, cu_seqlens_k, max_seqlen_
 def forward_with_kvcache(q, k_cache, v_cache, cache_seqlens, block_table=None, k=None, v=None,
                          causal: bool | str = False, scale: float | None = None, *,
                          cpu_threads: int = 0, window_size=(-1, -1), softcap: float = 0.0,
-                         mask_mod: str | None = None, mask_tensors: dict | None = None) -> tuple:
+                         alibi_slopes=None, sinks=None, mask_mod: str | None = None,
+                         mask_tensors: dict | None = None) -> tuple:
     """Attention of q to each sequence's cache: (o, lse).
 
     With k and v, their rows are first written into k_cache / v_cache at
@@ -110,11 +111,11 @@ def forward_with_kvcache(q, k_cache, v_cache, cache_seqlens, block_table=None, k
     against the sequence's length after the append. mask_mod sees b as the
     sequence, kv_idx as the cache position and q_idx as the query's position
     in the sequence (a decoded token's is the cache length before it).
-    window_size and softcap as flashgen.numpy.forward's, against the sequence's
-    keys after the append.
+    window_size, softcap, alibi_slopes ([heads_q]) and sinks as
+    flashgen.numpy.forward's, against the sequence's keys after the append.
     """
-    options = _options(causal, scale, cpu_threads, window_size, softcap, mask_mod=mask_mod,
-                       mask_tensors=mask_tensors)
+    options = _options(causal, scale, cpu_threads, window_size, softcap, alibi_slopes, sinks,
+                       mask_mod=mask_mod, mask_tensors=mask_tensors)
     if (k is None) != (v is None):
         raise ValueError("k and v are appended together: pass both or neither")
     arrays = {"q": q, "k_cache": k_cache, "v_cache": v_cache}

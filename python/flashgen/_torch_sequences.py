@@ -110,7 +110,8 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seql
 
 def attention_with_kvcache(q, k_cache, v_cache, cache_seqlens, block_table=None, k=None, v=None,
                            causal=False, scale=None, return_lse=False, window_size=(-1, -1),
-                           softcap=0.0, mask_mod="", mask_tensors=None):
+                           softcap=0.0, alibi_slopes=None, sinks=None, mask_mod="",
+                           mask_tensors=None):
     """Attention of q [batch, seq_q, heads_q, dim_qk] to each sequence's KV cache.
 
     k_cache / v_cache: [batch, seq_cache, heads_kv, dim] or, with block_table
@@ -121,8 +122,9 @@ def attention_with_kvcache(q, k_cache, v_cache, cache_seqlens, block_table=None,
     bottom-right against the length after the append. mask_mod /
     mask_tensors as flashgen.attention's: b is the sequence, kv_idx the cache
     position, q_idx the query's position in the sequence. causal="top_left",
-    window_size and softcap as flashgen.attention's, against each sequence's
-    keys after the append. Not differentiable.
+    window_size, softcap, alibi_slopes and sinks (float32 [heads_q]) as
+    flashgen.attention's, against each sequence's keys after the append. Not
+    differentiable.
     """
     (causal, top_left), scale = check_causal_mode(causal), check_scale(scale)
     window, softcap = check_window(window_size), check_softcap(softcap)
@@ -133,6 +135,8 @@ def attention_with_kvcache(q, k_cache, v_cache, cache_seqlens, block_table=None,
     if k is not None:
         tensors.update(k=k, v=v)
     check_inputs(tensors)
+    check_head_vector("alibi_slopes", alibi_slopes, q.device)
+    check_head_vector("sinks", sinks, q.device)
     views = {name: tensor_view(t) for name, t in tensors.items()}
     seqlens = _index("cache_seqlens", cache_seqlens, 1)
     table = _index("block_table", block_table, 2) if block_table is not None else None
@@ -144,8 +148,8 @@ def attention_with_kvcache(q, k_cache, v_cache, cache_seqlens, block_table=None,
     mask_names, mask_values = mask_lists(mask_tensors)
     options = options_for(q.device, causal=causal, scale=scale, deterministic=True,
                           top_left=top_left, window=window, softcap=softcap,
-                          mask_mod=mask_mod or "", mask_names=mask_names,
-                          mask_values=mask_values)
+                          alibi_slopes=alibi_slopes, sinks=sinks, mask_mod=mask_mod or "",
+                          mask_names=mask_names, mask_values=mask_values)
     with torch.no_grad():
         _capi_sequences.forward_with_kvcache(views["q"], cache, tensor_view(o),
                                              row_stats_view(lse), options)

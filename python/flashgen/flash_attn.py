@@ -9,10 +9,9 @@ place). window_size, softcap and alibi_slopes work as flash-attn's:
 flash_attn_func on CPU and CUDA tensors (alibi_slopes together with softcap
 on CPU tensors only: on CUDA flashgen.UnsupportedError names the
 combination); the varlen and KV-cache functions on CPU tensors, per
-sequence (alibi_slopes [heads_q] in varlen; not in the KV-cache function
-yet). What flashgen does not do is refused with ValueError, never ignored:
-dropout_p other than 0, return_attn_probs=True, alibi_slopes in
-flash_attn_with_kvcache, rotary embeddings, cache_batch_idx and
+sequence (alibi_slopes of shape [heads_q] there). What flashgen does not do
+is refused with ValueError, never ignored: dropout_p other than 0,
+return_attn_probs=True, rotary embeddings, cache_batch_idx and
 cache_leftpad.
 """
 
@@ -72,8 +71,7 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
     full cache (contiguous caches only). Returns o, or (o, lse) with
     return_softmax_lse=True.
     """
-    _refuse("flash_attn_with_kvcache", 0.0, False, alibi_slopes=alibi_slopes,
-            rotary_cos=rotary_cos, rotary_sin=rotary_sin, cache_batch_idx=cache_batch_idx,
+    _refuse("flash_attn_with_kvcache", 0.0, False, rotary_cos=rotary_cos, rotary_sin=rotary_sin, cache_batch_idx=cache_batch_idx,
             cache_leftpad=cache_leftpad)
     batch = q.shape[0]
     if cache_seqlens is None:
@@ -85,4 +83,5 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
     return attention_with_kvcache(q, k_cache, v_cache, cache_seqlens, block_table=block_table,
                                   k=k, v=v, causal=bool(causal), scale=softmax_scale,
                                   return_lse=bool(return_softmax_lse),
-                                  window_size=tuple(window_size), softcap=softcap)
+                                  window_size=tuple(window_size), softcap=softcap,
+                                  alibi_slopes=alibi_slopes)

@@ -79,12 +79,14 @@ def test_varlen_score_keywords_apply_per_sequence(keywords):
         assert len(grads) == 3
 
 
-def test_kvcache_takes_a_window_and_a_soft_cap():
+def test_kvcache_takes_the_score_keywords():
     rng = np.random.default_rng(3)
     k_cache, v_cache = _random(rng, 2, 40, 1, 24), _random(rng, 2, 40, 1, 24)
     q = _random(rng, 2, 2, 4, 24)
     seqlens = np.array([30, 7], np.int32)
-    keywords = dict(causal=True, window_size=(8, 0), softcap=1.5)
+    keywords = dict(causal=True, window_size=(8, 0), softcap=1.5,
+                    alibi_slopes=np.array([0.5, 0.25, 0.125, 0.0625], np.float32),
+                    sinks=np.array([-1.0, 0.5, 1.5, 0.0], np.float32))
     o, lse = fgn.forward_with_kvcache(q, k_cache, v_cache, seqlens, **keywords)
     for b in range(2):
         n = seqlens[b]

@@ -83,8 +83,10 @@ def test_flash_attn_func_passes_the_score_modifiers_through():
     cu = torch.tensor([0, 9], dtype=torch.int32)
     torch.testing.assert_close(flash_attn_varlen_func(q[0], k[0], v[0], cu, cu, 9, 9, **keywords),
                                flashgen.attention(q[:1], k[:1], v[:1], **keywords)[0])
-    with pytest.raises(ValueError, match="alibi_slopes is not supported"):
-        flash_attn_with_kvcache(q, k, v, alibi_slopes=slopes)
+    seqlens = torch.full((2,), 9, dtype=torch.int32)
+    torch.testing.assert_close(
+        flash_attn_with_kvcache(q, k, v, cache_seqlens=seqlens, **keywords),
+        flashgen.attention(q, k, v, **keywords), rtol=1e-5, atol=1e-6)
 
 
 @pytest.mark.parametrize("keywords", [
@@ -112,12 +114,14 @@ def test_attention_varlen_score_keywords_apply_per_sequence(keywords):
         torch.testing.assert_close(v.grad[ks], vb.grad[0], rtol=0, atol=0)
 
 
-def test_attention_with_kvcache_takes_a_window_and_a_soft_cap():
+def test_attention_with_kvcache_takes_the_score_keywords():
     torch.manual_seed(3)
     k_cache, v_cache = torch.randn(2, 40, 1, 24), torch.randn(2, 40, 1, 24)
     q = torch.randn(2, 2, 4, 24)
     seqlens = torch.tensor([30, 7], dtype=torch.int32)
-    keywords = dict(causal=True, window_size=(8, 0), softcap=1.5)
+    keywords = dict(causal=True, window_size=(8, 0), softcap=1.5,
+                    alibi_slopes=torch.tensor([0.5, 0.25, 0.125, 0.0625]),
+                    sinks=torch.tensor([-1.0, 0.5, 1.5, 0.0]))
     o = flashgen.attention_with_kvcache(q, k_cache, v_cache, seqlens, **keywords)
     for b in range(2):
         n = int(seqlens[b])

@@ -216,6 +216,16 @@ Operand operand_of(const char* name, const MaskTensorView& t) {
   return op;
 }
 
+// [heads_q] or [batch, heads_q] of the problem q defines.
+void check_head_vector_shape(const Operand& op, const Operand& q) {
+  if (op.rank == 1) {
+    check_extent(op, 0, q, 2);  // heads_q
+    return;
+  }
+  check_extent(op, 0, q, 0);  // batch
+  check_extent(op, 1, q, 2);  // heads_q
+}
+
 Operand operand_of(const char* name, const IndexView& t, const char* const* axes) {
   return view_operand(name, t, 2, axes, sizeof(std::int32_t), false);
 }

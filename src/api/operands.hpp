@@ -74,6 +74,24 @@ struct MaskOperands {
   std::vector<Operand*> given;
 };
 
+// The per-head vectors the options give: ALiBi slopes and sinks (inputs),
+// and for the backward the sinks' gradient (an output).
+struct HeadVectors {
+  HeadVectors(const Options& options, bool backward)
+      : alibi(operand_of("options.alibi_slopes", options.alibi_slopes, false)),
+        sinks(operand_of("options.sinks", options.sinks, false)),
+        grad_sinks(operand_of("options.grad_sinks", options.grad_sinks, true)) {
+    if (options.alibi_slopes.given()) given.push_back(&alibi);
+    if (options.sinks.given()) given.push_back(&sinks);
+    if (backward && options.grad_sinks.given()) given.push_back(&grad_sinks);
+  }
+  Operand alibi, sinks, grad_sinks;
+  std::vector<Operand*> given;
+};
+// A per-head vector is [heads_q] or [batch, heads_q] of the problem q
+// ([batch, seq_q, heads_q, dim]) defines.
+void check_head_vector_shape(const Operand& op, const Operand& q);
+
 // Lower bound of an axis: batch, heads and sequences may be empty, the head
 // dimensions ("dim...") may not.
 std::int64_t minimum_extent(const char* axis);

@@ -41,31 +41,6 @@ void check_row_stats_shape(const Operand& lse, const Operand& q) {
   check_extent(lse, 2, q, 1);  // seq_q
 }
 
-// [heads_q] or [batch, heads_q] of the problem q defines.
-void check_head_vector_shape(const Operand& op, const Operand& q) {
-  if (op.rank == 1) {
-    check_extent(op, 0, q, 2);  // heads_q
-    return;
-  }
-  check_extent(op, 0, q, 0);  // batch
-  check_extent(op, 1, q, 2);  // heads_q
-}
-
-// The per-head vectors the options give: ALiBi slopes and sinks (inputs),
-// and for the backward the sinks' gradient (an output).
-struct HeadVectors {
-  HeadVectors(const Options& options, bool backward)
-      : alibi(operand_of("options.alibi_slopes", options.alibi_slopes, false)),
-        sinks(operand_of("options.sinks", options.sinks, false)),
-        grad_sinks(operand_of("options.grad_sinks", options.grad_sinks, true)) {
-    if (options.alibi_slopes.given()) given.push_back(&alibi);
-    if (options.sinks.given()) given.push_back(&sinks);
-    if (backward && options.grad_sinks.given()) given.push_back(&grad_sinks);
-  }
-  Operand alibi, sinks, grad_sinks;
-  std::vector<Operand*> given;
-};
-
 Problem problem_of(const TensorView& q, const TensorView& k, const TensorView& v,
                    const Options& options) {
   Problem p;

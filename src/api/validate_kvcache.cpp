@@ -57,7 +57,7 @@ std::vector<std::int64_t> read_cache_lengths(const KVCacheForwardArgs& a,
 
 KVCacheProblem validate_kvcache_forward(const KVCacheForwardArgs& a, const Options& options) {
   validate_options(options);
-  refuse_per_head_vectors("forward_with_kvcache", options, PerHeadVectors::none);
+  refuse_slopes_per_batch_row("forward_with_kvcache", options);
   KVCacheProblem kv;
   kv.paged = a.block_table.data != nullptr;
   const bool appends = a.k_new.data != nullptr || a.v_new.data != nullptr;
@@ -84,9 +84,12 @@ KVCacheProblem validate_kvcache_forward(const KVCacheForwardArgs& a, const Optio
   if (has_lse) all.push_back(&lse);
   if (appends) all.insert(all.end(), {&k_new, &v_new});
   if (kv.paged) all.push_back(&table);
+  HeadVectors heads(options, false);
   MaskOperands masks(options);
+  all.insert(all.end(), heads.given.begin(), heads.given.end());
   all.insert(all.end(), masks.given.begin(), masks.given.end());
   check_operands_agree(all, dtypes, options, q);
+  for (const Operand* op : heads.given) check_head_vector_shape(*op, q);
   check_vector(seqlens);
 
   // heads_kv = 0 divides only heads_q = 0.

@@ -98,18 +98,11 @@ Problem KVCacheProblem::sequence(std::int64_t b) const {
   return p;
 }
 
-void refuse_per_head_vectors(const char* call, const Options& options, PerHeadVectors taken) {
-  const auto refuse = [call](const char* what) {
-    throw Error(ErrorCode::unsupported, std::string(call) + ": " + what);
-  };
-  if (taken == PerHeadVectors::none) {
-    if (options.alibi_slopes.given()) refuse("options.alibi_slopes is not supported yet");
-    if (options.sinks.given()) refuse("options.sinks is not supported yet");
-    return;
-  }
+void refuse_slopes_per_batch_row(const char* call, const Options& options) {
   if (options.alibi_slopes.given() && options.alibi_slopes.rank == 2)
-    refuse("options.alibi_slopes of shape [batch, heads_q] is not supported yet; pass [heads_q] "
-           "slopes");
+    throw Error(ErrorCode::unsupported,
+                std::string(call) + ": options.alibi_slopes of shape [batch, heads_q] is not "
+                                    "supported yet; pass [heads_q] slopes");
 }
 
 void require_host_memory(const char* call, MemoryKind memory) {
@@ -119,14 +112,14 @@ void require_host_memory(const char* call, MemoryKind memory) {
 }
 
 VarlenProblem validate_varlen_forward(const VarlenForwardArgs& a, const Options& options) {
-  refuse_per_head_vectors("forward_varlen", options, PerHeadVectors::per_head);
+  refuse_slopes_per_batch_row("forward_varlen", options);
   const Problem packed = validate_forward({a.q, a.k, a.v, a.o, a.lse}, options);
   return check_varlen("forward_varlen", packed, a.q, a.cu_seqlens_q, a.cu_seqlens_k,
                       a.max_seqlen_q, a.max_seqlen_k);
 }
 
 VarlenProblem validate_varlen_backward(const VarlenBackwardArgs& a, const Options& options) {
-  refuse_per_head_vectors("backward_varlen", options, PerHeadVectors::per_head);
+  refuse_slopes_per_batch_row("backward_varlen", options);
   BackwardArgs packed_args;
   packed_args.q = a.q, packed_args.k = a.k, packed_args.v = a.v, packed_args.o = a.o;
   packed_args.grad_o = a.grad_o, packed_args.lse = a.lse;

@@ -38,13 +38,10 @@ VarlenProblem validate_varlen_forward(const VarlenForwardArgs& args, const Optio
 VarlenProblem validate_varlen_backward(const VarlenBackwardArgs& args, const Options& options);
 KVCacheProblem validate_kvcache_forward(const KVCacheForwardArgs& args, const Options& options);
 
-// Which of the options' per-head vectors a call takes. Each runs one plain
-// call per sequence, so slopes per batch row ([batch, heads_q]) are never
-// taken (the runs would not index them by sequence); the KV-cache call
-// takes none yet (it does not check their shapes).
-enum class PerHeadVectors { per_head, none };
-// Throws Error(unsupported) naming the option a call does not take.
-void refuse_per_head_vectors(const char* call, const Options& options, PerHeadVectors taken);
+// Each call runs one plain call per sequence, which would not index slopes
+// per batch row ([batch, heads_q]) by sequence: Error(unsupported) names
+// them.
+void refuse_slopes_per_batch_row(const char* call, const Options& options);
 
 // The one place the CUDA backend refuses these calls (unsupported) until its
 // kernels support them: "forward_varlen: not supported by the CUDA backend yet".

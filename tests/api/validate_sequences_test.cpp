@@ -184,13 +184,20 @@ TEST(ValidateVarlen, RefusesSlopesPerBatchRow) {
   EXPECT_NO_THROW(forward_varlen(t.args(), options));
 }
 
-TEST(ValidateKVCache, RefusesPerHeadVectorsForNow) {
+TEST(ValidateKVCache, PerHeadVectorsAreCheckedAndSlopesPerBatchRowRefused) {
   Paged t;
-  std::vector<float> sinks(2, 1.0f);
+  std::vector<float> sinks(2, 1.0f), slopes(6, 0.5f);
   Options options;
   options.sinks = HeadVectorView::heads(sinks.data(), 2);
+  EXPECT_NO_THROW(forward_with_kvcache(t.args(), options));
+  options.sinks = HeadVectorView::heads(sinks.data(), 1);
+  EXPECT_TRUE(fails_with(ErrorCode::invalid_argument, "options.sinks.shape[0]",
+                         [&] { forward_with_kvcache(t.args(), options); }));
+  options.sinks = {};
+  options.alibi_slopes = HeadVectorView::batch_heads(slopes.data(), 3, 2);
   EXPECT_TRUE(fails_with(ErrorCode::unsupported,
-                         "forward_with_kvcache: options.sinks is not supported yet",
+                         "forward_with_kvcache: options.alibi_slopes of shape [batch, heads_q] is "
+                         "not supported yet",
                          [&] { forward_with_kvcache(t.args(), options); }));
 }
 

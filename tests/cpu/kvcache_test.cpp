@@ -32,6 +32,8 @@ struct KVCase {
   std::int64_t heads_q = 2, heads_kv = 2, dim_qk = 32, dim_v = 32;
   bool causal = false;
   DType dtype = DType::bf16;
+  // Sinks and ALiBi slopes per query head, a window and a soft cap.
+  bool score_options = false;
 };
 
 void PrintTo(const KVCase& c, std::ostream* os) { *os << c.name; }
@@ -122,6 +124,10 @@ std::vector<KVCase> kvcache_cases() {
       {"paged32_odd_d127_f16", {31, 33}, 2, 0, 32, 96, 2, 2, 127, 127, false, DType::f16},
       {"contiguous_f32_dv24_spec", {10, 3}, 5, 5, 0, 32, 3, 1, 40, 24, true, DType::f32},
       {"empty_cache_no_append", {0, 0}, 2, 0, 16, 32, 2, 2, 16, 16, true},
+      {"paged16_append_score_options", {0, 1, 17, 90}, 3, 3, 16, 128, 4, 2, 32, 32, true,
+       DType::bf16, true},
+      {"contiguous_decode_score_options_f32", {5, 40}, 1, 0, 0, 64, 2, 1, 40, 40, false,
+       DType::f32, true},
   };
 }
 
@@ -131,14 +137,25 @@ TEST_P(CpuKVCache, MatchesTheReferenceAndAppends) {
   const KVCase& c = GetParam();
   KVTensors t(c);
   const KVCacheForwardArgs args = t.args(c);
-  const Problem p = per_sequence_problem(c, t.batch);
-  const cpu::KVCacheAsVarlen varlen = cpu::kvcache_as_varlen(args, p);  // before the call
-  const std::vector<double> k_before = t.k_cache.values(t.k_cache.download());
-  const std::vector<double> v_before = t.v_cache.values(t.v_cache.download());
-
   Options options;
   options.backend = Backend::cpu;
   options.causal = c.causal;
+  std::vector<float> sinks, slopes;
+  if (c.score_options) {
+    for (std::int64_t h = 0; h < c.heads_q; ++h) {
+      sinks.push_back(sink_value(h, c.heads_q));
+      slopes.push_back(alibi_slope_value(0, h));
+    }
+    options.sinks = HeadVectorView::heads(sinks.data(), c.heads_q);
+    options.alibi_slopes = HeadVectorView::heads(slopes.data(), c.heads_q);
+    options.window_left = 24;
+    options.softcap = 2.5;
+  }
+  Problem p = per_sequence_problem(c, t.batch);
+  copy_score_options(options, p);
+  const cpu::KVCacheAsVarlen varlen = cpu::kvcache_as_varlen(args, p);  // before the call
+  const std::vector<double> k_before = t.k_cache.values(t.k_cache.download());
+  const std::vector<double> v_before = t.v_cache.values(t.v_cache.download());
   forward_with_kvcache(args, options);
 
   const cpu::ForwardResult ref = cpu::reference_forward_varlen(
