@@ -111,8 +111,9 @@ def forward_with_kvcache(q, k_cache, v_cache, cache_seqlens, block_table=None, k
     against the sequence's length after the append. mask_mod sees b as the
     sequence, kv_idx as the cache position and q_idx as the query's position
     in the sequence (a decoded token's is the cache length before it).
-    window_size, softcap, alibi_slopes ([heads_q]) and sinks as
-    flashgen.numpy.forward's, against the sequence's keys after the append.
+    window_size, softcap, alibi_slopes ([heads_q] or [batch, heads_q]) and
+    sinks as flashgen.numpy.forward's, against the sequence's keys after the
+    append.
     """
     options = _options(causal, scale, cpu_threads, window_size, softcap, alibi_slopes, sinks,
                        mask_mod=mask_mod, mask_tensors=mask_tensors)

@@ -122,9 +122,9 @@ def attention_with_kvcache(q, k_cache, v_cache, cache_seqlens, block_table=None,
     bottom-right against the length after the append. mask_mod /
     mask_tensors as flashgen.attention's: b is the sequence, kv_idx the cache
     position, q_idx the query's position in the sequence. causal="top_left",
-    window_size, softcap, alibi_slopes and sinks (float32 [heads_q]) as
-    flashgen.attention's, against each sequence's keys after the append. Not
-    differentiable.
+    window_size, softcap, alibi_slopes (float32 [heads_q] or [batch, heads_q])
+    and sinks (float32 [heads_q]) as flashgen.attention's, against each
+    sequence's keys after the append. Not differentiable.
     """
     (causal, top_left), scale = check_causal_mode(causal), check_scale(scale)
     window, softcap = check_window(window_size), check_softcap(softcap)

@@ -57,7 +57,6 @@ std::vector<std::int64_t> read_cache_lengths(const KVCacheForwardArgs& a,
 
 KVCacheProblem validate_kvcache_forward(const KVCacheForwardArgs& a, const Options& options) {
   validate_options(options);
-  refuse_slopes_per_batch_row("forward_with_kvcache", options);
   KVCacheProblem kv;
   kv.paged = a.block_table.data != nullptr;
   const bool appends = a.k_new.data != nullptr || a.v_new.data != nullptr;

@@ -95,6 +95,7 @@ Problem KVCacheProblem::sequence(std::int64_t b) const {
   p.batch = 1;
   p.seq_kv = cache_lengths[b] + seq_new;
   p.mask_batch0 = b;  // the mask's b is the sequence, kv_idx its cache position
+  p.alibi_slopes = slopes_of_row(base.alibi_slopes, b);
   return p;
 }
 

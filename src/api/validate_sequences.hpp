@@ -38,9 +38,10 @@ VarlenProblem validate_varlen_forward(const VarlenForwardArgs& args, const Optio
 VarlenProblem validate_varlen_backward(const VarlenBackwardArgs& args, const Options& options);
 KVCacheProblem validate_kvcache_forward(const KVCacheForwardArgs& args, const Options& options);
 
-// Each call runs one plain call per sequence, which would not index slopes
-// per batch row ([batch, heads_q]) by sequence: Error(unsupported) names
-// them.
+// The varlen calls run one plain call per sequence of a packed batch of
+// one, whose slopes per batch row ([batch, heads_q]) would not be indexed by
+// sequence: Error(unsupported) names them. (The KV-cache call takes them:
+// its batch rows are its sequences.)
 void refuse_slopes_per_batch_row(const char* call, const Options& options);
 
 // The one place the CUDA backend refuses these calls (unsupported) until its

@@ -47,6 +47,16 @@ std::shared_ptr<const mask::BoundMask> bind_mask(const Options& options) {
       mask::BoundMask{mask::Expression::parse(options.mask_mod, std::move(names)), std::move(arrays)});
 }
 
+HeadVectorView slopes_of_row(const HeadVectorView& slopes, std::int64_t b) {
+  if (!slopes.given() || slopes.rank == 1) return slopes;
+  HeadVectorView row = slopes;
+  row.data = slopes.data + b * slopes.stride[0];
+  row.rank = 1;
+  row.shape[0] = slopes.shape[1], row.shape[1] = 0;
+  row.stride[0] = slopes.stride[1], row.stride[1] = 0;
+  return row;
+}
+
 RowRange visible_keys(const Problem& p, std::int64_t row) {
   const std::int64_t diagonal = row + p.diagonal_offset();
   std::int64_t begin = 0, end = p.seq_kv;

@@ -74,6 +74,10 @@ void copy_score_options(const Options& options, Problem& p);
 // options.mask_mod parsed, with options.mask_tensors as its arrays; null when empty.
 std::shared_ptr<const mask::BoundMask> bind_mask(const Options& options);
 
+// ALiBi slopes of batch row b as [heads_q], for a sequence of a KV-cache
+// call run as a problem of its own; [heads_q] slopes as they are.
+HeadVectorView slopes_of_row(const HeadVectorView& slopes, std::int64_t b);
+
 // Keys [begin, end) query row `row` sees under the causal and window masks.
 // Both ends never decrease with the row, so a block of rows sees the union
 // [keys(first row).begin, keys(last row).end).

@@ -29,6 +29,7 @@ Sequence sequence(const Problem& packed, const Sequences& s, const PackedInputs&
   out.p.seq_q = q1 - out.q0;
   out.p.seq_kv = k1 - out.k0;
   out.p.mask_batch0 = static_cast<std::int64_t>(b);  // the user mask's b is the sequence
+  out.p.alibi_slopes = slopes_of_row(packed.alibi_slopes, static_cast<std::int64_t>(b));
   out.in.q = slice(in.q, packed.heads_q * packed.dim_qk, out.q0, q1);
   out.in.k = slice(in.k, packed.heads_kv * packed.dim_qk, out.k0, k1);
   out.in.v = slice(in.v, packed.heads_kv * packed.dim_v, out.k0, k1);

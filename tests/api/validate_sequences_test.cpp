@@ -184,7 +184,7 @@ TEST(ValidateVarlen, RefusesSlopesPerBatchRow) {
   EXPECT_NO_THROW(forward_varlen(t.args(), options));
 }
 
-TEST(ValidateKVCache, PerHeadVectorsAreCheckedAndSlopesPerBatchRowRefused) {
+TEST(ValidateKVCache, PerHeadVectorsAreCheckedAgainstTheSequences) {
   Paged t;
   std::vector<float> sinks(2, 1.0f), slopes(6, 0.5f);
   Options options;
@@ -194,10 +194,10 @@ TEST(ValidateKVCache, PerHeadVectorsAreCheckedAndSlopesPerBatchRowRefused) {
   EXPECT_TRUE(fails_with(ErrorCode::invalid_argument, "options.sinks.shape[0]",
                          [&] { forward_with_kvcache(t.args(), options); }));
   options.sinks = {};
+  options.alibi_slopes = HeadVectorView::batch_heads(slopes.data(), 2, 2);  // a row per sequence
+  EXPECT_NO_THROW(forward_with_kvcache(t.args(), options));
   options.alibi_slopes = HeadVectorView::batch_heads(slopes.data(), 3, 2);
-  EXPECT_TRUE(fails_with(ErrorCode::unsupported,
-                         "forward_with_kvcache: options.alibi_slopes of shape [batch, heads_q] is "
-                         "not supported yet",
+  EXPECT_TRUE(fails_with(ErrorCode::invalid_argument, "options.alibi_slopes.shape[0]",
                          [&] { forward_with_kvcache(t.args(), options); }));
 }
 

@@ -32,8 +32,10 @@ struct KVCase {
   std::int64_t heads_q = 2, heads_kv = 2, dim_qk = 32, dim_v = 32;
   bool causal = false;
   DType dtype = DType::bf16;
-  // Sinks and ALiBi slopes per query head, a window and a soft cap.
+  // Sinks per query head, ALiBi slopes ([heads_q], or [batch, heads_q]
+  // with alibi_rank 2), a window and a soft cap.
   bool score_options = false;
+  int alibi_rank = 1;
 };
 
 void PrintTo(const KVCase& c, std::ostream* os) { *os << c.name; }
@@ -127,7 +129,7 @@ std::vector<KVCase> kvcache_cases() {
       {"paged16_append_score_options", {0, 1, 17, 90}, 3, 3, 16, 128, 4, 2, 32, 32, true,
        DType::bf16, true},
       {"contiguous_decode_score_options_f32", {5, 40}, 1, 0, 0, 64, 2, 1, 40, 40, false,
-       DType::f32, true},
+       DType::f32, true, 2},
   };
 }
 
@@ -142,12 +144,14 @@ TEST_P(CpuKVCache, MatchesTheReferenceAndAppends) {
   options.causal = c.causal;
   std::vector<float> sinks, slopes;
   if (c.score_options) {
-    for (std::int64_t h = 0; h < c.heads_q; ++h) {
-      sinks.push_back(sink_value(h, c.heads_q));
-      slopes.push_back(alibi_slope_value(0, h));
-    }
+    for (std::int64_t h = 0; h < c.heads_q; ++h) sinks.push_back(sink_value(h, c.heads_q));
+    const std::int64_t rows = c.alibi_rank == 2 ? t.batch : 1;
+    for (std::int64_t b = 0; b < rows; ++b)
+      for (std::int64_t h = 0; h < c.heads_q; ++h) slopes.push_back(alibi_slope_value(b, h));
     options.sinks = HeadVectorView::heads(sinks.data(), c.heads_q);
-    options.alibi_slopes = HeadVectorView::heads(slopes.data(), c.heads_q);
+    options.alibi_slopes = c.alibi_rank == 2
+                               ? HeadVectorView::batch_heads(slopes.data(), t.batch, c.heads_q)
+                               : HeadVectorView::heads(slopes.data(), c.heads_q);
     options.window_left = 24;
     options.softcap = 2.5;
   }
