@@ -93,7 +93,10 @@ inline constexpr std::int64_t kPageSizeMultiple = 16;
 
 // Throw flashgen::Error on bad input or failure (the message names the
 // argument and the rule). Host tensors only for now: the CUDA backend
-// refuses these calls with ErrorCode::unsupported.
+// refuses these calls with ErrorCode::unsupported. The options apply per
+// sequence; options.grad_sinks gets dL/dsink summed over the sequences;
+// ALiBi slopes of shape [batch, heads_q] only in forward_with_kvcache (a row
+// per sequence).
 void forward_varlen(const VarlenForwardArgs& args, const Options& options = {});
 void backward_varlen(const VarlenBackwardArgs& args, const Options& options = {});
 void forward_with_kvcache(const KVCacheForwardArgs& args, const Options& options = {});
