@@ -18,23 +18,30 @@ def _cumulative(lengths):
     return torch.tensor([0, *itertools.accumulate(lengths)], dtype=torch.int32)
 
 
-def test_attention_varlen_forward_and_gradients_match_per_sequence_calls():
-    torch.manual_seed(0)
-    lengths_q, lengths_k = [5, 0, 1, 30], [7, 3, 1, 30]
+def _varlen_matches_per_sequence_calls(lengths_q, lengths_k, dims, **keywords):
+    """attention_varlen's o and gradients equal flashgen.attention's on each
+    sequence's slice, to the bit."""
     cu_q, cu_k = _cumulative(lengths_q), _cumulative(lengths_k)
-    q = torch.randn(int(cu_q[-1]), 4, 24, requires_grad=True)
-    k = torch.randn(int(cu_k[-1]), 2, 24, requires_grad=True)
-    v = torch.randn(int(cu_k[-1]), 2, 16, requires_grad=True)
-    o = flashgen.attention_varlen(q, k, v, cu_q, cu_k, 30, 30, causal=True)
+    dim_qk, dim_v = dims
+    q = torch.randn(int(cu_q[-1]), 4, dim_qk, requires_grad=True)
+    k = torch.randn(int(cu_k[-1]), 2, dim_qk, requires_grad=True)
+    v = torch.randn(int(cu_k[-1]), 2, dim_v, requires_grad=True)
+    o = flashgen.attention_varlen(q, k, v, cu_q, cu_k, max(lengths_q), max(lengths_k), **keywords)
     o.sum().backward()
-    for b in range(4):
+    for b in range(len(lengths_q)):
         qs, ks = slice(int(cu_q[b]), int(cu_q[b + 1])), slice(int(cu_k[b]), int(cu_k[b + 1]))
         qb, kb, vb = (t.detach()[None, s].clone().requires_grad_() for t, s in ((q, qs), (k, ks), (v, ks)))
-        ob = flashgen.attention(qb, kb, vb, causal=True)
+        ob = flashgen.attention(qb, kb, vb, **keywords)
         ob.sum().backward()
         torch.testing.assert_close(o[qs], ob[0], rtol=0, atol=0)
         torch.testing.assert_close(q.grad[qs], qb.grad[0], rtol=0, atol=0)
         torch.testing.assert_close(k.grad[ks], kb.grad[0], rtol=0, atol=0)
+        torch.testing.assert_close(v.grad[ks], vb.grad[0], rtol=0, atol=0)
+
+
+def test_attention_varlen_forward_and_gradients_match_per_sequence_calls():
+    torch.manual_seed(0)
+    _varlen_matches_per_sequence_calls([5, 0, 1, 30], [7, 3, 1, 30], (24, 16), causal=True)
 
 
 def test_flash_attn_with_kvcache_appends_and_matches_attention():
@@ -96,22 +103,7 @@ def test_flash_attn_func_passes_the_score_modifiers_through():
 ], ids=lambda k: "-".join(sorted(k)))
 def test_attention_varlen_score_keywords_apply_per_sequence(keywords):
     torch.manual_seed(2)
-    lengths_q, lengths_k = [9, 0, 1, 30], [12, 3, 1, 30]
-    cu_q, cu_k = _cumulative(lengths_q), _cumulative(lengths_k)
-    q = torch.randn(int(cu_q[-1]), 4, 16, requires_grad=True)
-    k = torch.randn(int(cu_k[-1]), 2, 16, requires_grad=True)
-    v = torch.randn(int(cu_k[-1]), 2, 16, requires_grad=True)
-    o = flashgen.attention_varlen(q, k, v, cu_q, cu_k, 30, 30, **keywords)
-    o.sum().backward()
-    for b in range(4):
-        qs, ks = slice(int(cu_q[b]), int(cu_q[b + 1])), slice(int(cu_k[b]), int(cu_k[b + 1]))
-        qb, kb, vb = (t.detach()[None, s].clone().requires_grad_() for t, s in ((q, qs), (k, ks), (v, ks)))
-        ob = flashgen.attention(qb, kb, vb, **keywords)
-        ob.sum().backward()
-        torch.testing.assert_close(o[qs], ob[0], rtol=0, atol=0)
-        torch.testing.assert_close(q.grad[qs], qb.grad[0], rtol=0, atol=0)
-        torch.testing.assert_close(k.grad[ks], kb.grad[0], rtol=0, atol=0)
-        torch.testing.assert_close(v.grad[ks], vb.grad[0], rtol=0, atol=0)
+    _varlen_matches_per_sequence_calls([9, 0, 1, 30], [12, 3, 1, 30], (16, 16), **keywords)
 
 
 def test_attention_with_kvcache_takes_the_score_keywords():
