@@ -38,10 +38,11 @@ def _packed(tensors: dict) -> dict:
 
 class _Varlen(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, q, k, v, cu_q, cu_k, max_q, max_k, causal, scale, deterministic, score,
-                alibi_slopes, mask_mod, mask_names, *mask_values):
+    def forward(ctx, q, k, v, sinks, cu_q, cu_k, max_q, max_k, causal, scale, deterministic,
+                score, alibi_slopes, mask_mod, mask_names, *mask_values):
         t = _packed({"q": q, "k": k, "v": v})
         check_head_vector("alibi_slopes", alibi_slopes, q.device)
+        check_head_vector("sinks", sinks, q.device)
         o = q.new_empty((q.shape[0], q.shape[1], v.shape[2]))
         lse = torch.empty((q.shape[1], q.shape[0]), dtype=torch.float32, device=q.device)
         indices = (_index("cu_seqlens_q", cu_q, 1), _index("cu_seqlens_k", cu_k, 1))
@@ -49,12 +50,12 @@ class _Varlen(torch.autograd.Function):
         top_left, window, softcap = score
         options = options_for(q.device, causal=causal, scale=scale, deterministic=deterministic,
                               top_left=top_left, window=window, softcap=softcap,
-                              alibi_slopes=alibi_slopes, mask_mod=mask_mod,
+                              alibi_slopes=alibi_slopes, sinks=sinks, mask_mod=mask_mod,
                               mask_names=mask_names, mask_values=mask_values)
         _capi_sequences.forward_varlen(tensor_view(t["q"]), tensor_view(t["k"]),
                                        tensor_view(t["v"]), tensor_view(o.unsqueeze(0)),
                                        row_stats_view(lse.unsqueeze(0)), sequences, options)
-        ctx.save_for_backward(q, k, v, o, lse, cu_q, cu_k, alibi_slopes, *mask_values)
+        ctx.save_for_backward(q, k, v, o, lse, cu_q, cu_k, alibi_slopes, sinks, *mask_values)
         ctx.max_q, ctx.max_k, ctx.mask, ctx.score = max_q, max_k, (mask_mod, mask_names), score
         ctx.causal, ctx.scale, ctx.deterministic = causal, scale, deterministic
         ctx.mark_non_differentiable(lse)
@@ -62,27 +63,29 @@ class _Varlen(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad_o, grad_lse):
-        q, k, v, o, lse, cu_q, cu_k, alibi_slopes, *mask_values = ctx.saved_tensors
+        q, k, v, o, lse, cu_q, cu_k, alibi_slopes, sinks, *mask_values = ctx.saved_tensors
         t = _packed({"q": q, "k": k, "v": v, "o": o, "grad_o": grad_o.contiguous()})
         grads = [torch.empty_like(x) for x in (q, k, v)]
+        grad_sinks = None if sinks is None else torch.empty_like(sinks)
         indices = (_index("cu_seqlens_q", cu_q, 1), _index("cu_seqlens_k", cu_k, 1))
         sequences = _capi_sequences.varlen(*indices, ctx.max_q, ctx.max_k)
         top_left, window, softcap = ctx.score
         options = options_for(q.device, causal=ctx.causal, scale=ctx.scale,
                               deterministic=ctx.deterministic, top_left=top_left, window=window,
-                              softcap=softcap, alibi_slopes=alibi_slopes, mask_mod=ctx.mask[0],
+                              softcap=softcap, alibi_slopes=alibi_slopes, sinks=sinks,
+                              grad_sinks=grad_sinks, mask_mod=ctx.mask[0],
                               mask_names=ctx.mask[1], mask_values=mask_values)
         _capi_sequences.backward_varlen(*(tensor_view(t[n]) for n in ("q", "k", "v", "o", "grad_o")),
                                         row_stats_view(lse.unsqueeze(0)),
                                         *(tensor_view(g.unsqueeze(0)) for g in grads),
                                         sequences, options)
-        return (*grads, *[None] * (11 + len(mask_values)))
+        return (*grads, grad_sinks, *[None] * (11 + len(mask_values)))
 
 
 def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
                      causal=False, scale=None, deterministic=True, return_lse=False,
-                     window_size=(-1, -1), softcap=0.0, alibi_slopes=None, mask_mod="",
-                     mask_tensors=None):
+                     window_size=(-1, -1), softcap=0.0, alibi_slopes=None, sinks=None,
+                     mask_mod="", mask_tensors=None):
     """Attention per sequence of a packed batch, differentiable.
 
     q [total_q, heads_q, dim_qk], k [total_k, heads_kv, dim_qk],
@@ -91,8 +94,9 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seql
     longest sequence. causal is bottom-right per sequence. Returns o
     [total_q, heads_q, dim_v], and lse float32 [heads_q, total_q] with
     return_lse=True. A row that sees no key gives o = 0, lse = -inf.
-    causal="top_left", window_size, softcap and alibi_slopes (float32
-    [heads_q], not differentiated) as flashgen.attention's, per sequence.
+    causal="top_left", window_size, softcap, alibi_slopes (float32 [heads_q],
+    not differentiated) and sinks (float32 [heads_q]; its gradient sums every
+    sequence's rows) as flashgen.attention's, per sequence.
     mask_mod / mask_tensors as flashgen.attention's, b being the sequence and
     q_idx, kv_idx positions within it.
     """
@@ -101,7 +105,7 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seql
     deterministic = check_bool("deterministic", deterministic)
     return_lse = check_bool("return_lse", return_lse)
     mask_names, mask_values = mask_lists(mask_tensors)
-    o, lse = _Varlen.apply(q, k, v, cu_seqlens_q, cu_seqlens_k,
+    o, lse = _Varlen.apply(q, k, v, sinks, cu_seqlens_q, cu_seqlens_k,
                            check_int("max_seqlen_q", max_seqlen_q),
                            check_int("max_seqlen_k", max_seqlen_k), causal, scale, deterministic,
                            score, alibi_slopes, mask_mod or "", mask_names, *mask_values)

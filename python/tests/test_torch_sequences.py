@@ -106,6 +106,26 @@ def test_attention_varlen_score_keywords_apply_per_sequence(keywords):
     _varlen_matches_per_sequence_calls([9, 0, 1, 30], [12, 3, 1, 30], (16, 16), **keywords)
 
 
+def test_attention_varlen_sinks_get_every_sequences_gradient():
+    torch.manual_seed(4)
+    lengths = [9, 0, 20]
+    cu = _cumulative(lengths)
+    q, k, v = (torch.randn(int(cu[-1]), 4, 16, requires_grad=True) for _ in range(3))
+    sinks = torch.tensor([-1.0, 0.5, 1.5, 0.0], requires_grad=True)
+    o = flashgen.attention_varlen(q, k, v, cu, cu, 20, 20, causal=True, sinks=sinks)
+    (o * o).sum().backward()
+    expected = torch.zeros(4)
+    for b in range(len(lengths)):
+        rows = slice(int(cu[b]), int(cu[b + 1]))
+        sinks_b = sinks.detach().clone().requires_grad_()
+        ob = flashgen.attention(*(t.detach()[None, rows] for t in (q, k, v)), causal=True,
+                                sinks=sinks_b)
+        (ob * ob).sum().backward()
+        torch.testing.assert_close(o[rows], ob[0], rtol=0, atol=0)
+        expected += sinks_b.grad
+    torch.testing.assert_close(sinks.grad, expected, rtol=1e-5, atol=1e-6)
+
+
 def test_attention_with_kvcache_takes_the_score_keywords():
     torch.manual_seed(3)
     k_cache, v_cache = torch.randn(2, 40, 1, 24), torch.randn(2, 40, 1, 24)
