@@ -428,9 +428,11 @@ void prepare_user_mask(const Problem& p, int vec, int ordinal, DevicePtr scratch
   flashgen_device::AttentionParams blocks = params;
   if (check) blocks.mask_fault = reinterpret_cast<flashgen_device::MaskFault*>(scratch);
   const ResolvedKernel r = resolve(KernelKind::mask_blocks, p, vec, false, ordinal);
+  const LaunchShape shape =
+      mask_blocks_grid(p, static_cast<unsigned>(r.choice.generated->threads));
+  if (shape.grid[0] == 0 || shape.grid[1] == 0 || shape.grid[2] == 0) return;  // no pair
   void* kernel_args[] = {&blocks};
-  launch(*r.kernel, mask_blocks_grid(p, static_cast<unsigned>(r.choice.generated->threads)),
-         stream, kernel_args);
+  launch(*r.kernel, shape, stream, kernel_args);
   if (check) check_mask_faults(p, scratch, stream);
 }
 

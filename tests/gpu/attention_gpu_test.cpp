@@ -134,8 +134,8 @@ std::vector<Case> mask_cases() {
 // User masks (user_masks.hpp) on every kind of shape: packed documents with
 // and without causal, GQA, odd and wide D, every dtype, decode (split keys),
 // prefix-LM with seq_q < seq_kv, float arrays, computed indices and
-// divisions (the checked path), rows left no key (with sinks), and together
-// with a window, a soft cap and ALiBi.
+// divisions (the checked path), rows left no key (with sinks), together
+// with a window, a soft cap and ALiBi, and empty sequences.
 std::vector<Case> user_mask_cases() {
   constexpr auto br = CausalAlignment::bottom_right;
   constexpr auto plain = Placement::plain;
@@ -161,7 +161,10 @@ std::vector<Case> user_mask_cases() {
           Case{1, 300, 300, 2, 2, 64, 64, false, bf16, bshd, plain, -1, -1, br, 0.0, true, 0, 6},
           Case{1, 400, 400, 4, 2, 40, 40, true, bf16, bshd, plain, 100, -1, br, 0.0, true, 0, 1},
           Case{1, 300, 300, 4, 2, 256, 256, true, bf16, bshd, plain, 64, -1, br, 3.0, false, 0, 1},
-          Case{2, 200, 260, 4, 2, 64, 64, true, f16, bhsd, plain, -1, -1, br, 0.0, false, 2, 2}};
+          Case{2, 200, 260, 4, 2, 64, 64, true, f16, bhsd, plain, -1, -1, br, 0.0, false, 2, 2},
+          // No query, no key: nothing to evaluate (and no launch of an empty grid).
+          Case{1, 0, 40, 2, 1, 64, 64, false, bf16, bshd, plain, -1, -1, br, 0.0, false, 0, 2},
+          Case{1, 30, 0, 2, 1, 64, 64, false, bf16, bshd, plain, -1, -1, br, 0.0, false, 0, 2}};
 }
 
 // Shapes drawn at random (fixed seed): odd dims, lengths, GQA, layouts.
