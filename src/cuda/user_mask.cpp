@@ -1,6 +1,7 @@
 #include "cuda/user_mask.hpp"
 
 #include <algorithm>
+#include <limits>
 #include <vector>
 
 #include "codegen/user_mask.hpp"
@@ -28,17 +29,61 @@ std::size_t range_bytes(const Problem& p, std::int64_t own_positions) {
                                                               cells(own_positions)));
 }
 
-// The values a variable takes on the pairs the kernels evaluate: [lo, hi).
-struct Span {
-  std::int64_t lo, hi;
+// The values an integer node can take on the pairs the kernels evaluate,
+// [lo, hi] inclusive; `known` false where no bound is found (a division, an
+// overflow, a float).
+struct Range {
+  std::int64_t lo = 0, hi = 0;
+  bool known = false;
 };
-bool variable_span(const Problem& p, mask::Op op, Span* span) {
-  switch (op) {
-    case mask::Op::batch: *span = {p.mask_batch0, p.mask_batch0 + p.batch}; return true;
-    case mask::Op::head: *span = {0, p.heads_q}; return true;
-    case mask::Op::query: *span = {p.diagonal_offset(), p.diagonal_offset() + p.seq_q}; return true;
-    case mask::Op::key: *span = {0, p.seq_kv}; return true;
-    default: return false;
+Range exactly(std::int64_t lo, std::int64_t hi) { return {lo, hi, true}; }
+
+// Interval arithmetic over the tree, overflow-checked.
+Range range_of(const Problem& p, const mask::Expression& e, int n) {
+  const mask::Node& node = e.nodes()[n];
+  const auto operand = [&](int m) { return range_of(p, e, m); };
+  if (node.type != mask::Type::integer) return {};
+  switch (node.op) {
+    case mask::Op::integer: return exactly(node.integer, node.integer);
+    case mask::Op::batch: return exactly(p.mask_batch0, p.mask_batch0 + p.batch - 1);
+    case mask::Op::head: return exactly(0, p.heads_q - 1);
+    case mask::Op::query:
+      return exactly(p.diagonal_offset(), p.diagonal_offset() + p.seq_q - 1);
+    case mask::Op::key: return exactly(0, p.seq_kv - 1);
+    case mask::Op::index:  // an int32 element
+      return exactly(std::numeric_limits<std::int32_t>::min(),
+                     std::numeric_limits<std::int32_t>::max());
+    case mask::Op::negate: {
+      const Range a = operand(node.a);
+      if (!a.known || a.lo == std::numeric_limits<std::int64_t>::min()) return {};
+      return exactly(-a.hi, -a.lo);
+    }
+    case mask::Op::add:
+    case mask::Op::subtract:
+    case mask::Op::multiply: {
+      const Range a = operand(node.a), b = operand(node.b);
+      if (!a.known || !b.known) return {};
+      std::int64_t lo = std::numeric_limits<std::int64_t>::max();
+      std::int64_t hi = std::numeric_limits<std::int64_t>::min();
+      for (std::int64_t x : {a.lo, a.hi})
+        for (std::int64_t y : {b.lo, b.hi}) {
+          std::int64_t z = 0;
+          const bool overflow = node.op == mask::Op::add        ? __builtin_add_overflow(x, y, &z)
+                                : node.op == mask::Op::subtract ? __builtin_sub_overflow(x, y, &z)
+                                                                : __builtin_mul_overflow(x, y, &z);
+          if (overflow) return {};
+          lo = std::min(lo, z), hi = std::max(hi, z);
+        }
+      return exactly(lo, hi);
+    }
+    case mask::Op::select: {
+      const Range b = operand(node.b), c = operand(node.c);
+      if (!b.known || !c.known) return {};
+      return exactly(std::min(b.lo, c.lo), std::max(b.hi, c.hi));
+    }
+    case mask::Op::divide:
+    case mask::Op::modulo: return {};
+    default: return exactly(0, 1);  // comparisons, ! && ||
   }
 }
 
@@ -82,11 +127,11 @@ LaunchShape mask_blocks_grid(const Problem& p, unsigned threads) {
 
 bool mask_may_fault(const Problem& p) {
   const mask::Expression& e = p.mask->expression;
-  for (const mask::Node& node : e.nodes()) {
+  for (int n = 0; n < static_cast<int>(e.nodes().size()); ++n) {
+    const mask::Node& node = e.nodes()[n];
     if (node.op == mask::Op::index) {
-      Span span;
-      const std::int64_t size = p.mask->arrays[node.array].size;
-      if (!variable_span(p, e.nodes()[node.a].op, &span) || span.lo < 0 || span.hi > size)
+      const Range index = range_of(p, e, node.a);
+      if (!index.known || index.lo < 0 || index.hi >= p.mask->arrays[node.array].size)
         return true;
     }
     if ((node.op == mask::Op::divide || node.op == mask::Op::modulo) &&

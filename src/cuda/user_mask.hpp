@@ -28,9 +28,11 @@ void place_user_mask(const Problem& p, DevicePtr scratch, flashgen_device::Atten
 LaunchShape mask_blocks_grid(const Problem& p, unsigned threads);
 
 // Whether evaluating the mask can fault on a pair the kernels evaluate: an
-// index other than a bare b, h, q_idx or kv_idx that its array covers, or an
+// index whose range (interval arithmetic over b, h, q_idx, kv_idx, literals,
+// + − * and ?:, from the problem's extents) its array does not cover, or an
 // integer / or % by anything but a literal other than 0 and -1. Where it
-// cannot, no fault check (and no wait for the stream) is needed.
+// cannot, no fault check (and no wait for the stream) is needed: a
+// boolean attn_mask's affine index into its copy, for one.
 bool mask_may_fault(const Problem& p);
 
 // Reads the fault record at the front of `scratch` (waiting for the stream)

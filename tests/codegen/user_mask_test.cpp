@@ -57,8 +57,8 @@ TEST(UserMaskSource, TheGeneratedKernelCarriesTheMask) {
   EXPECT_EQ(g.threads, 256);
 }
 
-// Bare variables whose range the array covers need no check; anything else
-// that indexes or divides does.
+// Indices whose range (from the problem's extents) the array covers need no
+// check; other indices and integer divisions by a non-literal do.
 TEST(UserMaskFaults, OnlyWhatCanFaultIsChecked) {
   std::vector<std::int32_t> doc(300);
   std::vector<float> bias(4);
@@ -77,7 +77,17 @@ TEST(UserMaskFaults, OnlyWhatCanFaultIsChecked) {
   EXPECT_TRUE(may_fault("doc[kv_idx] == doc[q_idx]", 300, 301));  // kv_idx reaches 300
   EXPECT_TRUE(may_fault("doc[kv_idx] == doc[q_idx]", 301, 300));  // q_idx starts at -1
   EXPECT_TRUE(may_fault("doc[kv_idx - 1] == 0", 300, 300));
-  EXPECT_TRUE(may_fault("bias[b + 2] > 0", 300, 300));
+  EXPECT_TRUE(may_fault("bias[b + 3] > 0", 300, 300));  // b + 3 reaches 4
+  EXPECT_FALSE(may_fault("bias[b + 2] > 0", 300, 300));
+  // Affine indices, as a boolean attn_mask's copy is read (batch 2, 4 heads).
+  EXPECT_TRUE(may_fault("bias[b * 2 + h / 2] > 0", 300, 300));  // a division: no bound
+  EXPECT_TRUE(may_fault("bias[b * 2 + h] > 0", 300, 300));   // reaches 5
+  EXPECT_FALSE(may_fault("bias[(b * 0 + h) * 1] > 0", 300, 300));
+  EXPECT_FALSE(may_fault("doc[(q_idx - 1) * 0 + kv_idx] != 0", 300, 300));
+  EXPECT_FALSE(may_fault("doc[q_idx < 5 ? 0 : kv_idx] != 0", 300, 300));
+  // ?: takes both branches' ranges (a guard in the condition is not used).
+  EXPECT_TRUE(may_fault("doc[kv_idx >= 10 ? kv_idx - 10 : 0] != 0", 300, 300));
+  EXPECT_TRUE(may_fault("doc[doc[kv_idx]] != 0", 300, 300));  // an element indexes
   EXPECT_TRUE(may_fault("q_idx / (kv_idx + 1) == 0", 300, 300));
   EXPECT_TRUE(may_fault("q_idx % -1 == 0", 300, 300));
   EXPECT_FALSE(may_fault("q_idx / 2.0 > kv_idx", 300, 300));  // float division
