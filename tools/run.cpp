@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <cstdlib>
 #include <limits>
 #include <string>
 #include <vector>
@@ -122,24 +121,12 @@ class HeadVectors {
 };
 
 // doc[] of --mask-mod: the document of each of `positions` positions, for
-// documents of `lengths` repeated; on the host (for the reference) and in
-// the tensors' memory (for the call).
+// documents of `sizes` (each >= 1) repeated; on the host (for the
+// reference) and in the tensors' memory (for the call).
 class DocumentIds {
  public:
-  DocumentIds(std::int64_t positions, const std::string& lengths, MemoryKind memory)
+  DocumentIds(std::int64_t positions, const std::vector<std::int64_t>& sizes, MemoryKind memory)
       : memory_(memory) {
-    std::vector<std::int64_t> sizes;
-    std::size_t at = 0;
-    while (at <= lengths.size()) {
-      const std::size_t comma = std::min(lengths.find(',', at), lengths.size());
-      const std::string item = lengths.substr(at, comma - at);
-      char* end = nullptr;
-      const long long n = std::strtoll(item.c_str(), &end, 10);
-      if (item.empty() || *end != '\0' || n < 1)
-        throw UsageError("--documents: \"" + item + "\" is not a positive length");
-      sizes.push_back(n);
-      at = comma + 1;
-    }
     for (std::int32_t d = 0; static_cast<std::int64_t>(ids_.size()) < positions; ++d)
       for (std::int64_t i = 0; i < sizes[d % sizes.size()] &&
                                static_cast<std::int64_t>(ids_.size()) < positions; ++i)
@@ -228,7 +215,9 @@ int run_command(const std::vector<std::string>& words) {
   HeadVectors vectors(shape.heads_q, arguments.given("sinks"), arguments.given("alibi"), memory);
   vectors.add_to(options);
   const DocumentIds documents(std::max<std::int64_t>(std::max(shape.seq_q, shape.seq_kv), 1),
-                              arguments.text("documents", "37,1,90,130,64,200"), memory);
+                              arguments.integer_list("documents", {37, 1, 90, 130, 64, 200}, 1,
+                                                     std::numeric_limits<std::int32_t>::max()),
+                              memory);
   if (arguments.given("mask-mod")) {
     options.mask_mod = arguments.text("mask-mod", "");
     options.mask_tensors = {documents.view()};
