@@ -283,13 +283,19 @@ LaunchShape block_grid(const KernelChoice& c, std::int64_t rows, std::int64_t he
   return shape;
 }
 
+// A grid with no CTA along some axis: nothing to launch (an empty grid is
+// an invalid launch), as for problems without queries, keys or heads.
+bool launches_nothing(const LaunchShape& shape) {
+  return shape.grid[0] == 0 || shape.grid[1] == 0 || shape.grid[2] == 0;
+}
+
 // first, second: the two tensors the kernel traverses (K and V, or Q and dO
 // over keys); kernels that copy them with TMA (GeneratedKernel::tensor_maps)
 // take their tensor maps as the entry's second parameter.
 void launch_resolved(const ResolvedKernel& r, const LaunchShape& shape,
                      flashgen_device::AttentionParams& params, void* stream,
                      const TensorView& first, const TensorView& second) {
-  if (shape.grid[0] == 0 || shape.grid[1] == 0 || shape.grid[2] == 0) return;
+  if (launches_nothing(shape)) return;
   const KernelChoice& c = r.choice;
   flashgen_device::TraversedTensorMaps maps;
   if (c.generated->tensor_maps)
@@ -430,7 +436,7 @@ void prepare_user_mask(const Problem& p, int vec, int ordinal, DevicePtr scratch
   const ResolvedKernel r = resolve(KernelKind::mask_blocks, p, vec, false, ordinal);
   const LaunchShape shape =
       mask_blocks_grid(p, static_cast<unsigned>(r.choice.generated->threads));
-  if (shape.grid[0] == 0 || shape.grid[1] == 0 || shape.grid[2] == 0) return;  // no pair
+  if (launches_nothing(shape)) return;  // no pair to evaluate
   void* kernel_args[] = {&blocks};
   launch(*r.kernel, shape, stream, kernel_args);
   if (check) check_mask_faults(p, scratch, stream);
