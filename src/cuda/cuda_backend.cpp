@@ -236,7 +236,6 @@ bool backward_tma_readable(const BackwardArgs& a) {
 
 // Workspace layout: Dterm [batch][heads_q][seq_q] fp32, then (atomic) the dQ
 // accumulator [batch][heads_q][seq_q][dim_qk] fp32, each 256-byte aligned.
-std::size_t align256(std::size_t bytes) { return (bytes + 255) / 256 * 256; }
 std::size_t dterm_bytes(const Problem& p) {
   return align256(sizeof(float) * static_cast<std::size_t>(p.batch * p.heads_q * p.seq_q));
 }

@@ -13,7 +13,6 @@ namespace {
 using flashgen_device::kMaskCell;
 using flashgen_device::MaskFault;
 
-std::size_t align256(std::size_t bytes) { return (bytes + 255) / 256 * 256; }
 std::int64_t cells(std::int64_t positions) { return (positions + kMaskCell - 1) / kMaskCell; }
 
 // Slots of the cell ranges: one per batch entry where the mask reads b, one

@@ -94,6 +94,9 @@ void launch(const CompiledKernel& kernel, const LaunchShape& shape, StreamHandle
 // Device ordinal owning a pointer (cuPointerGetAttribute); -1 when not device memory.
 int pointer_device(const void* ptr);
 
+// Bytes rounded up to 256: where each part of one scratch allocation starts.
+constexpr std::size_t align256(std::size_t bytes) { return (bytes + 255) / 256 * 256; }
+
 // Stream-ordered scratch (cuMemAllocAsync / cuMemFreeAsync).
 DevicePtr allocate_async(std::size_t bytes, StreamHandle stream);
 void free_async(DevicePtr ptr, StreamHandle stream);
