@@ -126,6 +126,10 @@ CASES = [
      {}),
     ("decode-d128-mask-split",
      "--dim 128 --seq 1 --seq-kv 1500 --mask-mod doc[kv_idx]!=2 --heads 8 --heads-kv 2", {}),
+    # Documents longer than a block: whole blocks inside one document skip
+    # the evaluation (the wholly attended runs mask_blocks records).
+    ("d128-documents-whole-blocks",
+     "--dim 128 --seq 600 --mask-mod doc[kv_idx]==doc[q_idx] --documents 512,88 --heads 2", {}),
     ("mma.sync-d64-documents", "--dim 64 --seq 130 --mask-mod doc[kv_idx]==doc[q_idx] --heads 2",
      {"FLASHGEN_TUNING": MMA_SYNC}),
 ]
