@@ -23,6 +23,12 @@ std::int64_t batch_slots(const Problem& p) {
 std::int64_t head_slots(const Problem& p) {
   return p.mask->expression.uses(mask::Op::head) ? p.heads_q : 1;
 }
+// Words of 32 key cells per query cell in the bits of wholly attended cells.
+std::int64_t full_words(const Problem& p) { return (cells(p.seq_kv) + 31) / 32; }
+std::size_t full_bytes(const Problem& p) {
+  return align256(sizeof(unsigned) * static_cast<std::size_t>(batch_slots(p) * head_slots(p) *
+                                                              cells(p.seq_q) * full_words(p)));
+}
 std::size_t range_bytes(const Problem& p, std::int64_t own_positions) {
   return align256(sizeof(int) * 2 * static_cast<std::size_t>(batch_slots(p) * head_slots(p) *
                                                               cells(own_positions)));
@@ -93,7 +99,8 @@ std::string mask_arrays_of(const Problem& p) {
 }
 
 std::size_t user_mask_scratch_bytes(const Problem& p) {
-  return align256(sizeof(MaskFault)) + 2 * range_bytes(p, p.seq_q) + range_bytes(p, p.seq_kv);
+  return align256(sizeof(MaskFault)) + range_bytes(p, p.seq_q) + range_bytes(p, p.seq_kv) +
+         full_bytes(p);
 }
 
 void place_user_mask(const Problem& p, DevicePtr scratch,
@@ -109,15 +116,15 @@ void place_user_mask(const Problem& p, DevicePtr scratch,
   params.mask_head_slots = static_cast<int>(head_slots(p));
   params.mask_fault = nullptr;
   const DevicePtr key_cells = scratch + align256(sizeof(MaskFault));
-  const DevicePtr full_key_cells = key_cells + range_bytes(p, p.seq_q);
+  const DevicePtr query_cells = key_cells + range_bytes(p, p.seq_q);
   params.mask_key_cells = reinterpret_cast<int*>(key_cells);
-  params.mask_full_key_cells = reinterpret_cast<int*>(full_key_cells);
-  params.mask_query_cells = reinterpret_cast<int*>(full_key_cells + range_bytes(p, p.seq_q));
+  params.mask_query_cells = reinterpret_cast<int*>(query_cells);
+  params.mask_full_cells = reinterpret_cast<unsigned*>(query_cells + range_bytes(p, p.seq_kv));
 }
 
 LaunchShape mask_blocks_grid(const Problem& p, unsigned threads) {
   LaunchShape shape;
-  shape.grid[0] = static_cast<unsigned>(cells(p.seq_q));
+  shape.grid[0] = static_cast<unsigned>(cells(p.seq_q) * full_words(p));
   shape.grid[1] = static_cast<unsigned>(head_slots(p));
   shape.grid[2] = static_cast<unsigned>(batch_slots(p));
   shape.block[0] = threads;

@@ -16,15 +16,16 @@ namespace flashgen::cuda {
 std::string mask_arrays_of(const Problem& p);
 
 // The mask's scratch: the fault record, then the key cells of each query
-// cell, its wholly attended ones and the query cells of each key cell, for
-// every slot.
+// cell, the query cells of each key cell and the bits of the wholly
+// attended cells, for every slot.
 std::size_t user_mask_scratch_bytes(const Problem& p);
 
 // The mask's fields of `params`: its arrays, slots and the ranges in
 // `scratch` (fault recording off: the attention kernels' setting).
 void place_user_mask(const Problem& p, DevicePtr scratch, flashgen_device::AttentionParams& params);
 
-// The mask_blocks kernel's grid: a CTA per query cell and slot.
+// The mask_blocks kernel's grid: a CTA per query cell, word of 32 key cells
+// and slot.
 LaunchShape mask_blocks_grid(const Problem& p, unsigned threads);
 
 // Whether evaluating the mask can fault on a pair the kernels evaluate: an

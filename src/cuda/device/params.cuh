@@ -87,10 +87,10 @@ struct AttentionParams {
   // none), written by the mask_blocks kernel with atomicMax from zeros.
   int* mask_key_cells;    // [slot][query cell][2]
   int* mask_query_cells;  // [slot][key cell][2]
-  // For each query cell, the longest run of key cells [first, end) in
-  // which the mask attends every pair the diagonals leave: blocks inside
-  // it skip the mask's evaluation. {0, 0}: none.
-  int* mask_full_key_cells;  // [slot][query cell][2]
+  // For each query cell, a bit per key cell (bit c % 32 of word c / 32):
+  // set where the mask attends every pair the diagonals leave (also where
+  // they leave none). Blocks of such cells skip the mask's evaluation.
+  unsigned* mask_full_cells;  // [slot][query cell][ceil(key cells / 32)]
   int mask_batch_slots, mask_head_slots;
   MaskFault* mask_fault;  // null: faults are not recorded (the attention kernels)
 };

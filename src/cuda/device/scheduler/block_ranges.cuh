@@ -54,6 +54,11 @@ __device__ __forceinline__ BlockRange diagonal_query_blocks(const AttentionParam
   return {first, end};
 }
 
+// Words of 32 key cells per query cell in params.mask_full_cells.
+__device__ __forceinline__ int mask_full_words(const AttentionParams& p) {
+  return ceil_div(ceil_div(p.seq_kv, kMaskCell), 32);
+}
+
 // The user mask's slot of (batch, head) in its cell ranges.
 __device__ __forceinline__ int mask_slot(const AttentionParams& p, int batch, int head) {
   return batch % p.mask_batch_slots * p.mask_head_slots + head % p.mask_head_slots;

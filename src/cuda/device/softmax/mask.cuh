@@ -153,17 +153,24 @@ struct UserMaskBits {
 
 // Whether the user mask attends every pair of queries [query0, query0 +
 // queries) and keys [key0, key0 + keys) of (batch, head) that the
-// diagonals leave: the keys lie in each query cell's full run (which takes
-// in the cells past the diagonals, where no pair is left).
+// diagonals leave: every key cell of the block is set in each query cell's
+// bits (cells past the keys' end have no pair left).
 template <class C>
 __device__ __forceinline__ bool wholly_attended(const AttentionParams& p, const ScoreSite& site,
                                                 int query0, int queries, int key0, int keys) {
-  const int query_cells = ceil_div(p.seq_q, kMaskCell);
-  const int* full = p.mask_full_key_cells + 2 * mask_slot(p, site.batch, site.head) * query_cells;
-  const int first = key0 / kMaskCell, end = ceil_div(key0 + keys, kMaskCell);
+  const int query_cells = ceil_div(p.seq_q, kMaskCell), words = mask_full_words(p);
+  const unsigned* full =
+      p.mask_full_cells + mask_slot(p, site.batch, site.head) * query_cells * words;
+  const int first = key0 / kMaskCell;
+  const int end = min_of(ceil_div(key0 + keys, kMaskCell), ceil_div(p.seq_kv, kMaskCell));
   const int last = min_of(ceil_div(query0 + queries, kMaskCell), query_cells);
   for (int c = query0 / kMaskCell; c < last; ++c)
-    if (first < full[2 * c] || end > full[2 * c + 1]) return false;
+    for (int w = first / 32; w * 32 < end; ++w) {
+      // Bits [first, end) of word w.
+      const int lo = max_of(first - 32 * w, 0), hi = min_of(end - 32 * w, 32);
+      const unsigned wanted = (hi == 32 ? ~0u : (1u << hi) - 1) & ~((1u << lo) - 1);
+      if ((full[c * words + w] & wanted) != wanted) return false;
+    }
   return true;
 }
 
