@@ -1,5 +1,6 @@
 #include "codegen/user_mask.hpp"
 
+#include <map>
 #include <sstream>
 
 #include "flashgen/flashgen.hpp"
@@ -23,10 +24,30 @@ const char* wrapping_call(Op op) {
   }
 }
 
-// C for the tree under node n, reading the arrays through the checked reads.
-std::string device_text(const Expression& e, int n) {
+// The C type a node's value keeps between the sides and the verdict.
+const char* value_type(const Node& node) {
+  if (node.type == Type::floating) return "float";
+  switch (node.op) {
+    case Op::index: return "int";  // an int32 element, widened where it is used
+    case Op::logical_not:
+    case Op::less:
+    case Op::less_equal:
+    case Op::greater:
+    case Op::greater_equal:
+    case Op::equal:
+    case Op::not_equal:
+    case Op::logical_and:
+    case Op::logical_or: return "bool";
+    default: return "fg::mask_int";
+  }
+}
+
+// C for the tree under node n, reading the arrays through the checked reads;
+// the nodes `hoisted` names are read from there instead.
+std::string device_text(const Expression& e, int n, const std::map<int, std::string>& hoisted) {
+  if (const auto found = hoisted.find(n); found != hoisted.end()) return found->second;
   const Node& node = e.nodes()[n];
-  const auto operand = [&](int m) { return device_text(e, m); };
+  const auto operand = [&](int m) { return device_text(e, m, hoisted); };
   switch (node.op) {
     case Op::index: {
       const bool floating = e.arrays()[node.array].floating;
@@ -62,6 +83,73 @@ std::string device_text(const Expression& e, int n) {
   return "(" + operand(node.a) + " " + mask::symbol_of(node.op) + " " + operand(node.b) + ")";
 }
 
+// Which of q_idx and kv_idx a subtree reads: bits kQuery and kKey.
+constexpr unsigned kQuery = 1, kKey = 2;
+
+std::vector<unsigned> positions_read(const Expression& e) {
+  std::vector<unsigned> read(e.nodes().size(), 0);
+  // Operands have smaller numbers than the nodes that use them.
+  for (std::size_t n = 0; n < e.nodes().size(); ++n) {
+    const Node& node = e.nodes()[n];
+    if (node.op == Op::query) read[n] = kQuery;
+    if (node.op == Op::key) read[n] = kKey;
+    for (int m : {node.a, node.b, node.c})
+      if (m >= 0) read[n] |= read[m];
+  }
+  return read;
+}
+
+// The subtrees worth computing once per query or once per key: the largest
+// ones that read one position at most (with b and h), where they compute
+// something (an array read, arithmetic, a comparison), not a bare name.
+struct Sides {
+  std::vector<int> query, key;  // the hoisted nodes of each side
+};
+
+Sides hoisted_subtrees(const Expression& e) {
+  const std::vector<unsigned> read = positions_read(e);
+  std::vector<int> parent(e.nodes().size(), -1);
+  for (std::size_t n = 0; n < e.nodes().size(); ++n)
+    for (int m : {e.nodes()[n].a, e.nodes()[n].b, e.nodes()[n].c})
+      if (m >= 0) parent[m] = static_cast<int>(n);
+  std::vector<bool> reached(e.nodes().size(), false);
+  reached[e.root()] = true;
+  for (std::size_t n = e.nodes().size(); n-- > 0;)
+    if (parent[n] >= 0) reached[n] = reached[parent[n]];
+  Sides sides;
+  for (std::size_t n = 0; n < e.nodes().size(); ++n) {
+    const Node& node = e.nodes()[n];
+    if (!reached[n]) continue;
+    const bool computes = node.a >= 0;
+    const bool largest = parent[n] < 0 || read[parent[n]] == (kQuery | kKey);
+    if (!computes || !largest || read[n] == (kQuery | kKey)) continue;
+    (read[n] == kKey ? sides.key : sides.query).push_back(static_cast<int>(n));
+  }
+  return sides;
+}
+
+// struct NAME { fields; static NAME of(p, b, h, POSITION); NAME shuffled(lane) }.
+void write_side(std::ostringstream& s, const Expression& e, const std::vector<int>& nodes,
+                const char* name, const char* position) {
+  s << "  struct " << name << " {\n";
+  for (int n : nodes) s << "    " << value_type(e.nodes()[n]) << " v" << n << ";\n";
+  s << "    static __device__ __forceinline__ " << name
+    << " of(const fg::AttentionParams& p, fg::mask_int b, fg::mask_int h, fg::mask_int "
+    << position << ") {\n"
+    << "      bool fault = false;\n      " << name << " side;\n";
+  for (int n : nodes) s << "      side.v" << n << " = " << device_text(e, n, {}) << ";\n";
+  s << "      (void)p, (void)b, (void)h, (void)" << position << ", (void)fault;\n"
+    << "      return side;\n    }\n"
+    << "    __device__ __forceinline__ " << name << " shuffled(int lane) const {\n"
+    << "      " << name << " side;\n";
+  for (int n : nodes) {
+    const bool boolean = std::string(value_type(e.nodes()[n])) == "bool";
+    s << "      side.v" << n << " = __shfl_sync(0xffffffffu, " << (boolean ? "int(" : "") << "v"
+      << n << (boolean ? "), lane) != 0" : ", lane)") << ";\n";
+  }
+  s << "      (void)lane;\n      return side;\n    }\n  };\n";
+}
+
 }  // namespace
 
 std::string mask_arrays_text(const std::vector<mask::ArrayName>& arrays) {
@@ -86,12 +174,27 @@ std::vector<mask::ArrayName> parse_mask_arrays(const std::string& text) {
 
 std::string user_mask_source(const KernelSpec& spec) {
   const Expression e = Expression::parse(spec.mask_mod, parse_mask_arrays(spec.mask_arrays));
+  const Sides sides = hoisted_subtrees(e);
+  std::map<int, std::string> hoisted;
+  for (int n : sides.query) hoisted[n] = "query.v" + std::to_string(n);
+  for (int n : sides.key) hoisted[n] = "key.v" + std::to_string(n);
   std::ostringstream s;
   s << "// The user mask: " << spec.mask_mod << "\n"
     << "struct UserMask {\n"
     << "  static __device__ __forceinline__ bool attends(const fg::AttentionParams& p, "
        "fg::mask_int b, fg::mask_int h, fg::mask_int q_idx, fg::mask_int kv_idx, bool& fault) {\n"
-    << "    return " << device_text(e, e.root()) << " != 0;\n"
+    << "    return " << device_text(e, e.root(), {}) << " != 0;\n"
+    << "  }\n";
+  write_side(s, e, sides.query, "QuerySide", "q_idx");
+  write_side(s, e, sides.key, "KeySide", "kv_idx");
+  s << "  // The verdict from the sides' values, where no pair evaluated can fault.\n"
+    << "  static __device__ __forceinline__ bool attends(const fg::AttentionParams& p, "
+       "fg::mask_int b, fg::mask_int h, fg::mask_int q_idx, fg::mask_int kv_idx, "
+       "const QuerySide& query, const KeySide& key) {\n"
+    << "    bool fault = false;\n"
+    << "    (void)p, (void)b, (void)h, (void)q_idx, (void)kv_idx, (void)query, (void)key, "
+       "(void)fault;\n"
+    << "    return " << device_text(e, e.root(), hoisted) << " != 0;\n"
     << "  }\n"
     << "};\n\n";
   return s.str();

@@ -111,36 +111,68 @@ struct FragmentPositions {
 // (FragmentPositions' layout), as bits. The warp evaluates the block a row
 // at a time, lane l the columns l, l + 32, ..., and __ballot_sync gathers
 // each 32 columns of a row into a word; each lane keeps the words of its own
-// rows (g and g + 8 of each row tile). The loops stay rolled, so one
-// evaluation is in flight at a time: the expression's registers do not add
-// to the fragments'. Pairs outside the sequences or the diagonals are not
-// evaluated (their bits are 0), as in the reference.
+// rows (g and g + 8 of each row tile). What the mask reads of a column alone
+// (user_key_side or user_query_side) is computed once per lane and column
+// word, what it reads of a row alone by lane l for row l of each 32 and
+// shuffled to the warp, so a pair costs the part that reads both. Pairs
+// outside the sequences or the diagonals are not evaluated (their bits are
+// 0), as in the reference.
 template <class C, bool kTransposed, int kRowTiles, int kColTiles>
 struct UserMaskBits {
+  static constexpr int kRows = 16 * kRowTiles;
   static constexpr int kCols = 8 * kColTiles;
   static constexpr int kWords = (kCols + 31) / 32;
+  typedef typename C::Mask::QuerySide QuerySide;
+  typedef typename C::Mask::KeySide KeySide;
+  typedef typename select_type<kTransposed, KeySide, QuerySide>::type RowSide;
+  typedef typename select_type<kTransposed, QuerySide, KeySide>::type ColumnSide;
   unsigned words[kRowTiles][2][kWords];
+
+  static __device__ __forceinline__ QuerySide query_side(const AttentionParams& p,
+                                                         const ScoreSite& site, int query) {
+    return user_query_side<C>(p, site.batch, site.head, query);
+  }
+  static __device__ __forceinline__ KeySide key_side(const AttentionParams& p,
+                                                     const ScoreSite& site, int key) {
+    return user_key_side<C>(p, site.batch, site.head, key);
+  }
 
   __device__ __forceinline__ UserMaskBits(const AttentionParams& p, const ScoreSite& site,
                                           int row0, int col0, int lane) {
     const int g = lane >> 2;
+    ColumnSide columns[kWords];
+#pragma unroll
+    for (int w = 0; w < kWords; ++w) {
+      const int col = col0 + 32 * w + lane;
+      if constexpr (kTransposed) columns[w] = query_side(p, site, col);
+      else columns[w] = key_side(p, site, col);
+    }
 #pragma unroll 1
-    for (int r = 0; r < 16 * kRowTiles; ++r) {
+    for (int chunk = 0; chunk < kRows; chunk += 32) {
+      RowSide mine;  // row chunk + lane's
+      if constexpr (kTransposed) mine = key_side(p, site, row0 + chunk + lane);
+      else mine = query_side(p, site, row0 + chunk + lane);
 #pragma unroll 1
-      for (int w = 0; w < kWords; ++w) {
-        const int row = row0 + r, col = col0 + 32 * w + lane;
-        const int query = kTransposed ? col : row, key = kTransposed ? row : col;
-        const bool seen = 32 * w + lane < kCols && query < p.seq_q &&
-                          !is_masked<C>(p, query, key) &&
-                          user_attends<C>(p, site.batch, site.head, query, key);
-        const unsigned word = __ballot_sync(0xffffffffu, seen);
+      for (int r = chunk; r < min_of(chunk + 32, kRows); ++r) {
+        const RowSide row_side = mine.shuffled(r - chunk);
 #pragma unroll
-        for (int rt = 0; rt < kRowTiles; ++rt)
+        for (int w = 0; w < kWords; ++w) {
+          const int row = row0 + r, col = col0 + 32 * w + lane;
+          const int query = kTransposed ? col : row, key = kTransposed ? row : col;
+          bool seen = 32 * w + lane < kCols && query < p.seq_q && !is_masked<C>(p, query, key);
+          if constexpr (kTransposed)
+            seen = seen && user_attends_sides<C>(p, site.batch, site.head, query, key,
+                                                 columns[w], row_side);
+          else
+            seen = seen && user_attends_sides<C>(p, site.batch, site.head, query, key, row_side,
+                                                 columns[w]);
+          const unsigned word = __ballot_sync(0xffffffffu, seen);
 #pragma unroll
-          for (int half = 0; half < 2; ++half)
+          for (int rt = 0; rt < kRowTiles; ++rt)
 #pragma unroll
-            for (int k = 0; k < kWords; ++k)
-              if (r == 16 * rt + 8 * half + g && w == k) words[rt][half][k] = word;
+            for (int half = 0; half < 2; ++half)
+              if (r == 16 * rt + 8 * half + g) words[rt][half][w] = word;
+        }
       }
     }
   }

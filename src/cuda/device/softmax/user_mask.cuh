@@ -86,4 +86,31 @@ __device__ __forceinline__ bool user_attends(const AttentionParams& p, int batch
   return false;
 }
 
+// The generated mask's values that read the query alone (QuerySide) or the
+// key alone (KeySide), computed once per query or key and shared by the
+// pairs: the verdict of a pair (user_attends_sides) is then what reads both.
+// The sides ignore faults: they are for the attention kernels, which
+// evaluate only pairs that mask_blocks evaluated first without a fault (the
+// host stops the call at one); positions past the sequences read nothing.
+template <class C>
+__device__ __forceinline__ typename C::Mask::QuerySide user_query_side(const AttentionParams& p,
+                                                                       int batch, int head,
+                                                                       int query) {
+  return C::Mask::QuerySide::of(p, mask_int(p.mask_batch0) + batch, head,
+                                mask_int(query) + p.diagonal_offset);
+}
+template <class C>
+__device__ __forceinline__ typename C::Mask::KeySide user_key_side(const AttentionParams& p,
+                                                                   int batch, int head, int key) {
+  return C::Mask::KeySide::of(p, mask_int(p.mask_batch0) + batch, head, key);
+}
+template <class C>
+__device__ __forceinline__ bool user_attends_sides(const AttentionParams& p, int batch, int head,
+                                                   int query, int key,
+                                                   const typename C::Mask::QuerySide& query_side,
+                                                   const typename C::Mask::KeySide& key_side) {
+  return C::Mask::attends(p, mask_int(p.mask_batch0) + batch, head,
+                          mask_int(query) + p.diagonal_offset, key, query_side, key_side);
+}
+
 }  // namespace flashgen_device
