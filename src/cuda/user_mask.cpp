@@ -124,7 +124,8 @@ void place_user_mask(const Problem& p, DevicePtr scratch,
 
 LaunchShape mask_blocks_grid(const Problem& p, unsigned threads) {
   LaunchShape shape;
-  shape.grid[0] = static_cast<unsigned>(cells(p.seq_q) * full_words(p));
+  const std::int64_t warps = cells(p.seq_q) * full_words(p), warps_per_cta = threads / 32;
+  shape.grid[0] = static_cast<unsigned>((warps + warps_per_cta - 1) / warps_per_cta);
   shape.grid[1] = static_cast<unsigned>(head_slots(p));
   shape.grid[2] = static_cast<unsigned>(batch_slots(p));
   shape.block[0] = threads;
@@ -153,7 +154,13 @@ bool mask_may_fault(const Problem& p) {
 void check_mask_faults(const Problem& p, DevicePtr scratch, StreamHandle stream) {
   MaskFault fault{};
   copy_to_host(&fault, scratch, sizeof fault, stream);
-  if (fault.faulted == 0) return;
+  if (fault.inverted_first == 0) return;
+  // The pair of the first fault (MaskFault): its slot's batch and head.
+  const std::uint64_t order = ~fault.inverted_first;
+  const std::int64_t key = static_cast<std::int64_t>(order % p.seq_kv);
+  const std::int64_t query = static_cast<std::int64_t>(order / p.seq_kv % p.seq_q);
+  const std::int64_t slot = static_cast<std::int64_t>(order / p.seq_kv / p.seq_q);
+  const std::int64_t batch = p.mask_batch0 + slot / head_slots(p), head = slot % head_slots(p);
   // The arrays on the host, so that the reference's evaluator words the
   // error for the recorded pair.
   std::vector<std::vector<float>> copies;  // 4-byte elements (int32 or fp32)
@@ -166,14 +173,12 @@ void check_mask_faults(const Problem& p, DevicePtr scratch, StreamHandle stream)
       copy_to_host(copies.back().data(), reinterpret_cast<DevicePtr>(a.data), 4 * elements, stream);
     a.data = copies.back().data();
   }
-  mask::attends(host, {p.mask_batch0 + fault.batch, fault.head,
-                       fault.query + p.diagonal_offset(), fault.key});
-  throw Error(
-      ErrorCode::runtime,
-      "mask_mod: the GPU found a fault at b=" + std::to_string(p.mask_batch0 + fault.batch) +
-          ", h=" + std::to_string(fault.head) +
-          ", q_idx=" + std::to_string(fault.query + p.diagonal_offset()) +
-          ", kv_idx=" + std::to_string(fault.key) + " that the host's evaluation does not");
+  mask::attends(host, {batch, head, query + p.diagonal_offset(), key});
+  throw Error(ErrorCode::runtime, "mask_mod: the GPU found a fault at b=" + std::to_string(batch) +
+                                      ", h=" + std::to_string(head) +
+                                      ", q_idx=" + std::to_string(query + p.diagonal_offset()) +
+                                      ", kv_idx=" + std::to_string(key) +
+                                      " that the host's evaluation does not");
 }
 
 }  // namespace flashgen::cuda

@@ -24,7 +24,7 @@ std::size_t user_mask_scratch_bytes(const Problem& p);
 // `scratch` (fault recording off: the attention kernels' setting).
 void place_user_mask(const Problem& p, DevicePtr scratch, flashgen_device::AttentionParams& params);
 
-// The mask_blocks kernel's grid: a CTA per query cell, word of 32 key cells
+// The mask_blocks kernel's grid: a warp per query cell, word of 32 key cells
 // and slot.
 LaunchShape mask_blocks_grid(const Problem& p, unsigned threads);
 

@@ -15,10 +15,11 @@ constexpr int kMaskCell = 16;
 // The first pair whose mask expression faulted (an index outside its array,
 // an integer division by zero): written once by the mask_blocks kernel,
 // read by the host, which evaluates that pair again to word the error.
+// The first pair whose evaluation faulted, in the order of (slot, query,
+// key) as one number ((slot · seq_q + query) · seq_kv + key), kept
+// inverted so that atomicMax over zeros finds it: 0 means no fault.
 struct MaskFault {
-  unsigned faulted;
-  int batch, head, unused;
-  index_t query, key;
+  unsigned long long inverted_first;
 };
 
 // One [batch, seq, heads, dim] tensor: base pointer and element strides.

@@ -1,15 +1,16 @@
 // The user mask's cells (params.mask_key_cells, mask_query_cells and
 // mask_full_cells, softmax/mask.cuh), which narrow the attention kernels'
-// traversals and spare them the evaluation of wholly attended blocks: a CTA
-// per cell of kMaskCell queries and per word of 32 key cells (blockIdx.x
-// over both, the words fastest), per slot (blockIdx.y the head, blockIdx.z
-// the batch entry, where the expression reads them). Each warp takes every
-// eighth cell of the word (of 256 threads), a lane a key of it and every
-// other query, and votes; the CTA gathers the cells' verdicts in shared
-// memory. Cells the diagonals mask wholly are not evaluated (and count as
-// wholly attended: they have no pair left). Each pair any attention kernel
-// will evaluate is evaluated here first, so the faults are found (and the
-// first one recorded) before they run.
+// traversals and spare them the evaluation of wholly attended blocks: a
+// warp per cell of kMaskCell queries, word of 32 key cells (the warps of a
+// CTA consecutive words) and slot (blockIdx.y the head, blockIdx.z the batch
+// entry, where the expression reads them). Lane l evaluates key l % 16 of
+// each cell with every other query, and the warp votes. Cells the diagonals
+// mask wholly are not evaluated (and count as wholly attended: they have no
+// pair left). Each pair any attention kernel will evaluate is evaluated here
+// first, so the faults are found (and the first one recorded) before they
+// run; where none can fault, what the mask reads of a query alone is read
+// once per lane and of a key alone once per cell (the sides,
+// softmax/user_mask.cuh).
 #pragma once
 
 #include "common.cuh"
@@ -20,59 +21,72 @@ namespace flashgen_device {
 template <class C>
 struct MaskBlocks {
   static_assert(2 * kMaskCell == 32, "a warp holds two queries of a cell by its keys");
+  static constexpr int kQueriesPerLane = kMaskCell / 2;
 
   static __device__ void run(const AttentionParams& p, unsigned char*) {
-    __shared__ unsigned full;  // bit c - first_cell: cell c wholly attended
-    __shared__ int first, end;  // of the attended cells
     const int query_cells = ceil_div(p.seq_q, kMaskCell), key_cells = ceil_div(p.seq_kv, kMaskCell);
     const int words = mask_full_words(p);
-    const int cell = blockIdx.x / words, word = blockIdx.x % words;
+    const int lane = threadIdx.x % 32;
+    const int warp = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
+    if (warp >= query_cells * words) return;
+    const int cell = warp / words, word = warp % words;
     const int head = blockIdx.y, batch = blockIdx.z;
-    const int row0 = cell * kMaskCell;
-    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, warps = blockDim.x / 32;
     const int slot = batch * p.mask_head_slots + head;
+    const int row0 = cell * kMaskCell;
     const BlockRange seen_cells = diagonal_key_blocks<C, kMaskCell>(p, row0, kMaskCell);
-    const int first_cell = 32 * word, end_cell = min_of(first_cell + 32, key_cells);
+    const int first_cell = max_of(32 * word, seen_cells.first);
+    const int end_cell = min_of(32 * word + 32, seen_cells.end);
+    // Lane l: key l % 16 of each cell, queries l / 16, l / 16 + 2, ...
+    typename C::Mask::QuerySide query_sides[kQueriesPerLane];
+    const bool recording = p.mask_fault != nullptr;
+    if (!recording)
+#pragma unroll
+      for (int i = 0; i < kQueriesPerLane; ++i)
+        query_sides[i] = user_query_side<C>(p, batch, head, row0 + lane / kMaskCell + 2 * i);
     int* query_cells_of_keys = p.mask_query_cells + 2 * slot * key_cells;
-    if (threadIdx.x == 0) {
-      full = 0;
-      first = key_cells;
-      end = 0;
-    }
-    __syncthreads();
-    for (int c = first_cell + warp; c < end_cell; c += warps) {
-      if (c < seen_cells.first || c >= seen_cells.end) {
-        if (lane == 0) atomicOr(&full, 1u << (c - first_cell));
-        continue;
-      }
+    int first = key_cells, end = 0;  // of the attended cells
+    // Bit c - 32·word: cell c wholly attended (those the diagonals mask
+    // wholly have no pair left).
+    unsigned full = ~0u;
+    for (int c = first_cell; c < end_cell; ++c) {
       const int key = c * kMaskCell + lane % kMaskCell;
       bool any = false, hole = false;
-      for (int q = lane / kMaskCell; q < kMaskCell; q += 2) {
-        const int query = row0 + q;
-        const bool seen = query < p.seq_q && !is_masked<C>(p, query, key);
-        const bool attended = seen && user_attends<C>(p, batch, head, query, key);
-        any = any || attended;
-        hole = hole || (seen && !attended);
+      if (recording) {  // each pair whole, its faults recorded
+        for (int i = 0; i < kQueriesPerLane; ++i) {
+          const int query = row0 + lane / kMaskCell + 2 * i;
+          const bool seen = query < p.seq_q && !is_masked<C>(p, query, key);
+          const bool attended = seen && user_attends<C>(p, batch, head, query, key);
+          any = any || attended;
+          hole = hole || (seen && !attended);
+        }
+      } else {
+        const typename C::Mask::KeySide key_side = user_key_side<C>(p, batch, head, key);
+#pragma unroll
+        for (int i = 0; i < kQueriesPerLane; ++i) {
+          const int query = row0 + lane / kMaskCell + 2 * i;
+          const bool seen = query < p.seq_q && !is_masked<C>(p, query, key);
+          const bool attended = seen && user_attends_sides<C>(p, batch, head, query, key,
+                                                              query_sides[i], key_side);
+          any = any || attended;
+          hole = hole || (seen && !attended);
+        }
       }
-      any = __any_sync(0xffffffffu, any);
-      hole = __any_sync(0xffffffffu, hole);
-      if (lane != 0) continue;
-      if (!hole) atomicOr(&full, 1u << (c - first_cell));
-      if (any) {
-        atomicMin(&first, c);
-        atomicMax(&end, c + 1);
-        atomicMax(&query_cells_of_keys[2 * c], query_cells - cell);
-        atomicMax(&query_cells_of_keys[2 * c + 1], cell + 1);
+      if (__any_sync(0xffffffffu, hole)) full &= ~(1u << (c - 32 * word));
+      if (__any_sync(0xffffffffu, any)) {
+        first = min_of(first, c);
+        end = c + 1;
+        if (lane == 0) {
+          atomicMax(&query_cells_of_keys[2 * c], query_cells - cell);
+          atomicMax(&query_cells_of_keys[2 * c + 1], cell + 1);
+        }
       }
     }
-    __syncthreads();
-    if (threadIdx.x == 0) {
-      const int at = slot * query_cells + cell;
-      p.mask_full_cells[at * words + word] = full;
-      if (end > 0) {
-        atomicMax(&p.mask_key_cells[2 * at], key_cells - first);
-        atomicMax(&p.mask_key_cells[2 * at + 1], end);
-      }
+    if (lane != 0) return;
+    const int at = slot * query_cells + cell;
+    p.mask_full_cells[at * words + word] = full;
+    if (end > 0) {
+      atomicMax(&p.mask_key_cells[2 * at], key_cells - first);
+      atomicMax(&p.mask_key_cells[2 * at + 1], end);
     }
   }
 };

@@ -77,11 +77,11 @@ __device__ __forceinline__ bool user_attends(const AttentionParams& p, int batch
       C::Mask::attends(p, mask_int(p.mask_batch0) + batch, head,
                        mask_int(query) + p.diagonal_offset, key, fault);
   if (!fault) return attended;
-  if (p.mask_fault != nullptr && atomicCAS(&p.mask_fault->faulted, 0u, 1u) == 0u) {
-    p.mask_fault->batch = batch;
-    p.mask_fault->head = head;
-    p.mask_fault->query = query;
-    p.mask_fault->key = key;
+  if (p.mask_fault != nullptr) {
+    typedef unsigned long long u64;
+    const u64 slot = u64(batch) * u64(p.mask_head_slots) + u64(head);
+    const u64 order = (slot * u64(p.seq_q) + u64(query)) * u64(p.seq_kv) + u64(key);
+    atomicMax(&p.mask_fault->inverted_first, ~order);
   }
   return false;
 }
