@@ -111,6 +111,13 @@ CASES = [
     ("f32-d40-alibi-sinks", "--dim 40 --seq 130 --causal --alibi --sinks --dtype f32 --heads 2", {}),
     ("decode-d128-sinks-split", "--dim 128 --seq 1 --seq-kv 1500 --sinks --heads 8 --heads-kv 2", {}),
     ("decode-d128-gqa-split", "--dim 128 --seq 1 --seq-kv 1500 --heads 8 --heads-kv 2 --batch 2", {}),
+    # Decode with the query heads packed as rows: a window as a range of
+    # keys and sinks read by row (one share), a mask of keys alone.
+    ("decode-d64-window-sinks-packed",
+     "--dim 64 --seq 1 --seq-kv 700 --causal --window-left 128 --sinks --heads 16 --heads-kv 2", {}),
+    ("decode-d128-keys-mask-packed",
+     "--dim 128 --seq 1 --seq-kv 1500 --mask-mod kv_idx<1000&&doc[kv_idx]!=2 --heads 8 --heads-kv 2",
+     {}),
     ("decode-d127-causal-split", "--dim 127 --seq 16 --seq-kv 1100 --causal --heads 4 --heads-kv 2",
      {}),
     # User masks (written without spaces: the arguments split at them).

@@ -372,19 +372,23 @@ constexpr std::int64_t kSplitCtasPerSm = 4;
 constexpr std::int64_t kLeastKeysPerShare = 256;
 constexpr std::int64_t kMostKeyShares = 128;
 
-// Whether the keys may be shared at all: short query blocks of 16-bit
-// tensors (the CUDA-core fp32 kernel has no split) with keys for two shares,
-// fewer query blocks than SMs even at the most rows a block may have, and
-// no forced wgmma forward (a test or an experiment asked for that kernel).
-bool may_split_keys(const Problem& p, int vec, int ordinal) {
-  if (p.dtype == DType::f32 || p.seq_q > kMostSplitKeyRows || p.seq_kv < 2 * kLeastKeysPerShare)
-    return false;
-  if (p.heads_q * p.batch >= device_info(ordinal).sm_count) return false;
+// Whether the split-key kernel serves the problem: short query blocks of
+// 16-bit tensors (the CUDA-core fp32 kernel has no split), and no forced
+// wgmma forward (a test or an experiment asked for that kernel).
+bool split_kernel_serves(const Problem& p, int vec, int ordinal) {
+  if (p.dtype == DType::f32 || p.seq_q > kMostSplitKeyRows) return false;
   if (tuning_overridden(KernelKind::forward)) {
     const KernelChoice whole = choose(KernelKind::forward, p, vec, false, ordinal);
     if (whole.tuning.wgmma || whole.tuning.producer) return false;
   }
   return true;
+}
+
+// Whether the keys may be shared to fill the GPU: keys for two shares, and
+// fewer query blocks than SMs even at the most rows a block may have.
+bool may_split_keys(const Problem& p, int vec, int ordinal) {
+  return p.seq_kv >= 2 * kLeastKeysPerShare && p.heads_q * p.batch < device_info(ordinal).sm_count &&
+         split_kernel_serves(p, vec, ordinal);
 }
 
 // How many CTAs share each query block's keys under the split kernel's
@@ -397,6 +401,30 @@ int key_splits(const Problem& p, const KernelChoice& split, int ordinal) {
   const std::int64_t wanted = (kSplitCtasPerSm * sms + blocks - 1) / blocks;
   const std::int64_t most = std::min(kMostKeyShares, p.seq_kv / kLeastKeysPerShare);
   return static_cast<int>(std::max<std::int64_t>(1, std::min(wanted, most)));
+}
+
+// How a forward runs: the call as the kernels see it (query heads packed as
+// rows in decode) and the key shares of the split-key forward (0: the whole
+// forward kernel). Sinks read by row are the combine's alone, so a packed
+// call with sinks takes the split-key forward even with one share, and is
+// not packed where that kernel does not serve it.
+struct ForwardRoute {
+  ForwardLaunch launch;
+  int splits = 0;
+};
+
+ForwardRoute route_forward(const Problem& problem, const ForwardArgs& call) {
+  ForwardRoute route{pack_query_heads(problem, call)};
+  const Problem& p = route.launch.problem;
+  const int vec = forward_vec(route.launch.args), ordinal = call.q.device;
+  const bool sinks_by_row = route.launch.sinks_row_stride != 0;
+  if (sinks_by_row && !split_kernel_serves(p, vec, ordinal)) return {{problem, call}};
+  if (sinks_by_row || may_split_keys(p, vec, ordinal)) {
+    const int splits = key_splits(p, choose(KernelKind::forward, p, vec, false, ordinal, true),
+                                  ordinal);
+    if (splits > 1 || sinks_by_row) route.splits = splits;
+  }
+  return route;
 }
 
 // The forward with each query block's keys shared by `splits` CTAs: their
@@ -458,18 +486,17 @@ Availability availability() {
 }
 
 std::vector<std::string> forward_kernel_names(const Problem& problem, const ForwardArgs& call) {
-  const auto [p, args] = pack_query_heads(problem, call);
+  const ForwardRoute route = route_forward(problem, call);
+  const Problem& p = route.launch.problem;
+  const ForwardArgs& args = route.launch.args;
   const int vec = forward_vec(args), ordinal = args.q.device;
   std::vector<std::string> names;
   if (p.has_mask())
     names.push_back(choose(KernelKind::mask_blocks, p, vec, false, ordinal).generated->name);
-  if (may_split_keys(p, vec, ordinal)) {
-    const KernelChoice split = choose(KernelKind::forward, p, vec, false, ordinal, true);
-    if (key_splits(p, split, ordinal) > 1) {
-      names.push_back(split.generated->name);
-      names.push_back(choose(KernelKind::forward_combine, p, vec, false, ordinal).generated->name);
-      return names;
-    }
+  if (route.splits > 0) {
+    names.push_back(choose(KernelKind::forward, p, vec, false, ordinal, true).generated->name);
+    names.push_back(choose(KernelKind::forward_combine, p, vec, false, ordinal).generated->name);
+    return names;
   }
   names.push_back(
       choose(KernelKind::forward, p, vec, forward_tma_readable(args), ordinal).generated->name);
@@ -497,15 +524,17 @@ std::size_t backward_workspace_bytes(const Problem& p, bool deterministic) {
 }
 
 void forward(const Problem& problem, const ForwardArgs& call, void* stream) {
-  const auto [p, args] = pack_query_heads(problem, call);
+  const ForwardRoute route = route_forward(problem, call);
+  const Problem& p = route.launch.problem;
+  const ForwardArgs& args = route.launch.args;
   const int vec = forward_vec(args), ordinal = args.q.device;
   flashgen_device::AttentionParams params = attention_params(p, args);
+  params.sinks_row_stride = route.launch.sinks_row_stride;
   const CallScratch mask(p.has_mask() ? user_mask_scratch_bytes(p) : 0, stream);
   if (p.has_mask()) prepare_user_mask(p, vec, ordinal, mask.get(), params, stream);
-  if (may_split_keys(p, vec, ordinal)) {
+  if (route.splits > 0) {
     const ResolvedKernel split = resolve(KernelKind::forward, p, vec, false, ordinal, true);
-    if (const int splits = key_splits(p, split.choice, ordinal); splits > 1)
-      return forward_split_keys(p, args, vec, split, splits, params, stream);
+    return forward_split_keys(p, args, vec, split, route.splits, params, stream);
   }
   const ResolvedKernel r =
       resolve(KernelKind::forward, p, vec, forward_tma_readable(args), ordinal);

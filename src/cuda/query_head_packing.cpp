@@ -7,14 +7,28 @@
 namespace flashgen::cuda {
 namespace {
 
-// Whether the restatement computes the same thing: one query row, a group to
-// pack, and nothing that tells query heads apart beyond their row (the
-// options below are refused on CUDA today; packing must not hide them). With
-// one query, bottom-right causal attends every key, so causal is dropped.
+// Whether the restatement computes the same thing: one query row, a group
+// to pack, keys for it to see, and nothing that tells query heads apart
+// beyond their row but a sink (read by row: ForwardLaunch). ALiBi's slope
+// would need each row's head; a user mask may read neither h nor q_idx
+// (a row's), nor see its keys moved by a window. The soft cap treats every
+// score alike.
 bool packable(const Problem& p) {
-  return p.seq_q == 1 && p.heads_kv > 0 && p.group_size() > 1 && !p.has_window() &&
-         !p.modifies_scores() && !p.has_sinks() && !p.has_mask() &&
-         !(p.causal && p.causal_alignment == CausalAlignment::top_left);
+  if (p.seq_q != 1 || p.heads_kv <= 0 || p.group_size() < 2 || p.alibi_slopes.given())
+    return false;
+  const RowRange keys = visible_keys(p, 0);
+  if (keys.empty()) return false;
+  if (!p.has_mask()) return true;
+  const mask::Expression& e = p.mask->expression;
+  return !e.uses(mask::Op::head) && !e.uses(mask::Op::query) && keys.begin == 0;
+}
+
+// Keys [first, first + count) of a [batch, seq, heads, dim] tensor.
+TensorView key_range(const TensorView& t, std::int64_t first, std::int64_t count) {
+  TensorView range = t;
+  range.data = static_cast<char*>(t.data) + first * t.stride[1] * size_of(t.dtype);
+  range.shape[1] = count;
+  return range;
 }
 
 // [batch, 1, heads_q, dim] as [batch, group, heads_kv, dim].
@@ -35,7 +49,20 @@ ForwardLaunch pack_query_heads(const Problem& p, const ForwardArgs& args) {
   ForwardLaunch packed{p, args};
   packed.problem.seq_q = group;
   packed.problem.heads_q = p.heads_kv;
+  // The keys the one query sees, with no mask left.
+  const RowRange keys = visible_keys(p, 0);
+  packed.problem.seq_kv = keys.size();
   packed.problem.causal = false;
+  packed.problem.causal_alignment = CausalAlignment::bottom_right;
+  packed.problem.window_left = packed.problem.window_right = -1;
+  packed.args.k = key_range(args.k, keys.begin, keys.size());
+  packed.args.v = key_range(args.v, keys.begin, keys.size());
+  if (p.has_sinks()) {
+    // Sink of query head g·group + r: head g's stride, row r's.
+    packed.problem.sinks.shape[0] = p.heads_kv;
+    packed.problem.sinks.stride[0] = p.sinks.stride[0] * group;
+    packed.sinks_row_stride = p.sinks.stride[0];
+  }
   packed.args.q = heads_as_rows(args.q, group, p.heads_kv);
   packed.args.o = heads_as_rows(args.o, group, p.heads_kv);
   if (args.lse.data != nullptr) {

@@ -11,6 +11,10 @@ namespace flashgen::cuda {
 struct ForwardLaunch {
   Problem problem;
   ForwardArgs args;
+  // Packed with sinks: the sink of row r of head g is problem.sinks' element
+  // g·stride + r·sinks_row_stride (0: one sink per head). Only the split-key
+  // forward's combine reads sinks by row.
+  std::int64_t sinks_row_stride = 0;
 };
 
 // With one query per sequence and several query heads per key/value head, the
@@ -18,7 +22,10 @@ struct ForwardLaunch {
 // key/value head: [batch, 1, heads_q, dim] seen as [batch, group, heads_kv,
 // dim] (row r of kv head g is query head g·group + r), LSE [batch, heads_q, 1]
 // as [batch, heads_kv, group]. K and V are then read once per key/value head
-// instead of once per query head. Any other call is returned as it is.
+// instead of once per query head. The one query's causal and window masks
+// become a range of keys: K and V are seen from its first key to its last.
+// Any other call (ALiBi, a user mask that reads the head or the query:
+// scores that differ by row) is returned as it is.
 ForwardLaunch pack_query_heads(const Problem& p, const ForwardArgs& args);
 
 }  // namespace flashgen::cuda

@@ -559,7 +559,8 @@ std::vector<Case> with_rows_aligned_to_four_bytes(const std::vector<Case>& cases
 // where the query blocks leave SMs idle). Groups of 1 to 8, causal (which
 // attends every key from one row) and not, short speculative query blocks
 // (causal rows that see different keys), the three layouts, odd and aligned
-// D, Dv != Dqk, storage that ends at an unmapped page.
+// D, Dv != Dqk, windows, soft caps and sinks, storage that ends at an
+// unmapped page.
 std::vector<Case> decode_cases() {
   // batch, seq_q, seq_kv, heads_q, heads_kv, dim_qk, dim_v, causal, dtype, layout
   std::vector<Case> cases = {Case{3, 1, 700, 8, 2, 128, 128, true, DType::bf16, Layout::bshd},
@@ -574,6 +575,24 @@ std::vector<Case> decode_cases() {
                              Case{1, 1, 1, 4, 1, 40, 40, true, DType::bf16, Layout::bshd},
                              Case{2, 1, 513, 12, 4, 192, 128, true, DType::f16, Layout::bshd},
                              Case{1, 1, 4097, 32, 8, 128, 128, true, DType::bf16, Layout::bshd}};
+  // Packed with what tells rows apart only by a range of keys or a sink by
+  // row: gpt-oss's window and sinks (one share: the combine alone reads
+  // sinks by row), Gemma's window and cap, top-left causal (one key), and
+  // sinks over enough (batch, kv head) pairs to fill the GPU, and a user mask
+// of keys alone.
+  constexpr auto plain = Placement::plain;
+  constexpr auto bottom_right = CausalAlignment::bottom_right;
+  cases.push_back(Case{2, 1, 700, 64, 8, 64, 64, true, DType::bf16, Layout::bshd, plain, 128, -1,
+                       bottom_right, 0.0, true});
+  cases.push_back(Case{1, 1, 900, 8, 2, 256, 256, true, DType::bf16, Layout::bhsd, plain, 300, -1,
+                       bottom_right, 50.0});
+  cases.push_back(Case{1, 1, 300, 4, 2, 64, 64, true, DType::f16, Layout::bshd, plain, -1, -1,
+                       CausalAlignment::top_left});
+  cases.push_back(Case{40, 1, 600, 16, 4, 128, 128, false, DType::bf16, Layout::bshd, plain, -1,
+                       -1, bottom_right, 0.0, true});
+  Case keys_alone{3, 1, 1500, 8, 2, 128, 128, true, DType::bf16, Layout::bshd};
+  keys_alone.user_mask = 7;
+  cases.push_back(keys_alone);
   for (std::int64_t seq_kv : {300, 1500}) {
     Case at_page_end{2, 1, seq_kv, 8, 2, 127, 127, false, DType::bf16, Layout::bshd};
     at_page_end.placement = Placement::ends_at_unmapped_page;

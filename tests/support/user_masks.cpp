@@ -31,6 +31,7 @@ const char* test_mask(int n) {
       "kv_idx < 10 ? 1 : doc[kv_idx - 10] * 2.5 - h > 1.5",
       "-(q_idx / (kv_idx % 7 + 1)) + 3 * b != 0 || !(bias[h])",
       "q_idx >= 290 && kv_idx < 5",
+      "kv_idx < prefix[b] + 1000 && doc[kv_idx] != 2",
   };
   return expressions[n - 1];
 }

@@ -24,8 +24,9 @@ struct MaskArrays {
 
 // Test mask n (1-based): 1 a document mask, 2 a prefix-LM mask, 3 float
 // arrays and a select, 4 a shifted index, 5 integer arithmetic with / and %,
-// 6 a mask that leaves most rows no key.
+// 6 a mask that leaves most rows no key, 7 a mask of keys alone (per batch
+// entry: what decode may pack).
 const char* test_mask(int n);
-constexpr int kTestMasks = 6;
+constexpr int kTestMasks = 7;
 
 }  // namespace flashgen::testing

@@ -67,6 +67,9 @@ struct AttentionParams {
   // grad_sinks[head · grad_sinks_stride].
   const float* sinks;
   index_t sinks_stride;
+  // Query heads packed as rows (decode): row r's sink is r·sinks_row_stride
+  // past its head's (the combine reads it); 0 otherwise.
+  index_t sinks_row_stride;
   float* grad_sinks;
   index_t grad_sinks_stride;
   // ALiBi (kAlibi): logits less slope·|i + diagonal_offset − j|·log2(e), the

@@ -64,13 +64,15 @@ struct ConvertGradQ {
 // every run): with L = log Σ_s exp(lse_s), O = Σ_s exp(lse_s − L) · O_s,
 // each O_s normalized by its own share's sum. Empty shares (lse_s = −inf)
 // weigh nothing; a row with no key at all gets O = 0 and LSE = −inf. With
-// sinks (kSinks) the head's sink joins L as one more term with no value.
+// sinks (kSinks) the row's sink (its head's, or the row's where the query
+// heads are packed as rows) joins L as one more term with no value.
 template <class C>
 struct CombineSplits {
   static __device__ void run(const AttentionParams& p, unsigned char*) {
     const auto [row, head, batch, lane] = warp_row(p);
     if (row >= p.seq_q) return;
-    const float sink = C::kSinks ? p.sinks[head * p.sinks_stride] : negative_infinity();
+    const float sink =
+        C::kSinks ? p.sinks[head * p.sinks_stride + row * p.sinks_row_stride] : negative_infinity();
     float most = sink;
     for (int s = 0; s < p.key_splits; ++s)
       most = fmaxf(most, p.partial_lse[partial_row(p, s, batch, head, row)]);
