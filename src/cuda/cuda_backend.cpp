@@ -1,21 +1,21 @@
-// The CUDA backend: picks spec and tuning for a problem, gets the compiled
-// kernel (memory cache, disk cache or NVRTC) and launches it on the caller's
-// stream. Nothing is allocated for the forward beyond the caller's outputs.
+// The CUDA backend: the launches of a forward (forward_route.hpp) and of a
+// backward, each kernel chosen and compiled by kernel_choice.hpp, on the
+// caller's stream. Scratch (a split's partial results, a user mask's cells,
+// the backward's workspace when the caller gives none) is stream-ordered
+// memory freed in stream order.
 #include "cuda/cuda_backend.hpp"
 
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
-#include <mutex>
 #include <string>
-#include <unordered_map>
 
-#include "codegen/generate.hpp"
 #include "codegen/heuristics.hpp"
 #include "codegen/kernel_families.hpp"
+#include "cuda/forward_route.hpp"
 #include "cuda/kernel_args.hpp"
-#include "cuda/query_head_packing.hpp"
+#include "cuda/kernel_choice.hpp"
 #include "cuda/runtime/runtime.hpp"
 #include "cuda/tensor_maps.hpp"
 #include "cuda/user_mask.hpp"
@@ -23,176 +23,6 @@
 
 namespace flashgen::cuda {
 namespace {
-
-// Everything needed to launch one generated kernel.
-struct KernelChoice {
-  KernelSpec spec;
-  TuningParams tuning;
-  const GeneratedKernel* generated = nullptr;  // owned by generated_kernel()'s memo
-};
-
-// generate() once per (spec, tuning) in the process: the source does not
-// change between calls, and building it costs microseconds per kernel on
-// every call otherwise. Entries live as long as the process (kernels are few).
-const GeneratedKernel& generated_kernel(const KernelSpec& spec, const TuningParams& tuning) {
-  static std::mutex mutex;
-  static auto* kernels = new std::unordered_map<std::string, GeneratedKernel>();  // leaked: calls may run at exit
-  // The mask's whole text: its name holds only a hash of it.
-  std::string key = spec.to_string() + " | " + tuning.to_string() + " | " + spec.mask_arrays +
-                    " | " + spec.mask_mod;
-  {
-    std::lock_guard<std::mutex> lock(mutex);
-    auto it = kernels->find(key);
-    if (it != kernels->end()) return it->second;
-  }
-  GeneratedKernel g = generate(spec, tuning);
-  std::lock_guard<std::mutex> lock(mutex);
-  return kernels->emplace(std::move(key), std::move(g)).first->second;  // node-based: stable
-}
-
-// The split-key forward's tuning: a forced forward tuning (ScopedTuningOverride,
-// FLASHGEN_TUNING; may_split_keys lets only mma.sync ones through), else the
-// heuristic's (the tables' rows time the forward over all keys, not this
-// kernel).
-TuningParams split_keys_tuning_for(const KernelSpec& spec, const Problem& p,
-                                   std::size_t shared_limit) {
-  if (tuning_overridden(KernelKind::forward))
-    if (const std::optional<TuningParams> forced = lookup_tuning(spec, p, shared_limit))
-      return *forced;
-  return default_tuning(spec, shared_limit);
-}
-
-// Kernels that compute P from the scores (and so apply the score modifiers).
-bool computes_probabilities(KernelKind kind) {
-  return kind == KernelKind::forward || kind == KernelKind::backward_query ||
-         kind == KernelKind::backward_key_value || kind == KernelKind::backward_atomic;
-}
-
-// `tma_readable`: whether TMA can read the tensors the kernel traverses
-// (tma_can_read); where it cannot, a tuning whose producer copies by TMA
-// runs the same shape without the producer (tuning_without_tma).
-KernelChoice choose(KernelKind kind, const Problem& p, int vec, bool tma_readable, int ordinal,
-                    bool split_keys = false) {
-  KernelChoice c;
-  c.spec.kind = kind;
-  c.spec.split_keys = split_keys;
-  c.spec.dtype = p.dtype;
-  c.spec.dim_qk = static_cast<int>(p.dim_qk);
-  c.spec.dim_v = static_cast<int>(p.dim_v);
-  const MaskDiagonals diagonals = mask_diagonals(p);
-  c.spec.causal = diagonals.past;
-  c.spec.window = diagonals.before;
-  c.spec.softcap = p.softcap > 0.0 && computes_probabilities(kind);
-  // The sink joins the forward's denominator, or the combine's where the
-  // keys are split (the shares' partial results hold none).
-  c.spec.sinks = p.has_sinks() && (kind == KernelKind::forward_combine ||
-                                   (kind == KernelKind::forward && !split_keys));
-  c.spec.alibi = p.alibi_slopes.given() && computes_probabilities(kind);
-  if (p.has_mask() && (computes_probabilities(kind) || kind == KernelKind::mask_blocks)) {
-    c.spec.mask_mod = p.mask->expression.canonical();
-    c.spec.mask_arrays = mask_arrays_of(p);
-  }
-  c.spec.vec = vec;
-  const DeviceInfo& device = device_info(ordinal);
-  c.spec.arch = device.arch();
-  c.tuning = split_keys ? split_keys_tuning_for(c.spec, p, device.shared_per_block_optin)
-                       : tuning_for(c.spec, p, device.shared_per_block_optin);
-  if (!tma_readable) c.tuning = tuning_without_tma(c.spec, c.tuning, device.shared_per_block_optin);
-  c.generated = &generated_kernel(c.spec, c.tuning);
-  return c;
-}
-
-const CompiledKernel& compiled(const KernelChoice& c, int ordinal) {
-  CompileRequest request;
-  request.name = c.generated->name;
-  request.source = c.generated->source;
-  request.entry = c.generated->entry;
-  request.arch = c.spec.arch;
-  return get_kernel(request, ordinal, c.generated->shared_bytes);
-}
-
-// A kernel ready to launch: the choice and its loaded function.
-struct ResolvedKernel {
-  KernelChoice choice;
-  const CompiledKernel* kernel = nullptr;  // owned by get_kernel's cache
-};
-
-// Everything choose() reads, as integers: two calls with equal signatures
-// get the same kernel. `seq` picks the tuning table's row, `tables` counts
-// table reloads (a reload may change the row).
-struct Signature {
-  KernelKind kind;
-  DType dtype;
-  int dim_qk, dim_v, vec, ordinal;
-  bool causal, window, softcap, sinks, alibi, tma_readable, split_keys;
-  std::int64_t seq;
-  std::uint64_t tables;
-  std::string mask;  // the user mask's arrays and canonical text ("" without one)
-  bool operator==(const Signature&) const = default;
-};
-
-struct SignatureHash {
-  std::size_t operator()(const Signature& s) const {
-    std::size_t h = 0;
-    for (std::uint64_t field :
-         {std::uint64_t(s.kind), std::uint64_t(s.dtype), std::uint64_t(s.dim_qk),
-          std::uint64_t(s.dim_v), std::uint64_t(s.vec), std::uint64_t(s.ordinal),
-          std::uint64_t(s.alibi) << 6 | std::uint64_t(s.sinks) << 5 |
-              std::uint64_t(s.softcap) << 4 |
-              std::uint64_t(s.window) << 3 | std::uint64_t(s.split_keys) << 2 |
-              std::uint64_t(s.causal) << 1 | std::uint64_t(s.tma_readable),
-          std::uint64_t(s.seq),
-          s.tables, std::uint64_t(std::hash<std::string>()(s.mask))})
-      h = (h ^ field) * 0x100000001b3ull;  // FNV-1a over the fields
-    return h;
-  }
-};
-
-// The kernel for a launch. A repeated call finds it by its signature (a few
-// integers hashed): no tuning-table lookup, no key strings, no copy or hash
-// of the source. Tuning overrides (the tuner, FLASHGEN_TUNING) bypass the
-// memo, since they change between calls with the same signature.
-ResolvedKernel resolve(KernelKind kind, const Problem& p, int vec, bool tma_readable,
-                       int ordinal, bool split_keys = false) {
-  const auto build = [&] {
-    ResolvedKernel r;
-    r.choice = choose(kind, p, vec, tma_readable, ordinal, split_keys);
-    r.kernel = &compiled(r.choice, ordinal);
-    return r;
-  };
-  if (tuning_overridden(kind)) return build();
-  const MaskDiagonals diagonals = mask_diagonals(p);
-  const Signature key{kind,
-                      p.dtype,
-                      static_cast<int>(p.dim_qk),
-                      static_cast<int>(p.dim_v),
-                      vec,
-                      ordinal,
-                      diagonals.past,
-                      diagonals.before,
-                      p.softcap > 0.0,
-                      p.has_sinks(),
-                      p.alibi_slopes.given(),
-                      tma_readable,
-                      split_keys,
-                      std::max(p.seq_q, p.seq_kv),
-                      tuning_tables_generation(),
-                      p.has_mask() ? mask_arrays_of(p) + "|" + p.mask->expression.canonical()
-                                   : std::string()};
-  static std::mutex mutex;
-  static auto* memo = new std::unordered_map<Signature, ResolvedKernel, SignatureHash>();  // leaked: calls may run at exit
-  {
-    std::lock_guard<std::mutex> lock(mutex);
-    auto it = memo->find(key);
-    if (it != memo->end()) return it->second;
-  }
-  ResolvedKernel r = build();  // outside the lock: a first call may compile for seconds
-  std::lock_guard<std::mutex> lock(mutex);
-  return memo->emplace(key, r).first->second;
-}
-
-int forward_vec(const ForwardArgs& a) { return alignment_class({&a.q, &a.k, &a.v, &a.o}); }
-bool forward_tma_readable(const ForwardArgs& a) { return tma_can_read(a.k) && tma_can_read(a.v); }
 
 unsigned to_unsigned(std::int64_t x) { return static_cast<unsigned>(x); }
 
@@ -361,72 +191,6 @@ void launch_backward_kind(KernelKind kind, const Problem& p, const BackwardArgs&
     launch_resolved(r, shape, params, stream, args.k, args.v);
 }
 
-// Query rows up to which a forward may share its keys among CTAs: decode
-// steps (with GQA, a group's query heads are the rows) and short speculative
-// ones. Longer query blocks fill the GPU with query blocks of their own.
-constexpr std::int64_t kMostSplitKeyRows = 64;
-// CTAs per SM the shares aim at: enough copies in flight to stream K and V
-// at the memory's speed. And keys a share traverses at the least, so that the
-// partial results' traffic and the combine stay small beside K and V.
-constexpr std::int64_t kSplitCtasPerSm = 4;
-constexpr std::int64_t kLeastKeysPerShare = 256;
-constexpr std::int64_t kMostKeyShares = 128;
-
-// Whether the split-key kernel serves the problem: short query blocks of
-// 16-bit tensors (the CUDA-core fp32 kernel has no split), and no forced
-// wgmma forward (a test or an experiment asked for that kernel).
-bool split_kernel_serves(const Problem& p, int vec, int ordinal) {
-  if (p.dtype == DType::f32 || p.seq_q > kMostSplitKeyRows) return false;
-  if (tuning_overridden(KernelKind::forward)) {
-    const KernelChoice whole = choose(KernelKind::forward, p, vec, false, ordinal);
-    if (whole.tuning.wgmma || whole.tuning.producer) return false;
-  }
-  return true;
-}
-
-// Whether the keys may be shared to fill the GPU: keys for two shares, and
-// fewer query blocks than SMs even at the most rows a block may have.
-bool may_split_keys(const Problem& p, int vec, int ordinal) {
-  return p.seq_kv >= 2 * kLeastKeysPerShare && p.heads_q * p.batch < device_info(ordinal).sm_count &&
-         split_kernel_serves(p, vec, ordinal);
-}
-
-// How many CTAs share each query block's keys under the split kernel's
-// tuning: 1 (no split) where its query blocks alone give every SM a CTA.
-int key_splits(const Problem& p, const KernelChoice& split, int ordinal) {
-  const std::int64_t sms = device_info(ordinal).sm_count;
-  const std::int64_t blocks = (p.seq_q + split.tuning.block_rows - 1) / split.tuning.block_rows *
-                              p.heads_q * p.batch * head_chunks_of(split.spec, split.tuning);
-  if (blocks >= sms) return 1;
-  const std::int64_t wanted = (kSplitCtasPerSm * sms + blocks - 1) / blocks;
-  const std::int64_t most = std::min(kMostKeyShares, p.seq_kv / kLeastKeysPerShare);
-  return static_cast<int>(std::max<std::int64_t>(1, std::min(wanted, most)));
-}
-
-// How a forward runs: the call as the kernels see it (query heads packed as
-// rows in decode) and the key shares of the split-key forward (0: the whole
-// forward kernel). Sinks read by row are the combine's alone, so a packed
-// call with sinks takes the split-key forward even with one share, and is
-// not packed where that kernel does not serve it.
-struct ForwardRoute {
-  ForwardLaunch launch;
-  int splits = 0;
-};
-
-ForwardRoute route_forward(const Problem& problem, const ForwardArgs& call) {
-  ForwardRoute route{pack_query_heads(problem, call)};
-  const Problem& p = route.launch.problem;
-  const int vec = forward_vec(route.launch.args), ordinal = call.q.device;
-  const bool sinks_by_row = route.launch.sinks_row_stride != 0;
-  if (sinks_by_row && !split_kernel_serves(p, vec, ordinal)) return {{problem, call}};
-  if (sinks_by_row || may_split_keys(p, vec, ordinal)) {
-    const int splits = key_splits(p, choose(KernelKind::forward, p, vec, false, ordinal, true),
-                                  ordinal);
-    if (splits > 1 || sinks_by_row) route.splits = splits;
-  }
-  return route;
-}
-
 // The forward with each query block's keys shared by `splits` CTAs: their
 // fp32 partial O and LSE go to stream-ordered scratch, which forward_combine
 // merges into O and LSE in a fixed order (no atomics: the same bits on
@@ -489,7 +253,7 @@ std::vector<std::string> forward_kernel_names(const Problem& problem, const Forw
   const ForwardRoute route = route_forward(problem, call);
   const Problem& p = route.launch.problem;
   const ForwardArgs& args = route.launch.args;
-  const int vec = forward_vec(args), ordinal = args.q.device;
+  const int vec = route.vec, ordinal = args.q.device;
   std::vector<std::string> names;
   if (p.has_mask())
     names.push_back(choose(KernelKind::mask_blocks, p, vec, false, ordinal).generated->name);
@@ -527,7 +291,7 @@ void forward(const Problem& problem, const ForwardArgs& call, void* stream) {
   const ForwardRoute route = route_forward(problem, call);
   const Problem& p = route.launch.problem;
   const ForwardArgs& args = route.launch.args;
-  const int vec = forward_vec(args), ordinal = args.q.device;
+  const int vec = route.vec, ordinal = args.q.device;
   flashgen_device::AttentionParams params = attention_params(p, args);
   params.sinks_row_stride = route.launch.sinks_row_stride;
   const CallScratch mask(p.has_mask() ? user_mask_scratch_bytes(p) : 0, stream);

@@ -1,0 +1,79 @@
+#include "cuda/forward_route.hpp"
+
+#include <algorithm>
+#include <cstdint>
+
+#include "codegen/heuristics.hpp"
+#include "cuda/kernel_args.hpp"
+#include "cuda/kernel_choice.hpp"
+#include "cuda/tensor_maps.hpp"
+#include "tune/tuning_table.hpp"
+
+namespace flashgen::cuda {
+namespace {
+
+int forward_vec(const ForwardArgs& a) { return alignment_class({&a.q, &a.k, &a.v, &a.o}); }
+
+// Query rows up to which a forward may share its keys among CTAs: decode
+// steps (with GQA, a group's query heads are the rows) and short speculative
+// ones. Longer query blocks fill the GPU with query blocks of their own.
+constexpr std::int64_t kMostSplitKeyRows = 64;
+// CTAs per SM the shares aim at: enough copies in flight to stream K and V
+// at the memory's speed. And keys a share traverses at the least, so that the
+// partial results' traffic and the combine stay small beside K and V.
+constexpr std::int64_t kSplitCtasPerSm = 4;
+constexpr std::int64_t kLeastKeysPerShare = 256;
+constexpr std::int64_t kMostKeyShares = 128;
+
+// Whether the split-key kernel serves the problem: short query blocks of
+// 16-bit tensors (the CUDA-core fp32 kernel has no split), and no forced
+// wgmma forward (a test or an experiment asked for that kernel).
+bool split_kernel_serves(const Problem& p, int vec, int ordinal) {
+  if (p.dtype == DType::f32 || p.seq_q > kMostSplitKeyRows) return false;
+  if (tuning_overridden(KernelKind::forward)) {
+    const KernelChoice whole = choose(KernelKind::forward, p, vec, false, ordinal);
+    if (whole.tuning.wgmma || whole.tuning.producer) return false;
+  }
+  return true;
+}
+
+// Whether the keys may be shared to fill the GPU: keys for two shares, and
+// fewer query blocks than SMs even at the most rows a block may have.
+bool may_split_keys(const Problem& p, int vec, int ordinal) {
+  return p.seq_kv >= 2 * kLeastKeysPerShare && p.heads_q * p.batch < device_info(ordinal).sm_count &&
+         split_kernel_serves(p, vec, ordinal);
+}
+
+// How many CTAs share each query block's keys under the split kernel's
+// tuning: 1 (no split) where its query blocks alone give every SM a CTA.
+int key_splits(const Problem& p, const KernelChoice& split, int ordinal) {
+  const std::int64_t sms = device_info(ordinal).sm_count;
+  const std::int64_t blocks = (p.seq_q + split.tuning.block_rows - 1) / split.tuning.block_rows *
+                              p.heads_q * p.batch * head_chunks_of(split.spec, split.tuning);
+  if (blocks >= sms) return 1;
+  const std::int64_t wanted = (kSplitCtasPerSm * sms + blocks - 1) / blocks;
+  const std::int64_t most = std::min(kMostKeyShares, p.seq_kv / kLeastKeysPerShare);
+  return static_cast<int>(std::max<std::int64_t>(1, std::min(wanted, most)));
+}
+
+}  // namespace
+
+ForwardRoute route_forward(const Problem& problem, const ForwardArgs& call) {
+  ForwardRoute route{pack_query_heads(problem, call)};
+  const Problem& p = route.launch.problem;
+  const int vec = forward_vec(route.launch.args), ordinal = call.q.device;
+  route.vec = vec;
+  const bool sinks_by_row = route.launch.sinks_row_stride != 0;
+  if (sinks_by_row && !split_kernel_serves(p, vec, ordinal))
+    return {{problem, call}, 0, forward_vec(call)};
+  if (sinks_by_row || may_split_keys(p, vec, ordinal)) {
+    const int splits = key_splits(p, choose(KernelKind::forward, p, vec, false, ordinal, true),
+                                  ordinal);
+    if (splits > 1 || sinks_by_row) route.splits = splits;
+  }
+  return route;
+}
+
+bool forward_tma_readable(const ForwardArgs& a) { return tma_can_read(a.k) && tma_can_read(a.v); }
+
+}  // namespace flashgen::cuda

@@ -1,0 +1,168 @@
+#include "cuda/kernel_choice.hpp"
+
+#include <algorithm>
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+
+#include "codegen/heuristics.hpp"
+#include "cuda/cuda_backend.hpp"
+#include "cuda/kernel_args.hpp"
+#include "cuda/user_mask.hpp"
+#include "tune/tuning_table.hpp"
+
+namespace flashgen::cuda {
+namespace {
+
+// generate() once per (spec, tuning) in the process: the source does not
+// change between calls, and building it costs microseconds per kernel on
+// every call otherwise. Entries live as long as the process (kernels are few).
+const GeneratedKernel& generated_kernel(const KernelSpec& spec, const TuningParams& tuning) {
+  static std::mutex mutex;
+  static auto* kernels = new std::unordered_map<std::string, GeneratedKernel>();  // leaked: calls may run at exit
+  // The mask's whole text: its name holds only a hash of it.
+  std::string key = spec.to_string() + " | " + tuning.to_string() + " | " + spec.mask_arrays +
+                    " | " + spec.mask_mod;
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    auto it = kernels->find(key);
+    if (it != kernels->end()) return it->second;
+  }
+  GeneratedKernel g = generate(spec, tuning);
+  std::lock_guard<std::mutex> lock(mutex);
+  return kernels->emplace(std::move(key), std::move(g)).first->second;  // node-based: stable
+}
+
+// The split-key forward's tuning: a forced forward tuning (ScopedTuningOverride,
+// FLASHGEN_TUNING; may_split_keys lets only mma.sync ones through), else the
+// heuristic's (the tables' rows time the forward over all keys, not this
+// kernel).
+TuningParams split_keys_tuning_for(const KernelSpec& spec, const Problem& p,
+                                   std::size_t shared_limit) {
+  if (tuning_overridden(KernelKind::forward))
+    if (const std::optional<TuningParams> forced = lookup_tuning(spec, p, shared_limit))
+      return *forced;
+  return default_tuning(spec, shared_limit);
+}
+
+// Kernels that compute P from the scores (and so apply the score modifiers).
+bool computes_probabilities(KernelKind kind) {
+  return kind == KernelKind::forward || kind == KernelKind::backward_query ||
+         kind == KernelKind::backward_key_value || kind == KernelKind::backward_atomic;
+}
+
+const CompiledKernel& compiled(const KernelChoice& c, int ordinal) {
+  CompileRequest request;
+  request.name = c.generated->name;
+  request.source = c.generated->source;
+  request.entry = c.generated->entry;
+  request.arch = c.spec.arch;
+  return get_kernel(request, ordinal, c.generated->shared_bytes);
+}
+
+// Everything choose() reads, as integers: two calls with equal signatures
+// get the same kernel. `seq` picks the tuning table's row, `tables` counts
+// table reloads (a reload may change the row).
+struct Signature {
+  KernelKind kind;
+  DType dtype;
+  int dim_qk, dim_v, vec, ordinal;
+  bool causal, window, softcap, sinks, alibi, tma_readable, split_keys;
+  std::int64_t seq;
+  std::uint64_t tables;
+  std::string mask;  // the user mask's arrays and canonical text ("" without one)
+  bool operator==(const Signature&) const = default;
+};
+
+struct SignatureHash {
+  std::size_t operator()(const Signature& s) const {
+    std::size_t h = 0;
+    for (std::uint64_t field :
+         {std::uint64_t(s.kind), std::uint64_t(s.dtype), std::uint64_t(s.dim_qk),
+          std::uint64_t(s.dim_v), std::uint64_t(s.vec), std::uint64_t(s.ordinal),
+          std::uint64_t(s.alibi) << 6 | std::uint64_t(s.sinks) << 5 |
+              std::uint64_t(s.softcap) << 4 |
+              std::uint64_t(s.window) << 3 | std::uint64_t(s.split_keys) << 2 |
+              std::uint64_t(s.causal) << 1 | std::uint64_t(s.tma_readable),
+          std::uint64_t(s.seq),
+          s.tables, std::uint64_t(std::hash<std::string>()(s.mask))})
+      h = (h ^ field) * 0x100000001b3ull;  // FNV-1a over the fields
+    return h;
+  }
+};
+
+}  // namespace
+
+KernelChoice choose(KernelKind kind, const Problem& p, int vec, bool tma_readable, int ordinal,
+                    bool split_keys) {
+  KernelChoice c;
+  c.spec.kind = kind;
+  c.spec.split_keys = split_keys;
+  c.spec.dtype = p.dtype;
+  c.spec.dim_qk = static_cast<int>(p.dim_qk);
+  c.spec.dim_v = static_cast<int>(p.dim_v);
+  const MaskDiagonals diagonals = mask_diagonals(p);
+  c.spec.causal = diagonals.past;
+  c.spec.window = diagonals.before;
+  c.spec.softcap = p.softcap > 0.0 && computes_probabilities(kind);
+  // The sink joins the forward's denominator, or the combine's where the
+  // keys are split (the shares' partial results hold none).
+  c.spec.sinks = p.has_sinks() && (kind == KernelKind::forward_combine ||
+                                   (kind == KernelKind::forward && !split_keys));
+  c.spec.alibi = p.alibi_slopes.given() && computes_probabilities(kind);
+  if (p.has_mask() && (computes_probabilities(kind) || kind == KernelKind::mask_blocks)) {
+    c.spec.mask_mod = p.mask->expression.canonical();
+    c.spec.mask_arrays = mask_arrays_of(p);
+  }
+  c.spec.vec = vec;
+  const DeviceInfo& device = device_info(ordinal);
+  c.spec.arch = device.arch();
+  c.tuning = split_keys ? split_keys_tuning_for(c.spec, p, device.shared_per_block_optin)
+                       : tuning_for(c.spec, p, device.shared_per_block_optin);
+  if (!tma_readable) c.tuning = tuning_without_tma(c.spec, c.tuning, device.shared_per_block_optin);
+  c.generated = &generated_kernel(c.spec, c.tuning);
+  return c;
+}
+
+ResolvedKernel resolve(KernelKind kind, const Problem& p, int vec, bool tma_readable,
+                       int ordinal, bool split_keys) {
+  const auto build = [&] {
+    ResolvedKernel r;
+    r.choice = choose(kind, p, vec, tma_readable, ordinal, split_keys);
+    r.kernel = &compiled(r.choice, ordinal);
+    return r;
+  };
+  if (tuning_overridden(kind)) return build();
+  const MaskDiagonals diagonals = mask_diagonals(p);
+  const Signature key{kind,
+                      p.dtype,
+                      static_cast<int>(p.dim_qk),
+                      static_cast<int>(p.dim_v),
+                      vec,
+                      ordinal,
+                      diagonals.past,
+                      diagonals.before,
+                      p.softcap > 0.0,
+                      p.has_sinks(),
+                      p.alibi_slopes.given(),
+                      tma_readable,
+                      split_keys,
+                      std::max(p.seq_q, p.seq_kv),
+                      tuning_tables_generation(),
+                      p.has_mask() ? mask_arrays_of(p) + "|" + p.mask->expression.canonical()
+                                   : std::string()};
+  static std::mutex mutex;
+  static auto* memo = new std::unordered_map<Signature, ResolvedKernel, SignatureHash>();  // leaked: calls may run at exit
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    auto it = memo->find(key);
+    if (it != memo->end()) return it->second;
+  }
+  ResolvedKernel r = build();  // outside the lock: a first call may compile for seconds
+  std::lock_guard<std::mutex> lock(mutex);
+  return memo->emplace(key, r).first->second;
+}
+
+
+}  // namespace flashgen::cuda
