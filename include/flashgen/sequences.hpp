@@ -92,11 +92,14 @@ struct KVCacheForwardArgs {
 inline constexpr std::int64_t kPageSizeMultiple = 16;
 
 // Throw flashgen::Error on bad input or failure (the message names the
-// argument and the rule). Host tensors only for now: the CUDA backend
-// refuses these calls with ErrorCode::unsupported. The options apply per
-// sequence; options.grad_sinks gets dL/dsink summed over the sequences;
-// ALiBi slopes of shape [batch, heads_q] only in forward_with_kvcache (a row
-// per sequence).
+// argument and the rule). The options apply per sequence; options.grad_sinks
+// gets dL/dsink summed over the sequences; ALiBi slopes of shape [batch,
+// heads_q] only in forward_with_kvcache (a row per sequence).
+// CUDA tensors: forward_varlen and backward_varlen launch the plain kernels
+// once per sequence on options.stream, after reading cu_seqlens back to the
+// host (the call waits for the stream: not capturable in a CUDA graph yet);
+// backward_varlen refuses options.sinks there. forward_with_kvcache takes
+// host tensors only for now (ErrorCode::unsupported).
 void forward_varlen(const VarlenForwardArgs& args, const Options& options = {});
 void backward_varlen(const VarlenBackwardArgs& args, const Options& options = {});
 void forward_with_kvcache(const KVCacheForwardArgs& args, const Options& options = {});

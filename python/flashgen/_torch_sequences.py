@@ -1,7 +1,10 @@
 """flashgen.attention_varlen and flashgen.attention_with_kvcache for torch
 tensors (flash-attn 2's layouts; see flashgen/_numpy_sequences.py). CPU
-tensors run on the CPU backend; the library refuses CUDA tensors with
-flashgen.UnsupportedError until the GPU kernels support these calls."""
+tensors run on the CPU backend. attention_varlen runs CUDA tensors on the
+GPU, a launch per sequence (cu_seqlens are read back to the host, so the
+call synchronizes with the stream; sinks' gradient is refused there);
+attention_with_kvcache refuses CUDA tensors with flashgen.UnsupportedError
+for now."""
 
 from __future__ import annotations
 

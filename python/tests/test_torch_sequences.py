@@ -1,5 +1,6 @@
 """flashgen.attention_varlen / attention_with_kvcache and flashgen.flash_attn on
-CPU tensors, against flashgen.attention per sequence."""
+CPU tensors (and attention_varlen on CUDA tensors), against flashgen.attention
+per sequence."""
 
 from __future__ import annotations
 
@@ -18,14 +19,18 @@ def _cumulative(lengths):
     return torch.tensor([0, *itertools.accumulate(lengths)], dtype=torch.int32)
 
 
-def _varlen_matches_per_sequence_calls(lengths_q, lengths_k, dims, **keywords):
+def _varlen_matches_per_sequence_calls(lengths_q, lengths_k, dims, device="cpu",
+                                       dtype=torch.float32, **keywords):
     """attention_varlen's o and gradients equal flashgen.attention's on each
     sequence's slice, to the bit."""
-    cu_q, cu_k = _cumulative(lengths_q), _cumulative(lengths_k)
+    cu_q, cu_k = _cumulative(lengths_q).to(device), _cumulative(lengths_k).to(device)
     dim_qk, dim_v = dims
-    q = torch.randn(int(cu_q[-1]), 4, dim_qk, requires_grad=True)
-    k = torch.randn(int(cu_k[-1]), 2, dim_qk, requires_grad=True)
-    v = torch.randn(int(cu_k[-1]), 2, dim_v, requires_grad=True)
+
+    def tensor(*shape):
+        return torch.randn(*shape).to(device, dtype).requires_grad_()
+    q = tensor(int(cu_q[-1]), 4, dim_qk)
+    k = tensor(int(cu_k[-1]), 2, dim_qk)
+    v = tensor(int(cu_k[-1]), 2, dim_v)
     o = flashgen.attention_varlen(q, k, v, cu_q, cu_k, max(lengths_q), max(lengths_k), **keywords)
     o.sum().backward()
     for b in range(len(lengths_q)):
@@ -42,6 +47,13 @@ def _varlen_matches_per_sequence_calls(lengths_q, lengths_k, dims, **keywords):
 def test_attention_varlen_forward_and_gradients_match_per_sequence_calls():
     torch.manual_seed(0)
     _varlen_matches_per_sequence_calls([5, 0, 1, 30], [7, 3, 1, 30], (24, 16), causal=True)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+@pytest.mark.parametrize("keywords", [dict(causal=True), dict(window_size=(30, 0), softcap=5.0)])
+def test_cuda_attention_varlen_matches_per_sequence_calls(keywords):
+    _varlen_matches_per_sequence_calls([70, 0, 1, 300], [70, 5, 1, 260], (64, 64), device="cuda",
+                                       dtype=torch.bfloat16, **keywords)
 
 
 def test_flash_attn_with_kvcache_appends_and_matches_attention():

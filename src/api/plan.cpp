@@ -68,23 +68,6 @@ void plan_cpu(const Call& call, const Problem& p, const Options& options, Plan& 
   plan.workspace_bytes = 0;
 }
 
-// The CUDA backend takes the problem's options, can run at all here, and
-// q.device names a device. Availability holds for the process (the driver and
-// NVRTC load once), so it is found once: a repeated call does not pay for it.
-void check_cuda_reachable(const Problem& p, const TensorView& q) {
-  // Before availability, so the message does not depend on the machine.
-  const std::string refused = cuda::unsupported_option(p);
-  if (!refused.empty()) throw Error(ErrorCode::unsupported, refused);
-  static const cuda::Availability available = cuda::availability();
-  if (!available.ok)
-    throw Error(ErrorCode::unsupported, "the CUDA backend cannot run here: " + available.reason);
-  const int devices = cuda::device_count();
-  if (q.device >= devices)
-    throw Error(ErrorCode::invalid_argument,
-                "q.device (" + std::to_string(q.device) + ") must be < the number of CUDA devices (" +
-                    std::to_string(devices) + ")");
-}
-
 void plan_cuda(const Call& call, const Problem& p, const Options& options, Plan& plan) {
   if (call.direction == Direction::forward) {
     plan.kernels = cuda::forward_kernel_names(p, *call.forward);
@@ -139,6 +122,23 @@ PlannedCall decide(const Call& call, const Options& options) {
 }
 
 }  // namespace
+
+// The CUDA backend takes the problem's options, can run at all here, and
+// q.device names a device. Availability holds for the process (the driver and
+// NVRTC load once), so it is found once: a repeated call does not pay for it.
+void check_cuda_reachable(const Problem& p, const TensorView& q) {
+  // Before availability, so the message does not depend on the machine.
+  const std::string refused = cuda::unsupported_option(p);
+  if (!refused.empty()) throw Error(ErrorCode::unsupported, refused);
+  static const cuda::Availability available = cuda::availability();
+  if (!available.ok)
+    throw Error(ErrorCode::unsupported, "the CUDA backend cannot run here: " + available.reason);
+  const int devices = cuda::device_count();
+  if (q.device >= devices)
+    throw Error(ErrorCode::invalid_argument,
+                "q.device (" + std::to_string(q.device) + ") must be < the number of CUDA devices (" +
+                    std::to_string(devices) + ")");
+}
 
 PlannedCall plan_call(const ForwardArgs& args, const Options& options) {
   return decide({Direction::forward, &args, nullptr}, options);

@@ -27,6 +27,10 @@ struct DispatchedCall {
 DispatchedCall dispatch_call(const ForwardArgs& args, const Options& options);
 DispatchedCall dispatch_call(const BackwardArgs& args, const Options& options);
 
+// That the CUDA backend takes the problem's options, can run here, and
+// q.device names a device; throws flashgen::Error otherwise.
+void check_cuda_reachable(const Problem& p, const TensorView& q);
+
 // Never throws flashgen::Error: a broken rule or a missing backend comes back
 // as plan.ok == false with plan.error and plan.reason.
 PlannedCall plan_call(const ForwardArgs& args, const Options& options);

@@ -1,9 +1,10 @@
 // The varlen and KV-cache entry points (flashgen/sequences.hpp). Each
-// validates, then runs the plain CPU backend once per sequence over views of
-// that sequence's rows (a sequence is a problem of batch 1), so the tiled
-// algorithm is the plain call's; empty sequences get their zeros and -inf
-// written directly, as empty plain problems do. A paged cache is gathered
-// per sequence into a packed buffer first (cpu/kv_cache.hpp).
+// validates, then runs the plain backend of the tensors' memory once per
+// sequence over views of that sequence's rows (a sequence is a problem of
+// batch 1), so the tiled algorithm is the plain call's; empty sequences get
+// their zeros and -inf, as empty plain problems do. A paged cache is
+// gathered per sequence into a packed buffer first (cpu/kv_cache.hpp; the
+// KV-cache call takes host tensors only for now).
 #include "flashgen/sequences.hpp"
 
 #include <vector>
@@ -13,6 +14,7 @@
 #include "api/validate_sequences.hpp"
 #include "cpu/cpu_backend.hpp"
 #include "cpu/kv_cache.hpp"
+#include "cuda/cuda_backend.hpp"
 
 namespace flashgen {
 namespace {
@@ -36,11 +38,33 @@ RowStatsView rows_of(const RowStatsView& t, std::int64_t b, std::int64_t row0, s
   return view;
 }
 
+// One sequence's forward on the backend of its tensors' memory (the CUDA
+// backend writes an empty problem's outputs itself).
 void run_forward(const Problem& p, const ForwardArgs& args, const Options& options) {
-  if (api::is_empty(p))
+  if (args.q.memory == MemoryKind::cuda)
+    cuda::forward(p, args, options.stream);
+  else if (api::is_empty(p))
     api::write_empty_forward(p, args);
   else
     cpu::forward(p, args, options.cpu_threads);
+}
+
+void run_backward(const Problem& p, const BackwardArgs& args, const Options& options) {
+  if (args.q.memory == MemoryKind::cuda)
+    cuda::backward(p, args, options.stream, options.deterministic);
+  else if (api::is_empty(p))
+    api::write_empty_backward(p, args);
+  else
+    cpu::backward(p, args, options.cpu_threads);
+}
+
+// dL/dsink, a sum over the sequences, is summed on the host from each
+// one's share, so it wants host memory: not yet with CUDA tensors.
+void refuse_sinks_gradient_on_cuda(const Problem& packed, const TensorView& q) {
+  if (q.memory == MemoryKind::cuda && packed.has_sinks())
+    throw Error(ErrorCode::unsupported,
+                "backward_varlen: options.sinks with CUDA tensors is not supported yet; use host "
+                "(CPU) tensors or the plain backward per sequence");
 }
 
 }  // namespace
@@ -91,6 +115,7 @@ void forward_varlen(const VarlenForwardArgs& args, const Options& options) {
 
 void backward_varlen(const VarlenBackwardArgs& args, const Options& options) {
   const api::VarlenProblem vp = api::validate_varlen_backward(args, options);
+  refuse_sinks_gradient_on_cuda(vp.packed, args.q);
   // With sinks, each sequence writes its share of dL/dsink here; the shares
   // are summed in sequence order (the same bits for any thread count).
   const std::int64_t heads = vp.packed.heads_q;
@@ -106,10 +131,7 @@ void backward_varlen(const VarlenBackwardArgs& args, const Options& options) {
     sequence.grad_q = rows_of(args.grad_q, 0, q0, p.seq_q);
     sequence.grad_k = rows_of(args.grad_k, 0, k0, p.seq_kv);
     sequence.grad_v = rows_of(args.grad_v, 0, k0, p.seq_kv);
-    if (api::is_empty(p))
-      api::write_empty_backward(p, sequence);
-    else
-      cpu::backward(p, sequence, options.cpu_threads);
+    run_backward(p, sequence, options);
     for (std::size_t h = 0; h < share.size(); ++h) sum[h] += share[h];
   }
   const HeadVectorView& grad_sinks = vp.packed.grad_sinks;

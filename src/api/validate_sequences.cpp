@@ -1,14 +1,17 @@
 // Rules of the varlen and KV-cache calls, in a fixed order so the first
 // broken rule is the one reported: options; each tensor and index array on
-// its own; agreement (dtype, memory, shapes); overlap of outputs; then, on
-// the host only, the index values (cu_seqlens, cache_seqlens, block_table).
+// its own; agreement (dtype, memory, shapes); overlap of outputs; then the
+// index values (cu_seqlens, read back from device memory where they live
+// there; cache_seqlens and block_table, host memory only for now).
 #include "api/validate_sequences.hpp"
 
 #include <string>
 #include <vector>
 
 #include "api/operands.hpp"
+#include "api/plan.hpp"
 #include "api/validate.hpp"
+#include "cuda/cuda_backend.hpp"
 
 namespace flashgen::api {
 namespace {
@@ -35,6 +38,19 @@ std::vector<std::int64_t> read_cu_seqlens(const char* name, const IndexView& t,
   return begin;
 }
 
+// An index array as the host reads it: the caller's host memory, or a copy
+// of its device memory (in the order of `stream`) into `copy`.
+IndexView readable_on_host(const IndexView& t, std::vector<std::int32_t>& copy, void* stream) {
+  if (t.memory != MemoryKind::cuda || t.shape[0] == 0) return t;
+  const std::int64_t span = (t.shape[0] - 1) * t.stride[0] + (t.shape[1] - 1) * t.stride[1] + 1;
+  copy.resize(static_cast<std::size_t>(span));
+  cuda::copy_device_to_host(copy.data(), t.data, sizeof(std::int32_t) * copy.size(), stream);
+  IndexView host = t;
+  host.data = copy.data();
+  host.memory = MemoryKind::host;
+  return host;
+}
+
 void check_max_seqlen(const char* name, std::int64_t max_seqlen,
                       const std::vector<std::int64_t>& begin) {
   for (std::size_t b = 0; b + 1 < begin.size(); ++b) {
@@ -47,9 +63,9 @@ void check_max_seqlen(const char* name, std::int64_t max_seqlen,
 
 // Shared by the varlen forward and backward, after the packed tensors passed
 // the plain call's rules (as a problem of batch 1).
-VarlenProblem check_varlen(const char* call, const Problem& packed, const TensorView& q,
+VarlenProblem check_varlen(const Problem& packed, const TensorView& q,
                            const IndexView& cu_seqlens_q, const IndexView& cu_seqlens_k,
-                           std::int64_t max_seqlen_q, std::int64_t max_seqlen_k) {
+                           std::int64_t max_seqlen_q, std::int64_t max_seqlen_k, void* stream) {
   if (packed.batch != 1)
     fail("q.shape[0] (batch = %lld) must be 1: varlen tensors hold the sequences' tokens one "
          "after another along axis 1 ([1, total_q, heads_q, dim_qk])",
@@ -70,11 +86,15 @@ VarlenProblem check_varlen(const char* call, const Problem& packed, const Tensor
     fail("max_seqlen_q (%lld) and max_seqlen_k (%lld) must be >= 0",
          static_cast<long long>(max_seqlen_q), static_cast<long long>(max_seqlen_k));
 
-  require_host_memory(call, q.memory);
+  // Before device memory is read: the backend takes the options and runs here.
+  if (q.memory == MemoryKind::cuda) check_cuda_reachable(packed, q);
   VarlenProblem out;
   out.packed = packed;
-  out.q_begin = read_cu_seqlens("cu_seqlens_q", cu_seqlens_q, "q", packed.seq_q);
-  out.k_begin = read_cu_seqlens("cu_seqlens_k", cu_seqlens_k, "k", packed.seq_kv);
+  std::vector<std::int32_t> copy;
+  out.q_begin =
+      read_cu_seqlens("cu_seqlens_q", readable_on_host(cu_seqlens_q, copy, stream), "q", packed.seq_q);
+  out.k_begin = read_cu_seqlens("cu_seqlens_k", readable_on_host(cu_seqlens_k, copy, stream), "k",
+                                packed.seq_kv);
   check_max_seqlen("max_seqlen_q", max_seqlen_q, out.q_begin);
   check_max_seqlen("max_seqlen_k", max_seqlen_k, out.k_begin);
   return out;
@@ -115,8 +135,8 @@ void require_host_memory(const char* call, MemoryKind memory) {
 VarlenProblem validate_varlen_forward(const VarlenForwardArgs& a, const Options& options) {
   refuse_slopes_per_batch_row("forward_varlen", options);
   const Problem packed = validate_forward({a.q, a.k, a.v, a.o, a.lse}, options);
-  return check_varlen("forward_varlen", packed, a.q, a.cu_seqlens_q, a.cu_seqlens_k,
-                      a.max_seqlen_q, a.max_seqlen_k);
+  return check_varlen(packed, a.q, a.cu_seqlens_q, a.cu_seqlens_k, a.max_seqlen_q,
+                      a.max_seqlen_k, options.stream);
 }
 
 VarlenProblem validate_varlen_backward(const VarlenBackwardArgs& a, const Options& options) {
@@ -126,8 +146,8 @@ VarlenProblem validate_varlen_backward(const VarlenBackwardArgs& a, const Option
   packed_args.grad_o = a.grad_o, packed_args.lse = a.lse;
   packed_args.grad_q = a.grad_q, packed_args.grad_k = a.grad_k, packed_args.grad_v = a.grad_v;
   const Problem packed = validate_backward(packed_args, options);
-  return check_varlen("backward_varlen", packed, a.q, a.cu_seqlens_q, a.cu_seqlens_k,
-                      a.max_seqlen_q, a.max_seqlen_k);
+  return check_varlen(packed, a.q, a.cu_seqlens_q, a.cu_seqlens_k, a.max_seqlen_q,
+                      a.max_seqlen_k, options.stream);
 }
 
 }  // namespace flashgen::api

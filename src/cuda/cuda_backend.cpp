@@ -287,6 +287,10 @@ std::size_t backward_workspace_bytes(const Problem& p, bool deterministic) {
   return bytes;
 }
 
+void copy_device_to_host(void* host, const void* device, std::size_t bytes, void* stream) {
+  copy_to_host(host, reinterpret_cast<DevicePtr>(device), bytes, stream);
+}
+
 void forward(const Problem& problem, const ForwardArgs& call, void* stream) {
   const ForwardRoute route = route_forward(problem, call);
   const Problem& p = route.launch.problem;

@@ -36,6 +36,10 @@ std::size_t backward_workspace_bytes(const Problem& p, bool deterministic);
 // heuristic for a device allowing `shared_limit` bytes of shared memory.
 TuningParams tuning_for(const KernelSpec& spec, const Problem& p, std::size_t shared_limit);
 
+// `bytes` of device memory at `device` into host memory at `host`, in the
+// order of `stream` (waits for the stream): index arrays the host must read.
+void copy_device_to_host(void* host, const void* device, std::size_t bytes, void* stream);
+
 void forward(const Problem& p, const ForwardArgs& args, void* stream);
 void backward(const Problem& p, const BackwardArgs& args, void* stream, bool deterministic);
 

@@ -1,0 +1,62 @@
+// Varlen calls (flashgen/sequences.hpp) as the tests run them on either
+// backend: cases of sequence lengths, their packed tensors in host or CUDA
+// memory (inputs filled, outputs poisoned, cu_seqlens in the same memory),
+// and the checks against the fp64 reference run per sequence.
+#pragma once
+
+#include <memory>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "cpu/reference_sequences.hpp"
+#include "device_storage.hpp"
+#include "flashgen/sequences.hpp"
+#include "test_tensor.hpp"
+
+namespace flashgen::testing {
+
+struct VarlenCase {
+  std::string name;
+  std::vector<std::int64_t> lengths_q, lengths_k;  // per sequence
+  std::int64_t heads_q = 2, heads_kv = 2, dim_qk = 32, dim_v = 32;
+  bool causal = false;
+  DType dtype = DType::bf16;
+  Layout layout = Layout::bshd;
+};
+
+inline void PrintTo(const VarlenCase& c, std::ostream* os) { *os << c.name; }
+
+// Shapes every backend runs: mixed lengths with empty and one-token
+// sequences, causal, GQA and MQA, odd D, Dv != Dqk, f32, padded rows, more
+// queries than keys, all sequences empty.
+std::vector<VarlenCase> varlen_cases();
+
+// The packed tensors of a case in `memory`.
+struct VarlenTensors {
+  VarlenTensors(const VarlenCase& c, MemoryKind memory);
+  VarlenForwardArgs forward_args(const VarlenCase& c) const;
+  VarlenBackwardArgs backward_args(const VarlenCase& c) const;
+  cpu::Sequences sequences() const;
+
+  MemoryKind memory;
+  std::vector<std::int32_t> cu_q, cu_k;  // host copies
+  std::unique_ptr<Storage> cu_q_storage, cu_k_storage;  // where the calls read them
+  TestTensor q, k, v, grad_o, o, lse, grad_q, grad_k, grad_v;
+};
+
+// The packed problem (batch 1) of a case, for the reference.
+Problem packed_problem(const VarlenCase& c, const VarlenTensors& t);
+
+// Expects the output written everywhere, its guard bands intact and its
+// values within the tolerance rule of the reference `ref`.
+void expect_rule(const char* name, const TestTensor& t, const std::vector<double>& ref,
+                 const std::vector<double>& naive, DType precision);
+
+// Runs forward_varlen with `options` and checks O and LSE against the
+// reference, and the inputs unchanged.
+void check_varlen_forward(const VarlenCase& c, MemoryKind memory, const Options& options);
+// Runs the forward, then backward_varlen, and checks dQ, dK, dV.
+void check_varlen_backward(const VarlenCase& c, MemoryKind memory, const Options& options);
+
+}  // namespace flashgen::testing
