@@ -86,6 +86,7 @@ class Workload:
     sinks: bool = False       # a sink logit per query head (values fixed per run)
     documents: tuple = ()     # lengths of packed documents (summing to seq_q = seq_kv); () none
     mask_every_pair: bool = False  # flashgen only: mask_mod "kv_idx >= 0", the mask machinery's price
+    varlen: bool = False  # flashgen only: the batch's sequences packed, through attention_varlen
 
     def __post_init__(self):
         for field in ("heads_kv", "seq_kv", "dim_v"):
@@ -119,7 +120,8 @@ class Workload:
         modifiers = ("window", "softcap", "sinks", "documents", "mask_every_pair")
         return {key: (list(value) if key in ("window", "documents") else value)
                 for key, value in dataclasses.asdict(self).items()
-                if key not in ("name", "backward") and (key not in modifiers or self.modified)}
+                if key not in ("name", "backward") and (key not in modifiers or self.modified)
+                and (key != "varlen" or value)}
 
 
 # ----------------------------------------------------------------------------
@@ -295,11 +297,15 @@ def system_call(system, w):
             keywords.update(mask_mod="doc[kv_idx] == doc[q_idx]", mask_tensors={"doc": document_ids(w)})
         if w.mask_every_pair:
             keywords.update(mask_mod="kv_idx >= 0")
+        if w.varlen:
+            return varlen_call(w, deterministic, keywords)
         return lambda q, k, v: flashgen.attention(q, k, v, causal=w.causal, deterministic=deterministic,
                                                   **keywords)
     gqa = w.heads_q != w.heads_kv
     if w.mask_every_pair:
         raise NotImplementedError("a flashgen-only row: the price of its mask machinery")
+    if w.varlen:
+        raise NotImplementedError("a flashgen-only row: its dense twin has the peers")
     if system == "flex":
         return flex_call(w, gqa)
     if w.window != (-1, -1) or w.softcap > 0 or w.sinks:
@@ -324,6 +330,22 @@ def system_call(system, w):
             o = scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2),
                                              attn_mask=mask, is_causal=is_causal, enable_gqa=gqa)
         return o.transpose(1, 2)
+    return call
+
+
+def varlen_call(w, deterministic, keywords):
+    """flashgen.attention_varlen on the batch's sequences packed one after
+    another ([batch · seq, heads, dim] views of the same tensors), its output
+    seen as [batch, seq, heads, dim] again."""
+    import flashgen
+    cu_q = torch.arange(w.batch + 1, device="cuda", dtype=torch.int32) * w.seq_q
+    cu_k = torch.arange(w.batch + 1, device="cuda", dtype=torch.int32) * w.seq_kv
+
+    def call(q, k, v):
+        o = flashgen.attention_varlen(q.reshape(-1, w.heads_q, w.dim_qk), k.reshape(-1, w.heads_kv, w.dim_qk),
+                                      v.reshape(-1, w.heads_kv, w.dim_v), cu_q, cu_k, w.seq_q, w.seq_kv,
+                                      causal=w.causal, deterministic=deterministic, **keywords)
+        return o.reshape(w.batch, w.seq_q, w.heads_q, w.dim_v)
     return call
 
 
