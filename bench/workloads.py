@@ -293,18 +293,18 @@ def system_call(system, w):
         keywords = dict(window_size=w.window, softcap=w.softcap)
         if w.sinks:
             keywords["sinks"] = sink_logits(w)
+        if w.varlen:
+            return varlen_call(w, deterministic, keywords)
         if w.documents:
             keywords.update(mask_mod="doc[kv_idx] == doc[q_idx]", mask_tensors={"doc": document_ids(w)})
         if w.mask_every_pair:
             keywords.update(mask_mod="kv_idx >= 0")
-        if w.varlen:
-            return varlen_call(w, deterministic, keywords)
         return lambda q, k, v: flashgen.attention(q, k, v, causal=w.causal, deterministic=deterministic,
                                                   **keywords)
     gqa = w.heads_q != w.heads_kv
     if w.mask_every_pair:
         raise NotImplementedError("a flashgen-only row: the price of its mask machinery")
-    if w.varlen:
+    if w.varlen and not w.documents:
         raise NotImplementedError("a flashgen-only row: its dense twin has the peers")
     if system == "flex":
         return flex_call(w, gqa)
@@ -336,14 +336,22 @@ def system_call(system, w):
 def varlen_call(w, deterministic, keywords):
     """flashgen.attention_varlen on the batch's sequences packed one after
     another ([batch · seq, heads, dim] views of the same tensors), its output
-    seen as [batch, seq, heads, dim] again."""
+    seen as [batch, seq, heads, dim] again. With documents, each batch
+    entry's documents are the sequences (what the peers run as a document
+    mask)."""
     import flashgen
-    cu_q = torch.arange(w.batch + 1, device="cuda", dtype=torch.int32) * w.seq_q
-    cu_k = torch.arange(w.batch + 1, device="cuda", dtype=torch.int32) * w.seq_kv
+    if w.documents:
+        lengths = torch.tensor(list(w.documents) * w.batch, dtype=torch.int32)
+        cu_q = cu_k = torch.cat([torch.zeros(1, dtype=torch.int32), lengths.cumsum(0, dtype=torch.int32)]).cuda()
+        longest_q = longest_k = max(w.documents)
+    else:
+        cu_q = torch.arange(w.batch + 1, device="cuda", dtype=torch.int32) * w.seq_q
+        cu_k = torch.arange(w.batch + 1, device="cuda", dtype=torch.int32) * w.seq_kv
+        longest_q, longest_k = w.seq_q, w.seq_kv
 
     def call(q, k, v):
         o = flashgen.attention_varlen(q.reshape(-1, w.heads_q, w.dim_qk), k.reshape(-1, w.heads_kv, w.dim_qk),
-                                      v.reshape(-1, w.heads_kv, w.dim_v), cu_q, cu_k, w.seq_q, w.seq_kv,
+                                      v.reshape(-1, w.heads_kv, w.dim_v), cu_q, cu_k, longest_q, longest_k,
                                       causal=w.causal, deterministic=deterministic, **keywords)
         return o.reshape(w.batch, w.seq_q, w.heads_q, w.dim_v)
     return call
