@@ -63,7 +63,8 @@ struct VarlenForwardArgs {
   TensorView q, k, v;
   TensorView o;       // output
   RowStatsView lse;   // output (optional: data == nullptr does not write it)
-  IndexView cu_seqlens_q, cu_seqlens_k;  // [batch + 1]
+  // [batch + 1], in host memory or on the tensors' device.
+  IndexView cu_seqlens_q, cu_seqlens_k;
   // At least the longest sequence; the GPU kernels size their grids by them.
   std::int64_t max_seqlen_q = 0, max_seqlen_k = 0;
 };
@@ -96,8 +97,9 @@ inline constexpr std::int64_t kPageSizeMultiple = 16;
 // gets dL/dsink summed over the sequences; ALiBi slopes of shape [batch,
 // heads_q] only in forward_with_kvcache (a row per sequence).
 // CUDA tensors: forward_varlen and backward_varlen launch the plain kernels
-// once per sequence on options.stream, after reading cu_seqlens back to the
-// host (the call waits for the stream: not capturable in a CUDA graph yet);
+// once per sequence on options.stream. cu_seqlens may be in host memory
+// (read as they are) or on the tensors' device (read back first: the call
+// waits for the stream, so it cannot be captured in a CUDA graph);
 // backward_varlen refuses options.sinks there. forward_with_kvcache takes
 // host tensors only for now (ErrorCode::unsupported).
 void forward_varlen(const VarlenForwardArgs& args, const Options& options = {});

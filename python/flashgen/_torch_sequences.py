@@ -1,8 +1,9 @@
 """flashgen.attention_varlen and flashgen.attention_with_kvcache for torch
 tensors (flash-attn 2's layouts; see flashgen/_numpy_sequences.py). CPU
 tensors run on the CPU backend. attention_varlen runs CUDA tensors on the
-GPU, a launch per sequence (cu_seqlens are read back to the host, so the
-call synchronizes with the stream; sinks' gradient is refused there);
+GPU, a launch per sequence (cu_seqlens on the CPU are read as they are; on
+the GPU they are read back, so the call synchronizes with the stream; sinks'
+gradient is refused there);
 attention_with_kvcache refuses CUDA tensors with flashgen.UnsupportedError
 for now."""
 

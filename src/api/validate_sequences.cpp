@@ -79,7 +79,9 @@ VarlenProblem check_varlen(const Problem& packed, const TensorView& q,
     if (op->shape[0] < 1)
       fail("%s.shape[0] (%lld) must be >= 1: it holds batch + 1 offsets", op->name,
            static_cast<long long>(op->shape[0]));
-    check_same_placement(*op, q_op);
+    // Host offsets serve any tensors (and spare the read-back below);
+    // device offsets live with the tensors.
+    if (op->memory != MemoryKind::host) check_same_placement(*op, q_op);
   }
   check_extent(cu_k, 0, cu_q, 0);
   if (max_seqlen_q < 0 || max_seqlen_k < 0)

@@ -104,6 +104,16 @@ TEST(ValidateVarlen, CudaTensorsWithoutAUsableGpuAreRefusedBeforeAnythingIsRead)
                          [&] { forward_varlen(a); }));
 }
 
+// Offsets in device memory live with the tensors; host offsets serve any.
+TEST(ValidateVarlen, DeviceOffsetsMustLiveWithTheTensors) {
+  Varlen t;
+  VarlenForwardArgs a = t.args();
+  a.cu_seqlens_q.memory = MemoryKind::cuda;
+  EXPECT_TRUE(fails_with(ErrorCode::invalid_argument,
+                         "cu_seqlens_q.memory (cuda) must equal q.memory (host)",
+                         [&] { forward_varlen(a); }));
+}
+
 struct Paged {
   Buffers buffers;
   std::vector<std::int32_t> seqlens = {3, 20}, table = {2, 0, 1, 3};

@@ -1,5 +1,5 @@
 // forward_varlen / backward_varlen on CUDA tensors (cu_seqlens in device
-// memory) against the fp64 reference run per sequence: the cases the CPU
+// memory, or in host memory) against the fp64 reference run per sequence: the cases the CPU
 // backend runs, the deterministic and the atomic backward, and what is
 // refused with a clear error.
 #include <gtest/gtest.h>
@@ -35,6 +35,13 @@ TEST_P(GpuVarlen, BackwardMatchesTheReferencePerSequence) {
 TEST_P(GpuVarlen, AtomicBackwardMatchesTheReferencePerSequence) {
   FLASHGEN_SKIP_WITHOUT_GPU();
   check_varlen_backward(GetParam(), kGpu, gpu_options(GetParam(), false));
+}
+
+// cu_seqlens in host memory with CUDA tensors: read as they are.
+TEST_P(GpuVarlen, HostOffsetsServeCudaTensors) {
+  FLASHGEN_SKIP_WITHOUT_GPU();
+  check_varlen_forward(GetParam(), kGpu, gpu_options(GetParam()), true);
+  check_varlen_backward(GetParam(), kGpu, gpu_options(GetParam()), true);
 }
 
 INSTANTIATE_TEST_SUITE_P(Cases, GpuVarlen, ::testing::ValuesIn(varlen_cases()),

@@ -60,12 +60,12 @@ std::vector<VarlenCase> varlen_cases() {
   };
 }
 
-VarlenTensors::VarlenTensors(const VarlenCase& c, MemoryKind memory_)
-    : memory(memory_),
+VarlenTensors::VarlenTensors(const VarlenCase& c, MemoryKind memory_, bool host_offsets)
+    : offsets_memory(host_offsets ? MemoryKind::host : memory_),
       cu_q(cumulative(c.lengths_q)),
       cu_k(cumulative(c.lengths_k)),
-      cu_q_storage(stored(cu_q, memory_)),
-      cu_k_storage(stored(cu_k, memory_)),
+      cu_q_storage(stored(cu_q, offsets_memory)),
+      cu_k_storage(stored(cu_k, offsets_memory)),
       q(memory_, c.dtype, 1, cu_q.back(), c.heads_q, c.dim_qk, c.layout),
       k(memory_, c.dtype, 1, cu_k.back(), c.heads_kv, c.dim_qk, c.layout),
       v(memory_, c.dtype, 1, cu_k.back(), c.heads_kv, c.dim_v, c.layout),
@@ -86,9 +86,9 @@ VarlenForwardArgs VarlenTensors::forward_args(const VarlenCase& c) const {
   VarlenForwardArgs a;
   a.q = q.view(), a.k = k.view(), a.v = v.view(), a.o = o.view(), a.lse = lse.stats_view();
   a.cu_seqlens_q = IndexView::vector(static_cast<const std::int32_t*>(cu_q_storage->data()),
-                                     static_cast<std::int64_t>(cu_q.size()), memory);
+                                     static_cast<std::int64_t>(cu_q.size()), offsets_memory);
   a.cu_seqlens_k = IndexView::vector(static_cast<const std::int32_t*>(cu_k_storage->data()),
-                                     static_cast<std::int64_t>(cu_k.size()), memory);
+                                     static_cast<std::int64_t>(cu_k.size()), offsets_memory);
   a.max_seqlen_q = longest(c.lengths_q), a.max_seqlen_k = longest(c.lengths_k);
   return a;
 }
@@ -125,8 +125,9 @@ void expect_rule(const char* name, const TestTensor& t, const std::vector<double
   EXPECT_EQ(tolerance_violation(name, t, t.values(t.download()), ref, naive, precision), "");
 }
 
-void check_varlen_forward(const VarlenCase& c, MemoryKind memory, const Options& options) {
-  VarlenTensors t(c, memory);
+void check_varlen_forward(const VarlenCase& c, MemoryKind memory, const Options& options,
+                          bool host_offsets) {
+  VarlenTensors t(c, memory, host_offsets);
   forward_varlen(t.forward_args(c), options);
   const Problem p = packed_problem(c, t);
   const cpu::PackedInputs in = packed_inputs(t, false);
@@ -139,8 +140,9 @@ void check_varlen_forward(const VarlenCase& c, MemoryKind memory, const Options&
     EXPECT_EQ(input->check_unchanged(input->download()), "");
 }
 
-void check_varlen_backward(const VarlenCase& c, MemoryKind memory, const Options& options) {
-  VarlenTensors t(c, memory);
+void check_varlen_backward(const VarlenCase& c, MemoryKind memory, const Options& options,
+                           bool host_offsets) {
+  VarlenTensors t(c, memory, host_offsets);
   forward_varlen(t.forward_args(c), options);
   t.o.snapshot(), t.lse.snapshot();
   backward_varlen(t.backward_args(c), options);

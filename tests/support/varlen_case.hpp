@@ -32,14 +32,15 @@ inline void PrintTo(const VarlenCase& c, std::ostream* os) { *os << c.name; }
 // queries than keys, all sequences empty.
 std::vector<VarlenCase> varlen_cases();
 
-// The packed tensors of a case in `memory`.
+// The packed tensors of a case in `memory`, cu_seqlens there too or, with
+// host_offsets, in host memory.
 struct VarlenTensors {
-  VarlenTensors(const VarlenCase& c, MemoryKind memory);
+  VarlenTensors(const VarlenCase& c, MemoryKind memory, bool host_offsets = false);
   VarlenForwardArgs forward_args(const VarlenCase& c) const;
   VarlenBackwardArgs backward_args(const VarlenCase& c) const;
   cpu::Sequences sequences() const;
 
-  MemoryKind memory;
+  MemoryKind offsets_memory;
   std::vector<std::int32_t> cu_q, cu_k;  // host copies
   std::unique_ptr<Storage> cu_q_storage, cu_k_storage;  // where the calls read them
   TestTensor q, k, v, grad_o, o, lse, grad_q, grad_k, grad_v;
@@ -55,8 +56,10 @@ void expect_rule(const char* name, const TestTensor& t, const std::vector<double
 
 // Runs forward_varlen with `options` and checks O and LSE against the
 // reference, and the inputs unchanged.
-void check_varlen_forward(const VarlenCase& c, MemoryKind memory, const Options& options);
+void check_varlen_forward(const VarlenCase& c, MemoryKind memory, const Options& options,
+                          bool host_offsets = false);
 // Runs the forward, then backward_varlen, and checks dQ, dK, dV.
-void check_varlen_backward(const VarlenCase& c, MemoryKind memory, const Options& options);
+void check_varlen_backward(const VarlenCase& c, MemoryKind memory, const Options& options,
+                           bool host_offsets = false);
 
 }  // namespace flashgen::testing
