@@ -1,18 +1,25 @@
-// `flashgen precompile`: compiles the kernels of a set of head dimensions into
-// the on-disk cache without a GPU, so that first calls on the GPU load cubins
-// instead of compiling (deployment images, CI warm-up, short GPU sessions).
+// `flashgen precompile`: compiles the kernels of a set of head dimensions (with
+// the masks and score modifiers a deployment calls, and its decode steps)
+// into the on-disk cache without a GPU, so that first calls on the GPU load
+// cubins instead of compiling (deployment images, CI warm-up, short GPU
+// sessions).
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
+#include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "arguments.hpp"
 #include "codegen/generate.hpp"
+#include "codegen/user_mask.hpp"
 #include "commands.hpp"
 #include "cuda/cuda_backend.hpp"
+#include "cuda/kernel_choice.hpp"
+#include "cuda/query_head_packing.hpp"
 #include "cuda/runtime/runtime.hpp"
 #include "kernel_listing.hpp"
 #include "sweep.hpp"
@@ -21,20 +28,61 @@
 namespace flashgen::cli {
 namespace {
 
-// The kernels each --kinds item launches.
-std::vector<KernelKind> kinds_of(const std::vector<std::string>& names) {
+// The problem a dimension's kernels are generated for: packed tensors, one
+// head, long enough for the tuning tables' rows of long sequences, with the
+// command's masks and score modifiers. The modifiers' vectors are never read
+// (the specs only note that they are given).
+Problem problem_of(std::int64_t d, DType dtype, bool causal, const Arguments& a,
+                   const std::shared_ptr<const mask::BoundMask>& mask) {
+  static float unread[1];
+  Problem p;
+  p.batch = 1;
+  p.seq_q = p.seq_kv = 8192;
+  p.heads_q = p.heads_kv = 1;
+  p.dim_qk = p.dim_v = d;
+  p.dtype = dtype;
+  p.causal = causal;
+  const std::vector<std::int64_t> window = a.integer_list("window", {-1, -1}, -1, 1 << 30);
+  if (window.size() != 2) throw UsageError("--window takes two integers, LEFT,RIGHT");
+  p.window_left = window[0], p.window_right = window[1];
+  p.softcap = a.number("softcap", 0.0, 0.0);
+  if (a.given("sinks")) p.sinks = HeadVectorView::heads(unread, 1);
+  if (a.given("alibi")) p.alibi_slopes = HeadVectorView::heads(unread, 1);
+  p.mask = mask;
+  return p;
+}
+
+// The kernels a call of `p` launches for each --kinds item (with a user
+// mask, its mask_blocks kernel first).
+std::vector<KernelKind> kinds_of(const std::vector<std::string>& names, const Problem& p) {
   std::vector<KernelKind> kinds;
+  if (p.has_mask()) kinds.push_back(KernelKind::mask_blocks);
   for (const std::string& name : names) {
     if (name == "forward") {
       kinds.push_back(KernelKind::forward);
-    } else if (name == "backward") {
-      kinds.insert(kinds.end(), {KernelKind::backward_query, KernelKind::backward_key_value});
     } else {
-      kinds.insert(kinds.end(), {KernelKind::backward_prepare, KernelKind::backward_atomic,
-                                 KernelKind::convert_grad_q});
+      const std::vector<KernelKind> backward = cuda::backward_kinds(p, name == "backward_atomic");
+      kinds.insert(kinds.end(), backward.begin(), backward.end());
     }
   }
   return kinds;
+}
+
+// Decode with `group` query heads per key/value head: the split-key forward,
+// its combine and the whole forward of the problem as the kernels see it
+// (query heads packed as rows where they pack).
+std::vector<KernelSpec> decode_specs(const Problem& base, std::int64_t group, int vec,
+                                     const std::string& arch) {
+  Problem p = base;
+  p.seq_q = 1;
+  p.heads_q = group;
+  const Problem seen = cuda::packs_query_heads(p) ? cuda::packed_problem(p) : p;
+  std::vector<KernelSpec> specs = {
+      cuda::spec_of(KernelKind::forward, seen, vec, arch, true),
+      cuda::spec_of(KernelKind::forward_combine, seen, vec, arch),
+      cuda::spec_of(KernelKind::forward, seen, vec, arch)};
+  if (seen.has_mask()) specs.push_back(cuda::spec_of(KernelKind::mask_blocks, seen, vec, arch));
+  return specs;
 }
 
 }  // namespace
@@ -42,42 +90,67 @@ std::vector<KernelKind> kinds_of(const std::vector<std::string>& names) {
 int precompile_command(const std::vector<std::string>& words) {
   Arguments a("precompile",
               "[--dims 64,128 | --sweep] [--dtype bf16|f16] [--causal 0|1|both] [--arch sm_90a]\n"
-              "                      [--kinds forward,backward,backward_atomic] [--threads N]",
+              "                      [--kinds forward,backward,backward_atomic] [--decode G,...]\n"
+              "                      [--window L,R] [--softcap C] [--sinks] [--alibi]\n"
+              "                      [--mask-mod EXPR --mask-arrays doc:i,...] [--threads N]",
               "Compiles the kernels that problems of these head dimensions (packed tensors, "
               "Dqk = Dv = D) use on ARCH into the cache directory ($FLASHGEN_CACHE_DIR or "
-              "~/.cache/flashgen/<version>/<arch>), with NVRTC and no GPU.");
+              "~/.cache/flashgen/<version>/<arch>), with NVRTC and no GPU. The masks and score "
+              "modifiers select the kernels of calls that pass them (a user mask is compiled "
+              "for its expression); --decode adds the kernels of decode steps (one query, "
+              "G query heads per key/value head).");
   declare_dims_options(a);
   a.option("dtype", "T", "bf16 (default) or f16");
   a.option("causal", "C", "0 (default), 1 or both");
   a.option("arch", "ARCH", "NVRTC target (default sm_90a)");
   a.option("kinds", "K,K", "forward, backward, backward_atomic (default: all three)");
+  a.option("decode", "G,...", "also decode steps with G query heads per key/value head");
+  a.option("window", "L,R", "sliding window (flash-attn's window_size; -1 unbounded)");
+  a.option("softcap", "C", "soft-capped logits (default 0: none)");
+  a.flag("sinks", "a sink logit per query head");
+  a.flag("alibi", "ALiBi slopes");
+  a.option("mask-mod", "EXPR", "a user mask (Options::mask_mod)");
+  a.option("mask-arrays", "LIST",
+           "the arrays --mask-mod reads, name:i (int32) or name:f (fp32), comma-separated");
   a.option("threads", "N", "compiler threads (default: hardware threads)");
   if (!a.parse(words)) return kExitOk;
   const std::vector<std::int64_t> dims = dims_from(a, {64, 128}, 512);
   const DType dtype = a.choice("dtype", "bf16", {"bf16", "f16"}) == "f16" ? DType::f16 : DType::bf16;
   const std::string causal = a.choice("causal", "0", {"0", "1", "both"});
   const std::string arch = a.text("arch", "sm_90a");
-  const std::vector<KernelKind> kinds = kinds_of(
+  const std::vector<std::string> kind_names =
       a.choice_list("kinds", {"forward", "backward", "backward_atomic"},
-                    {"forward", "backward", "backward_atomic"}));
+                    {"forward", "backward", "backward_atomic"});
+  const std::vector<std::int64_t> groups = a.integer_list("decode", {}, 1, 1024);
   const int threads = static_cast<int>(
       a.integer("threads", std::max(1u, std::thread::hardware_concurrency()), 1, 256));
+  std::shared_ptr<const mask::BoundMask> mask;
+  if (a.given("mask-mod")) {
+    try {
+      mask = std::make_shared<const mask::BoundMask>(mask::BoundMask{
+          mask::Expression::parse(a.text("mask-mod", ""),
+                                  parse_mask_arrays(a.text("mask-arrays", ""))),
+          {}});
+    } catch (const Error& e) {
+      throw UsageError(std::string("--mask-mod: ") + e.what());
+    }
+  }
+  const std::size_t shared_limit = shared_limit_of_arch(arch);
 
   std::vector<GeneratedKernel> work;
+  std::set<std::string> names;  // a kernel several problems share is compiled once
+  const auto add = [&](const KernelSpec& spec, const Problem& p) {
+    GeneratedKernel g = generate(spec, cuda::tuning_of(spec, p, shared_limit));
+    if (names.insert(g.name).second) work.push_back(std::move(g));
+  };
   for (std::int64_t d : dims)
     for (bool is_causal : {false, true}) {
       if ((causal == "0" && is_causal) || (causal == "1" && !is_causal)) continue;
-      Problem p;
-      p.batch = 1;
-      p.seq_q = p.seq_kv = 8192;
-      p.heads_q = p.heads_kv = 1;
-      p.dim_qk = p.dim_v = d;
-      p.dtype = dtype;
-      p.causal = is_causal;
-      for (KernelKind kind : kinds) {
-        KernelSpec spec{kind, dtype, int(d), int(d), is_causal, packed_vec(d, d), arch};
-        work.push_back(generate(spec, cuda::tuning_for(spec, p, shared_limit_of_arch(arch))));
-      }
+      const Problem p = problem_of(d, dtype, is_causal, a, mask);
+      const int vec = packed_vec(d, d);
+      for (KernelKind kind : kinds_of(kind_names, p)) add(cuda::spec_of(kind, p, vec, arch), p);
+      for (std::int64_t group : groups)
+        for (const KernelSpec& spec : decode_specs(p, group, vec, arch)) add(spec, p);
     }
 
   std::atomic<std::size_t> next{0}, done{0};

@@ -42,19 +42,6 @@ bool use_atomic(const Problem& p, bool deterministic) {
   return prefer_atomic_backward(static_cast<int>(p.dim_qk), static_cast<int>(p.dim_v));
 }
 
-// The backward as a list of launches. Two-kernel: backward_query (dQ and
-// Dterm) then backward_key_value (dK, dV). Atomic: backward_prepare (Dterm,
-// zeroed fp32 dQ), backward_atomic (dK, dV, dQ partials), convert_grad_q.
-// With sinks, backward_sinks (their gradient, from Dterm) last.
-std::vector<KernelKind> backward_kinds(const Problem& p, bool atomic) {
-  std::vector<KernelKind> kinds =
-      atomic ? std::vector<KernelKind>{KernelKind::backward_prepare, KernelKind::backward_atomic,
-                                       KernelKind::convert_grad_q}
-             : std::vector<KernelKind>{KernelKind::backward_query, KernelKind::backward_key_value};
-  if (p.has_sinks()) kinds.push_back(KernelKind::backward_sinks);
-  return kinds;
-}
-
 int backward_vec(const BackwardArgs& a) {
   return alignment_class({&a.q, &a.k, &a.v, &a.o, &a.grad_o, &a.grad_q, &a.grad_k, &a.grad_v});
 }
@@ -234,6 +221,15 @@ void prepare_user_mask(const Problem& p, int vec, int ordinal, DevicePtr scratch
 }
 
 }  // namespace
+
+std::vector<KernelKind> backward_kinds(const Problem& p, bool atomic) {
+  std::vector<KernelKind> kinds =
+      atomic ? std::vector<KernelKind>{KernelKind::backward_prepare, KernelKind::backward_atomic,
+                                       KernelKind::convert_grad_q}
+             : std::vector<KernelKind>{KernelKind::backward_query, KernelKind::backward_key_value};
+  if (p.has_sinks()) kinds.push_back(KernelKind::backward_sinks);
+  return kinds;
+}
 
 TuningParams tuning_for(const KernelSpec& spec, const Problem& p, std::size_t shared_limit) {
   return lookup_tuning(spec, p, shared_limit).value_or(default_tuning(spec, shared_limit));

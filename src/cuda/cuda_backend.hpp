@@ -32,6 +32,12 @@ std::vector<std::string> backward_kernel_names(const Problem& p, const BackwardA
                                                bool deterministic);
 std::size_t backward_workspace_bytes(const Problem& p, bool deterministic);
 
+// The backward as a list of launches. Two-kernel: backward_query (dQ and
+// Dterm) then backward_key_value (dK, dV). Atomic: backward_prepare (Dterm,
+// zeroed fp32 dQ), backward_atomic (dK, dV, dQ partials), convert_grad_q.
+// With sinks, backward_sinks (their gradient, from Dterm) last.
+std::vector<KernelKind> backward_kinds(const Problem& p, bool atomic);
+
 // The tuning a spec gets for a problem: a tuning-table row, else the
 // heuristic for a device allowing `shared_limit` bytes of shared memory.
 TuningParams tuning_for(const KernelSpec& spec, const Problem& p, std::size_t shared_limit);

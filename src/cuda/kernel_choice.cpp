@@ -94,32 +94,43 @@ struct SignatureHash {
 
 }  // namespace
 
-KernelChoice choose(KernelKind kind, const Problem& p, int vec, bool tma_readable, int ordinal,
-                    bool split_keys) {
-  KernelChoice c;
-  c.spec.kind = kind;
-  c.spec.split_keys = split_keys;
-  c.spec.dtype = p.dtype;
-  c.spec.dim_qk = static_cast<int>(p.dim_qk);
-  c.spec.dim_v = static_cast<int>(p.dim_v);
+KernelSpec spec_of(KernelKind kind, const Problem& p, int vec, const std::string& arch,
+                   bool split_keys) {
+  KernelSpec spec;
+  spec.kind = kind;
+  spec.split_keys = split_keys;
+  spec.dtype = p.dtype;
+  spec.dim_qk = static_cast<int>(p.dim_qk);
+  spec.dim_v = static_cast<int>(p.dim_v);
   const MaskDiagonals diagonals = mask_diagonals(p);
-  c.spec.causal = diagonals.past;
-  c.spec.window = diagonals.before;
-  c.spec.softcap = p.softcap > 0.0 && computes_probabilities(kind);
+  spec.causal = diagonals.past;
+  spec.window = diagonals.before;
+  spec.softcap = p.softcap > 0.0 && computes_probabilities(kind);
   // The sink joins the forward's denominator, or the combine's where the
   // keys are split (the shares' partial results hold none).
-  c.spec.sinks = p.has_sinks() && (kind == KernelKind::forward_combine ||
-                                   (kind == KernelKind::forward && !split_keys));
-  c.spec.alibi = p.alibi_slopes.given() && computes_probabilities(kind);
+  spec.sinks = p.has_sinks() && (kind == KernelKind::forward_combine ||
+                                 (kind == KernelKind::forward && !split_keys));
+  spec.alibi = p.alibi_slopes.given() && computes_probabilities(kind);
   if (p.has_mask() && (computes_probabilities(kind) || kind == KernelKind::mask_blocks)) {
-    c.spec.mask_mod = p.mask->expression.canonical();
-    c.spec.mask_arrays = mask_arrays_of(p);
+    spec.mask_mod = p.mask->expression.canonical();
+    spec.mask_arrays = mask_arrays_of(p);
   }
-  c.spec.vec = vec;
+  spec.vec = vec;
+  spec.arch = arch;
+  return spec;
+}
+
+TuningParams tuning_of(const KernelSpec& spec, const Problem& p, std::size_t shared_limit) {
+  return spec.split_keys ? split_keys_tuning_for(spec, p, shared_limit)
+                         : tuning_for(spec, p, shared_limit);
+}
+
+KernelChoice choose(KernelKind kind, const Problem& p, int vec, bool tma_readable, int ordinal,
+                    bool split_keys) {
   const DeviceInfo& device = device_info(ordinal);
-  c.spec.arch = device.arch();
-  c.tuning = split_keys ? split_keys_tuning_for(c.spec, p, device.shared_per_block_optin)
-                       : tuning_for(c.spec, p, device.shared_per_block_optin);
+  KernelChoice c;
+  c.spec = spec_of(kind, p, vec, device.arch(), split_keys);
+  c.tuning = tuning_of(c.spec, p, device.shared_per_block_optin);
   if (!tma_readable) c.tuning = tuning_without_tma(c.spec, c.tuning, device.shared_per_block_optin);
   c.generated = &generated_kernel(c.spec, c.tuning);
   return c;

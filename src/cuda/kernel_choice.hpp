@@ -1,7 +1,10 @@
 // Which generated kernel a launch gets: its spec from the problem, its
 // tuning from the tables or the heuristics, its source generated once per
-// process and its compiled function from the caches (cuda/runtime).
+// process and its compiled function from the caches (cuda/runtime). The
+// spec and the tuning need no device (flashgen precompile uses them).
 #pragma once
+
+#include <string>
 
 #include "codegen/generate.hpp"
 #include "codegen/kernel_spec.hpp"
@@ -10,6 +13,17 @@
 
 namespace flashgen::cuda {
 
+// The spec of kernel `kind` for a problem whose tensors have alignment
+// class `vec` (kernel_args.hpp), on `arch`; split_keys: the split-key
+// forward of decode. No device needed (flashgen precompile).
+KernelSpec spec_of(KernelKind kind, const Problem& p, int vec, const std::string& arch,
+                   bool split_keys = false);
+
+// Its tuning on a device allowing `shared_limit` bytes of shared memory per
+// CTA: a forced tuning, a tuning-table row or the heuristic (the split-key
+// forward: a forced one or the heuristic, the tables timing whole forwards).
+TuningParams tuning_of(const KernelSpec& spec, const Problem& p, std::size_t shared_limit);
+
 // Everything needed to launch one generated kernel.
 struct KernelChoice {
   KernelSpec spec;
@@ -17,9 +31,8 @@ struct KernelChoice {
   const GeneratedKernel* generated = nullptr;  // owned by generated_kernel()'s memo
 };
 
-// The kernel of `kind` for a problem whose tensors have alignment class
-// `vec` (kernel_args.hpp), on device `ordinal`; split_keys: the split-key
-// forward of decode. `tma_readable`: whether TMA can read the tensors the kernel traverses
+// The kernel of `kind` (spec_of, tuning_of) on device `ordinal`, its source
+// generated once per process. `tma_readable`: whether TMA can read the tensors the kernel traverses
 // (tma_can_read); where it cannot, a tuning whose producer copies by TMA
 // runs the same shape without the producer (tuning_without_tma).
 KernelChoice choose(KernelKind kind, const Problem& p, int vec, bool tma_readable, int ordinal,

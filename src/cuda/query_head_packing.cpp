@@ -7,22 +7,6 @@
 namespace flashgen::cuda {
 namespace {
 
-// Whether the restatement computes the same thing: one query row, a group
-// to pack, keys for it to see, and nothing that tells query heads apart
-// beyond their row but a sink (read by row: ForwardLaunch). ALiBi's slope
-// would need each row's head; a user mask may read neither h nor q_idx
-// (a row's), nor see its keys moved by a window. The soft cap treats every
-// score alike.
-bool packable(const Problem& p) {
-  if (p.seq_q != 1 || p.heads_kv <= 0 || p.group_size() < 2 || p.alibi_slopes.given())
-    return false;
-  const RowRange keys = visible_keys(p, 0);
-  if (keys.empty()) return false;
-  if (!p.has_mask()) return true;
-  const mask::Expression& e = p.mask->expression;
-  return !e.uses(mask::Op::head) && !e.uses(mask::Op::query) && keys.begin == 0;
-}
-
 // Keys [first, first + count) of a [batch, seq, heads, dim] tensor.
 TensorView key_range(const TensorView& t, std::int64_t first, std::int64_t count) {
   TensorView range = t;
@@ -43,26 +27,48 @@ TensorView heads_as_rows(const TensorView& t, std::int64_t group, std::int64_t h
 
 }  // namespace
 
-ForwardLaunch pack_query_heads(const Problem& p, const ForwardArgs& args) {
-  if (!packable(p)) return {p, args};
-  const std::int64_t group = p.group_size();
-  ForwardLaunch packed{p, args};
-  packed.problem.seq_q = group;
-  packed.problem.heads_q = p.heads_kv;
-  // The keys the one query sees, with no mask left.
+// Whether the restatement computes the same thing: one query row, a group
+// to pack, keys for it to see, and nothing that tells query heads apart
+// beyond their row but a sink (read by row: ForwardLaunch). ALiBi's slope
+// would need each row's head; a user mask may read neither h nor q_idx
+// (a row's), nor see its keys moved by a window. The soft cap treats every
+// score alike.
+bool packs_query_heads(const Problem& p) {
+  if (p.seq_q != 1 || p.heads_kv <= 0 || p.group_size() < 2 || p.alibi_slopes.given())
+    return false;
   const RowRange keys = visible_keys(p, 0);
-  packed.problem.seq_kv = keys.size();
-  packed.problem.causal = false;
-  packed.problem.causal_alignment = CausalAlignment::bottom_right;
-  packed.problem.window_left = packed.problem.window_right = -1;
+  if (keys.empty()) return false;
+  if (!p.has_mask()) return true;
+  const mask::Expression& e = p.mask->expression;
+  return !e.uses(mask::Op::head) && !e.uses(mask::Op::query) && keys.begin == 0;
+}
+
+Problem packed_problem(const Problem& p) {
+  const std::int64_t group = p.group_size();
+  Problem packed = p;
+  packed.seq_q = group;
+  packed.heads_q = p.heads_kv;
+  // The keys the one query sees, with no mask left.
+  packed.seq_kv = visible_keys(p, 0).size();
+  packed.causal = false;
+  packed.causal_alignment = CausalAlignment::bottom_right;
+  packed.window_left = packed.window_right = -1;
+  if (p.has_sinks()) {
+    // Sink of query head g·group + r: head g's stride, row r's (ForwardLaunch).
+    packed.sinks.shape[0] = p.heads_kv;
+    packed.sinks.stride[0] = p.sinks.stride[0] * group;
+  }
+  return packed;
+}
+
+ForwardLaunch pack_query_heads(const Problem& p, const ForwardArgs& args) {
+  if (!packs_query_heads(p)) return {p, args};
+  const std::int64_t group = p.group_size();
+  ForwardLaunch packed{packed_problem(p), args};
+  const RowRange keys = visible_keys(p, 0);
   packed.args.k = key_range(args.k, keys.begin, keys.size());
   packed.args.v = key_range(args.v, keys.begin, keys.size());
-  if (p.has_sinks()) {
-    // Sink of query head g·group + r: head g's stride, row r's.
-    packed.problem.sinks.shape[0] = p.heads_kv;
-    packed.problem.sinks.stride[0] = p.sinks.stride[0] * group;
-    packed.sinks_row_stride = p.sinks.stride[0];
-  }
+  if (p.has_sinks()) packed.sinks_row_stride = p.sinks.stride[0];
   packed.args.q = heads_as_rows(args.q, group, p.heads_kv);
   packed.args.o = heads_as_rows(args.o, group, p.heads_kv);
   if (args.lse.data != nullptr) {

@@ -28,4 +28,10 @@ struct ForwardLaunch {
 // scores that differ by row) is returned as it is.
 ForwardLaunch pack_query_heads(const Problem& p, const ForwardArgs& args);
 
+// Whether pack_query_heads restates the call, and the problem it restates
+// it as (packs_query_heads(p) must hold): what flashgen precompile compiles
+// decode's kernels for.
+bool packs_query_heads(const Problem& p);
+Problem packed_problem(const Problem& p);
+
 }  // namespace flashgen::cuda

@@ -1,0 +1,77 @@
+// `flashgen precompile` run as a user runs it: which kernels a deployment's
+// options compile (masks, score modifiers, decode steps) into a fresh cache
+// directory, and the messages of bad options. NVRTC compiles here; no GPU.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+
+#include <unistd.h>
+
+#include "cli_runner.hpp"
+
+namespace {
+
+using namespace flashgen::cli::test;
+
+class PrecompileCommand : public CommandTest {
+ protected:
+  void SetUp() override {
+    CommandTest::SetUp();
+    if (IsSkipped()) return;
+    if (contains(run_cli("info").output, "NVRTC:         unavailable"))
+      GTEST_SKIP() << "no NVRTC here";
+    cache_ = std::filesystem::temp_directory_path() /
+             ("flashgen_precompile_test_" + std::to_string(::getpid()));
+    std::filesystem::remove_all(cache_);
+    ::setenv("FLASHGEN_CACHE_DIR", cache_.c_str(), 1);
+  }
+  void TearDown() override {
+    ::unsetenv("FLASHGEN_CACHE_DIR");
+    std::filesystem::remove_all(cache_);
+  }
+  Outcome precompile(const std::string& arguments) {
+    return run_cli("precompile --threads 2 " + arguments);
+  }
+  std::filesystem::path cache_;
+};
+
+// gpt-oss style: a window and sinks, with decode steps of 8 query heads per
+// key/value head, which pack as rows: the split-key forward (no window left,
+// no sink) and its combine (the sinks) besides the plain forward.
+TEST_F(PrecompileCommand, DecodeStepsWithAWindowAndSinks) {
+  const Outcome o =
+      precompile("--dims 64 --kinds forward --decode 8 --window=128,0 --sinks --causal 1");
+  EXPECT_EQ(o.exit_code, 0) << o.output;
+  EXPECT_TRUE(contains(o.output, "dqk=64 dv=64 causal=1 vec=8 sm_90a window sinks |")) << o.output;
+  EXPECT_TRUE(contains(o.output, "dqk=64 dv=64 causal=0 vec=8 sm_90a split_keys |")) << o.output;
+  EXPECT_TRUE(contains(o.output, "forward_combine bf16 dqk=64 dv=64 causal=0 vec=8 sm_90a sinks |"))
+      << o.output;
+  EXPECT_TRUE(contains(o.output, "4 kernels in ")) << o.output;
+  EXPECT_FALSE(contains(o.output, "FAILED")) << o.output;
+}
+
+// A user mask compiles with its expression, mask_blocks included; the
+// deterministic backward of sinks adds their gradient's kernel.
+TEST_F(PrecompileCommand, AUserMaskAndTheBackwardsKernels) {
+  const Outcome o = precompile("--dims 40 --kinds forward,backward "
+                               "--mask-mod 'doc[kv_idx] == doc[q_idx]' --mask-arrays doc:i");
+  EXPECT_EQ(o.exit_code, 0) << o.output;
+  for (const char* kind : {"mask_blocks", "forward", "backward_query", "backward_key_value"})
+    EXPECT_TRUE(contains(o.output, std::string("] ") + kind + " bf16 dqk=40 dv=40 ")) << kind;
+  EXPECT_TRUE(contains(o.output, " mask=")) << o.output;
+  const Outcome sinks = precompile("--dims 40 --kinds backward --sinks");
+  EXPECT_TRUE(contains(sinks.output, "] backward_sinks ")) << sinks.output;
+}
+
+TEST_F(PrecompileCommand, BadOptionsNameTheRule) {
+  const Outcome mask = run_cli("precompile --dims 64 --mask-mod 'doc[kv_idx] == 0'");
+  EXPECT_EQ(mask.exit_code, 2) << mask.output;
+  EXPECT_TRUE(contains(mask.output, "--mask-mod: mask_mod: unknown name \"doc\"")) << mask.output;
+  const Outcome window = run_cli("precompile --dims 64 --window 5");
+  EXPECT_EQ(window.exit_code, 2) << window.output;
+  EXPECT_TRUE(contains(window.output, "--window takes two integers, LEFT,RIGHT")) << window.output;
+}
+
+}  // namespace
