@@ -183,8 +183,7 @@ fi
 if wanted workloads; then
   # The suite's kernels compiled first, on every core (a first call compiles
   # its kernels one after the other).
-  step precompile 90 build-gpu/flashgen precompile --dims 40,64,80,127,128,199,256,257,385,512 \
-    --causal both --threads "$(nproc)"
+  step precompile 90 bash bench/precompile_workloads.sh build-gpu/flashgen
   step workloads 560 env FLASHGEN_LIBRARY="$PWD/build-gpu/libflashgen.so" python3 bench/workloads.py \
     --json "$out/workloads_${date_tag}.json" $workload_options
   grep -v "^\[" "$out/workloads.log" | tail -45
