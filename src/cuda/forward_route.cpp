@@ -46,10 +46,14 @@ bool may_split_keys(const Problem& p, int vec, int ordinal) {
 
 // How many CTAs share each query block's keys under the split kernel's
 // tuning: 1 (no split) where its query blocks alone give every SM a CTA.
-int key_splits(const Problem& p, const KernelChoice& split, int ordinal) {
-  const std::int64_t sms = device_info(ordinal).sm_count;
-  const std::int64_t blocks = (p.seq_q + split.tuning.block_rows - 1) / split.tuning.block_rows *
-                              p.heads_q * p.batch * head_chunks_of(split.spec, split.tuning);
+// Its spec and tuning only (no source is generated on the call's path).
+int key_splits(const Problem& p, int vec, int ordinal) {
+  const DeviceInfo& device = device_info(ordinal);
+  const KernelSpec split = spec_of(KernelKind::forward, p, vec, device.arch(), true);
+  const TuningParams tuning = tuning_of(split, p, device.shared_per_block_optin);
+  const std::int64_t sms = device.sm_count;
+  const std::int64_t blocks = (p.seq_q + tuning.block_rows - 1) / tuning.block_rows * p.heads_q *
+                              p.batch * head_chunks_of(split, tuning);
   if (blocks >= sms) return 1;
   const std::int64_t wanted = (kSplitCtasPerSm * sms + blocks - 1) / blocks;
   const std::int64_t most = std::min(kMostKeyShares, p.seq_kv / kLeastKeysPerShare);
@@ -67,8 +71,7 @@ ForwardRoute route_forward(const Problem& problem, const ForwardArgs& call) {
   if (sinks_by_row && !split_kernel_serves(p, vec, ordinal))
     return {{problem, call}, 0, forward_vec(call)};
   if (sinks_by_row || may_split_keys(p, vec, ordinal)) {
-    const int splits = key_splits(p, choose(KernelKind::forward, p, vec, false, ordinal, true),
-                                  ordinal);
+    const int splits = key_splits(p, vec, ordinal);
     if (splits > 1 || sinks_by_row) route.splits = splits;
   }
   return route;
