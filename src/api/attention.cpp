@@ -2,10 +2,7 @@
 // backend it decides on. Errors carry the planner's code and reason.
 #include <cstddef>
 
-#include "api/empty_outputs.hpp"
 #include "api/plan.hpp"
-#include "cpu/cpu_backend.hpp"
-#include "cuda/cuda_backend.hpp"
 
 namespace flashgen {
 
@@ -40,30 +37,12 @@ std::size_t backward_workspace_bytes(const BackwardArgs& args, const Options& op
 
 void forward(const ForwardArgs& args, const Options& options) {
   const api::DispatchedCall call = api::dispatch_call(args, options);
-  const Problem& p = call.problem;
-  if (call.backend == Backend::cuda) {
-    cuda::forward(p, args, options.stream);  // writes empty problems' outputs itself
-    return;
-  }
-  if (api::is_empty(p)) {
-    api::write_empty_forward(p, args);
-    return;
-  }
-  cpu::forward(p, args, options.cpu_threads);
+  api::run_forward(call.backend, call.problem, args, options);
 }
 
 void backward(const BackwardArgs& args, const Options& options) {
   const api::DispatchedCall call = api::dispatch_call(args, options);
-  const Problem& p = call.problem;
-  if (call.backend == Backend::cuda) {
-    cuda::backward(p, args, options.stream, options.deterministic);
-    return;
-  }
-  if (api::is_empty(p)) {
-    api::write_empty_backward(p, args);
-    return;
-  }
-  cpu::backward(p, args, options.cpu_threads);
+  api::run_backward(call.backend, call.problem, args, options);
 }
 
 }  // namespace flashgen

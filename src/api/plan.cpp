@@ -13,7 +13,9 @@
 #include <cstdio>
 #include <thread>
 
+#include "api/empty_outputs.hpp"
 #include "api/validate.hpp"
+#include "cpu/cpu_backend.hpp"
 #include "cuda/cuda_backend.hpp"
 #include "cuda/runtime/runtime.hpp"
 
@@ -91,8 +93,7 @@ DispatchedCall dispatch(const Call& call, const Options& options) {
   DispatchedCall out;
   out.problem = call.direction == Direction::forward ? validate_forward(*call.forward, options)
                                                      : validate_backward(*call.backward, options);
-  // Validation has checked that an explicit backend reaches the memory.
-  out.backend = call.q().memory == MemoryKind::cuda ? Backend::cuda : Backend::cpu;
+  out.backend = backend_of(call.q());
   if (out.backend == Backend::cuda) check_cuda_reachable(out.problem, call.q());
   return out;
 }
@@ -138,6 +139,26 @@ void check_cuda_reachable(const Problem& p, const TensorView& q) {
     throw Error(ErrorCode::invalid_argument,
                 "q.device (" + std::to_string(q.device) + ") must be < the number of CUDA devices (" +
                     std::to_string(devices) + ")");
+}
+
+void run_forward(Backend backend, const Problem& p, const ForwardArgs& args,
+                 const Options& options) {
+  if (backend == Backend::cuda)
+    cuda::forward(p, args, options.stream);
+  else if (is_empty(p))
+    write_empty_forward(p, args);
+  else
+    cpu::forward(p, args, options.cpu_threads);
+}
+
+void run_backward(Backend backend, const Problem& p, const BackwardArgs& args,
+                  const Options& options) {
+  if (backend == Backend::cuda)
+    cuda::backward(p, args, options.stream, options.deterministic);
+  else if (is_empty(p))
+    write_empty_backward(p, args);
+  else
+    cpu::backward(p, args, options.cpu_threads);
 }
 
 PlannedCall plan_call(const ForwardArgs& args, const Options& options) {

@@ -27,6 +27,19 @@ struct DispatchedCall {
 DispatchedCall dispatch_call(const ForwardArgs& args, const Options& options);
 DispatchedCall dispatch_call(const BackwardArgs& args, const Options& options);
 
+// The backend of tensors in this memory: CUDA for device memory, else the
+// CPU (validation has checked that an explicit backend reaches the memory).
+inline Backend backend_of(const TensorView& q) {
+  return q.memory == MemoryKind::cuda ? Backend::cuda : Backend::cpu;
+}
+
+// Runs a validated problem on `backend`: the CUDA backend writes an empty
+// problem's outputs on its stream, the CPU path writes them on the host.
+void run_forward(Backend backend, const Problem& p, const ForwardArgs& args,
+                 const Options& options);
+void run_backward(Backend backend, const Problem& p, const BackwardArgs& args,
+                  const Options& options);
+
 // That the CUDA backend takes the problem's options, can run here, and
 // q.device names a device; throws flashgen::Error otherwise.
 void check_cuda_reachable(const Problem& p, const TensorView& q);

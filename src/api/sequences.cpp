@@ -9,12 +9,9 @@
 
 #include <vector>
 
-#include "api/empty_outputs.hpp"
 #include "api/plan.hpp"
 #include "api/validate_sequences.hpp"
-#include "cpu/cpu_backend.hpp"
 #include "cpu/kv_cache.hpp"
-#include "cuda/cuda_backend.hpp"
 
 namespace flashgen {
 namespace {
@@ -36,26 +33,6 @@ RowStatsView rows_of(const RowStatsView& t, std::int64_t b, std::int64_t row0, s
   view.shape[0] = 1;
   view.shape[2] = rows;
   return view;
-}
-
-// One sequence's forward on the backend of its tensors' memory (the CUDA
-// backend writes an empty problem's outputs itself).
-void run_forward(const Problem& p, const ForwardArgs& args, const Options& options) {
-  if (args.q.memory == MemoryKind::cuda)
-    cuda::forward(p, args, options.stream);
-  else if (api::is_empty(p))
-    api::write_empty_forward(p, args);
-  else
-    cpu::forward(p, args, options.cpu_threads);
-}
-
-void run_backward(const Problem& p, const BackwardArgs& args, const Options& options) {
-  if (args.q.memory == MemoryKind::cuda)
-    cuda::backward(p, args, options.stream, options.deterministic);
-  else if (api::is_empty(p))
-    api::write_empty_backward(p, args);
-  else
-    cpu::backward(p, args, options.cpu_threads);
 }
 
 // dL/dsink, a sum over the sequences, is summed on the host from each
@@ -109,7 +86,7 @@ void forward_varlen(const VarlenForwardArgs& args, const Options& options) {
     const Problem p = vp.sequence(b);
     ForwardArgs sequence;
     slice_sequence(args, vp, b, p, sequence);
-    run_forward(p, sequence, options);
+    api::run_forward(api::backend_of(args.q), p, sequence, options);
   }
 }
 
@@ -131,7 +108,7 @@ void backward_varlen(const VarlenBackwardArgs& args, const Options& options) {
     sequence.grad_q = rows_of(args.grad_q, 0, q0, p.seq_q);
     sequence.grad_k = rows_of(args.grad_k, 0, k0, p.seq_kv);
     sequence.grad_v = rows_of(args.grad_v, 0, k0, p.seq_kv);
-    run_backward(p, sequence, options);
+    api::run_backward(api::backend_of(args.q), p, sequence, options);
     for (std::size_t h = 0; h < share.size(); ++h) sum[h] += share[h];
   }
   const HeadVectorView& grad_sinks = vp.packed.grad_sinks;
@@ -163,7 +140,7 @@ void forward_with_kvcache(const KVCacheForwardArgs& args, const Options& options
       sequence.k = rows_of(args.k_cache, b, 0, p.seq_kv);
       sequence.v = rows_of(args.v_cache, b, 0, p.seq_kv);
     }
-    run_forward(p, sequence, options);
+    api::run_forward(api::backend_of(args.q), p, sequence, options);
   }
 }
 
