@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "codegen/generate.hpp"
+#include "codegen/user_mask.hpp"
 #include "cuda/runtime/embedded_headers.hpp"
 #include "tune/tuning_table.hpp"
 
@@ -62,6 +63,26 @@ KernelKind kernel_kind_named(const std::string& name) {
   for (KernelKind kind : kKinds)
     if (name == to_string(kind)) return kind;
   throw Error(ErrorCode::invalid_argument, "unknown kernel kind '" + name + "'");
+}
+
+void declare_mask_options(Arguments& a) {
+  a.option("mask-mod", "EXPR", "a user mask (Options::mask_mod) spliced into the kernels");
+  a.option("mask-arrays", "LIST",
+           "the arrays --mask-mod reads, name:i (int32) or name:f (fp32), comma-separated");
+}
+
+std::optional<mask::Expression> mask_option(const Arguments& a) {
+  const std::string command = "flashgen " + a.command() + ": ";
+  if (!a.given("mask-mod")) {
+    if (a.given("mask-arrays")) throw UsageError(command + "--mask-arrays goes with --mask-mod");
+    return std::nullopt;
+  }
+  try {
+    return mask::Expression::parse(a.text("mask-mod", ""),
+                                   parse_mask_arrays(a.text("mask-arrays", "")));
+  } catch (const Error& e) {
+    throw UsageError(command + "--mask-mod / --mask-arrays: " + e.what());
+  }
 }
 
 int packed_vec(std::int64_t dim_qk, std::int64_t dim_v) {

@@ -1,13 +1,17 @@
-// What `flashgen source` prints, apart from its command line: kernel kinds by
-// name, the alignment class of packed tensors, and the listing of one
-// generated kernel, optionally with the embedded device headers it includes.
+// What the commands that generate kernels (`flashgen source`, `precompile`)
+// share: kernel kinds by name, the alignment class of packed tensors, the
+// user-mask options, and the listing of one generated kernel, optionally with
+// the embedded device headers it includes.
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "arguments.hpp"
 #include "codegen/kernel_spec.hpp"
+#include "common/mask_expression.hpp"
 
 namespace flashgen::cli {
 
@@ -21,6 +25,12 @@ KernelKind kernel_kind_named(const std::string& name);
 // stride is a multiple of its dim, so the class is the largest of 8, 4, 2, 1
 // dividing both dims.
 int packed_vec(std::int64_t dim_qk, std::int64_t dim_v);
+
+// --mask-mod EXPR and --mask-arrays LIST (the arrays it reads).
+void declare_mask_options(Arguments& a);
+// The expression they give, parsed (nullopt without --mask-mod); a
+// UsageError naming the options for a bad expression, or --mask-arrays alone.
+std::optional<mask::Expression> mask_option(const Arguments& a);
 
 // The embedded device headers (src/cuda/device/*.cuh) that `source` includes,
 // directly or through each other, in the order their text enters the

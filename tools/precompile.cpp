@@ -15,7 +15,6 @@
 
 #include "arguments.hpp"
 #include "codegen/generate.hpp"
-#include "codegen/user_mask.hpp"
 #include "commands.hpp"
 #include "cuda/cuda_backend.hpp"
 #include "cuda/kernel_choice.hpp"
@@ -109,9 +108,7 @@ int precompile_command(const std::vector<std::string>& words) {
   a.option("softcap", "C", "soft-capped logits (default 0: none)");
   a.flag("sinks", "a sink logit per query head");
   a.flag("alibi", "ALiBi slopes");
-  a.option("mask-mod", "EXPR", "a user mask (Options::mask_mod)");
-  a.option("mask-arrays", "LIST",
-           "the arrays --mask-mod reads, name:i (int32) or name:f (fp32), comma-separated");
+  declare_mask_options(a);
   a.option("threads", "N", "compiler threads (default: hardware threads)");
   if (!a.parse(words)) return kExitOk;
   const std::vector<std::int64_t> dims = dims_from(a, {64, 128}, 512);
@@ -125,16 +122,8 @@ int precompile_command(const std::vector<std::string>& words) {
   const int threads = static_cast<int>(
       a.integer("threads", std::max(1u, std::thread::hardware_concurrency()), 1, 256));
   std::shared_ptr<const mask::BoundMask> mask;
-  if (a.given("mask-mod")) {
-    try {
-      mask = std::make_shared<const mask::BoundMask>(mask::BoundMask{
-          mask::Expression::parse(a.text("mask-mod", ""),
-                                  parse_mask_arrays(a.text("mask-arrays", ""))),
-          {}});
-    } catch (const Error& e) {
-      throw UsageError(std::string("--mask-mod: ") + e.what());
-    }
-  }
+  if (std::optional<mask::Expression> e = mask_option(a))
+    mask = std::make_shared<const mask::BoundMask>(mask::BoundMask{std::move(*e), {}});
   const std::size_t shared_limit = shared_limit_of_arch(arch);
 
   std::vector<GeneratedKernel> work;

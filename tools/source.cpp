@@ -51,9 +51,7 @@ int source_command(const std::vector<std::string>& words) {
   a.flag("softcap", "soft-capped logits");
   a.flag("sinks", "forward, forward_combine: a sink logit per query head");
   a.flag("alibi", "logits less ALiBi's bias");
-  a.option("mask-mod", "EXPR", "a user mask (Options::mask_mod) spliced into the kernel");
-  a.option("mask-arrays", "LIST",
-           "the arrays --mask-mod reads, name:i (int32) or name:f (fp32), comma-separated");
+  declare_mask_options(a);
   a.flag("split-keys", "forward: the split-key kernel of decode (partial results for\n"
                        "                          forward_combine)");
   a.option("vec", "V", "alignment class: 8 (16-byte rows), 4, 2, 1, or 0 (dim stride not 1);\n"
@@ -82,17 +80,9 @@ int source_command(const std::vector<std::string>& words) {
   spec.sinks = a.given("sinks");
   spec.alibi = a.given("alibi");
   spec.split_keys = a.given("split-keys");
-  if (a.given("mask-mod")) {
-    const std::string arrays = a.text("mask-arrays", "");
-    try {
-      spec.mask_mod =
-          mask::Expression::parse(a.text("mask-mod", ""), parse_mask_arrays(arrays)).canonical();
-    } catch (const Error& e) {
-      throw UsageError(std::string("flashgen source: --mask-mod / --mask-arrays: ") + e.what());
-    }
-    spec.mask_arrays = arrays;
-  } else if (a.given("mask-arrays")) {
-    throw UsageError("flashgen source: --mask-arrays goes with --mask-mod");
+  if (const std::optional<mask::Expression> mask = mask_option(a)) {
+    spec.mask_mod = mask->canonical();
+    spec.mask_arrays = mask_arrays_text(mask->arrays());
   }
   spec.vec = std::stoi(a.choice("vec", std::to_string(packed_vec(spec.dim_qk, spec.dim_v)),
                                 {"8", "4", "2", "1", "0"}));

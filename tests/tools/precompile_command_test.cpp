@@ -68,7 +68,9 @@ TEST_F(PrecompileCommand, AUserMaskAndTheBackwardsKernels) {
 TEST_F(PrecompileCommand, BadOptionsNameTheRule) {
   const Outcome mask = run_cli("precompile --dims 64 --mask-mod 'doc[kv_idx] == 0'");
   EXPECT_EQ(mask.exit_code, 2) << mask.output;
-  EXPECT_TRUE(contains(mask.output, "--mask-mod: mask_mod: unknown name \"doc\"")) << mask.output;
+  EXPECT_TRUE(contains(mask.output, "flashgen precompile: --mask-mod / --mask-arrays: "
+                                    "mask_mod: unknown name \"doc\""))
+      << mask.output;
   const Outcome window = run_cli("precompile --dims 64 --window 5");
   EXPECT_EQ(window.exit_code, 2) << window.output;
   EXPECT_TRUE(contains(window.output, "--window takes two integers, LEFT,RIGHT")) << window.output;
