@@ -55,6 +55,9 @@ def check_causal_mode(value) -> tuple:
 
 def check_window(value) -> tuple:
     """window_size: (left, right) ints, -1 = unbounded on that side."""
+    if type(value) is tuple and len(value) == 2 and type(value[0]) is int \
+            and type(value[1]) is int:  # the common case, without the ABC checks below
+        return value
     if (not isinstance(value, (tuple, list)) or len(value) != 2
             or any(_is_bool(x) or not isinstance(x, numbers.Integral) for x in value)):
         raise TypeError(f"window_size must be a pair of ints (left, right), -1 = unbounded: "
@@ -65,6 +68,8 @@ def check_window(value) -> tuple:
 
 def check_softcap(value) -> float:
     """softcap: a real number, 0 = off (the library refuses a negative one)."""
+    if type(value) is float:
+        return value
     if _is_bool(value) or not isinstance(value, numbers.Real):
         raise TypeError(f"softcap must be a real number (0 = off), got "
                         f"{type(value).__name__} {value!r}")
@@ -73,8 +78,8 @@ def check_softcap(value) -> float:
 
 def check_scale(value) -> float | None:
     """scale: a real number, or None for 1/sqrt(dim_qk)."""
-    if value is None:
-        return None
+    if value is None or type(value) is float:
+        return value
     if _is_bool(value) or not isinstance(value, numbers.Real):
         raise TypeError(f"scale must be a real number or None (1/sqrt(dim_qk)), got "
                         f"{type(value).__name__} {value!r}")

@@ -24,9 +24,8 @@ from typing import List, Optional, Tuple
 
 import torch
 
-from . import _capi
-from ._torch_views import (check_head_vector, check_inputs, options_for, row_stats_view,
-                           tensor_view)
+from . import _capi, _prepared_calls
+from ._torch_views import check_head_vector, check_inputs, options_for
 
 # top_left, window_left, window_right, softcap, alibi_slopes, sinks, mask_mod,
 # mask_names, mask_values: the mask_tensors dict as its names joined by ","
@@ -92,6 +91,13 @@ def _allocate_backward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, sinks)
     return torch.empty_like(q), torch.empty_like(k), torch.empty_like(v), grad_sinks
 
 
+def _signature(causal, scale, deterministic, heads_major, score):
+    """What besides the tensors decides a call's options, for
+    _prepared_calls; None where per-head tensors or a mask take part."""
+    plain = score[4] is None and score[5] is None and not score[6] and not score[7]
+    return (causal, scale, deterministic, heads_major, score[:4]) if plain else None
+
+
 def _forward_impl(q, k, v, causal, scale, deterministic, heads_major, *score, checked=False):
     """checked: the public function has checked q, k, v already."""
     if not checked:
@@ -99,10 +105,10 @@ def _forward_impl(q, k, v, causal, scale, deterministic, heads_major, *score, ch
     _check_score_tensors(q, score[4], score[5])
     o, lse = _allocate_forward(q, v, heads_major)
     with _device_guard(q.device):
-        options = options_for(q.device, causal=causal, scale=scale, deterministic=deterministic,
-                              **_score_keywords(*score))
-        _capi.forward(tensor_view(q), tensor_view(k), tensor_view(v), tensor_view(o),
-                      row_stats_view(lse), options)
+        _prepared_calls.forward(
+            q, k, v, o, lse, _signature(causal, scale, deterministic, heads_major, score),
+            lambda: options_for(q.device, causal=causal, scale=scale,
+                                deterministic=deterministic, **_score_keywords(*score)))
     return o, lse
 
 
@@ -111,22 +117,13 @@ def _backward_impl(grad_o, q, k, v, o, lse, causal, scale, deterministic, *score
     _check_score_tensors(q, score[4], score[5])
     grad_q, grad_k, grad_v, grad_sinks = _allocate_backward(q, k, v, score[5])
     with _device_guard(q.device):
-        options = options_for(q.device, causal=causal, scale=scale, deterministic=deterministic,
-                              grad_sinks=grad_sinks if score[5] is not None else None,
-                              **_score_keywords(*score))
-        views = [tensor_view(t) for t in (q, k, v, o, grad_o)]
-        lse_view = row_stats_view(lse)
-        grads = [tensor_view(t) for t in (grad_q, grad_k, grad_v)]
-        # The CPU backend takes no workspace: no second validation for it.
-        workspace_bytes = (_capi.backward_workspace_bytes(*views, lse_view, *grads, options)
-                           if q.device.type == "cuda" else 0)
-        # Scratch from torch's allocator on the current stream: reused across
-        # calls and capturable in a CUDA graph, unlike a library-side malloc.
-        workspace = (torch.empty(workspace_bytes, dtype=torch.uint8, device=q.device)
-                     if workspace_bytes else None)
-        _capi.backward(*views, lse_view, *grads,
-                       workspace.data_ptr() if workspace is not None else None,
-                       workspace_bytes, options)
+        _prepared_calls.backward(
+            q, k, v, o, grad_o, lse, grad_q, grad_k, grad_v,
+            _signature(causal, scale, deterministic, False, score),
+            lambda: options_for(q.device, causal=causal, scale=scale,
+                                deterministic=deterministic,
+                                grad_sinks=grad_sinks if score[5] is not None else None,
+                                **_score_keywords(*score)))
     return grad_q, grad_k, grad_v, grad_sinks
 
 
@@ -173,6 +170,15 @@ class _Attention(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad_o, grad_lse):
         return _gradients(ctx, _backward_impl, grad_o)
+
+
+def _needs_gradient(q, k, v, sinks) -> bool:
+    """Whether autograd would record the call: without it (inference, or
+    torch.no_grad()) the forward runs without the autograd function's
+    bookkeeping, tens of microseconds on a small problem."""
+    return torch.is_grad_enabled() and (
+        q.requires_grad or k.requires_grad or v.requires_grad
+        or (sinks is not None and sinks.requires_grad))
 
 
 def _is_compiling() -> bool:
@@ -237,10 +243,16 @@ if _HAS_CUSTOM_OP:
         if _is_compiling():
             return attention_forward_op(q, k, v, causal, scale, deterministic, heads_major,
                                         *score)
+        if not _needs_gradient(q, k, v, score[5]):
+            return _forward_impl(q, k, v, causal, scale, deterministic, heads_major, *score,
+                                 checked=True)
         return _Attention.apply(q, k, v, causal, scale, deterministic, heads_major, *score)
 
 else:  # PyTorch before 2.4: plain autograd, no torch.compile support.
 
     def attention_forward(q, k, v, causal, scale, deterministic, heads_major, *score):
         """(o, lse) with autograd through the library's backward."""
+        if not _needs_gradient(q, k, v, score[5]):
+            return _forward_impl(q, k, v, causal, scale, deterministic, heads_major, *score,
+                                 checked=True)
         return _Attention.apply(q, k, v, causal, scale, deterministic, heads_major, *score)

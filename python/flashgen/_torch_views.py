@@ -25,6 +25,8 @@ def check_inputs(tensors: dict) -> None:
     Runs on real and fake tensors alike, so torch.compile reports the same
     errors at trace time.
     """
+    if _same_kind_tensors(tensors.values()):
+        return
     first_name = None
     for name, tensor in tensors.items():
         if not isinstance(tensor, torch.Tensor):
@@ -48,6 +50,25 @@ def check_inputs(tensors: dict) -> None:
         if tensor.device != first.device:
             raise ValueError(f"{name} is on {tensor.device} but {first_name} is on "
                              f"{first.device}; all must be on the same device")
+
+
+def _same_kind_tensors(tensors) -> bool:
+    """True when check_inputs has nothing to say: torch tensors of the
+    rank, one supported dtype and one CPU or CUDA device (the common case,
+    checked without building messages)."""
+    first = None
+    for tensor in tensors:
+        if type(tensor) is not torch.Tensor and not isinstance(tensor, torch.Tensor):
+            return False
+        if first is None:
+            first = tensor
+            if tensor.dtype not in _FG_DTYPES or tensor.device.type not in _DEVICE_TYPES:
+                return False
+        elif tensor.dtype != first.dtype or tensor.device != first.device:
+            return False
+        if tensor.dim() != _capi.TENSOR_RANK:
+            return False
+    return True
 
 
 def _memory_of(device: torch.device) -> tuple:

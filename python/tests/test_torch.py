@@ -124,6 +124,28 @@ def test_fully_masked_rows_and_empty_problems(device):
 
 
 @pytest.mark.parametrize("device", DEVICES)
+def test_repeated_calls_read_each_calls_tensors(device):
+    # A repeated signature reuses its prepared views: each call must still
+    # read its own tensors and write its own outputs, with and without
+    # autograd, and a call with other strides must not take the same views.
+    dtype = torch.float32 if device == "cpu" else torch.bfloat16
+    seq_q, seq_kv = SEQ[device]
+    shape = (2, seq_q, seq_kv, 4, 2, 40, 40)
+    for seed in (1, 2):
+        q, k, v, do = random_inputs(shape, dtype, device, seed=seed)
+        check_against_reference(q, k, v, do, causal=True)
+        with torch.no_grad():
+            o_inference = flashgen.attention(q, k, v, causal=True)
+        assert not o_inference.requires_grad
+        assert torch.equal(o_inference, flashgen.attention(q, k, v, causal=True).detach())
+    q, k, v, do = random_inputs(shape, dtype, device, seed=3)
+    heads_major = [t.detach().transpose(1, 2).contiguous().transpose(1, 2).requires_grad_()
+                   for t in (q, k, v)]
+    assert heads_major[0].stride() != q.stride()
+    check_against_reference(*heads_major, do, causal=True)
+
+
+@pytest.mark.parametrize("device", DEVICES)
 def test_backward_is_bit_identical_run_to_run(device):
     dtype = torch.float16
     seq_q, seq_kv = SEQ[device]
