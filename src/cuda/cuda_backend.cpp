@@ -81,18 +81,31 @@ class CallScratch {
   bool owned_ = false;
 };
 
-// Grid of a kernel that owns row blocks of `rows` rows over `heads` heads.
+// The most blocks a launch takes along y.
+constexpr std::int64_t kGridYLimit = 65535;
+
+// Grid of a kernel that owns row blocks of `rows` rows over `heads` heads;
+// `shares` CTAs per row block (the split-key forward's shares of the keys).
 LaunchShape block_grid(const KernelChoice& c, std::int64_t rows, std::int64_t heads,
-                       std::int64_t batch) {
+                       std::int64_t batch, std::int64_t shares = 1) {
   LaunchShape shape;
   const bool row_kernel = is_row_kernel(c.spec.kind);
   const std::int64_t block_rows = row_kernel ? c.generated->threads / 32 : c.tuning.block_rows;
   const std::int64_t chunks = row_kernel ? 1 : head_chunks_of(c.spec, c.tuning);
-  const std::int64_t row_blocks = (rows + block_rows - 1) / block_rows;
+  const std::int64_t row_blocks = (rows + block_rows - 1) / block_rows * shares;
   // Chunks of the head dims (and the key/value kernel's dV and dK CTAs of
-  // one key block) run along z.
-  shape.grid[0] = to_unsigned(row_blocks);
-  shape.grid[1] = to_unsigned(heads);
+  // one key block) run along z. A causal tile kernel takes its heads along
+  // x and its row blocks along y, so that its CTAs start heaviest row block
+  // first (tile_cell in device/scheduler/cta_tile.cuh).
+  const bool by_heads = c.spec.causal && !row_kernel;
+  if (by_heads && row_blocks > kGridYLimit)
+    throw Error(ErrorCode::unsupported,
+                "causal attention over " + std::to_string(rows) + " rows takes " +
+                    std::to_string(row_blocks) + " blocks of " + std::to_string(block_rows) +
+                    " rows, more than the " + std::to_string(kGridYLimit) +
+                    " a launch holds; split the query rows over calls");
+  shape.grid[0] = to_unsigned(by_heads ? heads : row_blocks);
+  shape.grid[1] = to_unsigned(by_heads ? row_blocks : heads);
   shape.grid[2] = to_unsigned(batch * chunks);
   shape.block[0] = static_cast<unsigned>(c.generated->threads);
   shape.dynamic_shared_bytes = c.generated->shared_bytes;
@@ -193,9 +206,9 @@ void forward_split_keys(const Problem& p, const ForwardArgs& args, int vec,
   params.key_splits = splits;
   params.partial_lse = reinterpret_cast<float*>(scratch.get());
   params.partial_o = reinterpret_cast<float*>(scratch.get() + lse_bytes);
-  LaunchShape shape = block_grid(split.choice, p.seq_q, p.heads_q, p.batch);
-  shape.grid[0] *= static_cast<unsigned>(splits);  // the shares of a query block adjacent
-  launch_resolved(split, shape, params, stream, args.k, args.v);
+  // The shares of a query block adjacent.
+  launch_resolved(split, block_grid(split.choice, p.seq_q, p.heads_q, p.batch, splits), params,
+                  stream, args.k, args.v);
   launch_resolved(combine, block_grid(combine.choice, p.seq_q, p.heads_q, p.batch), params,
                   stream, args.k, args.v);
 }

@@ -66,7 +66,7 @@ struct BackwardKeyValue {
   static __device__ void run(const AttentionParams& p, unsigned char* shared_bytes) {
     SharedStorage& smem = *reinterpret_cast<SharedStorage*>(shared_bytes);
     const int thread = threadIdx.x, lane = thread & 31, warp = thread >> 5;
-    const CtaTile tile = key_tile<kBlockM, C::kHeadChunks>();
+    const CtaTile tile = key_tile<kBlockM, C::kHeadChunks, C::kCausal>();
     const int kv_head = tile.head, batch = tile.batch, key0 = tile.row0;
     const int chunk = tile.chunk;
     const int warp_local0 = warp * 16 * kRowTiles;

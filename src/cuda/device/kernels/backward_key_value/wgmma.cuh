@@ -66,7 +66,7 @@ struct BackwardKeyValueWgmma : BackwardKeyValueWgmmaSteps<C> {
     SharedStorage& smem = *reinterpret_cast<SharedStorage*>(shared_bytes);
     const int thread = threadIdx.x, lane = thread & 31, warp = thread >> 5;
     const int group = warp / 4;
-    const CtaTile tile = key_tile<kBlockM, 1>();
+    const CtaTile tile = key_tile<kBlockM, 1, C::kCausal>();
     const int kv_head = tile.head, batch = tile.batch, key0 = tile.row0;
     const int warp_key0 = key0 + warp * 16;
 

@@ -63,7 +63,7 @@ struct BackwardKeyValueWgmmaDims : BackwardKeyValueWgmmaDimsSteps<C> {
     SharedStorage& smem = *reinterpret_cast<SharedStorage*>(shared_bytes);
     const int thread = threadIdx.x, lane = thread & 31, warp = thread >> 5;
     // The dV and dK CTAs of a key block: its two column chunks.
-    const CtaTile tile = key_tile<kBlockM, 2>();
+    const CtaTile tile = key_tile<kBlockM, 2, C::kCausal>();
     const int kv_head = tile.head, batch = tile.batch, key0 = tile.row0;
     const bool grad_keys = tile.chunk == 1;  // this CTA's output: dK, else dV
     const Traversal walk = Traversal::template of<C>(p, tile, kBlockM);

@@ -124,7 +124,7 @@ struct BackwardKeyValueWgmmaProducer {
                                                   unsigned char* shared_bytes, Produce produce) {
     SharedStorage& smem = *reinterpret_cast<SharedStorage*>(shared_bytes);
     const int thread = threadIdx.x, lane = thread & 31, warp = thread >> 5;
-    const CtaTile tile = key_tile<kBlockM, 1>();
+    const CtaTile tile = key_tile<kBlockM, 1, C::kCausal>();
     const int kv_head = tile.head, batch = tile.batch, key0 = tile.row0;
     const typename Base::Traversal walk = Base::traversal_of(p, tile);
 

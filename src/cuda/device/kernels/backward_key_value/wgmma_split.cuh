@@ -71,7 +71,7 @@ struct BackwardKeyValueWgmmaSplit {
                              unsigned char* shared_bytes) {
     SharedStorage& smem = *reinterpret_cast<SharedStorage*>(shared_bytes);
     const int thread = threadIdx.x, lane = thread & 31, warp = thread >> 5;
-    const CtaTile tile = key_tile<kBlockM, 1>();
+    const CtaTile tile = key_tile<kBlockM, 1, C::kCausal>();
     const int kv_head = tile.head, batch = tile.batch, key0 = tile.row0;
     const Traversal walk = Traversal::template of<C>(p, tile, kBlockM);
 

@@ -69,7 +69,7 @@ struct BackwardQueryWgmma {
     SharedStorage& smem = *reinterpret_cast<SharedStorage*>(shared_bytes);
     const int thread = threadIdx.x, lane = thread & 31, warp = thread >> 5;
     const int group = warp / 4;
-    const CtaTile tile = query_tile<kBlockM, 1>(p);
+    const CtaTile tile = query_tile<kBlockM, 1, false, C::kCausal>(p);
     const int head = tile.head, kv_head = tile.kv_head, batch = tile.batch, row0 = tile.row0;
     const int warp_row0 = row0 + warp * 16;
 

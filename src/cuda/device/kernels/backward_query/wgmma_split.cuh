@@ -65,7 +65,7 @@ struct BackwardQueryWgmmaSplit : BackwardQueryWgmmaSplitSteps<C> {
                              unsigned char* shared_bytes) {
     SharedStorage& smem = *reinterpret_cast<SharedStorage*>(shared_bytes);
     const int thread = threadIdx.x, lane = thread & 31, warp = thread >> 5;
-    const CtaTile tile = query_tile<kBlockM, 1>(p);
+    const CtaTile tile = query_tile<kBlockM, 1, false, C::kCausal>(p);
     const int head = tile.head, kv_head = tile.kv_head, batch = tile.batch, row0 = tile.row0;
     const BlockRange blocks = key_blocks_for_rows<C, kBlockN>(p, row0, kBlockM, batch, head);
 

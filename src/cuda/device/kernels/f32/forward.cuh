@@ -31,7 +31,7 @@ struct ForwardF32 {
   static __device__ void run(const AttentionParams& p, unsigned char* shared_bytes) {
     SharedStorage& smem = *reinterpret_cast<SharedStorage*>(shared_bytes);
     const int thread = threadIdx.x, lane = thread & 31, warp = thread >> 5;
-    const CtaTile tile = query_tile<kBlockM, C::kHeadChunks>(p);
+    const CtaTile tile = query_tile<kBlockM, C::kHeadChunks, false, C::kCausal>(p);
     const int head = tile.head, kv_head = tile.kv_head, batch = tile.batch, row0 = tile.row0;
     const float slope = alibi_slope_log2<C>(p, batch, head);
     const int chunk = tile.chunk;

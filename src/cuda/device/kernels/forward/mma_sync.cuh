@@ -59,7 +59,7 @@ struct Forward {
   static __device__ void run(const AttentionParams& p, unsigned char* shared_bytes) {
     SharedStorage& smem = *reinterpret_cast<SharedStorage*>(shared_bytes);
     const int thread = threadIdx.x, lane = thread & 31, warp = thread >> 5;
-    const CtaTile tile = query_tile<kBlockM, C::kHeadChunks, C::kSplitKeys>(p);
+    const CtaTile tile = query_tile<kBlockM, C::kHeadChunks, C::kSplitKeys, C::kCausal>(p);
     const int head = tile.head, kv_head = tile.kv_head, batch = tile.batch, row0 = tile.row0;
     const int chunk = tile.chunk;
     const int warp_row0 = row0 + warp * 16 * kRowTiles;

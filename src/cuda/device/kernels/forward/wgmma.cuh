@@ -74,7 +74,7 @@ struct ForwardWgmma : ForwardWgmmaSteps<C> {
   };
 
   static __device__ __forceinline__ Work work_of(const AttentionParams& p) {
-    const CtaTile tile = query_tile<kBlockM, C::kHeadChunks>(p);
+    const CtaTile tile = query_tile<kBlockM, C::kHeadChunks, false, C::kCausal>(p);
     Work w;
     w.head = tile.head;
     w.batch = tile.batch;
