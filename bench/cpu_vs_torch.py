@@ -8,6 +8,12 @@ Each configuration is validated first (flashgen's outputs against torch's),
 then timed: warm-up, then the median of repeats, the two systems' calls
 interleaved so that both see the same load on a shared machine. The backward
 is timed alone, as torch.autograd.grad of a retained graph for both systems.
+Each call starts after a pause (--settle-ms, not timed): torch's OpenMP
+workers spin-wait for several ms after each of its operators (libgomp's
+GOMP_SPINCOUNT; longer where the CPU's pause instruction is slow), and a
+flashgen call started right after a torch call shares its cores with them
+(2-core EPYC, 2 threads, bf16 D=64 forward: 27 ms alone or after a 10 ms
+pause, 32-37 ms right after torch). --settle-ms 0 times them back to back.
 
     python3 bench/cpu_vs_torch.py --out bench/results/<machine>/cpu_vs_torch_<date>.json
 
@@ -49,15 +55,18 @@ def cpu_name() -> str:
     return platform.processor() or platform.machine()
 
 
-def median_seconds(fns, warmup: int, repeats: int) -> list:
+def median_seconds(fns, warmup: int, repeats: int, settle: float) -> list:
     """Median seconds of each function, the calls interleaved (a, b, a, b, ...)
-    so that both systems see the same machine load."""
+    so that both systems see the same machine load, each call `settle`
+    seconds after the last one ended."""
     for _ in range(warmup):
         for fn in fns:
+            time.sleep(settle)
             fn()
     times = [[] for _ in fns]
     for _ in range(repeats):
         for fn, seconds in zip(fns, times):
+            time.sleep(settle)
             start = time.perf_counter()
             fn()
             seconds.append(time.perf_counter() - start)
@@ -97,17 +106,18 @@ def check_agreement(name, dtype_name, q, k, v, grad_o):
                              f"(max |torch| = {scale:g})")
 
 
-def time_systems(fns, q, k, v, grad_o, warmup, repeats):
+def time_systems(fns, q, k, v, grad_o, warmup, repeats, settle):
     """[(forward seconds, backward seconds)] per system, medians."""
     with torch.no_grad():
-        forward = median_seconds([lambda fn=fn: fn(q, k, v) for fn in fns], warmup, repeats)
+        forward = median_seconds([lambda fn=fn: fn(q, k, v) for fn in fns], warmup, repeats,
+                                 settle)
     calls = []
     for fn in fns:
         leaves = [t.detach().clone().requires_grad_(True) for t in (q, k, v)]
         out = fn(*leaves)
         calls.append(lambda out=out, leaves=leaves:
                      torch.autograd.grad(out, leaves, grad_o, retain_graph=True))
-    backward = median_seconds(calls, warmup, repeats)
+    backward = median_seconds(calls, warmup, repeats, settle)
     return list(zip(forward, backward))
 
 
@@ -124,6 +134,9 @@ def main(argv=None) -> None:
     parser.add_argument("--dtypes", nargs="+", choices=sorted(DTYPES), default=["f32", "bf16"])
     parser.add_argument("--warmup", type=int, default=2)
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--settle-ms", type=float, default=100.0,
+                        help="untimed pause before each call, so that no call shares the CPU "
+                             "with the other system's spinning idle threads (0: back to back)")
     args = parser.parse_args(argv)
 
     threads = args.threads or torch.get_num_threads()
@@ -140,7 +153,7 @@ def main(argv=None) -> None:
             forward_flops = 4.0 * batch * heads * seq * seq * dim
             systems = (("flashgen", attention_flashgen), ("torch", attention_torch))
             timings = time_systems([fn for _, fn in systems], q, k, v, grad_o, args.warmup,
-                                   args.repeats)
+                                   args.repeats, args.settle_ms / 1e3)
             for (system, _), (fwd, bwd) in zip(systems, timings):
                 row = {"system": system, "dtype": dtype_name, "D": dim, "threads": threads,
                        "fwd_tflops": forward_flops / fwd / 1e12,
@@ -159,6 +172,7 @@ def main(argv=None) -> None:
         "shape": {"B": batch, "H": heads, "N": seq, "causal": False},
         "warmup": args.warmup,
         "repeats": args.repeats,
+        "settle_ms": args.settle_ms,
         "rows": rows,
     }
     if args.out:

@@ -25,6 +25,7 @@ def test_writes_a_row_per_system_dtype_and_dim(tmp_path):
                         "--warmup", "0", "--repeats", "1", "--out", str(out)])
     result = json.loads(out.read_text())
     assert result["threads"] == 2 and result["torch"] and result["cpu"]
+    assert result["settle_ms"] == 100.0
     rows = result["rows"]
     assert {(r["system"], r["dtype"], r["D"]) for r in rows} == {
         (system, dtype, dim) for system in ("flashgen", "torch") for dtype in ("f32", "bf16")

@@ -50,7 +50,7 @@ struct ForwardTiles {
 
   std::int64_t dim_v_padded = 0;
   std::vector<float> q;             // [query_rows, dim_qk]
-  std::vector<float> scores;        // [query_rows, key_rows]: S, then P
+  std::vector<float> scores;        // [query_rows, key_rows]: S, then P (fp32 GEMMs)
   std::vector<float> o;             // [query_rows, dim_v_padded] unnormalized accumulator
   std::vector<float> row_max;       // [query_rows] running max of S·c (log2 units)
   std::vector<float> row_sum;       // [query_rows] running Σ exp2(S·c - max)
@@ -131,6 +131,14 @@ void forward_query_block(const Problem& p, const ForwardArgs& args, const Blocki
       gemm(rows_padded, keys_padded, p.dim_qk, t.q.data(), p.dim_qk,
            kv.k_transposed.tile(slot, key_block), key_ld, t.scores.data(), key_ld, false);
     }
+    // With the packed bf16 GEMM the softmax writes P as the P·V GEMM's packed
+    // A, one row at a time; the rows past rows_padded are zero.
+    const int p_pitch = packed_bf16_a_pitch(static_cast<int>(keys_padded));
+    if (kv.packed_bf16) {
+      std::fill(t.p_packed.begin() + rows_padded * p_pitch,
+                t.p_packed.begin() + round_up(rows_padded, kPackedBf16Multiple) * p_pitch,
+                std::uint16_t{0});
+    }
     for (std::int64_t r = 0; r < rows_padded; ++r) {
       // Padding rows (r >= rows) see nothing; their results are discarded.
       const RowRange visible =
@@ -141,16 +149,21 @@ void forward_query_block(const Problem& p, const ForwardArgs& args, const Blocki
       if (mask && r < rows)
         mask_scores(s_row, t.attend.data() + r * key_ld, static_cast<int>(visible.begin),
                     static_cast<int>(visible.end));
-      const float correction = online_softmax_row(
-          s_row, keys_padded, static_cast<int>(visible.begin), static_cast<int>(visible.end),
-          scale_log2, t.row_max[r], t.row_sum[r]);
+      const float correction =
+          kv.packed_bf16
+              ? online_softmax_row_bf16(s_row, static_cast<int>(keys_padded),
+                                        static_cast<int>(visible.begin),
+                                        static_cast<int>(visible.end), scale_log2, t.row_max[r],
+                                        t.row_sum[r], t.p_packed.data() + r * p_pitch)
+              : online_softmax_row(s_row, static_cast<int>(keys_padded),
+                                   static_cast<int>(visible.begin), static_cast<int>(visible.end),
+                                   scale_log2, t.row_max[r], t.row_sum[r]);
       // Once the row's max settles the factor is exactly 1: nothing to rescale.
       if (correction != 1.0f)
         scale_inplace(t.o.data() + r * t.dim_v_padded, t.dim_v_padded, correction);
     }
     // O += P·V  [rows_padded, dim_v_padded]; masked and padding P entries are 0.
     if (kv.packed_bf16) {
-      pack_bf16_a(rows_padded, keys_padded, t.scores.data(), key_ld, t.p_packed.data());
       gemm_bf16_packed(rows_padded, t.dim_v_padded, keys_padded, t.p_packed.data(),
                        kv.v.packed(slot, key_block), kv.v.packed_pitch(), t.o.data(),
                        t.dim_v_padded, true);

@@ -38,6 +38,11 @@ struct TileKernels {
   void (*pack_bf16_b)(int k, int n, const float* b, int ldb, std::uint16_t* out) = nullptr;
   void (*gemm_bf16_packed)(int m, int n, int k, const std::uint16_t* a, const std::uint16_t* b,
                            int b_pitch, float* c, int ldc, bool accumulate) = nullptr;
+  // online_softmax_row with P rounded to bf16 into one row of the packed A
+  // operand instead of over the scores (tile_math.hpp); null with gemm_bf16.
+  float (*online_softmax_row_bf16)(const float* scores, int n, int visible_begin, int visible_end,
+                                   float scale_log2, float& row_max, float& row_sum,
+                                   std::uint16_t* p) = nullptr;
 };
 
 // Compiled for the target's baseline; runs everywhere.

@@ -17,6 +17,10 @@
 #if defined(__x86_64__) && defined(__GNUC__)
 #define FLASHGEN_HAS_BF16_KERNELS 1
 #include <immintrin.h>
+// GCC 12 reports the pass-through operand the intrinsics fill with
+// _mm512_undefined_ps() as uninitialized (a false positive of GCC 12).
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 
 FLASHGEN_ISA_TARGET_BEGIN("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,amx-tile,amx-bf16")
 
@@ -120,6 +124,41 @@ Packed pack(int m, int n, int k, const float* a, int lda, const float* b, int ld
   pack_bf16_a(m, k, a, lda, a_packed);
   pack_bf16_b(k, n, b, ldb, b_packed);
   return packed_shape(m, n, k, a_packed, b_packed, shape.n_padded);
+}
+
+// ---- P for the P·V GEMM ----
+
+#define FLASHGEN_TILE_VECTOR_LANES 16
+#include "cpu/tile_vector_impl.hpp"
+#include "cpu/tile_softmax_impl.hpp"
+
+// What P's exp2 needs here: P is rounded to bf16 (half an ulp is 2^-9 of it)
+// before its GEMM, so the degree-4 polynomial (2^-18.4) loses nothing that
+// rounding keeps.
+constexpr int kBf16Exp2Degree = 4;
+
+// The forward's softmax step with P rounded to bf16 as it is made, written as
+// row `p` of the packed A operand: no fp32 P stored, and no packing pass that
+// reads it back.
+float online_softmax_row_bf16(const float* scores, int n, int visible_begin, int visible_end,
+                              float scale_log2, float& row_max, float& row_sum,
+                              std::uint16_t* p) {
+  struct IntoPackedRow {
+    std::uint16_t* row;
+    void operator()(int j, const Vec& p0, const Vec& p1) const {
+      // Round to nearest even, as pack_a; lanes [0, 16) from p0.
+      _mm512_storeu_si512(row + j, (__m512i)_mm512_cvtne2ps_pbh((__m512)p1, (__m512)p0));
+    }
+    void operator()(int j, const Vec& p0) const {
+      // The last 16 of an odd multiple of 16, then the row's zero padding.
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(row + j),
+                          (__m256i)_mm512_cvtneps_pbh((__m512)p0));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(row + j + 16), _mm256_setzero_si256());
+    }
+  };
+  static_assert(kPackedBf16Multiple == 2 * kLanes);
+  return online_softmax_step<kBf16Exp2Degree>(scores, n, visible_begin, visible_end, scale_log2,
+                                              row_max, row_sum, IntoPackedRow{p});
 }
 
 // ---- vdpbf16ps ----
@@ -297,6 +336,7 @@ const TileKernels* with_bf16_gemm(TileKernels& storage, const char* name, bool r
   storage.pack_bf16_a = bf16_kernels::pack_bf16_a;
   storage.pack_bf16_b = bf16_kernels::pack_bf16_b;
   storage.gemm_bf16_packed = bf16_kernels::gemm_packed_operands<kKernel>;
+  storage.online_softmax_row_bf16 = bf16_kernels::online_softmax_row_bf16;
   return &storage;
 }
 

@@ -13,127 +13,7 @@
 namespace flashgen::cpu::isa_kernels {
 namespace {
 
-// GCC vector extension: kLanes fp32 lanes, one register of the file's
-// widest vector unit (8 for AVX2, two SSE registers for the baseline; 16 for
-// AVX-512). The including file sets FLASHGEN_TILE_VECTOR_LANES (default 8).
-#if !defined(FLASHGEN_TILE_VECTOR_LANES)
-#define FLASHGEN_TILE_VECTOR_LANES 8
-#endif
-constexpr int kLanes = FLASHGEN_TILE_VECTOR_LANES;
-typedef float Vec __attribute__((vector_size(kLanes * sizeof(float))));
-typedef int IntVec __attribute__((vector_size(kLanes * sizeof(int))));
-static_assert(kTileColumnMultiple % kLanes == 0);
-
-[[gnu::always_inline]] inline Vec load(const float* p) {
-  Vec v;
-  __builtin_memcpy(&v, p, sizeof v);
-  return v;
-}
-[[gnu::always_inline]] inline void store(float* p, const Vec& v) {
-  __builtin_memcpy(p, &v, sizeof v);
-}
-// A shuffle, which compiles to one broadcast: `Vec{} + x` costs a real
-// addition (0 + x is not x for x = -0) and an initializer list compiles to a
-// chain of inserts.
-#if FLASHGEN_TILE_VECTOR_LANES == 16
-[[gnu::always_inline]] inline Vec splat(float x) {
-  return __builtin_shufflevector(Vec{x}, Vec{x}, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
-}
-[[gnu::always_inline]] inline Vec lane_index() {
-  return Vec{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
-}
-#else
-[[gnu::always_inline]] inline Vec splat(float x) {
-  return __builtin_shufflevector(Vec{x}, Vec{x}, 0, 0, 0, 0, 0, 0, 0, 0);
-}
-[[gnu::always_inline]] inline Vec lane_index() { return Vec{0, 1, 2, 3, 4, 5, 6, 7}; }
-#endif
-[[gnu::always_inline]] inline Vec vmax(const Vec& a, const Vec& b) { return a > b ? a : b; }
-
-// Horizontal sum in a fixed order: lanes i and i + kLanes/2 first, then
-// recursively by halves.
-[[gnu::always_inline]] inline float horizontal_sum(const Vec& v) {
-  float lanes[kLanes];
-  __builtin_memcpy(lanes, &v, sizeof v);
-#pragma GCC unroll 16
-  for (int width = kLanes / 2; width >= 1; width /= 2) {
-#pragma GCC unroll 16
-    for (int i = 0; i < width; ++i) lanes[i] += lanes[i + width];
-  }
-  return lanes[0];
-}
-// By halves too (max is exact in any order); the halving compiles to shuffles
-// where a lane-by-lane loop would not.
-[[gnu::always_inline]] inline float horizontal_max(const Vec& v) {
-  float lanes[kLanes];
-  __builtin_memcpy(lanes, &v, sizeof v);
-#pragma GCC unroll 16
-  for (int width = kLanes / 2; width >= 1; width /= 2) {
-#pragma GCC unroll 16
-    for (int i = 0; i < width; ++i)
-      lanes[i] = lanes[i + width] > lanes[i] ? lanes[i + width] : lanes[i];
-  }
-  return lanes[0];
-}
-
-// 2^x: x = r + f with r = round(x), f in [-1/2, 1/2]; 2^f from a degree-6
-// polynomial, 2^r from exponent bits. Inputs above 127 are clamped to it;
-// below -126.5 the result is exactly 0. NaN stays NaN.
-constexpr float kExp2Min = -127.0f, kExp2Max = 127.0f;
-
-// 2^f for f in [-1/2, 1/2]: the relative-minimax polynomial of degree 6 with
-// p(0) = 1 (fitted in fp64, coefficients rounded to fp32): 9.7e-8 relative
-// error in fp32 Horner steps, as the degree-7 Taylor polynomial it replaced
-// (9.1e-8) with one multiply-add less per vector.
-[[gnu::always_inline]] inline Vec exp2_fraction(const Vec& f) {
-  constexpr float c1 = 0.6931471824645996f, c2 = 0.24022647738456726f,
-                  c3 = 0.055503327399492264f, c4 = 0.009618427604436874f,
-                  c5 = 0.0013398815644904971f, c6 = 0.00015356125368271023f;
-  Vec p = splat(c6);
-  p = p * f + c5;
-  p = p * f + c4;
-  p = p * f + c3;
-  p = p * f + c2;
-  p = p * f + c1;
-  p = p * f + 1.0f;
-  return p;
-}
-
-#if FLASHGEN_TILE_VECTOR_LANES == 16
-// AVX-512 has the steps as instructions (round, scale by 2^r, a zeroing
-// mask): no lower clamp is needed, since x below -126.5 (-inf, or a masked
-// score) is masked to 0 whatever r and f became. vminps returns its second
-// operand, x, when x is NaN.
-[[gnu::always_inline]] inline Vec exp2_vec(const Vec& input) {
-  const __m512 x = _mm512_min_ps(_mm512_set1_ps(kExp2Max), (__m512)input);
-  const __m512 r = _mm512_roundscale_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  const __mmask16 kept = _mm512_cmp_ps_mask(x, _mm512_set1_ps(kExp2Min + 0.5f), _CMP_NLT_UQ);
-  return (Vec)_mm512_maskz_scalef_ps(kept, (__m512)exp2_fraction((Vec)_mm512_sub_ps(x, r)), r);
-}
-#else
-[[gnu::always_inline]] inline Vec exp2_vec(const Vec& input) {
-  Vec x = input;
-  // Adding 1.5·2^23 pushes the fraction out of the mantissa: the float sum is
-  // round-to-nearest(x) + 1.5·2^23, and its low mantissa bits are that integer.
-  constexpr float kRoundingMagic = 12582912.0f;
-  constexpr int kExponentBias = 127;
-  constexpr int kMantissaBits = 23;
-  x = x < kExp2Min ? splat(kExp2Min) : x;
-  x = x > kExp2Max ? splat(kExp2Max) : x;
-  const Vec shifted = x + kRoundingMagic;
-  const Vec rounded = shifted - kRoundingMagic;
-  const IntVec integer = (IntVec)shifted - (IntVec)splat(kRoundingMagic);
-  const Vec power = (Vec)((integer + kExponentBias) << kMantissaBits);
-  return exp2_fraction(x - rounded) * power;
-}
-#endif
-
-// Lanes of [base, base + 8) outside [begin, end) become kMaskedScore.
-[[gnu::always_inline]] inline Vec mask_outside(const Vec& s, int base, int begin, int end) {
-  const Vec column = lane_index() + static_cast<float>(base);
-  const auto inside = (column >= static_cast<float>(begin)) & (column < static_cast<float>(end));
-  return inside ? s : splat(kMaskedScore);
-}
+#include "cpu/tile_vector_impl.hpp"
 
 // C[rows, vectors · kLanes] (+)= A[rows, k] · B[k, vectors · kLanes] held in
 // rows x vectors registers: per k, `vectors` B loads and `rows` broadcast A
@@ -221,55 +101,20 @@ void exp2_inplace(float* x, int n) {
   return j >= begin && j + kLanes <= end ? s : mask_outside(s, j, begin, end);
 }
 
-// Both passes run two vectors per step into two accumulators: one chain of
-// dependent max or add instructions per vector would hold each pass to their
-// latency (with 16 lanes: 2.97 against 2.62 G scores/s at 256 columns, the
-// cheaper exp2 included). n is a multiple of 16, so with 16 lanes a last
-// single vector may remain.
+#include "cpu/tile_softmax_impl.hpp"
+
 float online_softmax_row(float* scores, int n, int visible_begin, int visible_end,
                          float scale_log2, float& row_max, float& row_sum) {
-  // The row's max of S·c is (max of S)·c when c > 0 (rounding is monotonic),
-  // so the first pass only reads; the second forms S·c - max in one
-  // multiply-add.
-  const bool positive_scale = scale_log2 > 0.0f;
-  auto inside = [&](int j) { return j >= visible_begin && j + kLanes <= visible_end; };
-  auto visible = [&](int j) {
-    const Vec s = positive_scale ? load(scores + j) : load(scores + j) * scale_log2;
-    return inside(j) ? s : mask_outside(s, j, visible_begin, visible_end);
+  struct OverScores {
+    float* scores;
+    void operator()(int j, const Vec& p0, const Vec& p1) const {
+      store(scores + j, p0);
+      store(scores + j + kLanes, p1);
+    }
+    void operator()(int j, const Vec& p0) const { store(scores + j, p0); }
   };
-  Vec max0 = splat(kMaskedScore), max1 = max0;
-  int j = 0;
-  for (; j + 2 * kLanes <= n; j += 2 * kLanes) {
-    max0 = vmax(max0, visible(j));
-    max1 = vmax(max1, visible(j + kLanes));
-  }
-  if (j < n) max0 = vmax(max0, visible(j));
-  const float old_max = row_max;
-  const float block_row_max = horizontal_max(vmax(max0, max1));
-  const float scaled_block_max =
-      positive_scale && block_row_max != kMaskedScore ? block_row_max * scale_log2 : block_row_max;
-  const float new_max = old_max > scaled_block_max ? old_max : scaled_block_max;
-  // While every score so far is masked, subtract 0 instead of the (masked)
-  // max: then P = exp2(masked) = 0 rather than exp2(0) = 1.
-  const float reference = new_max == kMaskedScore ? 0.0f : new_max;
-  auto probabilities = [&](int j) {
-    Vec x = load(scores + j) * scale_log2 - reference;
-    if (!inside(j)) x = mask_outside(x, j, visible_begin, visible_end);
-    const Vec p = exp2_vec(x);
-    store(scores + j, p);
-    return p;
-  };
-  Vec sum0{}, sum1{};
-  for (j = 0; j + 2 * kLanes <= n; j += 2 * kLanes) {
-    sum0 += probabilities(j);
-    sum1 += probabilities(j + kLanes);
-  }
-  if (j < n) sum0 += probabilities(j);
-  // The vector exp2 (no library call per row); exactly 1 when the max stays.
-  const float correction = exp2_vec(splat(old_max - reference))[0];
-  row_max = new_max;
-  row_sum = row_sum * correction + horizontal_sum(sum0 + sum1);
-  return correction;
+  return online_softmax_step<kExp2Degree>(scores, n, visible_begin, visible_end, scale_log2,
+                                          row_max, row_sum, OverScores{scores});
 }
 
 void probabilities_row(float* scores, int n, int visible_begin, int visible_end,

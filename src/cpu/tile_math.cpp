@@ -117,6 +117,12 @@ float online_softmax_row(float* scores, int n, int visible_begin, int visible_en
                                                   scale_log2, row_max, row_sum);
 }
 
+float online_softmax_row_bf16(const float* scores, int n, int visible_begin, int visible_end,
+                              float scale_log2, float& row_max, float& row_sum, std::uint16_t* p) {
+  return active_tile_kernels().online_softmax_row_bf16(scores, n, visible_begin, visible_end,
+                                                       scale_log2, row_max, row_sum, p);
+}
+
 void probabilities_row(float* scores, int n, int visible_begin, int visible_end,
                        float scale_log2, float row_lse_log2) {
   active_tile_kernels().probabilities_row(scores, n, visible_begin, visible_end, scale_log2,

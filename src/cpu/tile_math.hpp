@@ -50,10 +50,17 @@ void gemm_bf16(int m, int n, int k, const float* a, int lda, const float* b, int
 // elements, B [k, n] into packed_bf16_b_elements(k, n), with
 // packed_bf16_b_pitch(n) columns, which gemm_bf16_packed takes as b_pitch.
 // The GEMM may use fewer of B's columns (n) and rows (k) than were packed.
+// A packed A is row-major bf16, packed_bf16_a_pitch(k) elements a row, zero
+// beyond k and in the rows beyond m up to the next multiple of 32 (the GEMM
+// may read them), so its rows can also be written one at a time.
 inline constexpr int kPackedBf16Multiple = 32;
 bool has_packed_bf16_gemm();
 inline std::int64_t packed_bf16_a_elements(std::int64_t m, std::int64_t k) {
   return round_up(m, kPackedBf16Multiple) * round_up(k < 1 ? 1 : k, kPackedBf16Multiple);
+}
+// Elements from one row of a packed A to the next.
+inline int packed_bf16_a_pitch(int k) {
+  return static_cast<int>(round_up(k < 1 ? 1 : k, kPackedBf16Multiple));
 }
 inline int packed_bf16_b_pitch(int n) { return static_cast<int>(round_up(n, kPackedBf16Multiple)); }
 inline std::int64_t packed_bf16_b_elements(std::int64_t k, int n) {
@@ -80,6 +87,14 @@ void exp2_inplace(float* x, int n);
 // new_max) by which the caller rescales the row's accumulator.
 float online_softmax_row(float* scores, int n, int visible_begin, int visible_end,
                          float scale_log2, float& row_max, float& row_sum);
+
+// online_softmax_row for the packed bf16 GEMM (has_packed_bf16_gemm()): P
+// goes, rounded to bf16, into `p`, one row of the P·V GEMM's packed A
+// operand (n entries, then zeros up to packed_bf16_a_pitch(n)), and the
+// scores stay. Its exp2 is accurate to 2^-18 relative, what a bf16 P keeps;
+// row_sum sums P before its rounding, as online_softmax_row does.
+float online_softmax_row_bf16(const float* scores, int n, int visible_begin, int visible_end,
+                              float scale_log2, float& row_max, float& row_sum, std::uint16_t* p);
 
 // Backward: P = exp2(s · scale_log2 - row_lse_log2) for one row of scores;
 // masked columns (outside [visible_begin, visible_end)) get P = 0.

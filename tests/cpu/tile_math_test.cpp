@@ -179,6 +179,43 @@ TEST_P(TileMathBf16, GemmMatchesPlainLoopsOnRoundedOperands) {
   }
 }
 
+// The forward's softmax step that writes P rounded to bf16 into a packed A
+// row: the same max, correction and sum as the fp32 step (its exp2 is only
+// accurate to 2^-18), P within bf16's rounding of the fp32 step's, the
+// scores left as they were and the row's padding zero.
+TEST_P(TileMathBf16, OnlineSoftmaxRowWritesRoundedPIntoAPackedRow) {
+  const TileKernels& k = *GetParam();
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> uniform(-20.0f, 20.0f);
+  // 48 columns: an odd multiple of 16, so the row ends in 16 padding entries.
+  for (const auto [n, begin, end] : {std::tuple{48, 3, 41}, {64, 0, 64}, {32, 0, 0}}) {
+    const int pitch = packed_bf16_a_pitch(n);
+    float max_fp32 = 2.0f, sum_fp32 = 1.5f, max_bf16 = max_fp32, sum_bf16 = sum_fp32;
+    std::vector<float> scores(n), p_fp32(n);
+    for (float& s : scores) s = uniform(rng);
+    p_fp32 = scores;
+    const std::vector<float> before = scores;
+    std::vector<std::uint16_t> p_bf16(pitch, 0xffff);
+    const float correction_fp32 =
+        k.online_softmax_row(p_fp32.data(), n, begin, end, 0.5f, max_fp32, sum_fp32);
+    const float correction_bf16 = k.online_softmax_row_bf16(scores.data(), n, begin, end, 0.5f,
+                                                            max_bf16, sum_bf16, p_bf16.data());
+    EXPECT_EQ(scores, before);
+    EXPECT_EQ(max_bf16, max_fp32);
+    EXPECT_EQ(correction_bf16, correction_fp32);
+    EXPECT_NEAR(sum_bf16, sum_fp32, 4e-6 * sum_fp32);
+    for (int j = 0; j < pitch; ++j) {
+      if (j >= n) {
+        EXPECT_EQ(p_bf16[j], 0) << "padding " << j;
+        continue;
+      }
+      const float p = bf16_to_float(p_bf16[j]);
+      EXPECT_NEAR(p, p_fp32[j], 0x1p-8 * p_fp32[j]) << j << " n=" << n;
+      if (j < begin || j >= end) EXPECT_EQ(p_bf16[j], 0) << "masked " << j;
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Isa, TileMath, ::testing::ValuesIn(runnable_tile_kernels()),
                          [](const ::testing::TestParamInfo<const TileKernels*>& info) {
                            return std::string(info.param->name);
