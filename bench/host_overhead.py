@@ -23,27 +23,22 @@ import json
 import pathlib
 import pstats
 import sys
-import time
 
 import torch
 import torch.nn.functional as F
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent / "python"))
+BENCH_DIR = pathlib.Path(__file__).resolve().parent
+sys.path.insert(0, str(BENCH_DIR.parent / "python"))
+sys.path.insert(0, str(BENCH_DIR))
 import flashgen  # noqa: E402
+from peers import wall_us as peers_wall_us  # noqa: E402
 from flashgen import _capi  # noqa: E402
 from flashgen._torch_views import options_for, row_stats_view, tensor_view  # noqa: E402
 
 
 def wall_us(call, calls):
-    """Wall µs per call of call() repeated, the GPU drained before and after."""
-    for _ in range(10):
-        call()
-    torch.cuda.synchronize()
-    started = time.perf_counter()
-    for _ in range(calls):
-        call()
-    torch.cuda.synchronize()
-    return (time.perf_counter() - started) / calls * 1e6
+    """Wall µs per call, after ten untimed calls (bench/peers.py)."""
+    return peers_wall_us(call, calls, warmup=10)
 
 
 def graph_us(call, calls):

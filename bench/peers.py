@@ -186,6 +186,19 @@ def torch_dtype(name):
     return {"bf16": torch.bfloat16, "fp16": torch.float16, "f32": torch.float32}[name]
 
 
+def wall_us(call, calls, warmup=1):
+    """Wall µs per call of call() repeated (host time where the GPU work is
+    small), the GPU drained before and after; warmup untimed calls first."""
+    for _ in range(warmup):
+        call()
+    torch.cuda.synchronize()
+    started = time.perf_counter()
+    for _ in range(calls):
+        call()
+    torch.cuda.synchronize()
+    return (time.perf_counter() - started) / calls * 1e6
+
+
 def time_calls(call, count, warmup, repeats, budget_s):
     """Median ms of call(i) over repeats, i rotating over count input sets.
 

@@ -484,18 +484,7 @@ def measure(system, w, peers, args):
     return row
 
 
-def wall_us(call, calls):
-    """Wall µs per call of call() repeated, the GPU drained before and after."""
-    call()
-    torch.cuda.synchronize()
-    started = time.perf_counter()
-    for _ in range(calls):
-        call()
-    torch.cuda.synchronize()
-    return (time.perf_counter() - started) / calls * 1e6
-
-
-def measure_host(system, w):
+def measure_host(system, w, peers):
     """Wall time per call on a problem whose GPU time is small."""
     from torch.nn.functional import scaled_dot_product_attention
     row = {"workload": w.name, "system": system, "shape": w.shape()}
@@ -506,12 +495,12 @@ def measure_host(system, w):
         def attention(q, k, v):
             return scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2),
                                                 is_causal=w.causal).transpose(1, 2)
-    row["fwd_wall_us"] = wall_us(lambda: attention(plain["q"], plain["k"], plain["v"]), HOST_CALLS)
+    row["fwd_wall_us"] = peers.wall_us(lambda: attention(plain["q"], plain["k"], plain["v"]), HOST_CALLS)
 
     def step():
         o = attention(graded["q"], graded["k"], graded["v"])
         torch.autograd.grad(o, (graded["q"], graded["k"], graded["v"]), graded["grad_out"])
-    row["fwd_bwd_wall_us"] = wall_us(step, HOST_CALLS)
+    row["fwd_bwd_wall_us"] = peers.wall_us(step, HOST_CALLS)
     return row
 
 
@@ -533,7 +522,7 @@ def run(args):
     jobs = [(w, s) for w in workloads for s in systems if w.backward or s != "flashgen atomic"]
     jobs += [] if args.skip_host else [(w, s) for w in host for s in ("flashgen", "sdpa")]
     for index, (w, system) in enumerate(jobs, start=1):
-        row = measure_host(system, w) if w in host else measure(system, w, peers, args)
+        row = measure_host(system, w, peers) if w in host else measure(system, w, peers, args)
         result["rows"].append(row)
         print(f"[{index}/{len(jobs)}] {progress_text(row)}", file=sys.stderr, flush=True)
         if args.json:  # as we go: a crash late in the run keeps the rest
