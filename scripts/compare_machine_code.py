@@ -81,6 +81,10 @@ def cases(quick: bool) -> list[list[str]]:
         out.append(["--kind", "forward", "--dqk", str(d), "--split-keys"])
     for kind, d, tuning in FORCED:
         out.append(["--kind", kind, "--dqk", str(d), "--tuning", tuning])
+    documents = ["--mask-mod", "doc[kv_idx] == doc[q_idx]", "--mask-arrays", "doc:i"]
+    for kind in ["mask_blocks"] + KINDS[:3]:  # a user mask: its pre-pass and its kernels
+        for causal in ([False] if quick else [False, True]):
+            out.append(["--kind", kind, "--dqk", "128", *documents] + (["--causal"] if causal else []))
     return out
 
 

@@ -51,25 +51,23 @@ struct MaskBlocks {
     for (int c = first_cell; c < end_cell; ++c) {
       const int key = c * kMaskCell + lane % kMaskCell;
       bool any = false, hole = false;
-      if (recording) {  // each pair whole, its faults recorded
+      // attended(i, query): whether the lane's i-th query attends its key.
+      auto vote = [&](auto attended) {
         for (int i = 0; i < kQueriesPerLane; ++i) {
           const int query = row0 + lane / kMaskCell + 2 * i;
           const bool seen = query < p.seq_q && !is_masked<C>(p, query, key);
-          const bool attended = seen && user_attends<C>(p, batch, head, query, key);
-          any = any || attended;
-          hole = hole || (seen && !attended);
+          const bool yes = seen && attended(i, query);
+          any = any || yes;
+          hole = hole || (seen && !yes);
         }
+      };
+      if (recording) {  // each pair whole, its faults recorded
+        vote([&](int, int query) { return user_attends<C>(p, batch, head, query, key); });
       } else {
         const typename C::Mask::KeySide key_side = user_key_side<C>(p, batch, head, key);
-#pragma unroll
-        for (int i = 0; i < kQueriesPerLane; ++i) {
-          const int query = row0 + lane / kMaskCell + 2 * i;
-          const bool seen = query < p.seq_q && !is_masked<C>(p, query, key);
-          const bool attended = seen && user_attends_sides<C>(p, batch, head, query, key,
-                                                              query_sides[i], key_side);
-          any = any || attended;
-          hole = hole || (seen && !attended);
-        }
+        vote([&](int i, int query) {
+          return user_attends_sides<C>(p, batch, head, query, key, query_sides[i], key_side);
+        });
       }
       if (__any_sync(0xffffffffu, hole)) full &= ~(1u << (c - 32 * word));
       if (__any_sync(0xffffffffu, any)) {
