@@ -89,17 +89,19 @@ def _prepare(cache, key, views, make_options, workspace_size=None):
     return _remember(cache, key, prepared) if key is not None else prepared
 
 
-def forward(q, k, v, o, lse, signature, make_options) -> None:
-    """fg_forward. signature: what besides the tensors' shapes, strides,
-    dtype and device decides the options (None: prepare nothing, the call
-    has per-head tensors or a mask); make_options() builds them."""
+def forward(q, k, v, o, lse, heads_major, signature, make_options) -> None:
+    """fg_forward. heads_major: q, k, v and o are [batch, heads, seq, dim]
+    (else [batch, seq, heads, dim]). signature: what besides the tensors'
+    shapes, strides, dtype and device decides the options and the views
+    (None: prepare nothing, the call has per-head tensors or a mask);
+    make_options() builds the options."""
     key = None if signature is None else \
         (q.shape, q.stride(), k.shape, k.stride(), v.shape, v.stride(), o.stride(), q.dtype,
          q.device, signature)
     cache = _cache()
     prepared = cache.get(key) if key is not None else None
     if prepared is None:
-        views = [tensor_view(t) for t in (q, k, v, o)] + [row_stats_view(lse)]
+        views = [tensor_view(t, heads_major) for t in (q, k, v, o)] + [row_stats_view(lse)]
         prepared = _prepare(cache, key, views, make_options)
     prepared.bind((q, k, v, o, lse), q.device)
     _capi.check(_capi.lib().fg_forward(*prepared.arguments), "fg_forward")
@@ -112,7 +114,8 @@ def _workspace_size(views, options) -> int:
     return _capi.backward_workspace_bytes(*views, options) if memory == _capi.FG_CUDA else 0
 
 
-def backward(q, k, v, o, grad_o, lse, grad_q, grad_k, grad_v, signature, make_options) -> None:
+def backward(q, k, v, o, grad_o, lse, grad_q, grad_k, grad_v, heads_major, signature,
+             make_options) -> None:
     """fg_backward, as forward(); its workspace comes from torch's allocator
     on the current stream (reused across calls, capturable in a CUDA graph,
     unlike a library-side malloc)."""
@@ -124,8 +127,8 @@ def backward(q, k, v, o, grad_o, lse, grad_q, grad_k, grad_v, signature, make_op
     cache = _cache()
     prepared = cache.get(key) if key is not None else None
     if prepared is None:
-        views = [tensor_view(t) for t in (q, k, v, o, grad_o)] + [row_stats_view(lse)] + \
-            [tensor_view(t) for t in (grad_q, grad_k, grad_v)]
+        views = [tensor_view(t, heads_major) for t in (q, k, v, o, grad_o)] + \
+            [row_stats_view(lse)] + [tensor_view(t, heads_major) for t in (grad_q, grad_k, grad_v)]
         prepared = _prepare(cache, key, views, make_options, _workspace_size)
     prepared.bind(tensors, q.device)
     if prepared.workspace_bytes:

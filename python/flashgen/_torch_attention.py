@@ -73,13 +73,9 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *,
     return_lse = check_bool("return_lse", return_lse)
     check_layout(layout)
     check_inputs({"q": q, "k": k, "v": v})
-    heads_major = layout == BHSD
-    if heads_major:
-        q, k, v = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
     mask_names, mask_values = mask_lists(mask_tensors)
-    o, lse = attention_forward(q, k, v, causal, scale, deterministic, heads_major, top_left,
+    # The tensors as they are: the library's views read either layout.
+    o, lse = attention_forward(q, k, v, causal, scale, deterministic, layout == BHSD, top_left,
                                window_left, window_right, softcap, alibi_slopes, sinks,
                                mask_mod or "", mask_names, mask_values)
-    if heads_major:
-        o = o.transpose(1, 2)
     return (o, lse) if return_lse else o

@@ -6,8 +6,10 @@ without graph breaks and autograd calls the library's backward. Every output
 and the backward's scratch are allocated with torch in the op, on the inputs'
 device, so the caching allocator and CUDA graph capture see them.
 
-All tensors here are already [batch, seq, heads, dim] views (the public
-function swaps axes for the [batch, heads, seq, dim] layout).
+Tensors come in the caller's layout: [batch, seq, heads, dim], or [batch,
+heads, seq, dim] where heads_major is set; the library's views swap the two
+axes' sizes and strides (no torch view is made for it), and o and the
+gradients are made in the same layout.
 
 Both ops take the masks and score modifiers as nine trailing arguments, in
 this order (SCORE_OPTIONS_OFF turns them all off): top_left (causal
@@ -68,24 +70,21 @@ class _NullContext:
 
 
 def _allocate_forward(q: torch.Tensor, v: torch.Tensor, heads_major: bool):
-    """o (packed in the caller's layout, returned as a [b, s, h, d] view) and lse."""
-    batch, seq_q, heads_q, _ = q.shape
-    dim_v = v.shape[3]
-    if heads_major:
-        # [batch, heads, seq, dim_v] memory seen as [batch, seq, heads, dim_v]
-        o = torch.empty((batch, heads_q, seq_q, dim_v), dtype=q.dtype,
-                        device=q.device).transpose(1, 2)
-    else:
-        o = torch.empty((batch, seq_q, heads_q, dim_v), dtype=q.dtype, device=q.device)
-    lse = torch.empty((batch, heads_q, seq_q), dtype=torch.float32, device=q.device)  # [b, h, s]
+    """o (packed, in the caller's layout) and lse [b, h, s]."""
+    batch, rows, columns, _ = q.shape  # (seq, heads), or (heads, seq) heads-major
+    o = torch.empty((batch, rows, columns, v.shape[3]), dtype=q.dtype, device=q.device)
+    heads_q, seq_q = (rows, columns) if heads_major else (columns, rows)
+    lse = torch.empty((batch, heads_q, seq_q), dtype=torch.float32, device=q.device)
     return o, lse
 
 
-def _allocate_backward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, sinks):
+def _allocate_backward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, heads_major: bool,
+                       sinks):
     # empty_like keeps the input's strides when it is dense, so each gradient
     # has the memory layout of the tensor it belongs to. The sinks' gradient
     # is fp32 [heads_q], or empty without sinks.
-    grad_sinks = (torch.empty((q.shape[2],), dtype=torch.float32, device=q.device)
+    heads_q = q.shape[1] if heads_major else q.shape[2]
+    grad_sinks = (torch.empty((heads_q,), dtype=torch.float32, device=q.device)
                   if sinks is not None else torch.empty((0,), dtype=torch.float32,
                                                         device=q.device))
     return torch.empty_like(q), torch.empty_like(k), torch.empty_like(v), grad_sinks
@@ -106,20 +105,21 @@ def _forward_impl(q, k, v, causal, scale, deterministic, heads_major, *score, ch
     o, lse = _allocate_forward(q, v, heads_major)
     with _device_guard(q.device):
         _prepared_calls.forward(
-            q, k, v, o, lse, _signature(causal, scale, deterministic, heads_major, score),
+            q, k, v, o, lse, heads_major,
+            _signature(causal, scale, deterministic, heads_major, score),
             lambda: options_for(q.device, causal=causal, scale=scale,
                                 deterministic=deterministic, **_score_keywords(*score)))
     return o, lse
 
 
-def _backward_impl(grad_o, q, k, v, o, lse, causal, scale, deterministic, *score):
+def _backward_impl(grad_o, q, k, v, o, lse, causal, scale, deterministic, heads_major, *score):
     check_inputs({"q": q, "k": k, "v": v, "o": o, "grad_o": grad_o})
     _check_score_tensors(q, score[4], score[5])
-    grad_q, grad_k, grad_v, grad_sinks = _allocate_backward(q, k, v, score[5])
+    grad_q, grad_k, grad_v, grad_sinks = _allocate_backward(q, k, v, heads_major, score[5])
     with _device_guard(q.device):
         _prepared_calls.backward(
-            q, k, v, o, grad_o, lse, grad_q, grad_k, grad_v,
-            _signature(causal, scale, deterministic, False, score),
+            q, k, v, o, grad_o, lse, grad_q, grad_k, grad_v, heads_major,
+            _signature(causal, scale, deterministic, heads_major, score),
             lambda: options_for(q.device, causal=causal, scale=scale,
                                 deterministic=deterministic,
                                 grad_sinks=grad_sinks if score[5] is not None else None,
@@ -127,12 +127,13 @@ def _backward_impl(grad_o, q, k, v, o, lse, causal, scale, deterministic, *score
     return grad_q, grad_k, grad_v, grad_sinks
 
 
-def _save(ctx, q, k, v, o, lse, causal, scale, deterministic, score) -> None:
+def _save(ctx, q, k, v, o, lse, causal, scale, deterministic, heads_major, score) -> None:
     """What the backward needs; the score tensors travel as saved tensors."""
     top_left, window_left, window_right, softcap, alibi_slopes, sinks, mask_mod, mask_names, \
         mask_values = score
     ctx.save_for_backward(q, k, v, o, lse, alibi_slopes, sinks, *mask_values)
     ctx.causal, ctx.scale, ctx.deterministic = causal, scale, deterministic
+    ctx.heads_major = heads_major
     ctx.score_scalars = (top_left, window_left, window_right, softcap)
     ctx.mask = (mask_mod, mask_names)
 
@@ -144,7 +145,7 @@ def _gradients(ctx, backward_op, grad_o, op_structure=False):
     q, k, v, o, lse, alibi_slopes, sinks, *mask_values = ctx.saved_tensors
     mask_mod, mask_names = ctx.mask
     grad_q, grad_k, grad_v, grad_sinks = backward_op(
-        grad_o, q, k, v, o, lse, ctx.causal, ctx.scale, ctx.deterministic,
+        grad_o, q, k, v, o, lse, ctx.causal, ctx.scale, ctx.deterministic, ctx.heads_major,
         *ctx.score_scalars, alibi_slopes, sinks, mask_mod, mask_names, mask_values)
     # causal, scale, deterministic, heads_major, the score scalars and the
     # slopes have none; sinks come sixth of the score arguments, the mask's
@@ -163,7 +164,7 @@ class _Attention(torch.autograd.Function):
     def forward(ctx, q, k, v, causal, scale, deterministic, heads_major, *score):
         o, lse = _forward_impl(q, k, v, causal, scale, deterministic, heads_major, *score,
                               checked=True)
-        _save(ctx, q, k, v, o, lse, causal, scale, deterministic, score)
+        _save(ctx, q, k, v, o, lse, causal, scale, deterministic, heads_major, score)
         ctx.mark_non_differentiable(lse)
         return o, lse
 
@@ -210,25 +211,26 @@ if _HAS_CUSTOM_OP:
     @torch.library.custom_op("flashgen::attention_backward", mutates_args=())
     def attention_backward_op(grad_o: torch.Tensor, q: torch.Tensor, k: torch.Tensor,
                               v: torch.Tensor, o: torch.Tensor, lse: torch.Tensor, causal: bool,
-                              scale: Optional[float], deterministic: bool, top_left: bool,
+                              scale: Optional[float], deterministic: bool, heads_major: bool,
+                              top_left: bool,
                               window_left: int, window_right: int, softcap: float,
                               alibi_slopes: Optional[torch.Tensor], sinks: Optional[torch.Tensor],
                               mask_mod: str, mask_names: str,
                               mask_values: List[torch.Tensor]
                               ) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-        return _backward_impl(grad_o, q, k, v, o, lse, causal, scale, deterministic, top_left,
-                              window_left, window_right, softcap, alibi_slopes, sinks, mask_mod,
-                              mask_names, mask_values)
+        return _backward_impl(grad_o, q, k, v, o, lse, causal, scale, deterministic,
+                              heads_major, top_left, window_left, window_right, softcap,
+                              alibi_slopes, sinks, mask_mod, mask_names, mask_values)
 
     @attention_backward_op.register_fake
-    def _(grad_o, q, k, v, o, lse, causal, scale, deterministic, *score):
+    def _(grad_o, q, k, v, o, lse, causal, scale, deterministic, heads_major, *score):
         check_inputs({"q": q, "k": k, "v": v, "o": o, "grad_o": grad_o})
-        return _allocate_backward(q, k, v, score[5])
+        return _allocate_backward(q, k, v, heads_major, score[5])
 
     def _setup_context(ctx, inputs, output):
-        q, k, v, causal, scale, deterministic, _ = inputs[:7]
+        q, k, v, causal, scale, deterministic, heads_major = inputs[:7]
         o, lse = output
-        _save(ctx, q, k, v, o, lse, causal, scale, deterministic, inputs[7:])
+        _save(ctx, q, k, v, o, lse, causal, scale, deterministic, heads_major, inputs[7:])
         # lse is a statistic for the backward, not a differentiable output.
         ctx.mark_non_differentiable(lse)
 

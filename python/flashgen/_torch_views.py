@@ -78,11 +78,16 @@ def _memory_of(device: torch.device) -> tuple:
     return _capi.FG_HOST, 0
 
 
-def tensor_view(tensor: torch.Tensor) -> _capi.Tensor:
-    """[batch, seq, heads, dim] view of a 4-D tensor."""
+def tensor_view(tensor: torch.Tensor, heads_major: bool = False) -> _capi.Tensor:
+    """[batch, seq, heads, dim] view of a 4-D tensor; heads_major: the tensor
+    is [batch, heads, seq, dim], its two middle axes swapped in the view."""
     memory, device = _memory_of(tensor.device)
+    shape, stride = tensor.shape, tensor.stride()
+    if heads_major:
+        shape = (shape[0], shape[2], shape[1], shape[3])
+        stride = (stride[0], stride[2], stride[1], stride[3])
     return _capi.make_tensor(tensor.data_ptr(), _FG_DTYPES[tensor.dtype], memory, device,
-                             tensor.shape, tensor.stride())
+                             shape, stride)
 
 
 def row_stats_view(tensor: torch.Tensor) -> _capi.RowStats:

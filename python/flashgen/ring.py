@@ -285,9 +285,9 @@ if torch is not None:
         off = _torch_ops.SCORE_OPTIONS_OFF
         if _torch_ops._HAS_CUSTOM_OP:
             return torch.ops.flashgen.attention_backward(grad_o, q, k, v, o, lse, causal,
-                                                         scale, deterministic, *off)[:3]
+                                                         scale, deterministic, False, *off)[:3]
         return _torch_ops._backward_impl(grad_o, q, k, v, o, lse, causal, scale, deterministic,
-                                         *off)[:3]
+                                         False, *off)[:3]
 
     def _ring_forward(ring: _Ring, q, k, v, causal, scale, deterministic):
         """o [b, s, h, dv] in q's dtype and the global lse fp32 [b, h, s]."""

@@ -167,7 +167,8 @@ def test_custom_ops_pass_opcheck(device):
     opcheck(torch.ops.flashgen.attention_forward.default, (q, k, v, True, None, True, False, *off))
     o, lse = torch.ops.flashgen.attention_forward(q, k, v, True, None, True, False, *off)
     opcheck(torch.ops.flashgen.attention_backward.default,
-            (do, q.detach(), k.detach(), v.detach(), o.detach(), lse, True, None, True, *off))
+            (do, q.detach(), k.detach(), v.detach(), o.detach(), lse, True, None, True, False,
+             *off))
 
 
 @CUDA.marks[0]
