@@ -134,6 +134,9 @@ def _save(ctx, q, k, v, o, lse, causal, scale, deterministic, heads_major, score
     ctx.save_for_backward(q, k, v, o, lse, alibi_slopes, sinks, *mask_values)
     ctx.causal, ctx.scale, ctx.deterministic = causal, scale, deterministic
     ctx.heads_major = heads_major
+    # lse takes no gradient: without this, autograd would make a tensor of
+    # zeros for it on every backward (an allocation and a fill).
+    ctx.set_materialize_grads(False)
     ctx.score_scalars = (top_left, window_left, window_right, softcap)
     ctx.mask = (mask_mod, mask_names)
 
@@ -144,6 +147,8 @@ def _gradients(ctx, backward_op, grad_o, op_structure=False):
     list of mask tensors, the autograd function a None."""
     q, k, v, o, lse, alibi_slopes, sinks, *mask_values = ctx.saved_tensors
     mask_mod, mask_names = ctx.mask
+    if grad_o is None:  # grads are not materialized (_save): o took none either
+        grad_o = torch.zeros_like(o)
     grad_q, grad_k, grad_v, grad_sinks = backward_op(
         grad_o, q, k, v, o, lse, ctx.causal, ctx.scale, ctx.deterministic, ctx.heads_major,
         *ctx.score_scalars, alibi_slopes, sinks, mask_mod, mask_names, mask_values)
