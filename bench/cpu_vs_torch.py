@@ -55,6 +55,20 @@ def cpu_name() -> str:
     return platform.processor() or platform.machine()
 
 
+def cpu_kernels() -> str | None:
+    """The CPU backend's instruction set ("amx", "avx512", ...), as
+    `flashgen info --json` beside the loaded library says; None without it."""
+    import subprocess
+    from flashgen import _library
+    command = pathlib.Path(_library.find_library()).parent / "flashgen"
+    try:
+        run = subprocess.run([str(command), "info", "--json"], capture_output=True, text=True,
+                             timeout=60)
+        return json.loads(run.stdout).get("cpu_isa")
+    except (OSError, ValueError, subprocess.SubprocessError):
+        return None
+
+
 def median_seconds(fns, warmup: int, repeats: int, settle: float) -> list:
     """Median seconds of each function, the calls interleaved (a, b, a, b, ...)
     so that both systems see the same machine load, each call `settle`
@@ -166,6 +180,7 @@ def main(argv=None) -> None:
 
     result = {
         "cpu": cpu_name(),
+        "cpu_kernels": cpu_kernels(),
         "threads": threads,
         "torch": torch.__version__,
         "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%S"),

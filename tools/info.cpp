@@ -60,7 +60,7 @@ int info_command(const std::vector<std::string>& words) {
                       "Prints the backends this machine can run, its GPUs (name, compute\n"
                       "capability, NVRTC target), the NVRTC version and where it was found (pip\n"
                       "wheel, CUDA toolkit or loader path, in that order of search), the kernel\n"
-                      "cache directory and the CPU threads.");
+                      "cache directory, the CPU threads and the CPU backend's instruction set.");
   arguments.flag("json", "print one JSON object instead of text");
   if (!arguments.parse(words)) return kExitOk;
 
@@ -92,6 +92,7 @@ int info_command(const std::vector<std::string>& words) {
     }
     out["cache_dir"] = info.cache_dir;
     out["cpu_threads"] = info.cpu_threads;
+    out["cpu_isa"] = info.cpu_isa;
     std::printf("%s\n", out.dump(2).c_str());
     return kExitOk;
   }
@@ -120,6 +121,7 @@ int info_command(const std::vector<std::string>& words) {
               nvrtc_source(nvrtc_status).c_str());
   std::printf("%-14s %s\n", "cache:", info.cache_dir.c_str());
   std::printf("%-14s %d\n", "CPU threads:", info.cpu_threads);
+  std::printf("%-14s %s\n", "CPU kernels:", info.cpu_isa.c_str());
   return kExitOk;
 }
 

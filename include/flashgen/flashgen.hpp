@@ -236,6 +236,9 @@ struct SystemInfo {
   std::vector<std::string> devices;  // "NVIDIA H200 (sm_90, 132 SMs)"
   std::string cache_dir;
   int cpu_threads = 0;
+  // The CPU backend's tile kernels: "amx", "avx512_bf16", "avx512", "avx2" or
+  // "generic" (the best this CPU and OS run, or $FLASHGEN_CPU_ISA's).
+  std::string cpu_isa;
 };
 SystemInfo system_info();
 const char* version();

@@ -4,6 +4,8 @@
 #include <string>
 #include <thread>
 
+#include "cpu/isa_dispatch.hpp"
+#include "cpu/tile_kernels.hpp"
 #include "cuda/cuda_backend.hpp"
 #include "cuda/runtime/runtime.hpp"
 #include "flashgen/flashgen.hpp"
@@ -33,6 +35,7 @@ SystemInfo system_info() {
   info.version = version();
   const unsigned hardware = std::thread::hardware_concurrency();
   info.cpu_threads = hardware > 0 ? static_cast<int>(hardware) : 1;
+  info.cpu_isa = cpu::choose_tile_kernels(std::getenv("FLASHGEN_CPU_ISA")).kernels->name;
   info.cache_dir = default_cache_dir();
 
   try {

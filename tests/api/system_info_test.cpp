@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "cpu/isa_dispatch.hpp"
 #include "cuda/cuda_backend.hpp"
 #include "flashgen/flashgen.hpp"
 
@@ -21,6 +22,22 @@ TEST(SystemInfo, DescribesThisMachine) {
   if (!info.cuda_available) {
     EXPECT_EQ(info.cuda_status, cuda::availability().reason);
   }
+}
+
+TEST(SystemInfo, NamesTheCpuKernelsItRuns) {
+  const char* saved = std::getenv("FLASHGEN_CPU_ISA");
+  const std::string previous = saved ? saved : "";
+  unsetenv("FLASHGEN_CPU_ISA");
+  const std::string best = system_info().cpu_isa;
+  EXPECT_NE(cpu::runnable_tile_kernels_named(best), nullptr) << best;
+  setenv("FLASHGEN_CPU_ISA", "generic", 1);
+  EXPECT_EQ(system_info().cpu_isa, "generic");
+  setenv("FLASHGEN_CPU_ISA", "no-such-isa", 1);  // falls back to the best
+  EXPECT_EQ(system_info().cpu_isa, best);
+  if (saved)
+    setenv("FLASHGEN_CPU_ISA", previous.c_str(), 1);
+  else
+    unsetenv("FLASHGEN_CPU_ISA");
 }
 
 TEST(SystemInfo, CacheDirectoryFollowsTheEnvironment) {
