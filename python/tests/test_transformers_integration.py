@@ -154,8 +154,8 @@ def test_gradients_match_eager(model_name, flashgen_calls):
 
 @pytest.mark.parametrize("model_name", CONFIGS)
 def test_padded_batch_runs_through_a_mask_expression(model_name, flashgen_calls):
-    """On CPU tensors the padding mask reaches the kernels as a mask
-    expression: no fallback (the fixture makes one an error)."""
+    """The padding mask reaches the kernels as a mask expression: no
+    fallback (the fixture makes one an error)."""
     eager, ours = _pair(model_name)
     tokens = _tokens(2, 10, seed=4)
     mask = torch.ones_like(tokens)
@@ -169,6 +169,29 @@ def test_padded_batch_runs_through_a_mask_expression(model_name, flashgen_calls)
     options = dict(attention_mask=mask, max_new_tokens=5, do_sample=False)
     with torch.no_grad():
         assert torch.equal(ours.generate(tokens, **options), eager.generate(tokens, **options))
+
+
+def test_a_masked_call_the_backend_refuses_runs_in_torch(monkeypatch):
+    """A padded batch whose masked calls the backend refuses (as a CUDA
+    build would refuse an option it lacks) runs in torch with a
+    FallbackWarning, and still gives eager attention's answer."""
+    eager, ours = _pair("llama")
+    attention = fg_transformers.attention
+
+    def refusing(*args, **kwargs):
+        if kwargs.get("mask_mod"):
+            raise fg_transformers.UnsupportedError("mask_mod: refused here")
+        return attention(*args, **kwargs)
+    monkeypatch.setattr(fg_transformers, "attention", refusing)
+    tokens = _tokens(2, 10, seed=5)
+    mask = torch.ones_like(tokens)
+    mask[0, :4] = 0
+    with torch.no_grad(), pytest.warns(fg_transformers.FallbackWarning):
+        got = ours(tokens, attention_mask=mask).logits
+    with torch.no_grad():
+        expected = eager(tokens, attention_mask=mask).logits
+    attended = mask.bool()
+    _close(got[attended], expected[attended], 1e-5)
 
 
 def test_no_mask_is_built_without_padding(monkeypatch, flashgen_calls):

@@ -28,10 +28,10 @@ key, which flashgen applies itself. A mask the attention is given is compared
 with that pattern; keys that no query attends at the end of the cache (a
 static cache's unfilled slots) are left out. Any other boolean mask
 (padding, packed sequences, a model's own mask) runs in flashgen through a
-mask expression over the mask on CPU tensors; on CUDA tensors, where the
-kernels take no mask expression yet, and for a bias, the call runs in torch
-instead (SDPA, or plain torch operations when softcap or sinks are on), with
-a FallbackWarning once.
+mask expression over the mask, on CPU and CUDA tensors. A bias, or a masked
+call the backend refuses (flashgen.UnsupportedError), runs in torch instead
+(SDPA, or plain torch operations when softcap or sinks are on), with a
+FallbackWarning once.
 
 Refused with ValueError naming the argument: dropout > 0 (a model's
 attention_dropout in training mode) and position_bias (T5-style additive
@@ -50,6 +50,7 @@ except ImportError as error:
     raise ImportError("flashgen.integrations.transformers needs PyTorch and transformers "
                       "(pip install torch transformers)") from error
 
+from .._capi import UnsupportedError
 from .._torch_attention import attention
 from .._torch_sdpa import boolean_attn_mask
 
@@ -104,9 +105,9 @@ def attention_forward(module: torch.nn.Module, query: torch.Tensor, key: torch.T
     attention_mask None means the pattern above. A mask (boolean, True =
     attended, or additive with 0 and -inf / the dtype's minimum) that is
     that pattern on its leading keys, with nothing attended after them,
-    runs on flashgen over those keys. Any other such mask runs on flashgen
-    through a mask expression on CPU tensors, and in torch on CUDA tensors
-    (and for a bias), with a FallbackWarning the first time (Python's
+    runs on flashgen over those keys. Any other boolean mask runs on
+    flashgen through a mask expression; a bias, or a masked call the backend
+    refuses, runs in torch, with a FallbackWarning the first time (Python's
     warning filters decide after).
     dropout != 0 and position_bias raise ValueError.
     """
@@ -132,18 +133,21 @@ def attention_forward(module: torch.nn.Module, query: torch.Tensor, key: torch.T
     if attention_mask is not None:
         keys = _keys_of_pattern(attention_mask, query.shape[2], key.shape[2], causal, window)
         attended = _as_bool(attention_mask) if keys is None else None
-        if attended is not None and query.device.type == "cpu":
+        if attended is not None:
             # Padding and any other boolean pattern: the mask itself, read by
-            # the kernels through a mask expression (CPU tensors for now).
-            output = attention(query.transpose(1, 2), key.transpose(1, 2), value.transpose(1, 2),
-                               scale=scaling, softcap=softcap, sinks=sinks,
-                               **boolean_attn_mask(attended, query, key, False))
-            return output, None
+            # the kernels through a mask expression.
+            try:
+                output = attention(query.transpose(1, 2), key.transpose(1, 2),
+                                   value.transpose(1, 2), scale=scaling, softcap=softcap,
+                                   sinks=sinks, **boolean_attn_mask(attended, query, key, False))
+                return output, None
+            except UnsupportedError:
+                pass  # in torch below
         if keys is None:
             warnings.warn("flashgen.integrations.transformers: an attention_mask that is not only "
                           "the causal / sliding-window pattern (padding, packed sequences, a "
-                          "model's own mask) ran in torch, not in flashgen; batches without "
-                          "padding stay on flashgen", FallbackWarning, stacklevel=2)
+                          "model's own mask) that flashgen's backend refuses here, or a bias, ran "
+                          "in torch, not in flashgen", FallbackWarning, stacklevel=2)
             return _attention_in_torch(query, key, value, attention_mask, scaling, softcap,
                                        sinks), None
         key, value = key[:, :, :keys], value[:, :, :keys]
