@@ -174,7 +174,7 @@ fi
 
 # The CPU backend against torch's CPU attention with every core of the host.
 if wanted cpu; then
-  step cpu 150 env FLASHGEN_LIBRARY="$PWD/build-gpu/libflashgen.so" python3 bench/cpu_vs_torch.py \
+  step cpu 200 env FLASHGEN_LIBRARY="$PWD/build-gpu/libflashgen.so" python3 bench/cpu_vs_torch.py \
     --threads "$(nproc)" --out "$out/cpu_vs_torch_${date_tag}.json"
   tail -20 "$out/cpu.log"
 fi
