@@ -50,8 +50,7 @@ bool wgmma_forward_fits(const KernelSpec& spec) {
 // stages deep (230 / 179 at D = 384 / 512 against 209 / 171 without a
 // producer).
 TuningParams wgmma_forward_tuning(const KernelSpec& spec) {
-  const int dqk = round_up(spec.dim_qk, 16), dv = round_up(spec.dim_v, 16);
-  const int widest = dqk > dv ? dqk : dv;
+  const int widest = widest_dim(spec), dv = round_up(spec.dim_v, 16);
   TuningParams t;
   int stages = 0;  // the producer's default: 3
   if (widest <= 64) {
@@ -90,15 +89,13 @@ TuningParams wgmma_forward_tuning(const KernelSpec& spec) {
 // warpgroups to 192 columns (D = 136..176: +17-26% over the mma.sync
 // kernel) and 32-48-key blocks for two past that (D = 208, 240: +21%, +11%).
 bool wgmma_backward_query_fits(const KernelSpec& spec) {
-  const int dqk = round_up(spec.dim_qk, 16), dv = round_up(spec.dim_v, 16);
-  const int widest = dqk > dv ? dqk : dv;
+  const int widest = widest_dim(spec);
   return spec.kind == KernelKind::backward_query && spec.arch == "sm_90a" && widest <= 256 &&
          (spec.vec >= 2 || (spec.vec == 1 && widest > 64));
 }
 
 TuningParams wgmma_backward_query_tuning(const KernelSpec& spec) {
-  const int dqk = round_up(spec.dim_qk, 16), dv = round_up(spec.dim_v, 16);
-  const int widest = dqk > dv ? dqk : dv;
+  const int widest = widest_dim(spec);
   TuningParams t = widest > 192                    ? TuningParams{128, 32, 0, 8, 0}
                    : spec.vec == 1 || widest > 128 ? TuningParams{192, 48, 0, 12, 0}
                    : widest <= 64                  ? TuningParams{192, 64, 0, 12, 0}
@@ -115,8 +112,7 @@ TuningParams wgmma_backward_query_tuning(const KernelSpec& spec) {
 // 201 at D = 127 (staged rows); up to 64 columns over 96-query blocks, the
 // tuner's choice at every D from 36 to 60 (+22-53% over the mma.sync kernel).
 bool wgmma_backward_key_value_fits(const KernelSpec& spec) {
-  const int dqk = round_up(spec.dim_qk, 16), dv = round_up(spec.dim_v, 16);
-  const int widest = dqk > dv ? dqk : dv;
+  const int widest = widest_dim(spec);
   return spec.kind == KernelKind::backward_key_value && spec.arch == "sm_90a" && spec.vec >= 1 &&
          widest > 32 && widest <= 128;
 }
@@ -130,8 +126,7 @@ bool wgmma_backward_key_value_fits(const KernelSpec& spec) {
 // 192 / 224 / 256, 289 against 175 at 256 causal; at 136 / 160 it lost
 // (171 / 234 against 226 / 267; 160 causal won, 233 against 221).
 bool wgmma_split_key_value_fits(const KernelSpec& spec) {
-  const int dqk = round_up(spec.dim_qk, 16), dv = round_up(spec.dim_v, 16);
-  const int widest = dqk > dv ? dqk : dv;
+  const int widest = widest_dim(spec);
   return spec.kind == KernelKind::backward_key_value && spec.arch == "sm_90a" && spec.vec == 8 &&
          widest > 160 && widest <= 256;
 }

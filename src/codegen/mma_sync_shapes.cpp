@@ -14,8 +14,7 @@ namespace {
 //  - larger: one row tile per warp; the value dimension is split into CTAs of at
 //    most 256 columns (their scores are recomputed, the price of keeping O in registers).
 TuningParams forward_tuning(const KernelSpec& spec) {
-  const int dqk = round_up(spec.dim_qk, 16), dv = round_up(spec.dim_v, 16);
-  const int widest = dqk > dv ? dqk : dv;
+  const int widest = widest_dim(spec);
   TuningParams t;
   if (widest <= 64) {
     t = {128, 64, 0, 4, kCacheQ};
@@ -39,8 +38,7 @@ TuningParams forward_tuning(const KernelSpec& spec) {
 // 88 / 91 for 256-column chunks at D = 288 / 320 / 352). Past that dQ is
 // split across CTAs.
 TuningParams backward_query_tuning(const KernelSpec& spec) {
-  const int dqk = round_up(spec.dim_qk, 16), dv = round_up(spec.dim_v, 16);
-  const int widest = dqk > dv ? dqk : dv;
+  const int widest = widest_dim(spec);
   if (widest <= 64) return {128, 64, 0, 4, 0};
   if (widest <= 128) return {128, 32, 0, 4, 0};
   if (widest <= 320) return {64, 32, 0, 4, 0};
@@ -52,8 +50,7 @@ TuningParams backward_query_tuning(const KernelSpec& spec) {
 // per row tile) plus Sᵀ and dPᵀ; shared memory holds K, V and the traversed
 // Q, dO tiles at full width, which bounds cols for large D.
 TuningParams backward_key_value_tuning(const KernelSpec& spec) {
-  const int dqk = round_up(spec.dim_qk, 16), dv = round_up(spec.dim_v, 16);
-  const int widest = dqk > dv ? dqk : dv;
+  const int widest = widest_dim(spec);
   // Up to 32 columns, two row tiles per warp (+14-15% at D = 4 and 12).
   if (widest <= 32) return {128, 64, 0, 4, 0};
   // dK + dV take 128 registers at 128 columns; 64-key blocks still beat 48
@@ -73,8 +70,7 @@ TuningParams backward_key_value_tuning(const KernelSpec& spec) {
 // Atomic backward: the key/value kernel plus a dQ GEMM whose accumulators
 // live at the same time as dK and dV, so it traverses narrower query blocks.
 TuningParams backward_atomic_tuning(const KernelSpec& spec) {
-  const int dqk = round_up(spec.dim_qk, 16), dv = round_up(spec.dim_v, 16);
-  const int widest = dqk > dv ? dqk : dv;
+  const int widest = widest_dim(spec);
   if (widest <= 64) return {64, 64, 0, 4, 0};
   if (widest <= 128) return {64, 32, 0, 4, 0};
   return {64, 32, 128, 4, 0};

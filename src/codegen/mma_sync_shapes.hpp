@@ -9,6 +9,13 @@ namespace flashgen {
 
 inline int round_up(int a, int b) { return (a + b - 1) / b * b; }
 
+// The wider of Dqk and Dv, each rounded up to the 16 columns of an MMA tile:
+// the width the block shapes' register and shared-memory budgets follow.
+inline int widest_dim(const KernelSpec& spec) {
+  const int dqk = round_up(spec.dim_qk, 16), dv = round_up(spec.dim_v, 16);
+  return dqk > dv ? dqk : dv;
+}
+
 // The mma.sync kernel's shape for the spec's kind ({} for the row kernels).
 TuningParams mma_sync_shape_for(const KernelSpec& spec);
 
