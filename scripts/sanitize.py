@@ -52,6 +52,12 @@ MMA_SYNC = ("forward: rows=64 cols=64 head=0 warps=4 cache=Q; "
             "backward_query: rows=64 cols=64 head=0 warps=4 cache=none; "
             "backward_key_value: rows=64 cols=64 head=0 warps=4 cache=none")
 
+# The forward's TMA producer on rows that are not 16-byte aligned (token-row
+# views, K stages fixed by a second warp), forced where a table row picks
+# another forward.
+TOKEN_ROWS = ("forward: rows=128 cols=64 head=0 warps=8 cache=none mma=wgmma stages=2 "
+              "producer=warp copy=tma swizzle=32")
+
 # (label, flashgen run arguments, environment). Small shapes whose lengths
 # are multiples of no tile (1, 2, 65, 130, 257, 300), causal and not, GQA,
 # Dv != Dqk, Sq != Skv, every load path (TMA for 16-byte rows, cp.async for
@@ -88,6 +94,13 @@ CASES = [
     ("f32-d127", "--dim 127 --seq 65 --heads 2 --heads-kv 1 --dtype f32", {}),
     ("mma.sync-d64", "--dim 64 --seq 130 --causal --heads 2", {"FLASHGEN_TUNING": MMA_SYNC}),
     ("mma.sync-d127", "--dim 127 --seq 65 --heads 2", {"FLASHGEN_TUNING": MMA_SYNC}),
+    ("d127-token-rows-gqa-causal", "--dim 127 --seq 257 --seq-kv 300 --causal --heads 16 --heads-kv 8",
+     {"FLASHGEN_TUNING": TOKEN_ROWS}),
+    ("d100-token-rows", "--dim 100 --seq 130 --heads 4", {"FLASHGEN_TUNING": TOKEN_ROWS}),
+    ("d199-token-rows-window", "--dim 199 --seq 200 --causal --window-left 50 --heads 8",
+     {"FLASHGEN_TUNING": TOKEN_ROWS}),
+    ("d385-token-rows", "--dim 385 --seq 130 --heads 8",
+     {"FLASHGEN_TUNING": TOKEN_ROWS.replace("cols=64 head=0", "cols=32 head=256")}),
     # Decode: query heads packed as rows, keys shared by CTAs and combined.
     ("d64-window-causal", "--dim 64 --seq 300 --causal --window-left 100 --heads 2", {}),
     ("d128-window-softcap-gqa",

@@ -65,6 +65,12 @@ int head_chunks_of(const KernelSpec& spec, const TuningParams& tuning);
 // Columns of one chunk when a dim is split in `chunks` (multiple of 16); the
 // device headers compute the same (chunk_width in common.cuh).
 int chunk_width(int dim, int chunks);
+// The wgmma forward's tile widths: K's (the k of S = Q·Kᵀ) and V's per CTA
+// of `chunks` value chunks (the n of O = P·V); token_rows: TMA on rows that
+// are not 16-byte aligned, whose tiles are wider (token_row_tile_width in
+// layout/shared_memory.cuh).
+int forward_tile_width_qk(const KernelSpec& spec, bool token_rows);
+int forward_tile_width_v(const KernelSpec& spec, bool token_rows, int chunks = 1);
 // K/V pipeline stages of the wgmma forward under this tuning (its `stages`, or 2).
 int wgmma_forward_stages(const TuningParams& tuning);
 // Stages of the backward kernels with split=dims: of K in the query kernel

@@ -1,5 +1,7 @@
 #include "codegen/heuristics.hpp"
 
+#include <algorithm>
+
 #include "codegen/generate.hpp"
 #include "codegen/mma_sync_shapes.hpp"
 
@@ -17,6 +19,16 @@ namespace {
 TuningParams with_tma_producer_where_aligned(const KernelSpec& spec, const TuningParams& t,
                                              int stages = 0) {
   return spec.vec == 8 ? with_tma_producer(t, stages) : t;
+}
+
+// The forward's TMA producer reads other contiguous rows too, through
+// token-row views (kernels/forward/wgmma_producer.cuh), where the caller's
+// tensors allow (src/cuda/forward_route.cpp); `tma`: whether to use it.
+TuningParams with_tma_producer_where_readable(const KernelSpec& spec, const TuningParams& t,
+                                              int stages, bool tma) {
+  return tma && (spec.vec == 8 || (spec.vec >= 1 && widest_dim(spec) > 64))
+             ? with_tma_producer(t, stages)
+             : t;
 }
 
 // Forward on Hopper's warpgroup MMA (sm_90a, any contiguous rows: rows only
@@ -49,8 +61,19 @@ bool wgmma_forward_fits(const KernelSpec& spec) {
 // room for that width; past 256, chunks of 256 value columns, also two
 // stages deep (230 / 179 at D = 384 / 512 against 209 / 171 without a
 // producer).
-TuningParams wgmma_forward_tuning(const KernelSpec& spec) {
-  const int widest = widest_dim(spec), dv = round_up(spec.dim_v, 16);
+TuningParams wgmma_forward_tuning(const KernelSpec& spec, bool tma) {
+  // Token rows (TMA on rows that are not 16-byte aligned) widen the tiles
+  // (token_row_tile_width); past 256 value columns in one CTA they would
+  // not fit the wgmma, and those heads go without TMA.
+  const int dv = round_up(spec.dim_v, 16), chunks = (dv + 255) / 256;  // of 256 columns
+  // Measured past 64 columns only (on the H100, docs/decisions.md): below
+  // that the shift's columns are a larger share of the tiles.
+  const bool token_rows = tma && spec.vec >= 1 && spec.vec < 8 && widest_dim(spec) > 64;
+  if (token_rows && forward_tile_width_v(spec, true, chunks) > 256)
+    return wgmma_forward_tuning(spec, false);
+  const int widest = token_rows ? std::max(forward_tile_width_qk(spec, true),
+                                           forward_tile_width_v(spec, true, chunks))
+                                : widest_dim(spec);
   TuningParams t;
   int stages = 0;  // the producer's default: 3
   if (widest <= 64) {
@@ -66,14 +89,18 @@ TuningParams wgmma_forward_tuning(const KernelSpec& spec) {
   } else {
     t = {192, 32, 256, 12, 0};
     stages = 2;
+    // Token rows (chunks of 192 to 224 value columns, up to 416 of Q·Kᵀ):
+    // three warpgroups and the producer leave ptxas 128 registers per
+    // thread, too few for the chunk's wgmma; two warpgroups get 168.
+    if (token_rows) t = {128, 32, 256, 8, 0};
   }
   t.wgmma = true;
-  t = with_tma_producer_where_aligned(spec, t, stages);
+  t = with_tma_producer_where_readable(spec, t, stages, tma);
   // Rows TMA cannot read (8-byte aligned) from 65 to 96 columns: the
   // producer's four warps copying four stages deep, +8% / +14% at D = 68 /
   // 76 over all warps copying (three stages: -5% / +1%). Elsewhere the
   // tuning tables may choose it.
-  if (spec.vec == 4 && widest > 64 && widest <= 96) t = with_copying_producer(t, 4);
+  if (!t.tma && spec.vec == 4 && widest > 64 && widest <= 96) t = with_copying_producer(t, 4);
   return t;
 }
 
@@ -196,9 +223,11 @@ TuningParams wgmma_backward_key_value_tuning(const KernelSpec& spec) {
   return t;
 }
 
-TuningParams shape_for(const KernelSpec& spec) {
+// tma: whether TMA may read the traversed tensors (tuning_without_tma asks
+// for the shape without it).
+TuningParams shape_for(const KernelSpec& spec, bool tma = true) {
   if (spec.split_keys) return split_keys_tuning(spec);
-  if (wgmma_forward_fits(spec)) return wgmma_forward_tuning(spec);
+  if (wgmma_forward_fits(spec)) return wgmma_forward_tuning(spec, tma);
   if (wgmma_backward_query_fits(spec)) return wgmma_backward_query_tuning(spec);
   if (wgmma_backward_key_value_fits(spec)) return wgmma_backward_key_value_tuning(spec);
   if (wgmma_split_key_value_fits(spec)) return wgmma_split_key_value_tuning();
@@ -235,9 +264,17 @@ static TuningParams f32_tuning(const KernelSpec& spec, std::size_t shared_limit)
   return t;
 }
 
+// default_tuning, `tma` saying whether TMA may read the traversed tensors.
+static TuningParams default_tuning_of(const KernelSpec& spec, std::size_t shared_limit, bool tma);
+
 TuningParams tuning_without_tma(const KernelSpec& spec, const TuningParams& t,
                                 std::size_t shared_limit) {
   if (!t.tma) return t;
+  // The forward on rows that are not 16-byte aligned, whose token-row views
+  // TMA cannot read (heads not adjacent, or a token's row not a multiple of
+  // 16 bytes): the default of such rows without TMA.
+  if (spec.kind == KernelKind::forward && spec.vec < 8)
+    return default_tuning_of(spec, shared_limit, false);
   if (t.split == WarpgroupSplit::rows) return without_producer(t);
   // The warpgroup splits copy by TMA only: the defaults of rows TMA cannot
   // read (8-byte aligned ones), valid on 16-byte rows too.
@@ -278,8 +315,12 @@ static TuningParams with_room_for_score_modifiers(const KernelSpec& spec, Tuning
 }
 
 TuningParams default_tuning(const KernelSpec& spec, std::size_t shared_limit) {
+  return default_tuning_of(spec, shared_limit, true);
+}
+
+static TuningParams default_tuning_of(const KernelSpec& spec, std::size_t shared_limit, bool tma) {
   if (spec.dtype == DType::f32) return f32_tuning(spec, shared_limit);
-  TuningParams t = with_room_for_score_modifiers(spec, shape_for(spec));
+  TuningParams t = with_room_for_score_modifiers(spec, shape_for(spec, tma));
   // The kernels with split=dims: the query kernel narrower key blocks, then
   // K two stages deep (at D = 384, 16 keys three deep beat 32 two deep by
   // 9%); the key/value kernel the other way round (the tuner's choice at

@@ -1,5 +1,6 @@
 // The rules a tuning must meet for its spec (generate() and check_tuning()),
 // and the tuning-derived quantities the generator and the launcher share.
+#include <algorithm>
 #include <functional>
 #include <string>
 
@@ -134,6 +135,10 @@ void check_tuning(const KernelSpec& spec, const TuningParams& t) {
         if (chunk_width(spec.dim_v, head_chunks_of(spec, t)) > 256)
           fail("mma=wgmma for the forward needs at most 256 value columns per CTA (O in "
                "registers): head <= 256");
+        if (t.tma && spec.vec < 8 &&
+            forward_tile_width_v(spec, true, head_chunks_of(spec, t)) > 256)
+          fail("copy=tma on rows that are not 16-byte aligned widens the value tile past 256 "
+               "columns (O in registers): a smaller head");
         break;
       case KernelKind::backward_query:
         if (dqk16 > 256) fail("mma=wgmma for backward_query needs Dqk <= 256 (dQ in registers)");
@@ -157,8 +162,9 @@ void check_tuning(const KernelSpec& spec, const TuningParams& t) {
     if (!(t.wgmma && spec.kind == KernelKind::forward))
       fail("stages applies to the wgmma forward only (leave it out elsewhere)");
     if (t.stages < 2 || t.stages > 4) fail("stages must be 2, 3 or 4");
-    // Rows only 2-byte aligned go through one staging area: two stages.
-    if (spec.vec == 1 && t.stages != 2) fail("stages must be 2 on rows only 2-byte aligned");
+    // Rows only 2-byte aligned go through one staging area (no TMA): two stages.
+    if (spec.vec == 1 && !t.tma && t.stages != 2)
+      fail("stages must be 2 on rows only 2-byte aligned (unless copy=tma)");
   }
   if (t.producer) {
     const bool has_producer = spec.kind == KernelKind::forward ||
@@ -167,15 +173,20 @@ void check_tuning(const KernelSpec& spec, const TuningParams& t) {
     if (!(t.wgmma && has_producer))
       fail("producer=warp applies to the wgmma kernels only (forward, backward_query, "
            "backward_key_value)");
-    if (spec.vec < 2)
-      fail("producer=warp needs rows aligned to 4 bytes or more (alignment class 2, 4 or 8)");
+    if (spec.vec < 2 && !t.tma)
+      fail("producer=warp needs rows aligned to 4 bytes or more (alignment class 2, 4 or 8), "
+           "or copy=tma");
     if (spec.kind == KernelKind::forward && !t.tma && wgmma_forward_stages(t) < 3)
       fail("producer=warp with cp.async copies needs stages >= 3 (copy=tma: 2 will do)");
   }
   if (t.tma) {
     if (!t.producer) fail("copy=tma applies to the wgmma kernels with producer=warp only");
-    if (spec.vec != 8)
-      fail("copy=tma needs rows, strides and pointers aligned to 16 bytes (alignment class 8)");
+    // The forward reads other contiguous rows through token-row views.
+    if (spec.kind == KernelKind::forward ? spec.vec < 1 : spec.vec != 8)
+      fail(spec.kind == KernelKind::forward
+               ? "copy=tma needs contiguous rows (alignment class 1, 2, 4 or 8)"
+               : "copy=tma needs rows, strides and pointers aligned to 16 bytes (alignment class "
+                 "8) in this kernel");
   }
 }
 
@@ -230,5 +241,16 @@ int backward_dims_split_stages(const KernelSpec& spec, const TuningParams& t) {
 }
 
 int chunk_width(int dim, int chunks) { return flashgen_device::layout_chunk_width(dim, chunks); }
+
+int forward_tile_width_qk(const KernelSpec& spec, bool token_rows) {
+  return token_rows ? flashgen_device::token_row_tile_width(spec.dim_qk, spec.vec)
+                    : round_up(spec.dim_qk, 16);
+}
+
+int forward_tile_width_v(const KernelSpec& spec, bool token_rows, int chunks) {
+  const int chunk = chunk_width(spec.dim_v, chunks);
+  return token_rows ? flashgen_device::token_row_tile_width(std::min(chunk, spec.dim_v), spec.vec)
+                    : chunk;
+}
 
 }  // namespace flashgen

@@ -120,7 +120,8 @@ bool launches_nothing(const LaunchShape& shape) {
 
 // first, second: the two tensors the kernel traverses (K and V, or Q and dO
 // over keys); kernels that copy them with TMA (GeneratedKernel::tensor_maps)
-// take their tensor maps as the entry's second parameter.
+// take their tensor maps as the entry's second parameter: their token-row
+// views where the rows are not 16-byte aligned (forward_tma_readable).
 void launch_resolved(const ResolvedKernel& r, const LaunchShape& shape,
                      flashgen_device::AttentionParams& params, void* stream,
                      const TensorView& first, const TensorView& second) {
@@ -128,7 +129,8 @@ void launch_resolved(const ResolvedKernel& r, const LaunchShape& shape,
   const KernelChoice& c = r.choice;
   flashgen_device::TraversedTensorMaps maps;
   if (c.generated->tensor_maps)
-    maps = traversed_tensor_maps(first, second, c.tuning.block_cols, c.generated->swizzle);
+    maps = traversed_tensor_maps(first, second, c.tuning.block_cols, c.generated->swizzle,
+                                 c.spec.vec < 8);
   void* kernel_args[] = {&params, &maps};
   launch(*r.kernel, shape, stream, kernel_args);
 }
@@ -272,7 +274,7 @@ std::vector<std::string> forward_kernel_names(const Problem& problem, const Forw
     return names;
   }
   names.push_back(
-      choose(KernelKind::forward, p, vec, forward_tma_readable(args), ordinal).generated->name);
+      choose(KernelKind::forward, p, vec, forward_tma_readable(args, vec), ordinal).generated->name);
   return names;
 }
 
@@ -314,7 +316,7 @@ void forward(const Problem& problem, const ForwardArgs& call, void* stream) {
     return forward_split_keys(p, args, vec, split, route.splits, params, stream);
   }
   const ResolvedKernel r =
-      resolve(KernelKind::forward, p, vec, forward_tma_readable(args), ordinal);
+      resolve(KernelKind::forward, p, vec, forward_tma_readable(args, vec), ordinal);
   launch_resolved(r, block_grid(r.choice, p.seq_q, p.heads_q, p.batch), params, stream, args.k,
                   args.v);
 }

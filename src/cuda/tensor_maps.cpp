@@ -91,6 +91,15 @@ TensorMapGeometry sliced_tensor_map_geometry(const TensorView& t, int box_rows, 
   return g;
 }
 
+TensorMapGeometry token_row_tensor_map_geometry(const TensorView& t, int box_rows, int box_cols) {
+  const std::int64_t sizes[3] = {t.shape[2] * t.shape[3], t.shape[1], t.shape[0]};
+  const std::int64_t strides[2] = {t.stride[1], t.stride[0]};
+  TensorMapGeometry g = geometry_of(3, sizes, strides);
+  g.box[0] = static_cast<unsigned>(box_cols);
+  g.box[1] = static_cast<unsigned>(box_rows);
+  return g;
+}
+
 bool tma_can_read(const TensorView& t) {
   constexpr std::uint64_t kMaxStrideBytes = std::uint64_t{1} << 40;
   constexpr std::int64_t kMaxDim = std::int64_t{1} << 32;
@@ -104,9 +113,21 @@ bool tma_can_read(const TensorView& t) {
   return true;
 }
 
+bool tma_can_read_token_rows(const TensorView& t) {
+  if (!tma_can_read(t)) return false;
+  const bool heads_adjacent = t.shape[2] <= 1 || t.stride[2] == t.shape[3];
+  const bool dims_adjacent = t.shape[3] <= 1 || t.stride[3] == 1;
+  if (!heads_adjacent || !dims_adjacent) return false;
+  if (t.shape[2] * t.shape[3] > (std::int64_t{1} << 32)) return false;
+  if (reinterpret_cast<std::uintptr_t>(t.data) % 16 != 0) return false;
+  for (int d = 0; d < 2; ++d)  // batch, seq: the steps TMA takes in bytes
+    if (t.shape[d] > 1 && t.stride[d] * kElementBytes % 16 != 0) return false;
+  return true;
+}
+
 flashgen_device::TraversedTensorMaps traversed_tensor_maps(const TensorView& first,
                                                            const TensorView& second, int box_rows,
-                                                           int swizzle) {
+                                                           int swizzle, bool token_rows) {
   const int slice_cols = flashgen_device::tma_slice_columns(swizzle);
   flashgen_device::TraversedTensorMaps maps{};
   const TensorView* tensors[2] = {&first, &second};
@@ -115,6 +136,11 @@ flashgen_device::TraversedTensorMaps traversed_tensor_maps(const TensorView& fir
   for (int i = 0; i < 2; ++i) {
     const TensorView& t = *tensors[i];
     const char* name = i == 0 ? "the first traversed tensor" : "the second traversed tensor";
+    if (token_rows) {  // no sliced view: a head's slices start anywhere in the row
+      *views[i] = encode(t, token_row_tensor_map_geometry(t, box_rows, slice_cols), swizzle, name,
+                         "'s token rows");
+      continue;
+    }
     *views[i] = encode(t, tensor_map_geometry(t, box_rows, slice_cols), swizzle, name, "");
     if (whole_slices(t, slice_cols) > 0)
       *sliced[i] = encode(t, sliced_tensor_map_geometry(t, box_rows, slice_cols), swizzle, name,

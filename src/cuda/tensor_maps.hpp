@@ -30,11 +30,27 @@ TensorMapGeometry tensor_map_geometry(const TensorView& t, int box_rows, int box
 // slice, each as a box of the view above would be.
 TensorMapGeometry sliced_tensor_map_geometry(const TensorView& t, int box_rows, int slice_cols);
 
+// The token-row view of a [batch][seq][heads][dim] tensor whose heads are
+// adjacent in a row (head stride = dim, dim stride 1): dims (heads · dim,
+// seq, batch), read in boxes of `box_cols` columns by `box_rows` rows. Its
+// only strides are the token's and the batch's, so rows whose own start is
+// not 16-byte aligned (odd dims: alignment classes 1, 2, 4) can be read by
+// TMA where those two are: head h's column c is column h · dim + c of the
+// view. A box past a head's last column holds the next head's first
+// columns (zeros past the last head's), which the kernel never lets count
+// (kernels/forward/wgmma_producer.cuh).
+TensorMapGeometry token_row_tensor_map_geometry(const TensorView& t, int box_rows, int box_cols);
+
 // Whether TMA can describe the view: every stepped dim (size > 1) has a
 // positive byte stride below 2^40 (a broadcast view's zero stride cannot be
 // encoded) and at most 2^32 elements. Alignment is the caller's rule
 // (alignment class 8).
 bool tma_can_read(const TensorView& t);
+
+// Whether TMA can read the tensor through its token-row view: tma_can_read,
+// heads adjacent in a row with contiguous dims, a 16-byte aligned pointer,
+// token and batch strides of whole 16 bytes, and heads · dim below 2^32.
+bool tma_can_read_token_rows(const TensorView& t);
 
 // The two tensors a kernel traverses (K and V for the forward, Q and dO for
 // the key/value backward), each a [batch][heads][seq][dim] view of the
@@ -43,10 +59,13 @@ bool tma_can_read(const TensorView& t);
 // bytes (swizzle 32: GeneratedKernel::swizzle); and each one's sliced view
 // (sliced_tensor_map_geometry), left zero where it has no whole slice.
 // The tensors must be 16-byte aligned with 16-byte aligned strides
-// (alignment class 8). Throws Error(unsupported) when the driver cannot
-// encode tensor maps, Error(runtime) when it refuses one.
+// (alignment class 8). With `token_rows` (kernels on rows of the other
+// alignment classes) each tensor's token-row view instead, with no sliced
+// one (tma_can_read_token_rows must hold). Throws Error(unsupported) when
+// the driver cannot encode tensor maps, Error(runtime) when it refuses one.
 flashgen_device::TraversedTensorMaps traversed_tensor_maps(const TensorView& first,
                                                            const TensorView& second, int box_rows,
-                                                           int swizzle = 0);
+                                                           int swizzle = 0,
+                                                           bool token_rows = false);
 
 }  // namespace flashgen::cuda

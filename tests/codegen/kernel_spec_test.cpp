@@ -145,7 +145,17 @@ TEST(Generate, TmaCopiesTheForwardProducersTilesOnAlignedRows) {
   EXPECT_EQ(g.shared_bytes, shared_bytes(s, async));
   EXPECT_FALSE(generate(s, async).tensor_maps);
   EXPECT_NE(generate(s, async).source.find("kTma = false;"), std::string::npos);
-  refused(spec_of(KernelKind::forward, 68, 68, 4), t, "alignment class 8");
+  // Other contiguous rows: the forward reads their token-row views (wider
+  // tiles, a third pipeline of barriers); the backward kernels refuse.
+  const KernelSpec odd = spec_of(KernelKind::forward, 68, 68, 4);
+  const GeneratedKernel token_rows = generate(odd, t);
+  EXPECT_TRUE(token_rows.tensor_maps);
+  EXPECT_GT(token_rows.shared_bytes, shared_bytes(spec_of(KernelKind::forward, 72, 72), t));
+  refused(spec_of(KernelKind::forward, 68, 68, 0), t, "contiguous rows");
+  TuningParams backward_tma{128, 64, 0, 8, 0, true};
+  backward_tma.producer = true;
+  backward_tma.tma = true;
+  refused(spec_of(KernelKind::backward_query, 68, 68, 4), backward_tma, "alignment class 8");
   TuningParams without_producer = t;
   without_producer.producer = false;
   refused(s, without_producer, "producer=warp only");
@@ -462,18 +472,32 @@ TEST(DefaultTuning, WgmmaBackwardWhereItApplies) {
           .wgmma);
 }
 
-TEST(DefaultTuning, CopyingProducerOnEightByteRows) {
-  // D = 68-96 on 8-byte rows: the producer's four warps copy, four stages deep.
+TEST(DefaultTuning, TokenRowsOrACopyingProducerOnRowsNotSixteenByteAligned) {
+  // Rows TMA reads through token-row views: the TMA producer at any alignment.
+  for (int vec : {4, 2, 1}) {
+    const TuningParams t =
+        default_tuning(spec_of(KernelKind::forward, 127, 127, vec), kHopperSharedLimit);
+    EXPECT_TRUE(t.producer && t.tma) << t.to_string();
+  }
+  EXPECT_TRUE(default_tuning(spec_of(KernelKind::forward, 96, 96), kHopperSharedLimit).tma);
+  // Where TMA cannot read them (tuning_without_tma), D = 68-96 on 8-byte
+  // rows: the producer's four warps copy, four stages deep.
+  const KernelSpec s76 = spec_of(KernelKind::forward, 76, 76, 4);
   const TuningParams d76 =
-      default_tuning(spec_of(KernelKind::forward, 76, 76, 4), kHopperSharedLimit);
+      tuning_without_tma(s76, default_tuning(s76, kHopperSharedLimit), kHopperSharedLimit);
   EXPECT_TRUE(d76.producer);
   EXPECT_FALSE(d76.tma);
   EXPECT_EQ(d76.stages, 4);
-  EXPECT_FALSE(
-      default_tuning(spec_of(KernelKind::forward, 60, 60, 4), kHopperSharedLimit).producer);
-  EXPECT_FALSE(
-      default_tuning(spec_of(KernelKind::forward, 127, 127, 1), kHopperSharedLimit).producer);
-  EXPECT_TRUE(default_tuning(spec_of(KernelKind::forward, 96, 96), kHopperSharedLimit).tma);
+  const KernelSpec s127 = spec_of(KernelKind::forward, 127, 127, 1);
+  const TuningParams d127 =
+      tuning_without_tma(s127, default_tuning(s127, kHopperSharedLimit), kHopperSharedLimit);
+  EXPECT_FALSE(d127.producer);
+  EXPECT_EQ(wgmma_forward_stages(d127), 2);  // one staging area
+  // A value tile the shift would widen past 256 columns, or heads of 64
+  // columns or fewer (not measured): no TMA.
+  EXPECT_FALSE(default_tuning(spec_of(KernelKind::forward, 255, 255, 1), kHopperSharedLimit).tma);
+  EXPECT_FALSE(default_tuning(spec_of(KernelKind::forward, 63, 63, 1), kHopperSharedLimit).tma);
+  EXPECT_FALSE(default_tuning(spec_of(KernelKind::forward, 60, 60, 4), kHopperSharedLimit).tma);
 }
 
 TEST(TuningParams, ParseRejectsWhatItDoesNotKnow) {

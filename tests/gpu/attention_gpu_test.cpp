@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <random>
 #include <string>
 #include <tuple>
@@ -315,15 +316,20 @@ class GpuForwardWgmmaTma : public ::testing::TestWithParam<Case> {};
 // The TMA forward of two and three computing warpgroups, three and two
 // stages deep, with tiles laid out as `swizzle` says (TuningParams::swizzle).
 void expect_tma_forward(const Case& c, int swizzle) {
+  // Odd dims: token rows, whose tiles are wider (sized here for the widest).
+  const bool token_rows = c.dim_qk % 8 != 0 || c.dim_v % 8 != 0;
   KernelSpec spec;
   spec.dim_qk = c.dim_qk;
   spec.dim_v = c.dim_v;
+  spec.vec = token_rows ? 1 : 8;
   for (int warps : {8, 12})
     for (int stages : {3, 2}) {
       // Three warpgroups beside a producer compile to ptxas's 128-register
       // target for 512 threads (setmaxnreg raises them to 160 only at run
-      // time): O of 129 to 256 columns beside S does not compile there.
-      if (warps == 12 && c.dim_v > 128 && c.dim_v <= 256) continue;
+      // time): O of 129 to 256 columns beside S does not compile there, nor
+      // the wider value chunks of token rows past 256 columns.
+      if (warps == 12 && ((c.dim_v > 128 && c.dim_v <= 256) || (token_rows && c.dim_v > 256)))
+        continue;
       TuningParams tuning = forward_producer_tuning(warps, c, true);
       tuning.stages = stages;
       tuning.swizzle = swizzle;
@@ -359,6 +365,73 @@ class GpuForwardWgmmaSwizzled : public ::testing::TestWithParam<Case> {};
 TEST_P(GpuForwardWgmmaSwizzled, MatchesReference) {
   FLASHGEN_SKIP_WITHOUT_GPU();
   expect_tma_forward(GetParam(), 32);
+}
+
+// The TMA forward on rows that are not 16-byte aligned (odd D), through
+// the token-row views (tensor_maps.hpp): the same tunings as above. Where
+// a token's row is a multiple of 16 bytes (heads_kv · D even enough) TMA
+// reads them; elsewhere (3 heads of 127, the heads-major layout) the call
+// runs the default of such rows without TMA (tuning_without_tma).
+class GpuForwardTokenRows : public ::testing::TestWithParam<Case> {};
+
+TEST_P(GpuForwardTokenRows, MatchesReference) {
+  FLASHGEN_SKIP_WITHOUT_GPU();
+  expect_tma_forward(GetParam(), 32);
+  expect_tma_forward(GetParam(), 0);
+}
+
+std::vector<Case> token_row_cases() {
+  // batch, seq_q, seq_kv, heads_q, heads_kv, dim_qk, dim_v, causal, dtype, layout
+  return {Case{2, 300, 333, 16, 8, 127, 127, true, DType::bf16, Layout::bshd},
+          Case{1, 130, 77, 8, 8, 199, 199, false, DType::f16, Layout::bshd},
+          Case{1, 200, 70, 4, 4, 100, 100, true, DType::bf16, Layout::bshd},
+          Case{1, 77, 300, 8, 2, 68, 68, false, DType::bf16, Layout::bshd},
+          Case{1, 150, 263, 8, 8, 257, 257, true, DType::bf16, Layout::bshd},
+          Case{1, 100, 170, 8, 8, 385, 385, false, DType::bf16, Layout::bshd},
+          Case{1, 64, 200, 8, 8, 63, 127, true, DType::f16, Layout::bshd},
+          Case{1, 200, 300, 3, 3, 127, 127, false, DType::bf16, Layout::bshd},
+          Case{1, 200, 300, 8, 8, 127, 127, true, DType::bf16, Layout::bhsd}};
+}
+
+// A token-row view's last slice of a head holds the next head's first
+// columns: K and V of one head full of Inf and NaN leave every other head's
+// output as it was, bit for bit, while that head's rows do change. The
+// tuning copies by TMA, as the plan shows.
+TEST(GpuAttention, TokenRowsIgnoreTheNextHeadsColumns) {
+  FLASHGEN_SKIP_WITHOUT_GPU();
+  constexpr std::int64_t kSeq = 300, kHeadsQ = 16, kHeadsKv = 8, kPoisoned = 3;
+  for (int dim : {127, 100, 199, 385}) {
+    const Case c{1, kSeq, kSeq, kHeadsQ, kHeadsKv, dim, dim, false, DType::bf16, Layout::bshd};
+    const ScopedTuningOverride force(KernelKind::forward, forward_producer_tuning(8, c, true));
+    TestTensor q(MemoryKind::cuda, DType::bf16, 1, kSeq, kHeadsQ, dim, Layout::bshd);
+    TestTensor k(MemoryKind::cuda, DType::bf16, 1, kSeq, kHeadsKv, dim, Layout::bshd);
+    TestTensor v(MemoryKind::cuda, DType::bf16, 1, kSeq, kHeadsKv, dim, Layout::bshd);
+    TestTensor o(MemoryKind::cuda, DType::bf16, 1, kSeq, kHeadsQ, dim, Layout::bshd);
+    TestTensor lse = TestTensor::row_stats(MemoryKind::cuda, 1, kHeadsQ, kSeq);
+    q.fill_random(1), k.fill_random(2), v.fill_random(3);
+    ForwardArgs a;
+    a.q = q.view(), a.k = k.view(), a.v = v.view(), a.o = o.view(), a.lse = lse.stats_view();
+    for (const std::string& kernel : plan_forward(a, gpu_options()).kernels)
+      EXPECT_NE(kernel.find("copy=tma"), std::string::npos) << kernel;
+    forward(a, gpu_options());
+    const std::vector<double> clean = o.values(o.download());
+    k.fill_head(kPoisoned, std::numeric_limits<float>::infinity());
+    v.fill_head(kPoisoned, std::numeric_limits<float>::quiet_NaN());
+    forward(a, gpu_options());
+    const std::vector<double> poisoned = o.values(o.download());
+    ASSERT_EQ(clean.size(), poisoned.size());
+    std::int64_t changed_elsewhere = 0, changed_there = 0;
+    for (std::size_t i = 0; i < clean.size(); ++i) {
+      const std::int64_t head = (static_cast<std::int64_t>(i) / dim) % kHeadsQ;
+      const bool same = clean[i] == poisoned[i];
+      if (head / (kHeadsQ / kHeadsKv) == kPoisoned)
+        changed_there += same ? 0 : 1;
+      else
+        changed_elsewhere += same ? 0 : 1;
+    }
+    EXPECT_EQ(changed_elsewhere, 0) << "D = " << dim << ": outputs of other heads changed";
+    EXPECT_GT(changed_there, 0) << "D = " << dim << ": the poisoned head's output did not change";
+  }
 }
 
 class GpuForward : public ::testing::TestWithParam<Case> {};
@@ -670,6 +743,8 @@ INSTANTIATE_TEST_SUITE_P(Forced, GpuBackwardWgmmaKeyValueProducer,
 INSTANTIATE_TEST_SUITE_P(Forced, GpuForwardWgmmaProducer,
                          ::testing::ValuesIn(with_masks(wgmma_stages_cases())), CaseName());
 INSTANTIATE_TEST_SUITE_P(Forced, GpuForwardWgmmaTma, ::testing::ValuesIn(with_masks(wgmma_tma_cases())),
+                         CaseName());
+INSTANTIATE_TEST_SUITE_P(Forced, GpuForwardTokenRows, ::testing::ValuesIn(with_masks(token_row_cases())),
                          CaseName());
 INSTANTIATE_TEST_SUITE_P(Forced, GpuForwardWgmmaSwizzled, ::testing::ValuesIn(with_masks(wgmma_tma_cases())),
                          CaseName());

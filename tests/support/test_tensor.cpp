@@ -163,6 +163,13 @@ void TestTensor::poison() {
   upload_image();
 }
 
+void TestTensor::fill_head(std::int64_t head, float value) {
+  for (std::size_t i = 0; i < element_offsets_.size(); ++i)
+    if ((static_cast<std::int64_t>(i) / shape_[3]) % shape_[2] == head)
+      store_from_float(image_.data() + element_offsets_[i], dtype_, 0, value);
+  upload_image();
+}
+
 void TestTensor::snapshot() { image_ = download(); }
 
 std::vector<unsigned char> TestTensor::download() const {

@@ -63,6 +63,8 @@ class TestTensor {
   void fill_random(std::uint64_t seed);
   // Every element set to the dtype's poison pattern.
   void poison();
+  // Every element of head `head` (rank 4) set to `value` (an Inf, a NaN).
+  void fill_head(std::int64_t head, float value);
 
   // Takes the storage's current contents as what check_unchanged expects
   // (after a forward wrote the O and LSE a backward then reads).

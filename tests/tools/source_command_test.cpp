@@ -18,7 +18,7 @@ TEST_F(SourceCommand, PrintsTheSpecAndTheEntryPoint) {
   EXPECT_EQ(o.output.rfind("// forward bf16 dqk=127 dv=127 causal=0 vec=1 sm_90a | rows=", 0), 0u)
       << o.output;
   EXPECT_TRUE(contains(o.output, "extern \"C\" __global__")) << o.output;
-  EXPECT_TRUE(contains(o.output, "#include \"kernels/forward/wgmma.cuh\"")) << o.output;
+  EXPECT_TRUE(contains(o.output, "#include \"kernels/forward/wgmma_producer.cuh\"")) << o.output;
 }
 
 TEST_F(SourceCommand, EveryKindWithItsOptions) {

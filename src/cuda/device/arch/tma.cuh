@@ -40,6 +40,17 @@ __device__ __forceinline__ void tma_load_4d(void* destination, const TensorMap* 
       : "memory");
 }
 
+// The same for a map of three dims (a token-row view: TraversedTensorMaps).
+__device__ __forceinline__ void tma_load_3d(void* destination, const TensorMap* map, int c0,
+                                            int c1, int c2, u64* barrier) {
+  asm volatile(
+      "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+      " [%0], [%1, {%2, %3, %4}], [%5];" ::"r"(shared_address(destination)),
+      "l"(reinterpret_cast<unsigned long long>(map)), "r"(c0), "r"(c1), "r"(c2),
+      "r"(shared_address(barrier))
+      : "memory");
+}
+
 // The same for a map of five dims (the sliced view: TraversedTensorMaps).
 __device__ __forceinline__ void tma_load_5d(void* destination, const TensorMap* map, int c0, int c1,
                                             int c2, int c3, int c4, u64* barrier) {
@@ -79,6 +90,64 @@ __device__ __forceinline__ void tma_load_announced_slices(u16* tile, const Tenso
                                                           int batch, u64* full) {
   mbarrier_arrive_expect_bytes(full, tma_slice_bytes<kRows, kSliceCols>(slices));
   tma_load_slices<kRows, kSliceCols>(tile, map, slices, col0, row0, head, batch, full);
+}
+
+// Slices [0, slices) of rows [row0, row0 + kRows) of a token-row view
+// (tensor_maps.hpp), from column col0 of the row, into `tile`, after
+// announcing their bytes on `full` (its one arrival). TMA starts a box only
+// at a 16-byte boundary (elsewhere the copy is an illegal instruction): col0
+// is a multiple of 8, the boundary at or before the head's first column
+// wanted. No view of whole slices serves every head: a copy per slice.
+template <int kRows, int kSliceCols>
+__device__ __forceinline__ void tma_load_announced_token_row_slices(u16* tile, const TensorMap* map,
+                                                                    int slices, int col0, int row0,
+                                                                    int batch, u64* full) {
+  mbarrier_arrive_expect_bytes(full, tma_slice_bytes<kRows, kSliceCols>(slices));
+  for (int slice = 0; slice < slices; ++slice)
+    tma_load_3d(tile + slice * kRows * kSliceCols, map, col0 + slice * kSliceCols, row0, batch,
+                full);
+}
+
+// Offset in elements of element (row, col) of one slice of kSliceCols
+// columns as TMA writes it: rows of 8 columns (16 bytes) one after another,
+// or of 16 swizzled by 32 bytes, where a row's two 16-byte halves trade
+// places in rows 4-7 of every 8 (address bit 4 flipped by bit 7).
+template <int kSliceCols>
+__device__ __forceinline__ int tma_slice_offset(int row, int col) {
+  if constexpr (kSliceCols == 8) return row * 8 + col;
+  return row * 16 + ((((col >> 3) ^ (row >> 2)) & 1) << 3) + (col & 7);
+}
+
+// The 16-byte chunk of 8 elements with elements [first, end) zeroed, as an
+// AND mask.
+__device__ __forceinline__ uint4 chunk_zero_mask(int first, int end) {
+  u32 words[4];
+#pragma unroll
+  for (int w = 0; w < 4; ++w) {
+    const bool lo = 2 * w >= first && 2 * w < end, hi = 2 * w + 1 >= first && 2 * w + 1 < end;
+    words[w] = (lo ? 0u : 0xffffu) | (hi ? 0u : 0xffff0000u);
+  }
+  return make_uint4(words[0], words[1], words[2], words[3]);
+}
+
+// Zeroes columns [first_col, end_col) of every row of a slice of kRows rows,
+// a 16-byte chunk of a row at a time; `threads` threads from `thread` on
+// share the rows.
+template <int kRows, int kSliceCols>
+__device__ __forceinline__ void zero_slice_columns(u16* slice, int first_col, int end_col,
+                                                   int thread, int threads) {
+#pragma unroll 1
+  for (int c0 = 0; c0 < kSliceCols; c0 += 8) {
+    const int first = max_of(first_col - c0, 0), end = min_of(end_col - c0, 8);
+    if (first >= end) continue;
+    const uint4 keep = chunk_zero_mask(first, end);
+    for (int row = thread; row < kRows; row += threads) {
+      uint4* chunk = reinterpret_cast<uint4*>(slice + tma_slice_offset<kSliceCols>(row, c0));
+      uint4 v = *chunk;
+      v.x &= keep.x, v.y &= keep.y, v.z &= keep.z, v.w &= keep.w;
+      *chunk = v;
+    }
+  }
 }
 
 // Bytes of a tile of kRows rows and kCols columns as TMA writes it: its

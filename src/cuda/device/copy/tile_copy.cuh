@@ -172,6 +172,43 @@ __device__ __forceinline__ void load_tile(u16* shared, const u16* global, index_
   }
 }
 
+// A [kRows][kCols] tile in the core-matrix layout whose element (row, col)
+// is element col - shift of the row (0 <= shift < 16; zero before the row's
+// first and past its `valid_cols`), from contiguous rows of any alignment:
+// the token-row forward's Q, shifted as its K. Aligned loads shifted in
+// registers; where a chunk starts before the row, element by element.
+template <int kRows, int kCols, int kThreads>
+__device__ __forceinline__ void load_tile_shifted(u16* tile, const u16* global,
+                                                  index_t row_stride, int valid_rows,
+                                                  int valid_cols, int shift, int thread) {
+  static_assert(kCols % 8 == 0, "tiles are padded to whole 16-byte chunks");
+  constexpr int kChunksPerRow = kCols / 8;
+#pragma unroll 1
+  for (int chunk = thread; chunk < kRows * kChunksPerRow; chunk += kThreads) {
+    const int row = chunk / kChunksPerRow;
+    const int first = (chunk % kChunksPerRow) * 8 - shift;  // the row's element in column 0
+    const u16* source = global + row * row_stride;
+    uint4 value = make_uint4(0, 0, 0, 0);
+    if (row < valid_rows && first < valid_cols) {
+      if (first >= 0) {
+        value = load8_shifted(source, first, valid_cols);
+      } else {
+        u32 words[4];
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          const int e0 = first + 2 * i, e1 = e0 + 1;
+          const u32 lo = e0 >= 0 && e0 < valid_cols ? source[e0] : 0u;
+          const u32 hi = e1 >= 0 && e1 < valid_cols ? source[e1] : 0u;
+          words[i] = lo | (hi << 16);
+        }
+        value = make_uint4(words[0], words[1], words[2], words[3]);
+      }
+    }
+    *reinterpret_cast<uint4*>(tile + core_matrix_offset<kCols>(row, (chunk % kChunksPerRow) * 8)) =
+        value;
+  }
+}
+
 // A tile copy that may take two steps. Rows that are contiguous but not
 // 16-byte aligned (kVec 1, 2, 4) are copied asynchronously as the aligned
 // 16-byte chunks around them into a staging area (issue), and shifted into

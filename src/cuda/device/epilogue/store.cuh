@@ -12,12 +12,15 @@ namespace flashgen_device {
 // row0 + 16·rt + {g, g+8} (first `valid_rows` only), columns col0 + 8·nt +
 // 2t + {0, 1} (first `valid_cols` only). With kVec >= 2 the rows are 4-byte
 // aligned and the dim stride is 1, so pairs go out as one 32-bit store
-// (kVec 1 rows are contiguous too, but only 2-byte aligned).
+// (kVec 1 rows are contiguous too, but only 2-byte aligned). `shift`: the
+// tile's column of the output's first (token-row tiles; a multiple of kVec),
+// the columns before it not stored.
 template <int E, int kVec, int kRowTiles, int kNTiles>
 __device__ __forceinline__ void store_acc_tile(u16* global, index_t row_stride, index_t col_stride,
                                                const float (&acc)[kRowTiles][kNTiles][4],
                                                const float (&row_scale)[kRowTiles][2],
-                                               int valid_rows, int valid_cols, int lane) {
+                                               int valid_rows, int valid_cols, int lane,
+                                               int shift = 0) {
   const int g = lane >> 2, t = lane & 3;
 #pragma unroll
   for (int rt = 0; rt < kRowTiles; ++rt) {
@@ -28,14 +31,14 @@ __device__ __forceinline__ void store_acc_tile(u16* global, index_t row_stride, 
       u16* out = global + row * row_stride;
 #pragma unroll
       for (int nt = 0; nt < kNTiles; ++nt) {
-        const int col = nt * 8 + 2 * t;
+        const int col = nt * 8 + 2 * t - shift;  // of the output
         const float x0 = acc[rt][nt][2 * h] * row_scale[rt][h];
         const float x1 = acc[rt][nt][2 * h + 1] * row_scale[rt][h];
-        if (kVec >= 2 && col + 1 < valid_cols) {
+        if (kVec >= 2 && col >= 0 && col + 1 < valid_cols) {
           *reinterpret_cast<u32*>(out + col) = pack2<E>(x0, x1);
         } else {
-          if (col < valid_cols) out[col * col_stride] = from_float<E>(x0);
-          if (col + 1 < valid_cols) out[(col + 1) * col_stride] = from_float<E>(x1);
+          if (col >= 0 && col < valid_cols) out[col * col_stride] = from_float<E>(x0);
+          if (col + 1 >= 0 && col + 1 < valid_cols) out[(col + 1) * col_stride] = from_float<E>(x1);
         }
       }
     }

@@ -17,6 +17,7 @@ struct SharedShape {
   int head_chunks;    // CTAs sharing a row block, each with a chunk of the output columns
   int stages;         // pipeline stages where the tuning sets them (0 elsewhere)
   bool producer;      // a producer warpgroup: a full and an empty mbarrier per stage
+  bool token_rows;    // TMA on rows not 16-byte aligned: the forward's fixed K stages' barriers
   bool cache_q, cache_k, cache_v, cache_grad_o;  // operands held in registers
 };
 
@@ -40,6 +41,16 @@ constexpr int layout_round_up(int a, int b) { return (a + b - 1) / b * b; }
 // Columns of one chunk when a dim is split in `chunks` (a multiple of 16).
 constexpr int layout_chunk_width(int dim, int chunks) {
   return layout_round_up((layout_round_up(dim, 16) + chunks - 1) / chunks, 16);
+}
+
+// Token-row tiles (the forward's TMA on rows that are not 16-byte aligned:
+// kernels/forward/wgmma_producer.cuh) start at the 32-byte boundary at or
+// before their head's first column (kTokenRowAlign elements), up to
+// kTokenRowAlign - vec elements before it, so they are that much wider than
+// the `cols` columns they hold.
+constexpr int kTokenRowAlign = 16;
+constexpr int token_row_tile_width(int cols, int vec) {
+  return layout_round_up(cols + kTokenRowAlign - vec, 16);
 }
 
 // Elements of a shared-memory tile of `elements` whose operand a kernel may
@@ -75,15 +86,20 @@ constexpr unsigned long long forward_mma_sync_shared_bytes(const SharedShape& s)
 
 // wgmma (kernels/forward/wgmma.cuh, wgmma_producer.cuh): q [rows][dqk],
 // `stages` stages of k [cols][dqk] and v [cols][dv chunk], no padding;
-// staged (alignment class 1 only): k, v; with a producer, the barriers of
-// two pipelines (K, V).
+// staged (alignment class 1 without a producer): k, v; with a producer, the
+// barriers of two pipelines (K, V), three on token rows (the fixed K stages
+// first), whose tiles are wider (token_row_tile_width).
 constexpr unsigned long long forward_wgmma_shared_bytes(const SharedShape& s) {
-  const int dqk = layout_round_up(s.dim_qk, 16), dv = layout_chunk_width(s.dim_v, s.head_chunks);
+  const int chunk = layout_chunk_width(s.dim_v, s.head_chunks);
+  const int dqk = s.token_rows ? token_row_tile_width(s.dim_qk, s.vec) : layout_round_up(s.dim_qk, 16);
+  const int dv = s.token_rows ? token_row_tile_width(chunk < s.dim_v ? chunk : s.dim_v, s.vec) : chunk;
   const unsigned long long staging =
-      s.vec == 1 ? staging_elements(s.vec, s.cols, dqk) + staging_elements(s.vec, s.cols, dv) : 0;
+      s.vec == 1 && !s.producer
+          ? staging_elements(s.vec, s.cols, dqk) + staging_elements(s.vec, s.cols, dv)
+          : 0;
   return kTileElementBytes * ((unsigned long long)s.rows * dqk +
                               (unsigned long long)s.stages * s.cols * (dqk + dv) + staging) +
-         2 * pipeline_barrier_bytes(s.producer, s.stages);
+         (s.token_rows ? 3 : 2) * pipeline_barrier_bytes(s.producer, s.stages);
 }
 
 // ---- backward_query ----

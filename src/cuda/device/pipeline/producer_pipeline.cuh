@@ -74,8 +74,10 @@ struct ProducerCopies {
 // allow (65536 / threads, in steps of 8: 168 for 384 threads), and a
 // setmaxnreg.inc asking for more than the others released waits forever.
 // Without the split three computing warpgroups and a producer would all be
-// held to 128 registers per thread.
-template <int kConsumerWarps>
+// held to 128 registers per thread. kProducerFloor: the least the producer
+// keeps (ptxas holds its code to what it keeps: a producer whose copies take
+// more address arithmetic, a copy per slice, spills below 32).
+template <int kConsumerWarps, int kProducerFloor = 24>
 struct RegisterSplit {
   static constexpr int kRegisterFile = 65536;  // 32-bit registers per SM (sm_90)
   static constexpr int kProducerThreads = 128;  // one warpgroup
@@ -85,7 +87,8 @@ struct RegisterSplit {
                                      ? kRegisterFile / kThreads / 8 * 8
                                      : kMostPerThread;
   static constexpr int kPool = kLaunch * kThreads;
-  static constexpr int kLeastProducer = 24;   // setmaxnreg's least
+  static_assert(kProducerFloor >= 24 && kProducerFloor % 8 == 0, "setmaxnreg's least is 24");
+  static constexpr int kLeastProducer = kProducerFloor;
   static constexpr int kMostConsumer = 240;  // leaves ptxas headroom below 255
   static constexpr int kShareOfRest =
       (kPool - kProducerThreads * kLeastProducer) / (kConsumerWarps * 32) / 8 * 8;

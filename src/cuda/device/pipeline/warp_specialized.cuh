@@ -21,10 +21,10 @@ namespace flashgen_device {
 
 // kConsumerWarps computing warps (warps 0 on) and one producer warpgroup
 // after them, whose copies are TMA (kTma: its first thread issues them) or
-// cp.async (all four warps).
-template <int kConsumerWarps, bool kTma>
+// cp.async (all four warps); kProducerFloor: RegisterSplit's.
+template <int kConsumerWarps, bool kTma, int kProducerFloor = 24>
 struct WarpSpecialized {
-  typedef RegisterSplit<kConsumerWarps> Registers;
+  typedef RegisterSplit<kConsumerWarps, kProducerFloor> Registers;
   typedef ProducerCopies<kTma> Copies;
   static constexpr int kConsumerThreads = kConsumerWarps * 32;
 

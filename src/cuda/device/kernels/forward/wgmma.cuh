@@ -37,7 +37,7 @@ template <class C>
 struct ForwardWgmma : ForwardWgmmaSteps<C> {
   typedef ForwardWgmmaSteps<C> Steps;
   using Steps::E, Steps::kBlockN, Steps::kDimQK, Steps::kDimV, Steps::kScoreTiles;
-  using Steps::kTmaLayout;
+  using Steps::kTmaLayout, Steps::kTokenRows, Steps::kChunkCols;
   using typename Steps::Keys, typename Steps::Values;
   using Steps::scores, Steps::accumulate_output, Steps::block_softmax;
   static constexpr int kThreads = C::kWarps * 32;
@@ -48,8 +48,9 @@ struct ForwardWgmma : ForwardWgmmaSteps<C> {
   static_assert(kBlockN % 16 == 0 && kBlockN <= 256 && kDimV <= 256, "wgmma n is 16..256");
   static_assert(kStages >= 2 && kStages <= 4, "2 to 4 stages");
 
-  // Alignment class 1 (rows only 2-byte aligned): K and V go through staging.
-  static constexpr bool kStaged = C::kVec == 1;
+  // Alignment class 1 (rows only 2-byte aligned) without TMA: K and V go
+  // through staging.
+  static constexpr bool kStaged = C::kVec == 1 && !C::kTma;
   static_assert(!kStaged || kStages == 2, "one staging area: two stages");
   typedef TileCopy<kBlockN, kDimQK, 0, 1, kThreads, true> KCopy;
   typedef TileCopy<kBlockN, kDimV, 0, 1, kThreads, true> VCopy;
@@ -68,6 +69,9 @@ struct ForwardWgmma : ForwardWgmmaSteps<C> {
     int n_blocks;    // key blocks to traverse (fewer under a diagonal mask)
     int first_key;   // the first key of the first of them
     int value_cols;  // columns of this CTA's chunk that exist
+    // Token rows: where the head's columns start in the K and V tiles (and
+    // so in Q's tile and O's accumulators); 0 elsewhere.
+    int key_shift, value_shift;
     const u16* q;    // first row of the block
     const u16* k;    // key row 0
     const u16* v;    // key row 0, first column of the chunk
@@ -79,18 +83,43 @@ struct ForwardWgmma : ForwardWgmmaSteps<C> {
     w.head = tile.head;
     w.batch = tile.batch;
     w.chunk = tile.chunk;
-    w.dv0 = w.chunk * kDimV;
+    w.dv0 = w.chunk * kChunkCols;
     w.row0 = tile.row0;
     const int kv_head = tile.kv_head;
     w.kv_head = kv_head;
     w.q = head_slice<const u16>(p.q, w.batch, w.head) + w.row0 * p.q.stride_seq;
     w.k = head_slice<const u16>(p.k, w.batch, kv_head);
     w.v = head_slice<const u16>(p.v, w.batch, kv_head) + w.dv0 * p.v.stride_dim;
-    w.value_cols = C::kDimV - w.dv0;
+    // (token rows: at most the chunk's, whose tile holds a few more)
+    w.value_cols = kTokenRows ? min_of(C::kDimV - w.dv0, kChunkCols) : C::kDimV - w.dv0;
+    // The columns' offsets past the 32-byte boundaries TMA copies from (key
+    // and value rows start 16-byte aligned in a token-row view; whole 32-byte
+    // sectors keep the L2 reads as few as on aligned rows).
+    w.key_shift = kTokenRows ? kv_head * C::kDimQK % kTokenRowAlign : 0;
+    w.value_shift = kTokenRows ? (kv_head * C::kDimV + w.dv0) % kTokenRowAlign : 0;
     const BlockRange blocks = key_blocks_for_rows<C, kBlockN>(p, w.row0, kBlockM, w.batch, w.head);
     w.n_blocks = blocks.count();
     w.first_key = blocks.first * kBlockN;
     return w;
+  }
+
+  // The CTA's block of Q into its core-matrix tile, by kCopyThreads threads:
+  // cp.async, or (alignment class 1) aligned loads shifted in registers, or
+  // (token rows) shifted as K's columns are.
+  template <int kCopyThreads>
+  static __device__ __forceinline__ void copy_queries(u16* tile, const AttentionParams& p,
+                                                      const Work& w, int thread) {
+    if constexpr (kTokenRows)
+      load_tile_shifted<kBlockM, kDimQK, kCopyThreads>(tile, w.q, p.q.stride_seq,
+                                                       p.seq_q - w.row0, C::kDimQK, w.key_shift,
+                                                       thread);
+    else if constexpr (C::kVec == 1)
+      load_tile<kBlockM, kDimQK, 0, 1, kCopyThreads, true>(tile, w.q, p.q.stride_seq,
+                                                           p.q.stride_dim, p.seq_q - w.row0,
+                                                           C::kDimQK, thread);
+    else
+      copy_core_matrix_tile<kBlockM, kDimQK, C::kVec, kCopyThreads>(
+          tile, w.q, p.q.stride_seq, p.seq_q - w.row0, C::kDimQK, thread);
   }
 
   static __device__ void run(const AttentionParams& p, unsigned char* shared_bytes) {
@@ -99,20 +128,15 @@ struct ForwardWgmma : ForwardWgmmaSteps<C> {
     const int group = warp / 4;  // warpgroup
     const Work w = work_of(p);
     const int warp_row0 = w.row0 + warp * 16;  // warpgroup rows 64·group, warp rows 16·(warp % 4)
-    const u16 *q = w.q, *k = w.k, *v = w.v;
-    const int row0 = w.row0, value_cols = w.value_cols, n_blocks = w.n_blocks;
+    const u16 *k = w.k, *v = w.v;
+    const int value_cols = w.value_cols, n_blocks = w.n_blocks;
     const int first_key = w.first_key;
 
     // Copy groups: G(j) = {K[j+kStages-1], V[j+kStages-2]}, issued at the top
     // of iteration j into the stages iterations j-1 and j-2 finished reading,
     // and waited for at the top of iteration j+kStages-1; the prologue issues
     // G(1-kStages) .. G(-1), the first with Q.
-    if constexpr (kStaged)  // once per CTA: aligned loads shifted in registers
-      load_tile<kBlockM, kDimQK, 0, 1, kThreads, true>(smem.q, q, p.q.stride_seq, p.q.stride_dim,
-                                                       p.seq_q - row0, C::kDimQK, thread);
-    else
-      copy_core_matrix_tile<kBlockM, kDimQK, C::kVec, kThreads>(smem.q, q, p.q.stride_seq,
-                                                                p.seq_q - row0, C::kDimQK, thread);
+    copy_queries<kThreads>(smem.q, p, w, thread);
 #pragma unroll
     for (int ahead = 0; ahead < kStages - 1; ++ahead)
       load_ahead(smem, k, v, p, ahead, n_blocks, first_key, value_cols, thread);
@@ -225,7 +249,8 @@ struct ForwardWgmma : ForwardWgmmaSteps<C> {
     softmax.template finish<C::kSinks>(inverse_sum, lse, sink_log2<C>(p, w.head));
     store_acc_tile<E, C::kVec>(
         head_slice<u16>(p.o, w.batch, w.head) + warp_row0 * p.o.stride_seq + w.dv0 * p.o.stride_dim,
-        p.o.stride_seq, p.o.stride_dim, o, inverse_sum, p.seq_q - warp_row0, w.value_cols, lane);
+        p.o.stride_seq, p.o.stride_dim, o, inverse_sum, p.seq_q - warp_row0, w.value_cols, lane,
+        w.value_shift);
     if (w.chunk == 0 && p.lse.data != nullptr && (lane & 3) == 0) {
 #pragma unroll
       for (int h = 0; h < 2; ++h) {

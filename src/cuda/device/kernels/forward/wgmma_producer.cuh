@@ -24,6 +24,16 @@
 // swizzled tiles with swizzle=32, else 8), a tensor's whole slices in one
 // copy (a value chunk's a copy per slice), which complete on the stage's
 // full barrier; the tiles then have the layout TMA writes (TraversedTile).
+//
+// Rows that are not 16-byte aligned (odd head dims: alignment classes 1, 2,
+// 4) go by TMA too where the heads are adjacent in each token's row: the
+// maps are token-row views (tensor_maps.hpp), and head h's slices start at
+// column h · D of the row, a copy each (kTokenRows). The last slice then
+// carries the next head's first columns. In O = P·V they only reach
+// columns of O that are never stored; in S = Q·Kᵀ they meet Q's columns
+// past D, which are zero, but 0 · Inf is NaN: so the producer warpgroup's
+// second warp zeroes them in every K stage once it has landed, and the
+// computing warps wait for that (KeyFixes) instead of for the copies.
 #pragma once
 
 #include "kernels/forward/wgmma.cuh"
@@ -31,6 +41,15 @@
 #include "arch/tma.cuh"
 
 namespace flashgen_device {
+
+// The barriers of the K stages whose neighbour columns were zeroed
+// (kernels on token-row views), none elsewhere (an empty base).
+template <bool kTokenRows, int kStages>
+struct KeyFixes {};
+template <int kStages>
+struct KeyFixes<true, kStages> {
+  StagePipeline<kStages> key_fixes;  // full: zeroed (its empty barriers are unused)
+};
 
 template <class C>
 struct ForwardWgmmaProducer {
@@ -40,13 +59,17 @@ struct ForwardWgmmaProducer {
   static constexpr int kDimQK = Base::kDimQK, kDimV = Base::kDimV;
   static constexpr int kConsumerWarps = C::kWarps;
   static constexpr int kConsumerThreads = C::kWarps * 32;
-  typedef WarpSpecialized<C::kWarps, C::kTma> Roles;
+  // TMA on rows not 16-byte aligned: token-row views, K stages fixed.
+  static constexpr bool kTokenRows = C::kTma && C::kVec < 8;
+  static constexpr int kFixerWarp = kConsumerWarps + 1;  // the producer warpgroup's second
+  typedef WarpSpecialized<C::kWarps, C::kTma, kTokenRows ? 32 : 24> Roles;
   typedef typename Roles::Registers Registers;
   typedef typename Roles::Copies Copies;
 
-  // Base's tiles, then a full and an empty barrier per stage of each
-  // pipeline (`values` unused with cp.async copies).
-  struct SharedStorage : Base::Tiles {
+  // Base's tiles, then (token rows) the fixed K stages' barriers, then a
+  // full and an empty barrier per stage of each pipeline (`values` unused
+  // with cp.async copies).
+  struct SharedStorage : Base::Tiles, KeyFixes<kTokenRows, kStages> {
     StagePipeline<kStages> keys;    // K[j], and V[j] with cp.async copies
     StagePipeline<kStages> values;  // V[j] with TMA copies
   };
@@ -81,16 +104,17 @@ struct ForwardWgmmaProducer {
     if (thread == 0) {
       smem.keys.init(kConsumerWarps, Copies::kFullArrivals);
       smem.values.init(kConsumerWarps);
+      if constexpr (kTokenRows) smem.key_fixes.init(1, 32);  // each lane of the fixing warp
     }
-    if (warp < kConsumerWarps)
-      copy_core_matrix_tile<kBlockM, kDimQK, C::kVec, kConsumerThreads>(
-          smem.q, w.q, p.q.stride_seq, p.seq_q - w.row0, C::kDimQK, thread);
+    if (warp < kConsumerWarps) Base::template copy_queries<kConsumerThreads>(smem.q, p, w, thread);
     if constexpr (C::kTma)
-      zero_unwritten_columns<kBlockN, kDimQK, kDimV>(smem.k, kKeySlices * kSliceCols, smem.v,
+      zero_unwritten_columns<kBlockN, kDimQK, kDimV>(smem.k, key_slices(w) * kSliceCols, smem.v,
                                                      value_slices(w) * kSliceCols, thread,
                                                      Registers::kThreads);
     if (Roles::split_roles(warp)) {
       if (Roles::copies(warp)) produce(smem, w, Roles::producer_thread(thread));
+      if constexpr (kTokenRows)
+        if (warp == kFixerWarp) zero_neighbour_columns(smem, w, lane);
       return;
     }
     const int group = warp / 4;
@@ -103,7 +127,10 @@ struct ForwardWgmmaProducer {
       Base::attend(
           p, w.n_blocks, w.first_key, site, q_desc, smem.k, smem.v, o, softmax, warp_row0, lane,
           [&](int n_block) {
-            smem.keys.wait_full(n_block);
+            if constexpr (kTokenRows)
+              smem.key_fixes.wait_full(n_block);
+            else
+              smem.keys.wait_full(n_block);
             if (n_block > 0) smem.values.wait_full(n_block - 1);
           },
           [&](int n_block) { smem.keys.release(n_block, lane); },
@@ -119,13 +146,37 @@ struct ForwardWgmmaProducer {
   }
 
   // TMA copies slices of kSliceCols columns (8; 16 into swizzled tiles) of
-  // the columns that exist (K: Dqk; V: the chunk's); the slices past them,
-  // up to the tiles' widths (multiples of 16), are zeroed once in every
-  // stage and never written again.
+  // the columns that exist (K: Dqk; V: the chunk's; token rows: from the
+  // 16-byte boundary before them); the slices past them, up to the tiles'
+  // widths (multiples of 16), are zeroed once in every stage and never
+  // written again.
   static constexpr int kSliceCols = tma_slice_columns(C::kSwizzle);
-  static constexpr int kKeySlices = ceil_div(C::kDimQK, kSliceCols);
+  static __device__ __forceinline__ int key_slices(const typename Base::Work& w) {
+    return ceil_div(w.key_shift + C::kDimQK, kSliceCols);
+  }
   static __device__ __forceinline__ int value_slices(const typename Base::Work& w) {
-    return ceil_div(min_of(w.value_cols, kDimV), kSliceCols);
+    return ceil_div(w.value_shift + min_of(w.value_cols, kDimV), kSliceCols);
+  }
+
+  // The fixing warp (token rows): once K[j] has landed, the columns of the
+  // heads before and after this one (before the key shift, past Dqk after
+  // it) become zero, and its lanes tell the computing warps (each arrives
+  // after its own stores).
+  static __device__ __forceinline__ void zero_neighbour_columns(SharedStorage& smem,
+                                                                const typename Base::Work& w,
+                                                                int lane) {
+    const int last = key_slices(w) - 1;
+    const int end = w.key_shift + C::kDimQK - last * kSliceCols;  // of the last slice
+    for (int j = 0; j < w.n_blocks; ++j) {
+      smem.keys.wait_full(j);
+      u16* tile = smem.k[j % kStages];
+      for (int slice = 0; slice * kSliceCols < w.key_shift; ++slice)
+        zero_slice_columns<kBlockN, kSliceCols>(tile + slice * kBlockN * kSliceCols, 0,
+                                                w.key_shift - slice * kSliceCols, lane, 32);
+      zero_slice_columns<kBlockN, kSliceCols>(tile + last * kBlockN * kSliceCols, end, kSliceCols,
+                                              lane, 32);
+      smem.key_fixes.signal_full(j);
+    }
   }
 
   // The producer warp's first lane: K[j] and V[j] into stage j % kStages of
@@ -140,6 +191,17 @@ struct ForwardWgmmaProducer {
     for (int j = 0; j < w.n_blocks; ++j) {
       const int stage = j % kStages, key0 = w.first_key + j * kBlockN;
       smem.keys.wait_empty(j);
+      if constexpr (kTokenRows) {  // head kv_head's columns of the token rows, a copy per slice
+        tma_load_announced_token_row_slices<kBlockN, kSliceCols>(
+            smem.k[stage], &maps.first, key_slices(w), w.kv_head * C::kDimQK - w.key_shift, key0,
+            w.batch, smem.keys.full_barrier(j));
+        smem.values.wait_empty(j);
+        tma_load_announced_token_row_slices<kBlockN, kSliceCols>(
+            smem.v[stage], &maps.second, value_slice_count,
+            w.kv_head * C::kDimV + w.dv0 - w.value_shift, key0, w.batch,
+            smem.values.full_barrier(j));
+        continue;
+      }
       tma_load_announced_tile<kBlockN, kSliceCols, C::kDimQK>(smem.k[stage], &maps.first_sliced,
                                                               &maps.first, key0, w.kv_head, w.batch,
                                                               smem.keys.full_barrier(j));

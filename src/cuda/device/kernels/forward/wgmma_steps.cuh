@@ -12,6 +12,7 @@
 #include "softmax/softmax.cuh"
 #include "arch/wgmma.cuh"
 #include "arch/wgmma_gemm.cuh"
+#include "layout/shared_memory.cuh"
 
 namespace flashgen_device {
 
@@ -20,9 +21,17 @@ template <class C>
 struct ForwardWgmmaSteps {
   static constexpr int E = C::kElement;
   static constexpr int kBlockN = C::kBlockN;
-  static constexpr int kDimQK = round_up(C::kDimQK, 16);  // the k of S = Q·Kᵀ, zero-filled
-  // Value columns per CTA (the n of O = P·V): all of Dv, or one chunk of it.
-  static constexpr int kDimV = chunk_width(C::kDimV, C::kHeadChunks);
+  // TMA on rows that are not 16-byte aligned reads a head's columns from the
+  // 32-byte boundary before them (token-row views: wgmma_producer.cuh): the
+  // tiles hold them shifted by up to 16 - kVec columns, so they are wider.
+  static constexpr bool kTokenRows = C::kTma && C::kVec < 8;
+  // Value columns per CTA: all of Dv, or one chunk of it.
+  static constexpr int kChunkCols = chunk_width(C::kDimV, C::kHeadChunks);
+  // The k of S = Q·Kᵀ and the n of O = P·V: the tiles' widths, zero-filled.
+  static constexpr int kDimQK =
+      kTokenRows ? token_row_tile_width(C::kDimQK, C::kVec) : round_up(C::kDimQK, 16);
+  static constexpr int kDimV =
+      kTokenRows ? token_row_tile_width(kChunkCols < C::kDimV ? kChunkCols : C::kDimV, C::kVec) : kChunkCols;
   static constexpr int kScoreTiles = kBlockN / 8;
   // K and V stages in the layout their copies write (TraversedTile): TMA's
   // slices (kTma; whole-sector 16-column panels swizzled by 32 bytes with
