@@ -46,9 +46,12 @@ TuningParams with_copying_producer(TuningParams t, int stages = 0);
 // `t` with a producer warpgroup copying its traversed tiles by TMA, `stages`
 // deep (0: the kernel's default), into tiles of `swizzle`
 // (TuningParams::swizzle; 32, whole-sector copies, measured faster on the
-// H200 than 8-column slices: docs/decisions.md); for 16-byte aligned rows
-// (generate()'s rule).
+// H200 than 8-column slices: docs/decisions.md); where tma_copies() allows.
 TuningParams with_tma_producer(TuningParams t, int stages = 0, int swizzle = 32);
+// Whether a kernel of this spec may copy by TMA (generate()'s rule): every
+// kind on 16-byte aligned rows (alignment class 8), the forward on any
+// contiguous rows too (token-row views: kernels/forward/wgmma_producer.cuh).
+bool tma_copies(const KernelSpec& spec);
 
 // Shared memory a (spec, tuning) pair needs, without generating it; the
 // generated source static_asserts that the device's layout has this size.

@@ -181,8 +181,7 @@ void check_tuning(const KernelSpec& spec, const TuningParams& t) {
   }
   if (t.tma) {
     if (!t.producer) fail("copy=tma applies to the wgmma kernels with producer=warp only");
-    // The forward reads other contiguous rows through token-row views.
-    if (spec.kind == KernelKind::forward ? spec.vec < 1 : spec.vec != 8)
+    if (!tma_copies(spec))
       fail(spec.kind == KernelKind::forward
                ? "copy=tma needs contiguous rows (alignment class 1, 2, 4 or 8)"
                : "copy=tma needs rows, strides and pointers aligned to 16 bytes (alignment class "
@@ -241,6 +240,10 @@ int backward_dims_split_stages(const KernelSpec& spec, const TuningParams& t) {
 }
 
 int chunk_width(int dim, int chunks) { return flashgen_device::layout_chunk_width(dim, chunks); }
+
+bool tma_copies(const KernelSpec& spec) {
+  return spec.vec == 8 || (spec.kind == KernelKind::forward && spec.vec >= 1);
+}
 
 int forward_tile_width_qk(const KernelSpec& spec, bool token_rows) {
   return token_rows ? flashgen_device::token_row_tile_width(spec.dim_qk, spec.vec)

@@ -156,7 +156,7 @@ std::vector<TuningParams> wgmma_space(const KernelSpec& spec) {
       space.push_back(t);
       for (const TuningParams& copying : copying_producer_variants(spec, t))
         space.push_back(copying);
-      if (spec.vec != 8) continue;
+      if (!tma_copies(spec)) continue;
       space.push_back(with_tma_producer(t));
       // The forward two stages deep too: at D >= 200 the only TMA candidates
       // with wide key blocks that fit the shared memory (pruned later);
@@ -195,7 +195,7 @@ std::vector<TuningParams> pipeline_variants(const KernelSpec& spec, const Tuning
   // TMA into swizzled tiles (the default) and as 8-column slices; where TMA
   // cannot read the rows, the producer's four warps copying with cp.async.
   std::vector<TuningParams> others = {without_producer(t)};
-  if (spec.vec == 8) {
+  if (tma_copies(spec)) {
     others.push_back(with_tma_producer(t));
     others.push_back(with_tma_producer(t, 0, 0));
     if (spec.kind == KernelKind::forward)

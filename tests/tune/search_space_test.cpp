@@ -321,7 +321,7 @@ TEST(CostModel, RanksHeldOperandsAndDeeperPipelinesAhead) {
   EXPECT_LT(cycles(0, 3), cycles(0, 2));
 }
 
-TEST(SearchSpace, ProducersCopyByTmaOnSixteenByteRowsByCpAsyncElsewhere) {
+TEST(SearchSpace, ProducersCopyByTmaWhereTheyMayByCpAsyncElsewhere) {
   for (KernelKind kind :
        {KernelKind::forward, KernelKind::backward_query, KernelKind::backward_key_value}) {
     KernelSpec s = spec(kind, 128);
@@ -336,16 +336,20 @@ TEST(SearchSpace, ProducersCopyByTmaOnSixteenByteRowsByCpAsyncElsewhere) {
     // Every wgmma shape both ways; the forward's with TMA three and two stages deep.
     EXPECT_EQ(with_tma, (kind == KernelKind::forward ? 2 : 1) * without) << to_string(kind);
     // 8-byte rows: every wgmma shape also with the cp.async producer (the
-    // forward's also four stages deep), never TMA.
+    // forward's also four stages deep); TMA (token-row views) for the
+    // forward only, as on 16-byte rows.
+    const bool forward = kind == KernelKind::forward;
     s.vec = 4;
-    int copying = 0, plain = 0;
+    int copying = 0, plain = 0, token_rows = 0;
     for (const TuningParams& t : search_space(s)) {
-      EXPECT_FALSE(t.tma) << t.to_string();
-      if (t.wgmma) (t.producer ? copying : plain) += 1;
+      EXPECT_TRUE(forward || !t.tma) << t.to_string();
+      if (t.wgmma) (t.tma ? token_rows : t.producer ? copying : plain) += 1;
     }
-    EXPECT_EQ(copying, (kind == KernelKind::forward ? 2 : 1) * plain) << to_string(kind);
-    s.vec = 1;  // 2-byte rows: staged, no producer
-    for (const TuningParams& t : search_space(s)) EXPECT_FALSE(t.producer) << t.to_string();
+    EXPECT_EQ(copying, (forward ? 2 : 1) * plain) << to_string(kind);
+    EXPECT_EQ(token_rows, forward ? 2 * plain : 0) << to_string(kind);
+    s.vec = 1;  // 2-byte rows: staged, no producer but the forward's TMA one
+    for (const TuningParams& t : search_space(s))
+      EXPECT_TRUE(!t.producer || (forward && t.tma)) << t.to_string();
   }
 }
 
@@ -372,18 +376,26 @@ TEST(PipelineVariants, TheSameShapeCopiedEachWay) {
   // The backward kernels have no stages to choose.
   EXPECT_EQ(pipeline_variants(spec(KernelKind::backward_query, 128), base, kHopperShared).size(),
             3u);
-  // 8-byte rows: no TMA, the producer copying by cp.async (the forward's
-  // three and four stages deep).
+  // 8-byte rows: the forward's TMA through token-row views as above, then
+  // the producer copying by cp.async (three and four stages deep).
   KernelSpec eight_byte = spec(KernelKind::forward, 76);
   eight_byte.vec = 4;
   const std::vector<TuningParams> copying = pipeline_variants(eight_byte, base, kHopperShared);
-  ASSERT_EQ(copying.size(), 3u);
-  EXPECT_EQ(copying[1].to_string(), base.to_string() + " producer=warp");
-  EXPECT_EQ(copying[2].to_string(), base.to_string() + " stages=4 producer=warp");
-  // Rows only 2-byte aligned: no producer; mma.sync tunings: only themselves.
+  ASSERT_EQ(copying.size(), 9u);
+  for (std::size_t i = 1; i < 7; ++i) EXPECT_EQ(copying[i], v[i]);
+  EXPECT_EQ(copying[7].to_string(), base.to_string() + " producer=warp");
+  EXPECT_EQ(copying[8].to_string(), base.to_string() + " stages=4 producer=warp");
+  // The backward kernels on 8-byte rows: no TMA.
+  KernelSpec eight_byte_query = spec(KernelKind::backward_query, 76);
+  eight_byte_query.vec = 4;
+  for (const TuningParams& t : pipeline_variants(eight_byte_query, base, kHopperShared))
+    EXPECT_FALSE(t.tma) << t.to_string();
+  // Rows only 2-byte aligned: no cp.async producer, the forward's TMA one;
+  // mma.sync tunings: only themselves.
   KernelSpec odd = spec(KernelKind::forward, 127);
   odd.vec = 1;
-  EXPECT_EQ(pipeline_variants(odd, base, kHopperShared), std::vector<TuningParams>{base});
+  for (const TuningParams& t : pipeline_variants(odd, base, kHopperShared))
+    EXPECT_TRUE(!t.producer || t.tma) << t.to_string();
   const TuningParams sync{128, 64, 0, 4, 0};
   EXPECT_EQ(pipeline_variants(forward, sync, kHopperShared), std::vector<TuningParams>{sync});
   // Over the shared-memory limit: left out (four stages of 64 x 128 K and V).
