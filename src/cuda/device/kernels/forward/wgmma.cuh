@@ -251,15 +251,7 @@ struct ForwardWgmma : ForwardWgmmaSteps<C> {
         head_slice<u16>(p.o, w.batch, w.head) + warp_row0 * p.o.stride_seq + w.dv0 * p.o.stride_dim,
         p.o.stride_seq, p.o.stride_dim, o, inverse_sum, p.seq_q - warp_row0, w.value_cols, lane,
         w.value_shift);
-    if (w.chunk == 0 && p.lse.data != nullptr && (lane & 3) == 0) {
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int row = warp_row0 + (lane >> 2) + 8 * h;
-        if (row < p.seq_q)
-          p.lse.data[w.batch * p.lse.stride_batch + w.head * p.lse.stride_heads +
-                     row * p.lse.stride_seq] = lse[0][h];
-      }
-    }
+    if (w.chunk == 0) store_lse_rows<1>(p, w.batch, w.head, warp_row0, lse, lane);
   }
 
   // Waits for copy group G(j+1-kStages) (K[j], V[j-1]), then issues G(j)
