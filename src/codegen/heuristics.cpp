@@ -89,10 +89,10 @@ TuningParams wgmma_forward_tuning(const KernelSpec& spec, bool tma) {
   } else {
     t = {192, 32, 256, 12, 0};
     stages = 2;
-    // Token rows (chunks of 192 to 224 value columns, up to 416 of Q·Kᵀ):
-    // three warpgroups and the producer leave ptxas 128 registers per
-    // thread, too few for the chunk's wgmma; two warpgroups get 168.
-    if (token_rows) t = {128, 32, 256, 8, 0};
+    // Token rows whose widened chunks pass 176 columns (D > 320): three
+    // warpgroups and the producer leave ptxas 128 registers per thread, too
+    // few for the chunk's wgmma (D = 353); two warpgroups get 168.
+    if (token_rows && forward_tile_width_v(spec, true, chunks) > 176) t = {128, 32, 256, 8, 0};
   }
   t.wgmma = true;
   t = with_tma_producer_where_readable(spec, t, stages, tma);

@@ -185,6 +185,21 @@ TEST(FindRow, TmaRowsServeRowsTmaCannotReadWithoutTheProducer) {
             tma);
 }
 
+TEST(FindRow, TmaRowsOfAlignedHeadsLeaveTokenRowsToTheHeuristic) {
+  // The forward on odd D reads token-row views whose tiles are wider than
+  // those the D = 192 row was measured with: no row, the heuristic sizes them.
+  TuningParams tma{192, 48, 0, 12, 0, true};
+  tma.producer = tma.tma = true;
+  const TuningTableSet set = make_table_set({row(KernelKind::forward, 192, 192, tma)}, {});
+  KernelSpec odd = spec(KernelKind::forward, 191);
+  odd.vec = 1;
+  EXPECT_FALSE(find_row(set, odd, 8192, kHopperShared));
+  // A row measured on the same alignment class applies.
+  TuningRow measured = row(KernelKind::forward, 191, 191, tma);
+  measured.vec = 1;
+  EXPECT_EQ(find_row(make_table_set({measured}, {}), odd, 8192, kHopperShared)->row.tuning, tma);
+}
+
 TEST(FindRow, RowsMeasuredOnUnalignedRowsDoNotServeAlignedOnes) {
   // D = 120 (16-byte rows): the D = 127 row, measured on 2-byte rows, is
   // nearer than the D = 128 row but could not measure the TMA copies.
