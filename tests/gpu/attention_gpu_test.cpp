@@ -327,8 +327,8 @@ void expect_tma_forward(const Case& c, int swizzle) {
       // Three warpgroups beside a producer compile to ptxas's 128-register
       // target for 512 threads (setmaxnreg raises them to 160 only at run
       // time): O of 129 to 256 columns beside S does not compile there, nor
-      // the wider value chunks of token rows past 256 columns.
-      if (warps == 12 && ((c.dim_v > 128 && c.dim_v <= 256) || (token_rows && c.dim_v > 256)))
+      // the wider value chunks of token rows past D = 320 (the default's rule).
+      if (warps == 12 && ((c.dim_v > 128 && c.dim_v <= 256) || (token_rows && c.dim_v > 320)))
         continue;
       TuningParams tuning = forward_producer_tuning(warps, c, true);
       tuning.stages = stages;
