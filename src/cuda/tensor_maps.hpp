@@ -44,7 +44,11 @@ TensorMapGeometry token_row_tensor_map_geometry(const TensorView& t, int box_row
 // Whether TMA can describe the view: every stepped dim (size > 1) has a
 // positive byte stride below 2^40 (a broadcast view's zero stride cannot be
 // encoded) and at most 2^32 elements. Alignment is the caller's rule
-// (alignment class 8).
+// (alignment class 8). TMA also wants every box to start at a whole 16
+// bytes along the innermost dim (elsewhere the copy is an illegal
+// instruction, whatever the map allows): boxes of the per-head views start
+// at a head's column 0 or a slice's, of the token-row views at 32-byte
+// boundaries (the kernels shift the head's columns past them).
 bool tma_can_read(const TensorView& t);
 
 // Whether TMA can read the tensor through its token-row view: tma_can_read,
