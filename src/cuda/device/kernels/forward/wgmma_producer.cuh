@@ -26,14 +26,17 @@
 // full barrier; the tiles then have the layout TMA writes (TraversedTile).
 //
 // Rows that are not 16-byte aligned (odd head dims: alignment classes 1, 2,
-// 4) go by TMA too where the heads are adjacent in each token's row: the
-// maps are token-row views (tensor_maps.hpp), and head h's slices start at
-// column h · D of the row, a copy each (kTokenRows). The last slice then
-// carries the next head's first columns. In O = P·V they only reach
-// columns of O that are never stored; in S = Q·Kᵀ they meet Q's columns
-// past D, which are zero, but 0 · Inf is NaN: so the producer warpgroup's
-// second warp zeroes them in every K stage once it has landed, and the
-// computing warps wait for that (KeyFixes) instead of for the copies.
+// 4) go by TMA too where the heads are adjacent in each token's row
+// (kTokenRows): the maps are token-row views (tensor_maps.hpp), and head
+// h's slices start at the 32-byte boundary at or before column h · D of
+// the row, a copy each (TMA starts boxes only at whole 16 bytes). The
+// tiles so hold the head's columns shifted by Work::key_shift and
+// value_shift, as do Q's tile and O's accumulators (ForwardWgmma), and the
+// first and last slices carry the neighbouring heads' columns. In O = P·V
+// those only reach columns of O that are never stored; in S = Q·Kᵀ they
+// meet Q's zeros, but 0 · Inf is NaN: so the producer warpgroup's second
+// warp zeroes them in every K stage once it has landed, and the computing
+// warps wait for that (KeyFixes) instead of for the copies.
 #pragma once
 
 #include "kernels/forward/wgmma.cuh"
@@ -147,7 +150,7 @@ struct ForwardWgmmaProducer {
 
   // TMA copies slices of kSliceCols columns (8; 16 into swizzled tiles) of
   // the columns that exist (K: Dqk; V: the chunk's; token rows: from the
-  // 16-byte boundary before them); the slices past them, up to the tiles'
+  // 32-byte boundary before them); the slices past them, up to the tiles'
   // widths (multiples of 16), are zeroed once in every stage and never
   // written again.
   static constexpr int kSliceCols = tma_slice_columns(C::kSwizzle);
