@@ -21,16 +21,6 @@ TuningParams with_tma_producer_where_aligned(const KernelSpec& spec, const Tunin
   return spec.vec == 8 ? with_tma_producer(t, stages) : t;
 }
 
-// The forward's TMA producer reads other contiguous rows too, through
-// token-row views (kernels/forward/wgmma_producer.cuh), where the caller's
-// tensors allow (src/cuda/forward_route.cpp); `tma`: whether to use it.
-TuningParams with_tma_producer_where_readable(const KernelSpec& spec, const TuningParams& t,
-                                              int stages, bool tma) {
-  return tma && (spec.vec == 8 || (spec.vec >= 1 && widest_dim(spec) > 64))
-             ? with_tma_producer(t, stages)
-             : t;
-}
-
 // Forward on Hopper's warpgroup MMA (sm_90a, any contiguous rows: rows only
 // 2-byte aligned are staged as the aligned 16-byte chunks around them).
 // Each warpgroup owns 64 query rows and holds O (Dv / 2 registers per
@@ -69,10 +59,9 @@ TuningParams wgmma_forward_tuning(const KernelSpec& spec, bool tma) {
   // Measured past 64 columns only (on the H100, docs/decisions.md): below
   // that the shift's columns are a larger share of the tiles.
   const bool token_rows = tma && spec.vec >= 1 && spec.vec < 8 && widest_dim(spec) > 64;
-  if (token_rows && forward_tile_width_v(spec, true, chunks) > 256)
-    return wgmma_forward_tuning(spec, false);
-  const int widest = token_rows ? std::max(forward_tile_width_qk(spec, true),
-                                           forward_tile_width_v(spec, true, chunks))
+  const int token_value_width = forward_tile_width_v(spec, true, chunks);
+  if (token_rows && token_value_width > 256) return wgmma_forward_tuning(spec, false);
+  const int widest = token_rows ? std::max(forward_tile_width_qk(spec, true), token_value_width)
                                 : widest_dim(spec);
   TuningParams t;
   int stages = 0;  // the producer's default: 3
@@ -92,10 +81,13 @@ TuningParams wgmma_forward_tuning(const KernelSpec& spec, bool tma) {
     // Token rows whose widened chunks pass 176 columns (D > 320): three
     // warpgroups and the producer leave ptxas 128 registers per thread, too
     // few for the chunk's wgmma (D = 353); two warpgroups get 168.
-    if (token_rows && forward_tile_width_v(spec, true, chunks) > 176) t = {128, 32, 256, 8, 0};
+    if (token_rows && token_value_width > 176) t = {128, 32, 256, 8, 0};
   }
   t.wgmma = true;
-  t = with_tma_producer_where_readable(spec, t, stages, tma);
+  // The TMA producer on 16-byte rows, and on token rows (the forward's view
+  // of other contiguous rows: kernels/forward/wgmma_producer.cuh) where the
+  // caller's tensors allow (src/cuda/forward_route.cpp); `tma`: whether they do.
+  if (tma && (spec.vec == 8 || token_rows)) t = with_tma_producer(t, stages);
   // Rows TMA cannot read (8-byte aligned) from 65 to 96 columns: the
   // producer's four warps copying four stages deep, +8% / +14% at D = 68 /
   // 76 over all warps copying (three stages: -5% / +1%). Elsewhere the

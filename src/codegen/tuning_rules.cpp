@@ -1,6 +1,5 @@
 // The rules a tuning must meet for its spec (generate() and check_tuning()),
 // and the tuning-derived quantities the generator and the launcher share.
-#include <algorithm>
 #include <functional>
 #include <string>
 
@@ -246,14 +245,11 @@ bool tma_copies(const KernelSpec& spec) {
 }
 
 int forward_tile_width_qk(const KernelSpec& spec, bool token_rows) {
-  return token_rows ? flashgen_device::token_row_tile_width(spec.dim_qk, spec.vec)
-                    : round_up(spec.dim_qk, 16);
+  return flashgen_device::forward_key_tile_width(spec.dim_qk, spec.vec, token_rows);
 }
 
 int forward_tile_width_v(const KernelSpec& spec, bool token_rows, int chunks) {
-  const int chunk = chunk_width(spec.dim_v, chunks);
-  return token_rows ? flashgen_device::token_row_tile_width(std::min(chunk, spec.dim_v), spec.vec)
-                    : chunk;
+  return flashgen_device::forward_value_tile_width(spec.dim_v, chunks, spec.vec, token_rows);
 }
 
 }  // namespace flashgen

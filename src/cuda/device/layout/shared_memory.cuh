@@ -53,6 +53,16 @@ constexpr int token_row_tile_width(int cols, int vec) {
   return layout_round_up(cols + kTokenRowAlign - vec, 16);
 }
 
+// The wgmma forward's tile widths: K's (the k of S = Q·Kᵀ) and V's for a CTA
+// of one of `chunks` value chunks (the n of O = P·V), on token rows or not.
+constexpr int forward_key_tile_width(int dim_qk, int vec, bool token_rows) {
+  return token_rows ? token_row_tile_width(dim_qk, vec) : layout_round_up(dim_qk, 16);
+}
+constexpr int forward_value_tile_width(int dim_v, int chunks, int vec, bool token_rows) {
+  const int chunk = layout_chunk_width(dim_v, chunks);
+  return token_rows ? token_row_tile_width(chunk < dim_v ? chunk : dim_v, vec) : chunk;
+}
+
 // Elements of a shared-memory tile of `elements` whose operand a kernel may
 // hold in registers instead (cache=K, V, Q, dO of the backward kernels with
 // split=dims): held, a placeholder of 1024 bytes, which keeps the tiles after
@@ -90,9 +100,8 @@ constexpr unsigned long long forward_mma_sync_shared_bytes(const SharedShape& s)
 // barriers of two pipelines (K, V), three on token rows (the fixed K stages
 // first), whose tiles are wider (token_row_tile_width).
 constexpr unsigned long long forward_wgmma_shared_bytes(const SharedShape& s) {
-  const int chunk = layout_chunk_width(s.dim_v, s.head_chunks);
-  const int dqk = s.token_rows ? token_row_tile_width(s.dim_qk, s.vec) : layout_round_up(s.dim_qk, 16);
-  const int dv = s.token_rows ? token_row_tile_width(chunk < s.dim_v ? chunk : s.dim_v, s.vec) : chunk;
+  const int dqk = forward_key_tile_width(s.dim_qk, s.vec, s.token_rows);
+  const int dv = forward_value_tile_width(s.dim_v, s.head_chunks, s.vec, s.token_rows);
   const unsigned long long staging =
       s.vec == 1 && !s.producer
           ? staging_elements(s.vec, s.cols, dqk) + staging_elements(s.vec, s.cols, dv)

@@ -63,7 +63,7 @@ struct ForwardWgmmaProducer {
   static constexpr int kConsumerWarps = C::kWarps;
   static constexpr int kConsumerThreads = C::kWarps * 32;
   // TMA on rows not 16-byte aligned: token-row views, K stages fixed.
-  static constexpr bool kTokenRows = C::kTma && C::kVec < 8;
+  static constexpr bool kTokenRows = Base::kTokenRows;
   static constexpr int kFixerWarp = kConsumerWarps + 1;  // the producer warpgroup's second
   typedef WarpSpecialized<C::kWarps, C::kTma, kTokenRows ? 32 : 24> Roles;
   typedef typename Roles::Registers Registers;

@@ -28,10 +28,9 @@ struct ForwardWgmmaSteps {
   // Value columns per CTA: all of Dv, or one chunk of it.
   static constexpr int kChunkCols = chunk_width(C::kDimV, C::kHeadChunks);
   // The k of S = Q·Kᵀ and the n of O = P·V: the tiles' widths, zero-filled.
-  static constexpr int kDimQK =
-      kTokenRows ? token_row_tile_width(C::kDimQK, C::kVec) : round_up(C::kDimQK, 16);
+  static constexpr int kDimQK = forward_key_tile_width(C::kDimQK, C::kVec, kTokenRows);
   static constexpr int kDimV =
-      kTokenRows ? token_row_tile_width(kChunkCols < C::kDimV ? kChunkCols : C::kDimV, C::kVec) : kChunkCols;
+      forward_value_tile_width(C::kDimV, C::kHeadChunks, C::kVec, kTokenRows);
   static constexpr int kScoreTiles = kBlockN / 8;
   // K and V stages in the layout their copies write (TraversedTile): TMA's
   // slices (kTma; whole-sector 16-column panels swizzled by 32 bytes with
