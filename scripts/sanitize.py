@@ -52,11 +52,20 @@ MMA_SYNC = ("forward: rows=64 cols=64 head=0 warps=4 cache=Q; "
             "backward_query: rows=64 cols=64 head=0 warps=4 cache=none; "
             "backward_key_value: rows=64 cols=64 head=0 warps=4 cache=none")
 
-# The forward's TMA producer on rows that are not 16-byte aligned (token-row
-# views, K stages fixed by a second warp), forced where a table row picks
-# another forward.
-TOKEN_ROWS = ("forward: rows=128 cols=64 head=0 warps=8 cache=none mma=wgmma stages=2 "
-              "producer=warp copy=tma swizzle=32")
+# The TMA producers on rows that are not 16-byte aligned (token-row views,
+# stages fixed by a second warp), forced where a table row picks another
+# kernel: the forward's, the query backward's and the key/value backward's
+# (dK and dV in each warpgroup to Dqk + Dv = 256, split between two past it;
+# the key/value kernel takes them only without grouped query heads).
+TOKEN_ROWS_FORWARD = ("forward: rows=128 cols=64 head=0 warps=8 cache=none mma=wgmma stages=2 "
+                      "producer=warp copy=tma swizzle=32")
+TOKEN_ROWS_QUERY = ("backward_query: rows=128 cols=32 head=0 warps=8 cache=none mma=wgmma "
+                    "producer=warp copy=tma swizzle=32")
+TOKEN_ROWS = "; ".join([TOKEN_ROWS_FORWARD, TOKEN_ROWS_QUERY, TOKEN_ROWS_QUERY.replace(
+    "backward_query", "backward_key_value")])
+TOKEN_ROWS_SPLIT = "; ".join([TOKEN_ROWS_FORWARD, TOKEN_ROWS_QUERY, (
+    "backward_key_value: rows=64 cols=64 head=0 warps=8 cache=none mma=wgmma producer=warp "
+    "copy=tma split=outputs swizzle=32")])
 
 # (label, flashgen run arguments, environment). Small shapes whose lengths
 # are multiples of no tile (1, 2, 65, 130, 257, 300), causal and not, GQA,
@@ -98,9 +107,11 @@ CASES = [
      {"FLASHGEN_TUNING": TOKEN_ROWS}),
     ("d100-token-rows", "--dim 100 --seq 130 --heads 4", {"FLASHGEN_TUNING": TOKEN_ROWS}),
     ("d199-token-rows-window", "--dim 199 --seq 200 --causal --window-left 50 --heads 8",
-     {"FLASHGEN_TUNING": TOKEN_ROWS}),
+     {"FLASHGEN_TUNING": TOKEN_ROWS_SPLIT}),
+    ("d127-token-rows-split", "--dim 127 --seq 130 --seq-kv 257 --heads 3",
+     {"FLASHGEN_TUNING": TOKEN_ROWS_SPLIT}),
     ("d385-token-rows", "--dim 385 --seq 130 --heads 8",
-     {"FLASHGEN_TUNING": TOKEN_ROWS.replace("cols=64 head=0", "cols=32 head=256")}),
+     {"FLASHGEN_TUNING": TOKEN_ROWS_FORWARD.replace("cols=64 head=0", "cols=32 head=256")}),
     # Decode: query heads packed as rows, keys shared by CTAs and combined.
     ("d64-window-causal", "--dim 64 --seq 300 --causal --window-left 100 --heads 2", {}),
     ("d128-window-softcap-gqa",

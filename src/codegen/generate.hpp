@@ -49,8 +49,10 @@ TuningParams with_copying_producer(TuningParams t, int stages = 0);
 // H200 than 8-column slices: docs/decisions.md); where tma_copies() allows.
 TuningParams with_tma_producer(TuningParams t, int stages = 0, int swizzle = 32);
 // Whether a kernel of this spec may copy by TMA (generate()'s rule): every
-// kind on 16-byte aligned rows (alignment class 8), the forward on any
-// contiguous rows too (token-row views: kernels/forward/wgmma_producer.cuh).
+// kind on 16-byte aligned rows (alignment class 8), the forward and the
+// two-kernel backward on any contiguous rows too (token-row views:
+// kernels/forward/wgmma_producer.cuh; the host reads them so for the
+// key/value kernel only where each key/value head has one query head).
 bool tma_copies(const KernelSpec& spec);
 
 // Shared memory a (spec, tuning) pair needs, without generating it; the
@@ -68,12 +70,12 @@ int head_chunks_of(const KernelSpec& spec, const TuningParams& tuning);
 // Columns of one chunk when a dim is split in `chunks` (multiple of 16); the
 // device headers compute the same (chunk_width in common.cuh).
 int chunk_width(int dim, int chunks);
-// The wgmma forward's tile widths: K's (the k of S = Q·Kᵀ) and V's per CTA
-// of `chunks` value chunks (the n of O = P·V); token_rows: TMA on rows that
+// The wgmma kernels' tile widths of Dqk and of Dv (the forward's per CTA of
+// `chunks` value chunks, the n of O = P·V); token_rows: TMA on rows that
 // are not 16-byte aligned, whose tiles are wider (token_row_tile_width in
 // layout/shared_memory.cuh).
-int forward_tile_width_qk(const KernelSpec& spec, bool token_rows);
-int forward_tile_width_v(const KernelSpec& spec, bool token_rows, int chunks = 1);
+int tile_width_qk(const KernelSpec& spec, bool token_rows);
+int tile_width_v(const KernelSpec& spec, bool token_rows, int chunks = 1);
 // K/V pipeline stages of the wgmma forward under this tuning (its `stages`, or 2).
 int wgmma_forward_stages(const TuningParams& tuning);
 // Stages of the backward kernels with split=dims: of K in the query kernel

@@ -59,9 +59,9 @@ TuningParams wgmma_forward_tuning(const KernelSpec& spec, bool tma) {
   // Measured past 64 columns only (on the H100, docs/decisions.md): below
   // that the shift's columns are a larger share of the tiles.
   const bool token_rows = tma && spec.vec >= 1 && spec.vec < 8 && widest_dim(spec) > 64;
-  const int token_value_width = forward_tile_width_v(spec, true, chunks);
+  const int token_value_width = tile_width_v(spec, true, chunks);
   if (token_rows && token_value_width > 256) return wgmma_forward_tuning(spec, false);
-  const int widest = token_rows ? std::max(forward_tile_width_qk(spec, true), token_value_width)
+  const int widest = token_rows ? std::max(tile_width_qk(spec, true), token_value_width)
                                 : widest_dim(spec);
   TuningParams t;
   int stages = 0;  // the producer's default: 3
@@ -113,15 +113,21 @@ bool wgmma_backward_query_fits(const KernelSpec& spec) {
          (spec.vec >= 2 || (spec.vec == 1 && widest > 64));
 }
 
-TuningParams wgmma_backward_query_tuning(const KernelSpec& spec) {
-  const int widest = widest_dim(spec);
-  TuningParams t = widest > 192                    ? TuningParams{128, 32, 0, 8, 0}
-                   : spec.vec == 1 || widest > 128 ? TuningParams{192, 48, 0, 12, 0}
-                   : widest <= 64                  ? TuningParams{192, 64, 0, 12, 0}
-                                                   : TuningParams{128, 64, 0, 8, 0};
+// Odd dims past 64 columns whose rows TMA can read through token-row views
+// (`tma`) get the TMA producer as on 16-byte rows, with the shape of their
+// widened tiles (token_row_tile_width), while these fit dQ's registers.
+TuningParams wgmma_backward_query_tuning(const KernelSpec& spec, bool tma) {
+  const int widened = std::max(tile_width_qk(spec, true), tile_width_v(spec, true));
+  const bool token_rows =
+      tma && spec.vec >= 1 && spec.vec < 8 && widest_dim(spec) > 64 && widened <= 256;
+  const int widest = token_rows ? widened : widest_dim(spec);
+  const bool staged = spec.vec == 1 && !token_rows;
+  TuningParams t = widest > 192              ? TuningParams{128, 32, 0, 8, 0}
+                   : staged || widest > 128  ? TuningParams{192, 48, 0, 12, 0}
+                   : widest <= 64            ? TuningParams{192, 64, 0, 12, 0}
+                                             : TuningParams{128, 64, 0, 8, 0};
   t.wgmma = true;
-  t = with_tma_producer_where_aligned(spec, t);
-  return t;
+  return token_rows ? with_tma_producer(t) : with_tma_producer_where_aligned(spec, t);
 }
 
 // Key/value backward on wgmma (sm_90a) from 33 to 128 columns: two
@@ -144,9 +150,15 @@ bool wgmma_backward_key_value_fits(const KernelSpec& spec) {
 // GEMMs (docs/decisions.md): 253 / 228 / 240 against 176 / 168 / 171 at D =
 // 192 / 224 / 256, 289 against 175 at 256 causal; at 136 / 160 it lost
 // (171 / 234 against 226 / 267; 160 causal won, 233 against 221).
-bool wgmma_split_key_value_fits(const KernelSpec& spec) {
+// It copies by TMA only (`tma`: TMA may read the traversed tensors); on
+// rows that are not 16-byte aligned through token-row views, where the
+// widened tiles fit a warpgroup: 18.6 ms against 35.0 for the tuned
+// mma.sync row at D = 199 (H100, B=2 H=16 N=8192 bf16).
+bool wgmma_split_key_value_fits(const KernelSpec& spec, bool tma) {
   const int widest = widest_dim(spec);
-  return spec.kind == KernelKind::backward_key_value && spec.arch == "sm_90a" && spec.vec == 8 &&
+  const bool readable = tma && (spec.vec == 8 || (spec.vec >= 1 && tile_width_qk(spec, true) <= 256 &&
+                                                  tile_width_v(spec, true) <= 256));
+  return spec.kind == KernelKind::backward_key_value && spec.arch == "sm_90a" && readable &&
          widest > 160 && widest <= 256;
 }
 
@@ -158,7 +170,7 @@ TuningParams wgmma_split_key_value_tuning() {
 }
 
 // Query backward on wgmma past 256 columns (each dim up to 512, on 16-byte
-// aligned rows): two warpgroups share 64 query rows and split the head dims
+// aligned rows TMA may read): two warpgroups share 64 query rows and split the head dims
 // (split=dims), so S and dP are computed once where the mma.sync kernel
 // recomputes them per 256-column chunk of dQ. Q, the A operand of S, held
 // in registers (cache=Q): it leaves Q's tile out of shared memory, room
@@ -167,10 +179,10 @@ TuningParams wgmma_split_key_value_tuning() {
 // N=8192 bf16 (docs/decisions.md): 11.1 / 13.9 at D = 288 / 384 against 13.8
 // (mma.sync) / 24.8 (16 keys, Q in shared memory); 5.9 / 7.5 causal against
 // 7.2 / 13.0; at 512, 16 keys, 31.3 against 31.6.
-bool wgmma_split_query_fits(const KernelSpec& spec) {
+bool wgmma_split_query_fits(const KernelSpec& spec, bool tma) {
   const int dqk = round_up(spec.dim_qk, 32), dv = round_up(spec.dim_v, 32);
-  return spec.kind == KernelKind::backward_query && spec.arch == "sm_90a" && spec.vec == 8 &&
-         (dqk > 256 || dv > 256) && dqk <= 512 && dv <= 512;
+  return spec.kind == KernelKind::backward_query && spec.arch == "sm_90a" && tma &&
+         spec.vec == 8 && (dqk > 256 || dv > 256) && dqk <= 512 && dv <= 512;
 }
 
 TuningParams wgmma_split_query_tuning() {
@@ -181,7 +193,7 @@ TuningParams wgmma_split_query_tuning() {
 }
 
 // Key/value backward past 256 columns (each dim up to 512, on 16-byte
-// aligned rows): a dV and a dK CTA per block of 64 keys, whose two
+// aligned rows TMA may read): a dV and a dK CTA per block of 64 keys, whose two
 // warpgroups split the head dims (split=dims), so Sᵀ (and, in the dK CTA,
 // dPᵀ) is computed once per CTA where the mma.sync kernel recomputes both
 // per column chunk; the dV CTA's K and the dK CTA's V held in registers
@@ -190,10 +202,10 @@ TuningParams wgmma_split_query_tuning() {
 // 384 / 448 / 512 against 65.2 / 107.2 / 129.9 for the mma.sync kernel's
 // column chunks. Query blocks of 32 to 448 columns (past that the kernel
 // spills), three stages deep where they fit, else two.
-bool wgmma_dims_key_value_fits(const KernelSpec& spec) {
+bool wgmma_dims_key_value_fits(const KernelSpec& spec, bool tma) {
   const int dqk = round_up(spec.dim_qk, 32), dv = round_up(spec.dim_v, 32);
-  return spec.kind == KernelKind::backward_key_value && spec.arch == "sm_90a" && spec.vec == 8 &&
-         (dqk > 256 || dv > 256) && dqk <= 512 && dv <= 512;
+  return spec.kind == KernelKind::backward_key_value && spec.arch == "sm_90a" && tma &&
+         spec.vec == 8 && (dqk > 256 || dv > 256) && dqk <= 512 && dv <= 512;
 }
 
 TuningParams wgmma_dims_key_value_tuning(const KernelSpec& spec) {
@@ -204,10 +216,25 @@ TuningParams wgmma_dims_key_value_tuning(const KernelSpec& spec) {
   return with_tma_producer(t, 3);
 }
 
-TuningParams wgmma_backward_key_value_tuning(const KernelSpec& spec) {
-  const int widest = round_up(spec.dim_qk > spec.dim_v ? spec.dim_qk : spec.dim_v, 16);
+// Odd dims past 64 columns whose rows TMA can read through token-row views
+// (`tma`: one query head per key/value head) get the TMA producer as on
+// 16-byte rows, over 48-query blocks past 112 widened columns
+// (token_row_tile_width). Measured on the H100 at B=2 H=16 N=8192 bf16,
+// milliseconds of the kernel: 3.63 / 3.89 at D = 68 / 84 against 4.88 / 5.92
+// for the tuned rows without TMA; at D = 100 (112 columns) 4.52 over 64-query
+// blocks (a spill of 48 bytes) against 5.07 over 48; at D = 127 (144
+// columns, a spill of 128 bytes) 6.75 against 9.14, and 7.52 over 32.
+TuningParams wgmma_backward_key_value_tuning(const KernelSpec& spec, bool tma) {
+  const int widened = std::max(tile_width_qk(spec, true), tile_width_v(spec, true));
+  const bool token_rows =
+      tma && spec.vec >= 1 && spec.vec < 8 && widest_dim(spec) > 64 && widened <= 144;
+  const int widest = token_rows ? widened : round_up(widest_dim(spec), 16);
   TuningParams t{128, widest <= 64 ? 96 : 64, 0, 8, 0};
   t.wgmma = true;
+  if (token_rows) {
+    if (widened > 112) t.block_cols = 48;
+    return with_tma_producer(t);
+  }
   // Past 112 columns dK and dV no longer fit the 240 registers a computing
   // warpgroup gets beside a producer (spills of 128 bytes at 120 and 128; it
   // still measured faster at 128, which the tuning tables may choose).
@@ -220,11 +247,11 @@ TuningParams wgmma_backward_key_value_tuning(const KernelSpec& spec) {
 TuningParams shape_for(const KernelSpec& spec, bool tma = true) {
   if (spec.split_keys) return split_keys_tuning(spec);
   if (wgmma_forward_fits(spec)) return wgmma_forward_tuning(spec, tma);
-  if (wgmma_backward_query_fits(spec)) return wgmma_backward_query_tuning(spec);
-  if (wgmma_backward_key_value_fits(spec)) return wgmma_backward_key_value_tuning(spec);
-  if (wgmma_split_key_value_fits(spec)) return wgmma_split_key_value_tuning();
-  if (wgmma_split_query_fits(spec)) return wgmma_split_query_tuning();
-  if (wgmma_dims_key_value_fits(spec)) return wgmma_dims_key_value_tuning(spec);
+  if (wgmma_backward_query_fits(spec)) return wgmma_backward_query_tuning(spec, tma);
+  if (wgmma_backward_key_value_fits(spec)) return wgmma_backward_key_value_tuning(spec, tma);
+  if (wgmma_split_key_value_fits(spec, tma)) return wgmma_split_key_value_tuning();
+  if (wgmma_split_query_fits(spec, tma)) return wgmma_split_query_tuning();
+  if (wgmma_dims_key_value_fits(spec, tma)) return wgmma_dims_key_value_tuning(spec);
   return mma_sync_shape_for(spec);
 }
 
@@ -262,17 +289,17 @@ static TuningParams default_tuning_of(const KernelSpec& spec, std::size_t shared
 TuningParams tuning_without_tma(const KernelSpec& spec, const TuningParams& t,
                                 std::size_t shared_limit) {
   if (!t.tma) return t;
-  // The forward on rows that are not 16-byte aligned, whose token-row views
-  // TMA cannot read (heads not adjacent, or a token's row not a multiple of
-  // 16 bytes): the default of such rows without TMA.
-  if (spec.kind == KernelKind::forward && spec.vec < 8)
-    return default_tuning_of(spec, shared_limit, false);
-  if (t.split == WarpgroupSplit::rows) return without_producer(t);
-  // The warpgroup splits copy by TMA only: the defaults of rows TMA cannot
-  // read (8-byte aligned ones), valid on 16-byte rows too.
+  // 16-byte rows under a kernel whose warpgroups own their rows: the same
+  // shape, copied by every thread.
+  if (spec.vec == 8 && t.split == WarpgroupSplit::rows) return without_producer(t);
+  // Elsewhere the default without TMA: the warpgroup splits copy by TMA
+  // only (on 16-byte rows, the default of 8-byte ones, valid there too), and
+  // token rows are shaped for their wider tiles (those TMA cannot read:
+  // heads not adjacent, a token's row not a multiple of 16 bytes; the
+  // key/value kernel's, query heads grouped).
   KernelSpec untiled = spec;
-  untiled.vec = 4;
-  return default_tuning(untiled, shared_limit);
+  if (untiled.vec == 8) untiled.vec = 4;
+  return default_tuning_of(untiled, shared_limit, false);
 }
 
 // The window's second diagonal, the soft cap and ALiBi keep more values live
@@ -285,7 +312,9 @@ TuningParams tuning_without_tma(const KernelSpec& spec, const TuningParams& t,
 // live besides (softmax/mask.cuh, UserMaskBits): there the next narrower
 // block also for the mma.sync forward of two row tiles, the key/value
 // kernels, and the forward of three warpgroups at any width (two
-// warpgroups where each holds 256 value columns).
+// warpgroups where each holds 256 value columns). The key/value kernel on
+// token rows of more than 256 widened columns (dK and dV) narrows for any
+// of them.
 static TuningParams with_room_for_score_modifiers(const KernelSpec& spec, TuningParams t) {
   const bool mask = !spec.mask_mod.empty();
   if (!spec.window && !spec.softcap && !spec.alibi && !mask) return t;
@@ -302,7 +331,12 @@ static TuningParams with_room_for_score_modifiers(const KernelSpec& spec, Tuning
   }
   if (spec.kind == KernelKind::backward_query && (t.wgmma ? t.warps == 12 : t.row_tiles() == 2))
     t.block_cols = narrower(t.block_cols);
-  if (mask && spec.kind == KernelKind::backward_key_value) t.block_cols = narrower(t.block_cols);
+  // The key/value kernel on token rows past 128 widened columns, which
+  // spills even without them (128 bytes at D = 127; still the faster).
+  const bool wide_token_rows = spec.vec < 8 && t.tma && t.split == WarpgroupSplit::rows &&
+                               tile_width_qk(spec, true) + tile_width_v(spec, true) > 256;
+  if (spec.kind == KernelKind::backward_key_value && (mask || wide_token_rows))
+    t.block_cols = narrower(t.block_cols);
   return t;
 }
 

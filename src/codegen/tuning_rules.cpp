@@ -57,8 +57,10 @@ static void check_outputs_split_tuning(const KernelSpec& spec, const TuningParam
     fail("split=outputs needs Dqk <= 256 and Dv <= 256 (dK or dV in one warpgroup's registers)");
   if (!(t.producer && t.tma))
     fail("split=outputs needs producer=warp copy=tma (Q and dO copied by TMA)");
-  if (spec.vec != 8)
-    fail("split=outputs needs rows, strides and pointers aligned to 16 bytes (alignment class 8)");
+  if (spec.vec < 1) fail("split=outputs needs contiguous rows (alignment class 1, 2, 4 or 8)");
+  if (spec.vec < 8 && (tile_width_qk(spec, true) > 256 || tile_width_v(spec, true) > 256))
+    fail("copy=tma on rows that are not 16-byte aligned widens dK's or dV's tile past 256 "
+         "columns (one warpgroup's registers)");
 }
 
 // The wide-head backward kernels whose two warpgroups share 64 rows and
@@ -135,12 +137,15 @@ void check_tuning(const KernelSpec& spec, const TuningParams& t) {
           fail("mma=wgmma for the forward needs at most 256 value columns per CTA (O in "
                "registers): head <= 256");
         if (t.tma && spec.vec < 8 &&
-            forward_tile_width_v(spec, true, head_chunks_of(spec, t)) > 256)
+            tile_width_v(spec, true, head_chunks_of(spec, t)) > 256)
           fail("copy=tma on rows that are not 16-byte aligned widens the value tile past 256 "
                "columns (O in registers): a smaller head");
         break;
       case KernelKind::backward_query:
         if (dqk16 > 256) fail("mma=wgmma for backward_query needs Dqk <= 256 (dQ in registers)");
+        if (t.tma && spec.vec < 8 && tile_width_qk(spec, true) > 256)
+          fail("copy=tma on rows that are not 16-byte aligned widens dQ's tile past 256 columns "
+               "(dQ in registers)");
         break;
       case KernelKind::backward_key_value:
         if (dqk16 + dv16 > 256)
@@ -181,10 +186,10 @@ void check_tuning(const KernelSpec& spec, const TuningParams& t) {
   if (t.tma) {
     if (!t.producer) fail("copy=tma applies to the wgmma kernels with producer=warp only");
     if (!tma_copies(spec))
-      fail(spec.kind == KernelKind::forward
-               ? "copy=tma needs contiguous rows (alignment class 1, 2, 4 or 8)"
-               : "copy=tma needs rows, strides and pointers aligned to 16 bytes (alignment class "
-                 "8) in this kernel");
+      fail(spec.kind == KernelKind::backward_atomic
+               ? "copy=tma needs rows, strides and pointers aligned to 16 bytes (alignment class "
+                 "8) in this kernel"
+               : "copy=tma needs contiguous rows (alignment class 1, 2, 4 or 8)");
   }
 }
 
@@ -241,14 +246,17 @@ int backward_dims_split_stages(const KernelSpec& spec, const TuningParams& t) {
 int chunk_width(int dim, int chunks) { return flashgen_device::layout_chunk_width(dim, chunks); }
 
 bool tma_copies(const KernelSpec& spec) {
-  return spec.vec == 8 || (spec.kind == KernelKind::forward && spec.vec >= 1);
+  const bool token_rows = spec.kind == KernelKind::forward ||
+                          spec.kind == KernelKind::backward_query ||
+                          spec.kind == KernelKind::backward_key_value;
+  return spec.vec == 8 || (token_rows && spec.vec >= 1);
 }
 
-int forward_tile_width_qk(const KernelSpec& spec, bool token_rows) {
-  return flashgen_device::forward_key_tile_width(spec.dim_qk, spec.vec, token_rows);
+int tile_width_qk(const KernelSpec& spec, bool token_rows) {
+  return flashgen_device::head_tile_width(spec.dim_qk, spec.vec, token_rows);
 }
 
-int forward_tile_width_v(const KernelSpec& spec, bool token_rows, int chunks) {
+int tile_width_v(const KernelSpec& spec, bool token_rows, int chunks) {
   return flashgen_device::forward_value_tile_width(spec.dim_v, chunks, spec.vec, token_rows);
 }
 

@@ -45,10 +45,21 @@ bool use_atomic(const Problem& p, bool deterministic) {
 int backward_vec(const BackwardArgs& a) {
   return alignment_class({&a.q, &a.k, &a.v, &a.o, &a.grad_o, &a.grad_q, &a.grad_k, &a.grad_v});
 }
-// The query kernel traverses K and V, the key/value kernel Q and dO; one
-// answer for both kernels (either of the four unreadable: neither uses TMA).
-bool backward_tma_readable(const BackwardArgs& a) {
-  return tma_can_read(a.q) && tma_can_read(a.k) && tma_can_read(a.v) && tma_can_read(a.grad_o);
+// Whether `kind` may copy its traversed tensors by TMA. On 16-byte rows one
+// answer for both kernels (the query kernel traverses K and V, the
+// key/value kernel Q and dO; either of the four unreadable: neither uses
+// TMA). On rows of the other alignment classes each reads its own two
+// through their token-row views, the key/value kernel only where each
+// key/value head has one query head (it sums dK over the group's query
+// heads, whose columns would start at different shifts).
+bool backward_tma_readable(KernelKind kind, const Problem& p, const BackwardArgs& a, int vec) {
+  if (vec == 8)
+    return tma_can_read(a.q) && tma_can_read(a.k) && tma_can_read(a.v) && tma_can_read(a.grad_o);
+  if (vec < 1) return false;
+  if (kind == KernelKind::backward_query)
+    return tma_can_read_token_rows(a.k) && tma_can_read_token_rows(a.v);
+  return kind == KernelKind::backward_key_value && p.heads_q == p.heads_kv &&
+         tma_can_read_token_rows(a.q) && tma_can_read_token_rows(a.grad_o);
 }
 
 // Workspace layout: Dterm [batch][heads_q][seq_q] fp32, then (atomic) the dQ
@@ -179,8 +190,9 @@ flashgen_device::AttentionParams backward_params(const Problem& p, const Backwar
 // grid over query blocks of the query heads.
 void launch_backward_kind(KernelKind kind, const Problem& p, const BackwardArgs& args,
                           flashgen_device::AttentionParams& params, void* stream) {
+  const int vec = backward_vec(args);
   const ResolvedKernel r =
-      resolve(kind, p, backward_vec(args), backward_tma_readable(args), args.q.device);
+      resolve(kind, p, vec, backward_tma_readable(kind, p, args, vec), args.q.device);
   const bool over_keys =
       kind == KernelKind::backward_key_value || kind == KernelKind::backward_atomic;
   const LaunchShape shape = over_keys ? block_grid(r.choice, p.seq_kv, p.heads_kv, p.batch)
@@ -286,7 +298,8 @@ std::vector<std::string> backward_kernel_names(const Problem& p, const BackwardA
     names.push_back(choose(KernelKind::mask_blocks, p, vec, false, args.q.device).generated->name);
   for (KernelKind kind : backward_kinds(p, use_atomic(p, deterministic)))
     names.push_back(
-        choose(kind, p, vec, backward_tma_readable(args), args.q.device).generated->name);
+        choose(kind, p, vec, backward_tma_readable(kind, p, args, vec), args.q.device)
+            .generated->name);
   return names;
 }
 

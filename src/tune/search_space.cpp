@@ -85,10 +85,12 @@ std::vector<TuningParams> copying_producer_variants(const KernelSpec& spec, cons
 
 // The key/value backward past Dqk + Dv = 256 on wgmma: two warpgroups over
 // the same 64 keys, one holding dK, the other dV (split=outputs: each at
-// most 256 columns, TMA copies).
+// most 256 columns, TMA copies; on token rows, the widened tiles).
 std::vector<TuningParams> outputs_split_space(const KernelSpec& spec) {
   std::vector<TuningParams> space;
-  if (spec.vec != 8 || spec.dim_qk > 256 || spec.dim_v > 256) return space;
+  if (spec.vec < 1 || spec.dim_qk > 256 || spec.dim_v > 256) return space;
+  if (spec.vec < 8 && (tile_width_qk(spec, true) > 256 || tile_width_v(spec, true) > 256))
+    return space;
   for (int cols : kWgmmaBlockCols) {
     TuningParams t{64, cols, 0, 8, 0};
     t.wgmma = true;
@@ -145,6 +147,10 @@ std::vector<TuningParams> wgmma_space(const KernelSpec& spec) {
     case KernelKind::backward_key_value:
       if (dqk > 256 || dv > 256) return dims_split_space(spec);
       if (dqk + dv > 256) return outputs_split_space(spec);
+      // Token rows whose widened dK and dV pass 256 columns together: the
+      // split kernel too.
+      if (spec.vec < 8 && tile_width_qk(spec, true) + tile_width_v(spec, true) > 256)
+        space = outputs_split_space(spec);
       break;
     default:
       return space;

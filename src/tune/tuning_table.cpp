@@ -252,24 +252,15 @@ std::optional<RowMatch> find_row(const TuningTableSet& tables, const KernelSpec&
   // better than the heuristic).
   for (const Candidate& c : candidates) {
     // A TMA tuning measured on rows of another alignment class does not
-    // stand in for rows TMA reads through token-row views (the forward on
-    // odd D): their tiles are wider, and a shape that fits the aligned head
-    // may spill or not compile there (D = 191 with D = 192's three
-    // warpgroups); the heuristic sizes them.
+    // stand in for rows TMA reads through token-row views (odd D): their
+    // tiles are wider, and a shape that fits the aligned head may spill or
+    // not compile there (D = 191 with D = 192's three warpgroups); the
+    // heuristic sizes them.
     if (spec.vec < 8 && tma_copies(spec) && c.row->tuning.tma && c.row->vec != spec.vec) {
       if (!c.exact) break;
       continue;
     }
     if (valid_for(c.row->tuning, spec, shared_limit)) return RowMatch{*c.row, c.user, c.exact};
-    // A row measured on 16-byte aligned rows whose producer copies by TMA
-    // serves rows TMA cannot read (odd D, 4- or 8-byte alignment) with the
-    // same shape copied by all threads, as the backend does for tensors TMA
-    // cannot describe.
-    if (c.row->tuning.tma && valid_for(without_producer(c.row->tuning), spec, shared_limit)) {
-      TuningRow row = *c.row;
-      row.tuning = without_producer(row.tuning);
-      return RowMatch{row, c.user, c.exact};
-    }
     if (!c.exact) break;
   }
   return std::nullopt;

@@ -145,8 +145,9 @@ TEST(Generate, TmaCopiesTheForwardProducersTilesOnAlignedRows) {
   EXPECT_EQ(g.shared_bytes, shared_bytes(s, async));
   EXPECT_FALSE(generate(s, async).tensor_maps);
   EXPECT_NE(generate(s, async).source.find("kTma = false;"), std::string::npos);
-  // Other contiguous rows: the forward reads their token-row views (wider
-  // tiles, a third pipeline of barriers); the backward kernels refuse.
+  // Other contiguous rows: the forward and the two-kernel backward read
+  // their token-row views (wider tiles, the fixed stages' barriers); the
+  // atomic backward refuses.
   const KernelSpec odd = spec_of(KernelKind::forward, 68, 68, 4);
   const GeneratedKernel token_rows = generate(odd, t);
   EXPECT_TRUE(token_rows.tensor_maps);
@@ -155,7 +156,18 @@ TEST(Generate, TmaCopiesTheForwardProducersTilesOnAlignedRows) {
   TuningParams backward_tma{128, 64, 0, 8, 0, true};
   backward_tma.producer = true;
   backward_tma.tma = true;
-  refused(spec_of(KernelKind::backward_query, 68, 68, 4), backward_tma, "alignment class 8");
+  for (KernelKind kind : {KernelKind::backward_query, KernelKind::backward_key_value}) {
+    const KernelSpec odd_backward = spec_of(kind, 68, 68, 4);
+    EXPECT_TRUE(generate(odd_backward, backward_tma).tensor_maps) << to_string(kind);
+    EXPECT_GT(generate(odd_backward, backward_tma).shared_bytes,
+              shared_bytes(spec_of(kind, 72, 72), backward_tma))
+        << to_string(kind);
+  }
+  TuningParams split = backward_tma;
+  split.block_rows = 64;
+  split.split = WarpgroupSplit::outputs;
+  EXPECT_TRUE(generate(spec_of(KernelKind::backward_key_value, 199, 199, 1), split).tensor_maps);
+  EXPECT_FALSE(tma_copies(spec_of(KernelKind::backward_atomic, 68, 68, 4)));
   TuningParams without_producer = t;
   without_producer.producer = false;
   refused(s, without_producer, "producer=warp only");
@@ -216,7 +228,8 @@ TEST(Generate, KeyValueBackwardSplitsItsOutputsAcrossTwoWarpgroups) {
             2u * (64 * 512 + 2 * 64 * 512) + 4 * (2 * 2 * 64 + 2 * 32 * 128) + 2 * 2 * 8);
   EXPECT_LE(g.shared_bytes, 232448u) << "sm_90a's opt-in limit";
   refused(spec_of(KernelKind::backward_key_value, 257, 257), t, "Dqk <= 256 and Dv <= 256");
-  refused(spec_of(KernelKind::backward_key_value, 256, 256, 4), t, "alignment class 8");
+  refused(spec_of(KernelKind::backward_key_value, 256, 256, 4), t, "past 256 columns");
+  refused(spec_of(KernelKind::backward_key_value, 200, 200, 0), t, "contiguous rows");
   refused(spec_of(KernelKind::forward, 256, 256), t, "backward_key_value kernel only");
   TuningParams wide = t;
   wide.block_rows = 128;
@@ -446,9 +459,13 @@ TEST(DefaultTuning, WgmmaBackwardWhereItApplies) {
     EXPECT_EQ(split.split, WarpgroupSplit::outputs) << d;
     EXPECT_TRUE(split.tma) << d;
   }
-  EXPECT_FALSE(
-      default_tuning(spec_of(KernelKind::backward_key_value, 199, 199, 1), kHopperSharedLimit)
-          .wgmma);
+  // On rows that are not 16-byte aligned too, through token-row views
+  // where TMA may read them; else the mma.sync kernel.
+  const KernelSpec odd = spec_of(KernelKind::backward_key_value, 199, 199, 1);
+  const TuningParams odd_split = default_tuning(odd, kHopperSharedLimit);
+  EXPECT_EQ(odd_split.split, WarpgroupSplit::outputs);
+  EXPECT_TRUE(odd_split.tma);
+  EXPECT_FALSE(tuning_without_tma(odd, odd_split, kHopperSharedLimit).wgmma);
   // Past 256 columns on 16-byte rows: a dV and a dK CTA whose warpgroups
   // split the head dims, K and V in registers, 32-query blocks (16 past 448
   // columns) three stages deep where they fit, else two.

@@ -393,6 +393,43 @@ std::vector<Case> token_row_cases() {
           Case{1, 200, 300, 8, 8, 127, 127, true, DType::bf16, Layout::bhsd}};
 }
 
+// The query backward's TMA producer on the same token rows (while its
+// widened tiles keep dQ within 256 columns), through 8-column slices and
+// swizzled panels.
+class GpuBackwardQueryTokenRows : public ::testing::TestWithParam<Case> {};
+void check_backward_with_tma(KernelKind kind, const Case& c,
+                             TuningParams base = wgmma_tuning());  // below
+
+TEST_P(GpuBackwardQueryTokenRows, MatchesReference) {
+  FLASHGEN_SKIP_WITHOUT_GPU();
+  check_backward_with_tma(KernelKind::backward_query, GetParam());
+}
+
+std::vector<Case> backward_token_row_cases() {
+  std::vector<Case> cases;
+  for (const Case& c : token_row_cases())
+    if (c.dim_qk <= 240 && c.dim_v <= 240) cases.push_back(c);
+  return cases;
+}
+
+// The key/value backward's TMA producers on the same token rows: the kernel
+// whose warpgroups each hold dK and dV (while Dqk + Dv, as the user's dims,
+// fit 256 columns) and the one whose two warpgroups split them
+// (split=outputs). Only where each key/value head has one query head and
+// the rows are token rows; elsewhere the plan copies without TMA, which
+// these cases check too.
+class GpuBackwardKeyValueTokenRows : public ::testing::TestWithParam<Case> {};
+
+TEST_P(GpuBackwardKeyValueTokenRows, MatchesReference) {
+  FLASHGEN_SKIP_WITHOUT_GPU();
+  const Case& c = GetParam();
+  if ((c.dim_qk + 15) / 16 * 16 + (c.dim_v + 15) / 16 * 16 <= 256)
+    check_backward_with_tma(KernelKind::backward_key_value, c);
+  TuningParams split{64, 64, 0, 8, 0, true};
+  split.split = WarpgroupSplit::outputs;
+  check_backward_with_tma(KernelKind::backward_key_value, c, split);
+}
+
 // A token-row view's last slice of a head holds the next head's first
 // columns: K and V of one head full of Inf and NaN leave every other head's
 // output as it was, bit for bit, while that head's rows do change. The
@@ -431,6 +468,64 @@ TEST(GpuAttention, TokenRowsIgnoreTheNextHeadsColumns) {
     }
     EXPECT_EQ(changed_elsewhere, 0) << "D = " << dim << ": outputs of other heads changed";
     EXPECT_GT(changed_there, 0) << "D = " << dim << ": the poisoned head's output did not change";
+  }
+}
+
+// The same for the backward on token rows, both kernels copying by TMA
+// (one query head per key/value head): Q, K, V and dO of one head full of
+// Inf and NaN (O and LSE those of the clean inputs) leave every other head's
+// dQ, dK and dV as they were, bit for bit.
+TEST(GpuAttention, BackwardTokenRowsIgnoreTheNextHeadsColumns) {
+  FLASHGEN_SKIP_WITHOUT_GPU();
+  constexpr std::int64_t kSeq = 300, kHeads = 8, kPoisoned = 3;
+  const float inf = std::numeric_limits<float>::infinity();
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  for (int dim : {127, 100, 199}) {
+    // Past 128 columns the key/value kernel whose warpgroups split dK and dV.
+    TuningParams query{128, 32, 0, 8, 0, true};
+    TuningParams key_value = dim > 128 ? TuningParams{64, 64, 0, 8, 0, true} : query;
+    if (dim > 128) key_value.split = WarpgroupSplit::outputs;
+    const ScopedTuningOverride force_query(KernelKind::backward_query, with_tma_producer(query));
+    const ScopedTuningOverride force_key_value(KernelKind::backward_key_value,
+                                               with_tma_producer(key_value));
+    auto tensor = [&] {
+      return TestTensor(MemoryKind::cuda, DType::bf16, 1, kSeq, kHeads, dim, Layout::bshd);
+    };
+    TestTensor q = tensor(), k = tensor(), v = tensor(), o = tensor(), grad_o = tensor();
+    TestTensor grad_q = tensor(), grad_k = tensor(), grad_v = tensor();
+    TestTensor lse = TestTensor::row_stats(MemoryKind::cuda, 1, kHeads, kSeq);
+    q.fill_random(1), k.fill_random(2), v.fill_random(3), grad_o.fill_random(4);
+    ForwardArgs f;
+    f.q = q.view(), f.k = k.view(), f.v = v.view(), f.o = o.view(), f.lse = lse.stats_view();
+    forward(f, gpu_options());
+    BackwardArgs b;
+    b.q = q.view(), b.k = k.view(), b.v = v.view(), b.o = o.view(), b.grad_o = grad_o.view();
+    b.lse = lse.stats_view();
+    b.grad_q = grad_q.view(), b.grad_k = grad_k.view(), b.grad_v = grad_v.view();
+    for (const std::string& kernel : plan_backward(b, gpu_options(true)).kernels)
+      if (kernel.find("backward_query") == 0 || kernel.find("backward_key_value") == 0)
+        EXPECT_NE(kernel.find("copy=tma"), std::string::npos) << kernel;
+    backward(b, gpu_options(true));
+    const TestTensor* grads[] = {&grad_q, &grad_k, &grad_v};
+    std::vector<double> clean[3];
+    for (int i = 0; i < 3; ++i) clean[i] = grads[i]->values(grads[i]->download());
+    q.fill_head(kPoisoned, inf), k.fill_head(kPoisoned, inf);
+    v.fill_head(kPoisoned, nan), grad_o.fill_head(kPoisoned, nan);
+    backward(b, gpu_options(true));
+    const char* names[] = {"dQ", "dK", "dV"};
+    for (int g = 0; g < 3; ++g) {
+      const std::vector<double> poisoned = grads[g]->values(grads[g]->download());
+      ASSERT_EQ(clean[g].size(), poisoned.size());
+      std::int64_t changed_elsewhere = 0;
+      for (std::size_t i = 0; i < poisoned.size(); ++i) {
+        const std::int64_t head = (static_cast<std::int64_t>(i) / dim) % kHeads;
+        const bool same = clean[g][i] == poisoned[i] ||
+                          (std::isnan(clean[g][i]) && std::isnan(poisoned[i]));
+        if (head != kPoisoned && !same) ++changed_elsewhere;
+      }
+      EXPECT_EQ(changed_elsewhere, 0) << "D = " << dim << ": " << names[g]
+                                      << " of other heads changed";
+    }
   }
 }
 
@@ -487,14 +582,14 @@ TEST_P(GpuBackwardWgmmaKeyValueProducer, MatchesReference) {
 class GpuBackwardWgmmaQueryTma : public ::testing::TestWithParam<Case> {};
 class GpuBackwardWgmmaKeyValueTma : public ::testing::TestWithParam<Case> {};
 
-void check_backward_with_tma(KernelKind kind, const Case& c) {
+void check_backward_with_tma(KernelKind kind, const Case& c, TuningParams base) {
   for (int swizzle : {0, 32}) {
-    TuningParams tuning = wgmma_tuning();
+    TuningParams tuning = base;
     tuning.producer = true;
     tuning.tma = true;
     tuning.swizzle = swizzle;
     const ScopedTuningOverride force(kind, tuning);
-    EXPECT_TRUE(check_backward(c, gpu_options(true))) << "swizzle=" << swizzle;
+    EXPECT_TRUE(check_backward(c, gpu_options(true))) << tuning.to_string();
   }
 }
 
@@ -746,6 +841,10 @@ INSTANTIATE_TEST_SUITE_P(Forced, GpuForwardWgmmaTma, ::testing::ValuesIn(with_ma
                          CaseName());
 INSTANTIATE_TEST_SUITE_P(Forced, GpuForwardTokenRows, ::testing::ValuesIn(with_masks(token_row_cases())),
                          CaseName());
+INSTANTIATE_TEST_SUITE_P(Forced, GpuBackwardQueryTokenRows,
+                         ::testing::ValuesIn(with_masks(backward_token_row_cases())), CaseName());
+INSTANTIATE_TEST_SUITE_P(Forced, GpuBackwardKeyValueTokenRows,
+                         ::testing::ValuesIn(with_masks(backward_token_row_cases())), CaseName());
 INSTANTIATE_TEST_SUITE_P(Forced, GpuForwardWgmmaSwizzled, ::testing::ValuesIn(with_masks(wgmma_tma_cases())),
                          CaseName());
 INSTANTIATE_TEST_SUITE_P(Forced, GpuBackwardWgmmaQueryTma,

@@ -117,6 +117,8 @@ TEST(SearchSpace, WgmmaKernelsWhereTheyApply) {
   EXPECT_EQ(wgmma_heads(unaligned_key_value), (std::set<int>{})) << "split=dims copies by TMA only";
   KernelSpec unaligned = spec(KernelKind::backward_key_value, 140);
   unaligned.vec = 4;
+  EXPECT_EQ(wgmma_heads(unaligned), (std::set<int>{0})) << "split=outputs through token rows";
+  unaligned.vec = 0;
   EXPECT_EQ(wgmma_heads(unaligned), (std::set<int>{})) << "split=outputs copies by TMA only";
   EXPECT_EQ(wgmma_heads(spec(KernelKind::backward_atomic, 64)), (std::set<int>{}));
   KernelSpec odd = spec(KernelKind::backward_key_value, 63);
@@ -336,20 +338,19 @@ TEST(SearchSpace, ProducersCopyByTmaWhereTheyMayByCpAsyncElsewhere) {
     // Every wgmma shape both ways; the forward's with TMA three and two stages deep.
     EXPECT_EQ(with_tma, (kind == KernelKind::forward ? 2 : 1) * without) << to_string(kind);
     // 8-byte rows: every wgmma shape also with the cp.async producer (the
-    // forward's also four stages deep); TMA (token-row views) for the
-    // forward only, as on 16-byte rows.
+    // forward's also four stages deep), and with TMA (token-row views) as
+    // on 16-byte rows.
     const bool forward = kind == KernelKind::forward;
     s.vec = 4;
     int copying = 0, plain = 0, token_rows = 0;
-    for (const TuningParams& t : search_space(s)) {
-      EXPECT_TRUE(forward || !t.tma) << t.to_string();
-      if (t.wgmma) (t.tma ? token_rows : t.producer ? copying : plain) += 1;
-    }
-    EXPECT_EQ(copying, (forward ? 2 : 1) * plain) << to_string(kind);
-    EXPECT_EQ(token_rows, forward ? 2 * plain : 0) << to_string(kind);
-    s.vec = 1;  // 2-byte rows: staged, no producer but the forward's TMA one
     for (const TuningParams& t : search_space(s))
-      EXPECT_TRUE(!t.producer || (forward && t.tma)) << t.to_string();
+      if (t.wgmma && t.split == WarpgroupSplit::rows)
+        (t.tma ? token_rows : t.producer ? copying : plain) += 1;
+    EXPECT_EQ(copying, (forward ? 2 : 1) * plain) << to_string(kind);
+    EXPECT_EQ(token_rows, (forward ? 2 : 1) * plain) << to_string(kind);
+    s.vec = 1;  // 2-byte rows: staged, no producer but the TMA one
+    for (const TuningParams& t : search_space(s))
+      EXPECT_TRUE(!t.producer || t.tma) << t.to_string();
   }
 }
 
@@ -385,10 +386,10 @@ TEST(PipelineVariants, TheSameShapeCopiedEachWay) {
   for (std::size_t i = 1; i < 7; ++i) EXPECT_EQ(copying[i], v[i]);
   EXPECT_EQ(copying[7].to_string(), base.to_string() + " producer=warp");
   EXPECT_EQ(copying[8].to_string(), base.to_string() + " stages=4 producer=warp");
-  // The backward kernels on 8-byte rows: no TMA.
-  KernelSpec eight_byte_query = spec(KernelKind::backward_query, 76);
-  eight_byte_query.vec = 4;
-  for (const TuningParams& t : pipeline_variants(eight_byte_query, base, kHopperShared))
+  // The atomic backward on 8-byte rows: no TMA.
+  KernelSpec eight_byte_atomic = spec(KernelKind::backward_atomic, 76);
+  eight_byte_atomic.vec = 4;
+  for (const TuningParams& t : pipeline_variants(eight_byte_atomic, base, kHopperShared))
     EXPECT_FALSE(t.tma) << t.to_string();
   // Rows only 2-byte aligned: no cp.async producer, the forward's TMA one;
   // mma.sync tunings: only themselves.

@@ -164,27 +164,6 @@ TEST(FindRow, OnlyTheNearestRowStandsIn) {
             wgmma);
 }
 
-TEST(FindRow, TmaRowsServeRowsTmaCannotReadWithoutTheProducer) {
-  // A key/value row measured with a TMA producer on 16-byte rows (D = 64)
-  // serves D = 60 (8-byte rows) as the same shape without the producer.
-  TuningParams tma{128, 96, 0, 8, 0, true};
-  tma.producer = true;
-  tma.tma = true;
-  KernelSpec narrower = spec(KernelKind::backward_key_value, 60);
-  narrower.vec = 4;
-  const auto m = find_row(
-      make_table_set({row(KernelKind::backward_key_value, 64, 64, tma)}, {}), narrower, 8192,
-      kHopperShared);
-  ASSERT_TRUE(m);
-  EXPECT_EQ(m->row.tuning, without_producer(tma));
-  EXPECT_FALSE(m->row.tuning.producer);
-  // On 16-byte rows the row applies as it is.
-  EXPECT_EQ(find_row(make_table_set({row(KernelKind::backward_key_value, 64, 64, tma)}, {}),
-                     spec(KernelKind::backward_key_value, 56), 8192, kHopperShared)
-                ->row.tuning,
-            tma);
-}
-
 TEST(FindRow, TmaRowsOfAlignedHeadsLeaveTokenRowsToTheHeuristic) {
   // The forward on odd D reads token-row views whose tiles are wider than
   // those the D = 192 row was measured with: no row, the heuristic sizes them.
@@ -198,6 +177,14 @@ TEST(FindRow, TmaRowsOfAlignedHeadsLeaveTokenRowsToTheHeuristic) {
   TuningRow measured = row(KernelKind::forward, 191, 191, tma);
   measured.vec = 1;
   EXPECT_EQ(find_row(make_table_set({measured}, {}), odd, 8192, kHopperShared)->row.tuning, tma);
+  // So do the backward kernels: a key/value row measured on 16-byte rows
+  // (D = 64) does not serve D = 60 on 8-byte rows.
+  TuningParams key_value{128, 96, 0, 8, 0, true};
+  key_value.producer = key_value.tma = true;
+  KernelSpec narrower = spec(KernelKind::backward_key_value, 60);
+  narrower.vec = 4;
+  EXPECT_FALSE(find_row(make_table_set({row(KernelKind::backward_key_value, 64, 64, key_value)}, {}),
+                        narrower, 8192, kHopperShared));
 }
 
 TEST(FindRow, RowsMeasuredOnUnalignedRowsDoNotServeAlignedOnes) {

@@ -6,6 +6,7 @@
 
 #include "common.cuh"
 #include "params.cuh"
+#include "layout/shared_memory.cuh"
 
 namespace flashgen_device {
 
@@ -93,19 +94,69 @@ __device__ __forceinline__ void tma_load_announced_slices(u16* tile, const Tenso
 }
 
 // Slices [0, slices) of rows [row0, row0 + kRows) of a token-row view
-// (tensor_maps.hpp), from column col0 of the row, into `tile`, after
-// announcing their bytes on `full` (its one arrival). TMA starts a box only
+// (tensor_maps.hpp), from column col0 of the row, into `tile`, completing on
+// `full` (the caller announces their bytes). TMA starts a box only
 // at a 16-byte boundary (elsewhere the copy is an illegal instruction): col0
 // is a multiple of 8, the boundary at or before the head's first column
 // wanted. No view of whole slices serves every head: a copy per slice.
+template <int kRows, int kSliceCols>
+__device__ __forceinline__ void tma_load_token_row_slices(u16* tile, const TensorMap* map,
+                                                          int slices, int col0, int row0,
+                                                          int batch, u64* full) {
+  for (int slice = 0; slice < slices; ++slice)
+    tma_load_3d(tile + slice * kRows * kSliceCols, map, col0 + slice * kSliceCols, row0, batch,
+                full);
+}
+
+// The same after announcing their bytes on `full` (its one arrival).
 template <int kRows, int kSliceCols>
 __device__ __forceinline__ void tma_load_announced_token_row_slices(u16* tile, const TensorMap* map,
                                                                     int slices, int col0, int row0,
                                                                     int batch, u64* full) {
   mbarrier_arrive_expect_bytes(full, tma_slice_bytes<kRows, kSliceCols>(slices));
-  for (int slice = 0; slice < slices; ++slice)
-    tma_load_3d(tile + slice * kRows * kSliceCols, map, col0 + slice * kSliceCols, row0, batch,
-                full);
+  tma_load_token_row_slices<kRows, kSliceCols>(tile, map, slices, col0, row0, batch, full);
+}
+
+// Both tensors of `maps` (token-row views) for one traversed block, rows
+// row0 on: `first_slices` slices of the first from column first_col0 (a
+// multiple of kTokenRowAlign) into first_tile, `second_slices` of the second
+// from second_col0 into second_tile; announces their bytes on `full` (with
+// the caller's one arrival if kArrive, else without: the caller arrives
+// later), then issues the copies.
+template <int kRows, int kSliceCols, bool kArrive = true>
+__device__ __forceinline__ void tma_load_token_row_block(u16* first_tile, u16* second_tile,
+                                                         const TraversedTensorMaps& maps,
+                                                         int row0, int batch, int first_col0,
+                                                         int first_slices, int second_col0,
+                                                         int second_slices, u64* full) {
+  const u32 bytes = tma_slice_bytes<kRows, kSliceCols>(first_slices + second_slices);
+  if constexpr (kArrive)
+    mbarrier_arrive_expect_bytes(full, bytes);
+  else
+    mbarrier_expect_bytes(full, bytes);
+  tma_load_token_row_slices<kRows, kSliceCols>(first_tile, &maps.first, first_slices, first_col0,
+                                               row0, batch, full);
+  tma_load_token_row_slices<kRows, kSliceCols>(second_tile, &maps.second, second_slices,
+                                               second_col0, row0, batch, full);
+}
+
+// Token rows: where a head's Dqk and Dv columns start in their tiles, past
+// the 32-byte boundaries (kTokenRowAlign elements) TMA copies them from.
+// Zero elsewhere.
+struct HeadShifts {
+  int qk, v;
+};
+template <class C, bool kTokenRows>
+__device__ __forceinline__ HeadShifts head_shifts(int head) {
+  if constexpr (!kTokenRows) return {0, 0};
+  return {head * C::kDimQK % kTokenRowAlign, head * C::kDimV % kTokenRowAlign};
+}
+
+// Slices of kSliceCols columns that hold a head's `cols` columns from
+// column `shift` of a tile (0 where its rows are not token rows).
+template <int kSliceCols>
+__device__ __forceinline__ int slices_holding(int shift, int cols) {
+  return ceil_div(shift + cols, kSliceCols);
 }
 
 // Offset in elements of element (row, col) of one slice of kSliceCols
@@ -148,6 +199,22 @@ __device__ __forceinline__ void zero_slice_columns(u16* slice, int first_col, in
       *chunk = v;
     }
   }
+}
+
+// Zeroes the columns of a token-row tile (kRows rows, slices of kSliceCols)
+// that belong to other heads: those before `shift` and those from shift +
+// `cols` to the end of the last slice the copies wrote. `threads` threads
+// from `thread` on share the rows.
+template <int kRows, int kSliceCols>
+__device__ __forceinline__ void zero_neighbour_columns(u16* tile, int shift, int cols, int thread,
+                                                       int threads) {
+  for (int slice = 0; slice * kSliceCols < shift; ++slice)
+    zero_slice_columns<kRows, kSliceCols>(tile + slice * kRows * kSliceCols, 0,
+                                          shift - slice * kSliceCols, thread, threads);
+  const int last = (shift + cols - 1) / kSliceCols;
+  zero_slice_columns<kRows, kSliceCols>(tile + last * kRows * kSliceCols,
+                                        shift + cols - last * kSliceCols, kSliceCols, thread,
+                                        threads);
 }
 
 // Bytes of a tile of kRows rows and kCols columns as TMA writes it: its

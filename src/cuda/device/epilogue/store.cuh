@@ -51,10 +51,11 @@ template <int E, int kVec, int kRowTiles, int kNTiles>
 __device__ __forceinline__ void store_rows(const TensorArg& t, int batch, int head, int row0,
                                            int col0, const float (&acc)[kRowTiles][kNTiles][4],
                                            const float (&row_scale)[kRowTiles][2],
-                                           int valid_rows, int valid_cols, int lane) {
+                                           int valid_rows, int valid_cols, int lane,
+                                           int shift = 0) {
   store_acc_tile<E, kVec>(
       head_slice<u16>(t, batch, head) + row0 * t.stride_seq + col0 * t.stride_dim, t.stride_seq,
-      t.stride_dim, acc, row_scale, valid_rows, valid_cols, lane);
+      t.stride_dim, acc, row_scale, valid_rows, valid_cols, lane, shift);
 }
 
 // The same with every row times one factor: the gradients dQ and dK carry
@@ -64,11 +65,12 @@ __device__ __forceinline__ void store_rows_times(const TensorArg& t, int batch, 
                                                  int col0,
                                                  const float (&acc)[kRowTiles][kNTiles][4],
                                                  float factor, int valid_rows, int valid_cols,
-                                                 int lane) {
+                                                 int lane, int shift = 0) {
   float row_scale[kRowTiles][2];
 #pragma unroll
   for (int rt = 0; rt < kRowTiles; ++rt) row_scale[rt][0] = row_scale[rt][1] = factor;
-  store_rows<E, kVec>(t, batch, head, row0, col0, acc, row_scale, valid_rows, valid_cols, lane);
+  store_rows<E, kVec>(t, batch, head, row0, col0, acc, row_scale, valid_rows, valid_cols, lane,
+                      shift);
 }
 
 // The forward's LSE of a warp's rows from row0 (natural log; rows past the

@@ -17,7 +17,7 @@ struct SharedShape {
   int head_chunks;    // CTAs sharing a row block, each with a chunk of the output columns
   int stages;         // pipeline stages where the tuning sets them (0 elsewhere)
   bool producer;      // a producer warpgroup: a full and an empty mbarrier per stage
-  bool token_rows;    // TMA on rows not 16-byte aligned: the forward's fixed K stages' barriers
+  bool token_rows;    // TMA on rows not 16-byte aligned: wider tiles, the fixed stages' barriers
   bool cache_q, cache_k, cache_v, cache_grad_o;  // operands held in registers
 };
 
@@ -43,7 +43,7 @@ constexpr int layout_chunk_width(int dim, int chunks) {
   return layout_round_up((layout_round_up(dim, 16) + chunks - 1) / chunks, 16);
 }
 
-// Token-row tiles (the forward's TMA on rows that are not 16-byte aligned:
+// Token-row tiles (TMA on rows that are not 16-byte aligned:
 // kernels/forward/wgmma_producer.cuh) start at the 32-byte boundary at or
 // before their head's first column (kTokenRowAlign elements), up to
 // kTokenRowAlign - vec elements before it, so they are that much wider than
@@ -53,10 +53,11 @@ constexpr int token_row_tile_width(int cols, int vec) {
   return layout_round_up(cols + kTokenRowAlign - vec, 16);
 }
 
-// The wgmma forward's tile widths: K's (the k of S = Q·Kᵀ) and V's for a CTA
-// of one of `chunks` value chunks (the n of O = P·V), on token rows or not.
-constexpr int forward_key_tile_width(int dim_qk, int vec, bool token_rows) {
-  return token_rows ? token_row_tile_width(dim_qk, vec) : layout_round_up(dim_qk, 16);
+// The width of a wgmma kernel's tile of a head's `cols` columns, on token
+// rows or not; and the forward's V tile for a CTA of one of `chunks` value
+// chunks (the n of O = P·V).
+constexpr int head_tile_width(int cols, int vec, bool token_rows) {
+  return token_rows ? token_row_tile_width(cols, vec) : layout_round_up(cols, 16);
 }
 constexpr int forward_value_tile_width(int dim_v, int chunks, int vec, bool token_rows) {
   const int chunk = layout_chunk_width(dim_v, chunks);
@@ -100,7 +101,7 @@ constexpr unsigned long long forward_mma_sync_shared_bytes(const SharedShape& s)
 // barriers of two pipelines (K, V), three on token rows (the fixed K stages
 // first), whose tiles are wider (token_row_tile_width).
 constexpr unsigned long long forward_wgmma_shared_bytes(const SharedShape& s) {
-  const int dqk = forward_key_tile_width(s.dim_qk, s.vec, s.token_rows);
+  const int dqk = head_tile_width(s.dim_qk, s.vec, s.token_rows);
   const int dv = forward_value_tile_width(s.dim_v, s.head_chunks, s.vec, s.token_rows);
   const unsigned long long staging =
       s.vec == 1 && !s.producer
@@ -128,17 +129,22 @@ constexpr unsigned long long backward_query_mma_sync_shared_bytes(const SharedSh
 
 // wgmma (kernels/backward_query/wgmma.cuh, wgmma_producer.cuh): q [rows][dqk],
 // dO [rows][dv]; three stages of k [cols][dqk], of v [cols][dv] two (a
-// producer keeps V as deep as K); staged (class 1): k, v; lse and dterm
-// [rows]; with a producer, the barriers of one pipeline.
+// producer keeps V as deep as K); staged (class 1 without a producer): k, v;
+// lse and dterm [rows]; with a producer, the barriers of one pipeline (two on
+// token rows, the fixed stages' first), whose tiles are wider.
 constexpr unsigned long long backward_query_wgmma_shared_bytes(const SharedShape& s) {
-  const int dqk = layout_round_up(s.dim_qk, 16), dv = layout_round_up(s.dim_v, 16);
+  const int dqk = head_tile_width(s.dim_qk, s.vec, s.token_rows);
+  const int dv = head_tile_width(s.dim_v, s.vec, s.token_rows);
   const unsigned long long staging =
-      s.vec == 1 ? staging_elements(s.vec, s.cols, dqk) + staging_elements(s.vec, s.cols, dv) : 0;
+      s.vec == 1 && !s.producer
+          ? staging_elements(s.vec, s.cols, dqk) + staging_elements(s.vec, s.cols, dv)
+          : 0;
   const int stages = kWgmmaBackwardStages, value_stages = s.producer ? stages : 2;
   return kTileElementBytes * ((unsigned long long)s.rows * (dqk + dv) +
                               (unsigned long long)stages * s.cols * dqk +
                               (unsigned long long)value_stages * s.cols * dv + staging) +
-         kStatBytes * 2 * s.rows + pipeline_barrier_bytes(s.producer, stages);
+         kStatBytes * 2 * s.rows +
+         (s.token_rows ? 2 : 1) * pipeline_barrier_bytes(s.producer, stages);
 }
 
 // The exchanges of two warpgroups that split the head dims
@@ -183,29 +189,36 @@ constexpr unsigned long long backward_key_value_mma_sync_shared_bytes(const Shar
 
 // wgmma (kernels/backward_key_value/wgmma.cuh, wgmma_producer.cuh): k
 // [rows][dqk], v [rows][dv]; three stages of q [cols][dqk], dO [cols][dv],
-// lse and dterm [cols]; staged (class 1): q, dO; with a producer, the
-// barriers of one pipeline.
+// lse and dterm [cols]; staged (class 1 without a producer): q, dO; with a
+// producer, the barriers of one pipeline (two on token rows, the fixed
+// stages' first), whose tiles are wider.
 constexpr unsigned long long backward_key_value_wgmma_shared_bytes(const SharedShape& s) {
-  const int dqk = layout_round_up(s.dim_qk, 16), dv = layout_round_up(s.dim_v, 16);
+  const int dqk = head_tile_width(s.dim_qk, s.vec, s.token_rows);
+  const int dv = head_tile_width(s.dim_v, s.vec, s.token_rows);
   const unsigned long long staging =
-      s.vec == 1 ? staging_elements(s.vec, s.cols, dqk) + staging_elements(s.vec, s.cols, dv) : 0;
+      s.vec == 1 && !s.producer
+          ? staging_elements(s.vec, s.cols, dqk) + staging_elements(s.vec, s.cols, dv)
+          : 0;
   const int stages = kWgmmaBackwardStages;
   return kTileElementBytes * ((unsigned long long)s.rows * (dqk + dv) +
                               (unsigned long long)stages * s.cols * (dqk + dv) + staging) +
-         kStatBytes * stages * 2 * s.cols + pipeline_barrier_bytes(s.producer, stages);
+         kStatBytes * stages * 2 * s.cols +
+         (s.token_rows ? 2 : 1) * pipeline_barrier_bytes(s.producer, stages);
 }
 
 // split=outputs (kernels/backward_key_value/wgmma_split.cuh): k [64][dqk],
 // v [64][dv]; two stages of q [cols][dqk], dO [cols][dv], lse and dterm
 // [cols]; the hand-over of Pᵀ [2][cols / 2][128 threads] fp32; the barriers
-// of one pipeline.
+// of one pipeline (two on token rows, the fixed stages' first), whose tiles
+// are wider.
 constexpr unsigned long long backward_key_value_outputs_shared_bytes(const SharedShape& s) {
-  const int dqk = layout_round_up(s.dim_qk, 16), dv = layout_round_up(s.dim_v, 16);
+  const int dqk = head_tile_width(s.dim_qk, s.vec, s.token_rows);
+  const int dv = head_tile_width(s.dim_v, s.vec, s.token_rows);
   const int stages = 2;
   return kTileElementBytes * ((unsigned long long)s.rows * (dqk + dv) +
                               (unsigned long long)stages * s.cols * (dqk + dv)) +
          kStatBytes * (stages * 2ull * s.cols + 2ull * (s.cols / 2) * kExchangeSlots) +
-         pipeline_barrier_bytes(true, stages);
+         (s.token_rows ? 2 : 1) * pipeline_barrier_bytes(true, stages);
 }
 
 // split=dims (kernels/backward_key_value/wgmma_dims.cuh): k [64][dqk], v

@@ -228,4 +228,29 @@ struct StagePipeline {
   }
 };
 
+// The stages a second producer warp has fixed after their copies landed
+// (token-row tiles, whose other heads' columns it zeroes:
+// kernels/forward/wgmma_producer.cuh): a pipeline whose full barriers the
+// computing warps wait for instead of the copies' (its empty ones unused);
+// none where kFixed is false (an empty base).
+template <bool kFixed, int kStages>
+struct FixedStages {};
+template <int kStages>
+struct FixedStages<true, kStages> {
+  StagePipeline<kStages> fixed;
+
+  // The fixing warp's loop: for each of n_blocks blocks, once its copies
+  // have landed (`landed`'s full barrier), fix(stage) zeroes the other
+  // heads' columns of its stage's tiles, then each lane arrives (after its
+  // own stores) on the stage's `fixed` barrier.
+  template <class Fix>
+  __device__ __forceinline__ void fix_each(StagePipeline<kStages>& landed, int n_blocks, Fix fix) {
+    for (int j = 0; j < n_blocks; ++j) {
+      landed.wait_full(j);
+      fix(j % kStages);
+      fixed.signal_full(j);
+    }
+  }
+};
+
 }  // namespace flashgen_device

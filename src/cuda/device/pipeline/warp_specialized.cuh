@@ -46,6 +46,11 @@ struct WarpSpecialized {
   static __device__ __forceinline__ bool copies(int warp) {
     return !kTma || warp == kConsumerWarps;
   }
+  // With TMA on token rows (FixedStages), the producer warpgroup's second
+  // warp zeroes the other heads' columns of each stage once it has landed.
+  static __device__ __forceinline__ bool fixes(int warp) {
+    return kTma && warp == kConsumerWarps + 1;
+  }
   // A copying thread's place among Copies::kThreads (TMA: its lane).
   static __device__ __forceinline__ int producer_thread(int thread) {
     return kTma ? thread & 31 : thread - kConsumerThreads;

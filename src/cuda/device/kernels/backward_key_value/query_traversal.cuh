@@ -1,7 +1,7 @@
 // What every key/value backward on wgmma shares about the query blocks a
 // CTA traverses (their order: scheduler/query_blocks.cuh): the transposed
-// probabilities of a warp's keys against one block, and the
-// copy of the CTA's K and V rows into their core-matrix tiles.
+// probabilities of a warp's keys against one block, and the copy of the
+// CTA's K and V rows into their core-matrix tiles.
 #pragma once
 
 #include "common.cuh"
@@ -10,6 +10,7 @@
 #include "softmax/row_stats.cuh"
 #include "softmax/softmax.cuh"
 #include "scheduler/query_blocks.cuh"
+#include "arch/tma.cuh"
 
 namespace flashgen_device {
 
@@ -28,19 +29,31 @@ __device__ __forceinline__ void transposed_probabilities(float (&st)[1][kQueryTi
   exp2_columns(st, l2, lane);
 }
 
-// Issues the cp.async copies of a key/value CTA's kKeyRows rows of K and V,
-// from key0 on, into their core-matrix tiles (rows aligned to 4 bytes or
-// more: copied straight), kThreads threads from `thread` on sharing them.
-template <class C, int kKeyRows, int kThreads>
+// Copies a key/value CTA's kKeyRows rows of K and V, from key0 on, into
+// their core-matrix tiles of kTileQK and kTileV columns, kThreads threads
+// from `thread` on sharing them: rows aligned to 4 bytes or more by
+// cp.async (issued only); on token rows by aligned loads shifted in
+// registers, K's columns from Q's shift, V's from dO's (Sᵀ = K·Qᵀ and dPᵀ =
+// V·dOᵀ sum over them: arch/tma.cuh's HeadShifts of the query head).
+template <class C, int kKeyRows, int kThreads, int kTileQK = round_up(C::kDimQK, 16),
+          int kTileV = round_up(C::kDimV, 16), bool kTokenRows = false>
 __device__ __forceinline__ void copy_key_value_rows(u16* k_tile, u16* v_tile,
                                                     const AttentionParams& p, int batch,
-                                                    int kv_head, int key0, int thread) {
+                                                    int kv_head, int key0, int thread,
+                                                    HeadShifts shifts = {0, 0}) {
   const u16* k = head_slice<const u16>(p.k, batch, kv_head) + key0 * p.k.stride_seq;
   const u16* v = head_slice<const u16>(p.v, batch, kv_head) + key0 * p.v.stride_seq;
-  copy_core_matrix_tile<kKeyRows, round_up(C::kDimQK, 16), C::kVec, kThreads>(
-      k_tile, k, p.k.stride_seq, p.seq_kv - key0, C::kDimQK, thread);
-  copy_core_matrix_tile<kKeyRows, round_up(C::kDimV, 16), C::kVec, kThreads>(
-      v_tile, v, p.v.stride_seq, p.seq_kv - key0, C::kDimV, thread);
+  if constexpr (kTokenRows) {
+    load_tile_shifted<kKeyRows, kTileQK, kThreads>(k_tile, k, p.k.stride_seq, p.seq_kv - key0,
+                                                   C::kDimQK, shifts.qk, thread);
+    load_tile_shifted<kKeyRows, kTileV, kThreads>(v_tile, v, p.v.stride_seq, p.seq_kv - key0,
+                                                  C::kDimV, shifts.v, thread);
+  } else {
+    copy_core_matrix_tile<kKeyRows, kTileQK, C::kVec, kThreads>(k_tile, k, p.k.stride_seq,
+                                                                p.seq_kv - key0, C::kDimQK, thread);
+    copy_core_matrix_tile<kKeyRows, kTileV, C::kVec, kThreads>(v_tile, v, p.v.stride_seq,
+                                                               p.seq_kv - key0, C::kDimV, thread);
+  }
 }
 
 }  // namespace flashgen_device

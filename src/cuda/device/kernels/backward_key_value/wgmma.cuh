@@ -44,11 +44,13 @@ struct BackwardKeyValueWgmma : BackwardKeyValueWgmmaSteps<C> {
   static constexpr int kThreads = C::kWarps * 32;
   static constexpr int kBlockM = C::kWarps * 16;  // key rows per CTA
   static_assert(C::kWarps % 4 == 0, "whole warpgroups");
-  static_assert(kBlockN % 16 == 0 && kBlockN <= 256 && kDimQK + kDimV <= 256,
-                "wgmma n is 16..256; dK and dV live in registers");
+  static_assert(kBlockN % 16 == 0 && kBlockN <= 256 && kDimQK <= 256 && kDimV <= 256,
+                "wgmma n is 16..256");
+  static_assert(Steps::kTokenRows || kDimQK + kDimV <= 256, "dK and dV live in registers");
 
-  // Alignment class 1 (rows only 2-byte aligned): Q and dO go through staging.
-  static constexpr bool kStaged = C::kVec == 1;
+  // Alignment class 1 (rows only 2-byte aligned) without TMA: Q and dO go
+  // through staging.
+  static constexpr bool kStaged = C::kVec == 1 && !C::kTma;
   typedef TileCopy<kBlockN, kDimQK, 0, 1, kThreads, true> QCopy;
   typedef TileCopy<kBlockN, kDimV, 0, 1, kThreads, true> GradOCopy;
 
@@ -103,17 +105,18 @@ struct BackwardKeyValueWgmma : BackwardKeyValueWgmmaSteps<C> {
     return Traversal::template of<C>(p, tile, kBlockM);
   }
 
-  // Writes this warp's 16 rows of dV and dK (times the softmax scale).
+  // Writes this warp's 16 rows of dV and dK (times the softmax scale); token
+  // rows: their columns start at dO's and Q's shifts.
   static __device__ __forceinline__ void store_gradients(const AttentionParams& p, int batch,
                                                          int kv_head, int warp_key0,
                                                          const float (&dk)[1][kDimQK / 8][4],
                                                          const float (&dv)[1][kDimV / 8][4],
-                                                         int lane) {
+                                                         int lane, HeadShifts shifts = {0, 0}) {
     const int valid_keys = p.seq_kv - warp_key0;
     store_rows_times<E, C::kVec>(p.grad_v, batch, kv_head, warp_key0, 0, dv, 1.0f, valid_keys,
-                                 C::kDimV, lane);
+                                 C::kDimV, lane, shifts.v);
     store_rows_times<E, C::kVec>(p.grad_k, batch, kv_head, warp_key0, 0, dk, p.scale, valid_keys,
-                                 C::kDimQK, lane);
+                                 C::kDimQK, lane, shifts.qk);
   }
 
   // The traversed-block loop of one warpgroup, for any way of filling the

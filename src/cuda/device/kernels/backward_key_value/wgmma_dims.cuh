@@ -80,8 +80,8 @@ struct BackwardKeyValueWgmmaDims : BackwardKeyValueWgmmaDimsSteps<C> {
             smem.v, v, p.v.stride_seq, p.seq_kv - key0, C::kDimV, thread);
       }
     }
-    if (!start_query_block_producer<kDimQK, kDimV, C::kDimQK, C::kDimV, C::kSwizzle, Roles>(
-            smem, maps, p, walk, batch, kv_head, thread))
+    if (!start_query_block_producer<kDimQK, kDimV, C::kDimQK, C::kDimV, C::kSwizzle, Roles,
+                                    false>(smem, maps, p, walk, batch, HeadShifts{0, 0}, thread))
       return;
     // The warpgroup, broadcast so that the compiler sees a warp-uniform
     // value: the branches on it hold wgmma instructions.

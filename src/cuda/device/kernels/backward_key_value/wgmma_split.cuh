@@ -10,7 +10,8 @@
 //   warpgroup 1:  dPᵀ = V·dOᵀ, dSᵀ = Pᵀ ∘ (dPᵀ − Dterm); dK += dSᵀ·Q
 //
 // A producer warpgroup copies the traversed Q and dO by TMA (16-byte
-// aligned rows) into two stages, with their rows' L2 and Dterm. Each
+// aligned rows, or token rows as kernels/backward_key_value/wgmma_producer.cuh
+// reads them) into two stages, with their rows' L2 and Dterm. Each
 // warpgroup runs its GEMMs of block j beside its product of block j−1, as
 // kernels/backward_key_value/wgmma.cuh does; the hand-over of Pᵀ is double-buffered
 // (two named barriers per buffer: ready, and free again), so warpgroup 0
@@ -24,22 +25,23 @@
 namespace flashgen_device {
 
 // C (generated): kElement, kDimQK, kDimV, kWarps (8: two computing
-// warpgroups), kBlockN, kVec (8), kCausal, kTma (true), kSwizzle.
+// warpgroups), kBlockN, kVec, kCausal, kTma (true), kSwizzle.
 template <class C>
 struct BackwardKeyValueWgmmaSplit {
   static constexpr int E = C::kElement;
   static constexpr int kBlockM = 64;  // key rows per CTA, shared by both warpgroups
   static constexpr int kBlockN = C::kBlockN;
-  static constexpr int kDimQK = round_up(C::kDimQK, 16);
-  static constexpr int kDimV = round_up(C::kDimV, 16);
+  static constexpr bool kTokenRows = C::kVec < 8;  // wider tiles, the stages fixed
+  static constexpr int kDimQK = head_tile_width(C::kDimQK, C::kVec, kTokenRows);
+  static constexpr int kDimV = head_tile_width(C::kDimV, C::kVec, kTokenRows);
   static constexpr int kStages = 2;
   static constexpr int kQueryTiles = kBlockN / 8;
   static constexpr int kConsumerWarps = C::kWarps;
   static_assert(C::kWarps == 8, "two computing warpgroups over the same 64 keys");
   static_assert(kBlockN % 16 == 0 && kBlockN <= 256 && kDimQK <= 256 && kDimV <= 256,
                 "wgmma n is 16..256; dK (or dV) lives in one warpgroup's registers");
-  static_assert(C::kTma && C::kVec == 8, "Q and dO are copied by TMA");
-  typedef WarpSpecialized<C::kWarps, true> Roles;
+  static_assert(C::kTma && C::kVec >= 1, "Q and dO are copied by TMA");
+  typedef WarpSpecialized<C::kWarps, true, kTokenRows ? 32 : 24> Roles;
   typedef typename Roles::Registers Registers;
   typedef QueryTraversal<kBlockN> Traversal;
   typedef TraversedTile<kBlockN, kDimQK, true, C::kSwizzle> Queries;
@@ -52,7 +54,7 @@ struct BackwardKeyValueWgmmaSplit {
   static constexpr int kGroupThreads = 128;
   static constexpr int kHandoffThreads = 2 * kGroupThreads;
 
-  struct SharedStorage {
+  struct Tiles {
     u16 k[kBlockM * kDimQK];  // core-matrix layout (arch/wgmma.cuh)
     u16 v[kBlockM * kDimV];
     u16 q[kStages][kBlockN * kDimQK];  // TMA's layout (TraversedTile)
@@ -60,7 +62,11 @@ struct BackwardKeyValueWgmmaSplit {
     float lse_log2[kStages][kBlockN];
     float dterm[kStages][kBlockN];
     float handover[2][kHandoverFloats * kGroupThreads];
-    StagePipeline<kStages> pipeline;  // a full and an empty barrier per stage
+  };
+  // The tiles, (token rows) the fixed stages' barriers, then a full and an
+  // empty barrier per stage.
+  struct SharedStorage : Tiles, FixedStages<kTokenRows, kStages> {
+    StagePipeline<kStages> pipeline;
   };
 
   // Named barriers of the hand-over buffers (0 is __syncthreads').
@@ -74,13 +80,18 @@ struct BackwardKeyValueWgmmaSplit {
     const CtaTile tile = key_tile<kBlockM, 1, C::kCausal>();
     const int kv_head = tile.head, batch = tile.batch, key0 = tile.row0;
     const Traversal walk = Traversal::template of<C>(p, tile, kBlockM);
+    // Token rows: one query head, the kv head's (the host's rule).
+    const HeadShifts shifts = head_shifts<C, kTokenRows>(walk.first_head);  // Q's and dO's
 
-    if (thread == 0) smem.pipeline.init(kConsumerWarps * 32, kQueryBlockArrivals);
+    if (thread == 0) {
+      smem.pipeline.init(kConsumerWarps * 32, kQueryBlockArrivals);
+      if constexpr (kTokenRows) smem.fixed.init(1, 32);  // each lane of the fixing warp
+    }
     if (warp < kConsumerWarps)
-      copy_key_value_rows<C, kBlockM, kConsumerWarps * 32>(smem.k, smem.v, p, batch, kv_head, key0,
-                                                           thread);
-    if (!start_query_block_producer<kDimQK, kDimV, C::kDimQK, C::kDimV, C::kSwizzle, Roles>(
-            smem, maps, p, walk, batch, kv_head, thread))
+      copy_key_value_rows<C, kBlockM, kConsumerWarps * 32, kDimQK, kDimV, kTokenRows>(
+          smem.k, smem.v, p, batch, kv_head, key0, thread, shifts);
+    if (!start_query_block_producer<kDimQK, kDimV, C::kDimQK, C::kDimV, C::kSwizzle, Roles,
+                                    kTokenRows>(smem, maps, p, walk, batch, shifts, thread))
       return;
     // The warpgroup, broadcast so that the compiler sees a warp-uniform
     // value: the branches on it hold wgmma instructions, which it would
@@ -92,12 +103,12 @@ struct BackwardKeyValueWgmmaSplit {
       float dv[1][kDimV / 8][4];
       accumulate_values(smem, p, walk, dv, warp_key0, group_thread, lane);
       store_rows_times<E, C::kVec>(p.grad_v, batch, kv_head, warp_key0, 0, dv, 1.0f,
-                                   p.seq_kv - warp_key0, C::kDimV, lane);
+                                   p.seq_kv - warp_key0, C::kDimV, lane, shifts.v);
     } else {
       float dk[1][kDimQK / 8][4];
       accumulate_keys(smem, p, walk, dk, group_thread, lane);
       store_rows_times<E, C::kVec>(p.grad_k, batch, kv_head, warp_key0, 0, dk, p.scale,
-                                   p.seq_kv - warp_key0, C::kDimQK, lane);
+                                   p.seq_kv - warp_key0, C::kDimQK, lane, shifts.qk);
     }
   }
 
@@ -155,7 +166,7 @@ struct BackwardKeyValueWgmmaSplit {
     zero(acc);
     u32 frag[kBlockN / 16][1][4];  // block j−1's scores as A fragments
     if (total > 0) {
-      smem.pipeline.wait_full(0);
+      query_block_ready<kTokenRows>(smem, 0);
       float s[1][kQueryTiles][4];
       wgmma_fence();
       gemm(s, 0);
@@ -166,7 +177,7 @@ struct BackwardKeyValueWgmmaSplit {
       pack(frag, s);
     }
     for (int j = 1; j < total; ++j) {
-      smem.pipeline.wait_full(j);
+      query_block_ready<kTokenRows>(smem, j);
       float s[1][kQueryTiles][4];
       fence_registers(flat(acc));
       wgmma_fence();

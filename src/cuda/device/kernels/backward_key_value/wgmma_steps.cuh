@@ -13,6 +13,7 @@
 #include "arch/wgmma.cuh"
 #include "arch/wgmma_gemm.cuh"
 #include "kernels/backward_key_value/query_traversal.cuh"
+#include "layout/shared_memory.cuh"
 
 namespace flashgen_device {
 
@@ -21,8 +22,12 @@ template <class C>
 struct BackwardKeyValueWgmmaSteps {
   static constexpr int E = C::kElement;
   static constexpr int kBlockN = C::kBlockN;      // query rows per traversed block
-  static constexpr int kDimQK = round_up(C::kDimQK, 16);
-  static constexpr int kDimV = round_up(C::kDimV, 16);
+  // TMA on rows that are not 16-byte aligned (token-row views:
+  // wgmma_producer.cuh): the tiles hold a head's columns shifted past the
+  // 32-byte boundary before them, so they are wider.
+  static constexpr bool kTokenRows = C::kTma && C::kVec < 8;
+  static constexpr int kDimQK = head_tile_width(C::kDimQK, C::kVec, kTokenRows);
+  static constexpr int kDimV = head_tile_width(C::kDimV, C::kVec, kTokenRows);
   static constexpr int kStages = 3;
   static constexpr int kQueryTiles = kBlockN / 8;
   // Q and dO stages in the layout their copies write (TraversedTile: TMA's

@@ -24,6 +24,7 @@
 #include "arch/warp_gemm.cuh"
 #include "arch/wgmma.cuh"
 #include "arch/wgmma_gemm.cuh"
+#include "layout/shared_memory.cuh"
 #include "scheduler/cta_tile.cuh"
 
 namespace flashgen_device {
@@ -37,8 +38,14 @@ struct BackwardQueryWgmma {
   static constexpr int kThreads = C::kWarps * 32;
   static constexpr int kBlockM = C::kWarps * 16;  // query rows per CTA
   static constexpr int kBlockN = C::kBlockN;      // key rows per traversed block
-  static constexpr int kDimQK = round_up(C::kDimQK, 16);
-  static constexpr int kDimV = round_up(C::kDimV, 16);
+  // TMA on rows that are not 16-byte aligned (token-row views:
+  // wgmma_producer.cuh): the tiles hold a head's columns shifted past the
+  // 32-byte boundary before them, so they are wider.
+  static constexpr bool kTokenRows = C::kTma && C::kVec < 8;
+  static constexpr int kDimQK =
+      kTokenRows ? token_row_tile_width(C::kDimQK, C::kVec) : round_up(C::kDimQK, 16);
+  static constexpr int kDimV =
+      kTokenRows ? token_row_tile_width(C::kDimV, C::kVec) : round_up(C::kDimV, 16);
   static constexpr int kKeyStages = 3, kValueStages = 2;
   static constexpr int kKeyTiles = kBlockN / 8;
   static_assert(C::kWarps % 4 == 0, "whole warpgroups");
@@ -50,8 +57,9 @@ struct BackwardQueryWgmma {
   typedef TraversedTile<kBlockN, kDimQK, kTmaLayout, C::kSwizzle> Keys;
   typedef TraversedTile<kBlockN, kDimV, kTmaLayout, C::kSwizzle> Values;
 
-  // Alignment class 1 (rows only 2-byte aligned): K and V go through staging.
-  static constexpr bool kStaged = C::kVec == 1;
+  // Alignment class 1 (rows only 2-byte aligned) without TMA: K and V go
+  // through staging.
+  static constexpr bool kStaged = C::kVec == 1 && !C::kTma;
   typedef TileCopy<kBlockN, kDimQK, 0, 1, kThreads, true> KCopy;
   typedef TileCopy<kBlockN, kDimV, 0, 1, kThreads, true> VCopy;
 
@@ -188,13 +196,14 @@ struct BackwardQueryWgmma {
     return key_blocks_for_rows<C, kBlockN>(p, row0, kBlockM, batch, head);
   }
 
-  // Writes this warp's 16 rows of dQ (times the softmax scale).
+  // Writes this warp's 16 rows of dQ (times the softmax scale); token rows:
+  // its columns start at K's shift.
   static __device__ __forceinline__ void store_grad_q(const AttentionParams& p, int batch,
                                                       int head, int warp_row0,
                                                       const float (&dq)[1][kDimQK / 8][4],
-                                                      int lane) {
+                                                      int lane, int key_shift = 0) {
     store_rows_times<E, C::kVec>(p.grad_q, batch, head, warp_row0, 0, dq, p.scale,
-                                 p.seq_q - warp_row0, C::kDimQK, lane);
+                                 p.seq_q - warp_row0, C::kDimQK, lane, key_shift);
   }
 
 

@@ -36,7 +36,7 @@
 // those only reach columns of O that are never stored; in S = Q·Kᵀ they
 // meet Q's zeros, but 0 · Inf is NaN: so the producer warpgroup's second
 // warp zeroes them in every K stage once it has landed, and the computing
-// warps wait for that (KeyFixes) instead of for the copies.
+// warps wait for that (FixedStages) instead of for the copies.
 #pragma once
 
 #include "kernels/forward/wgmma.cuh"
@@ -44,15 +44,6 @@
 #include "arch/tma.cuh"
 
 namespace flashgen_device {
-
-// The barriers of the K stages whose neighbour columns were zeroed
-// (kernels on token-row views), none elsewhere (an empty base).
-template <bool kTokenRows, int kStages>
-struct KeyFixes {};
-template <int kStages>
-struct KeyFixes<true, kStages> {
-  StagePipeline<kStages> key_fixes;  // full: zeroed (its empty barriers are unused)
-};
 
 template <class C>
 struct ForwardWgmmaProducer {
@@ -64,7 +55,6 @@ struct ForwardWgmmaProducer {
   static constexpr int kConsumerThreads = C::kWarps * 32;
   // TMA on rows not 16-byte aligned: token-row views, K stages fixed.
   static constexpr bool kTokenRows = Base::kTokenRows;
-  static constexpr int kFixerWarp = kConsumerWarps + 1;  // the producer warpgroup's second
   typedef WarpSpecialized<C::kWarps, C::kTma, kTokenRows ? 32 : 24> Roles;
   typedef typename Roles::Registers Registers;
   typedef typename Roles::Copies Copies;
@@ -72,7 +62,7 @@ struct ForwardWgmmaProducer {
   // Base's tiles, then (token rows) the fixed K stages' barriers, then a
   // full and an empty barrier per stage of each pipeline (`values` unused
   // with cp.async copies).
-  struct SharedStorage : Base::Tiles, KeyFixes<kTokenRows, kStages> {
+  struct SharedStorage : Base::Tiles, FixedStages<kTokenRows, kStages> {
     StagePipeline<kStages> keys;    // K[j], and V[j] with cp.async copies
     StagePipeline<kStages> values;  // V[j] with TMA copies
   };
@@ -107,7 +97,7 @@ struct ForwardWgmmaProducer {
     if (thread == 0) {
       smem.keys.init(kConsumerWarps, Copies::kFullArrivals);
       smem.values.init(kConsumerWarps);
-      if constexpr (kTokenRows) smem.key_fixes.init(1, 32);  // each lane of the fixing warp
+      if constexpr (kTokenRows) smem.fixed.init(1, 32);  // each lane of the fixing warp
     }
     if (warp < kConsumerWarps) Base::template copy_queries<kConsumerThreads>(smem.q, p, w, thread);
     if constexpr (C::kTma)
@@ -117,7 +107,7 @@ struct ForwardWgmmaProducer {
     if (Roles::split_roles(warp)) {
       if (Roles::copies(warp)) produce(smem, w, Roles::producer_thread(thread));
       if constexpr (kTokenRows)
-        if (warp == kFixerWarp) zero_neighbour_columns(smem, w, lane);
+        if (Roles::fixes(warp)) fix_key_stages(smem, w, lane);
       return;
     }
     const int group = warp / 4;
@@ -131,7 +121,7 @@ struct ForwardWgmmaProducer {
           p, w.n_blocks, w.first_key, site, q_desc, smem.k, smem.v, o, softmax, warp_row0, lane,
           [&](int n_block) {
             if constexpr (kTokenRows)
-              smem.key_fixes.wait_full(n_block);
+              smem.fixed.wait_full(n_block);
             else
               smem.keys.wait_full(n_block);
             if (n_block > 0) smem.values.wait_full(n_block - 1);
@@ -155,31 +145,21 @@ struct ForwardWgmmaProducer {
   // written again.
   static constexpr int kSliceCols = tma_slice_columns(C::kSwizzle);
   static __device__ __forceinline__ int key_slices(const typename Base::Work& w) {
-    return ceil_div(w.key_shift + C::kDimQK, kSliceCols);
+    return slices_holding<kSliceCols>(w.key_shift, C::kDimQK);
   }
   static __device__ __forceinline__ int value_slices(const typename Base::Work& w) {
-    return ceil_div(w.value_shift + min_of(w.value_cols, kDimV), kSliceCols);
+    return slices_holding<kSliceCols>(w.value_shift, min_of(w.value_cols, kDimV));
   }
 
   // The fixing warp (token rows): once K[j] has landed, the columns of the
   // heads before and after this one (before the key shift, past Dqk after
   // it) become zero, and its lanes tell the computing warps (each arrives
   // after its own stores).
-  static __device__ __forceinline__ void zero_neighbour_columns(SharedStorage& smem,
-                                                                const typename Base::Work& w,
-                                                                int lane) {
-    const int last = key_slices(w) - 1;
-    const int end = w.key_shift + C::kDimQK - last * kSliceCols;  // of the last slice
-    for (int j = 0; j < w.n_blocks; ++j) {
-      smem.keys.wait_full(j);
-      u16* tile = smem.k[j % kStages];
-      for (int slice = 0; slice * kSliceCols < w.key_shift; ++slice)
-        zero_slice_columns<kBlockN, kSliceCols>(tile + slice * kBlockN * kSliceCols, 0,
-                                                w.key_shift - slice * kSliceCols, lane, 32);
-      zero_slice_columns<kBlockN, kSliceCols>(tile + last * kBlockN * kSliceCols, end, kSliceCols,
-                                              lane, 32);
-      smem.key_fixes.signal_full(j);
-    }
+  static __device__ __forceinline__ void fix_key_stages(SharedStorage& smem,
+                                                        const typename Base::Work& w, int lane) {
+    smem.fix_each(smem.keys, w.n_blocks, [&](int stage) {
+      zero_neighbour_columns<kBlockN, kSliceCols>(smem.k[stage], w.key_shift, C::kDimQK, lane, 32);
+    });
   }
 
   // The producer warp's first lane: K[j] and V[j] into stage j % kStages of

@@ -28,7 +28,7 @@ struct ForwardWgmmaSteps {
   // Value columns per CTA: all of Dv, or one chunk of it.
   static constexpr int kChunkCols = chunk_width(C::kDimV, C::kHeadChunks);
   // The k of S = Q·Kᵀ and the n of O = P·V: the tiles' widths, zero-filled.
-  static constexpr int kDimQK = forward_key_tile_width(C::kDimQK, C::kVec, kTokenRows);
+  static constexpr int kDimQK = head_tile_width(C::kDimQK, C::kVec, kTokenRows);
   static constexpr int kDimV =
       forward_value_tile_width(C::kDimV, C::kHeadChunks, C::kVec, kTokenRows);
   static constexpr int kScoreTiles = kBlockN / 8;
