@@ -82,6 +82,23 @@ constexpr unsigned long long pipeline_barrier_bytes(bool producer, int stages) {
   return producer ? 2 * stages * kBarrierBytes : 0;
 }
 
+// The staging areas of both traversed tiles (`first_cols`, `second_cols`
+// wide) of a wgmma kernel on rows only 2-byte aligned whose computing warps
+// copy them (no producer: one copies straight, or by TMA).
+constexpr unsigned long long wgmma_staging_elements(const SharedShape& s, int first_cols,
+                                                    int second_cols) {
+  return s.vec == 1 && !s.producer ? staging_elements(s.vec, s.cols, first_cols) +
+                                         staging_elements(s.vec, s.cols, second_cols)
+                                   : 0;
+}
+
+// The barriers of a producer's `pipelines` pipelines of `stages` each, and
+// on token rows of the fixed stages' too (FixedStages, before them).
+constexpr unsigned long long producer_barrier_bytes(const SharedShape& s, int pipelines,
+                                                    int stages) {
+  return (pipelines + (s.token_rows ? 1 : 0)) * pipeline_barrier_bytes(s.producer, stages);
+}
+
 // ---- forward ----
 
 // mma.sync (kernels/forward/mma_sync.cuh): q [rows][dqk], k [cols][dqk],
@@ -103,13 +120,10 @@ constexpr unsigned long long forward_mma_sync_shared_bytes(const SharedShape& s)
 constexpr unsigned long long forward_wgmma_shared_bytes(const SharedShape& s) {
   const int dqk = head_tile_width(s.dim_qk, s.vec, s.token_rows);
   const int dv = forward_value_tile_width(s.dim_v, s.head_chunks, s.vec, s.token_rows);
-  const unsigned long long staging =
-      s.vec == 1 && !s.producer
-          ? staging_elements(s.vec, s.cols, dqk) + staging_elements(s.vec, s.cols, dv)
-          : 0;
+  const unsigned long long staging = wgmma_staging_elements(s, dqk, dv);
   return kTileElementBytes * ((unsigned long long)s.rows * dqk +
                               (unsigned long long)s.stages * s.cols * (dqk + dv) + staging) +
-         (s.token_rows ? 3 : 2) * pipeline_barrier_bytes(s.producer, s.stages);
+         producer_barrier_bytes(s, 2, s.stages);
 }
 
 // ---- backward_query ----
@@ -135,16 +149,13 @@ constexpr unsigned long long backward_query_mma_sync_shared_bytes(const SharedSh
 constexpr unsigned long long backward_query_wgmma_shared_bytes(const SharedShape& s) {
   const int dqk = head_tile_width(s.dim_qk, s.vec, s.token_rows);
   const int dv = head_tile_width(s.dim_v, s.vec, s.token_rows);
-  const unsigned long long staging =
-      s.vec == 1 && !s.producer
-          ? staging_elements(s.vec, s.cols, dqk) + staging_elements(s.vec, s.cols, dv)
-          : 0;
+  const unsigned long long staging = wgmma_staging_elements(s, dqk, dv);
   const int stages = kWgmmaBackwardStages, value_stages = s.producer ? stages : 2;
   return kTileElementBytes * ((unsigned long long)s.rows * (dqk + dv) +
                               (unsigned long long)stages * s.cols * dqk +
                               (unsigned long long)value_stages * s.cols * dv + staging) +
          kStatBytes * 2 * s.rows +
-         (s.token_rows ? 2 : 1) * pipeline_barrier_bytes(s.producer, stages);
+         producer_barrier_bytes(s, 1, stages);
 }
 
 // The exchanges of two warpgroups that split the head dims
@@ -195,15 +206,12 @@ constexpr unsigned long long backward_key_value_mma_sync_shared_bytes(const Shar
 constexpr unsigned long long backward_key_value_wgmma_shared_bytes(const SharedShape& s) {
   const int dqk = head_tile_width(s.dim_qk, s.vec, s.token_rows);
   const int dv = head_tile_width(s.dim_v, s.vec, s.token_rows);
-  const unsigned long long staging =
-      s.vec == 1 && !s.producer
-          ? staging_elements(s.vec, s.cols, dqk) + staging_elements(s.vec, s.cols, dv)
-          : 0;
+  const unsigned long long staging = wgmma_staging_elements(s, dqk, dv);
   const int stages = kWgmmaBackwardStages;
   return kTileElementBytes * ((unsigned long long)s.rows * (dqk + dv) +
                               (unsigned long long)stages * s.cols * (dqk + dv) + staging) +
          kStatBytes * stages * 2 * s.cols +
-         (s.token_rows ? 2 : 1) * pipeline_barrier_bytes(s.producer, stages);
+         producer_barrier_bytes(s, 1, stages);
 }
 
 // split=outputs (kernels/backward_key_value/wgmma_split.cuh): k [64][dqk],
@@ -218,7 +226,7 @@ constexpr unsigned long long backward_key_value_outputs_shared_bytes(const Share
   return kTileElementBytes * ((unsigned long long)s.rows * (dqk + dv) +
                               (unsigned long long)stages * s.cols * (dqk + dv)) +
          kStatBytes * (stages * 2ull * s.cols + 2ull * (s.cols / 2) * kExchangeSlots) +
-         (s.token_rows ? 2 : 1) * pipeline_barrier_bytes(true, stages);
+         producer_barrier_bytes(s, 1, stages);
 }
 
 // split=dims (kernels/backward_key_value/wgmma_dims.cuh): k [64][dqk], v
