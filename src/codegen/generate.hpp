@@ -76,6 +76,11 @@ int chunk_width(int dim, int chunks);
 // layout/shared_memory.cuh).
 int tile_width_qk(const KernelSpec& spec, bool token_rows);
 int tile_width_v(const KernelSpec& spec, bool token_rows, int chunks = 1);
+// On token rows: the wider of the two tiles (what a kernel holding dQ, dK
+// or dV alone needs a warpgroup's registers for), and both together (dK
+// and dV in one warpgroup of the key/value kernel).
+int widest_token_row_tile(const KernelSpec& spec);
+int token_row_tiles_together(const KernelSpec& spec);
 // K/V pipeline stages of the wgmma forward under this tuning (its `stages`, or 2).
 int wgmma_forward_stages(const TuningParams& tuning);
 // Stages of the backward kernels with split=dims: of K in the query kernel

@@ -21,6 +21,15 @@ TuningParams with_tma_producer_where_aligned(const KernelSpec& spec, const Tunin
   return spec.vec == 8 ? with_tma_producer(t, stages) : t;
 }
 
+// Whether a wgmma kernel's default reads rows that are not 16-byte aligned
+// through token-row views: where TMA may read them (`tma`), past 64 columns
+// (measured there only, on the H100, docs/decisions.md: below that the
+// shift's columns are a larger share of the tiles). Each kernel adds the
+// widths its registers hold.
+bool reads_token_rows(const KernelSpec& spec, bool tma) {
+  return tma && spec.vec >= 1 && spec.vec < 8 && widest_dim(spec) > 64;
+}
+
 // Forward on Hopper's warpgroup MMA (sm_90a, any contiguous rows: rows only
 // 2-byte aligned are staged as the aligned 16-byte chunks around them).
 // Each warpgroup owns 64 query rows and holds O (Dv / 2 registers per
@@ -56,9 +65,7 @@ TuningParams wgmma_forward_tuning(const KernelSpec& spec, bool tma) {
   // (token_row_tile_width); past 256 value columns in one CTA they would
   // not fit the wgmma, and those heads go without TMA.
   const int dv = round_up(spec.dim_v, 16), chunks = (dv + 255) / 256;  // of 256 columns
-  // Measured past 64 columns only (on the H100, docs/decisions.md): below
-  // that the shift's columns are a larger share of the tiles.
-  const bool token_rows = tma && spec.vec >= 1 && spec.vec < 8 && widest_dim(spec) > 64;
+  const bool token_rows = reads_token_rows(spec, tma);
   const int token_value_width = tile_width_v(spec, true, chunks);
   if (token_rows && token_value_width > 256) return wgmma_forward_tuning(spec, false);
   const int widest = token_rows ? std::max(tile_width_qk(spec, true), token_value_width)
@@ -117,9 +124,8 @@ bool wgmma_backward_query_fits(const KernelSpec& spec) {
 // (`tma`) get the TMA producer as on 16-byte rows, with the shape of their
 // widened tiles (token_row_tile_width), while these fit dQ's registers.
 TuningParams wgmma_backward_query_tuning(const KernelSpec& spec, bool tma) {
-  const int widened = std::max(tile_width_qk(spec, true), tile_width_v(spec, true));
-  const bool token_rows =
-      tma && spec.vec >= 1 && spec.vec < 8 && widest_dim(spec) > 64 && widened <= 256;
+  const int widened = widest_token_row_tile(spec);
+  const bool token_rows = reads_token_rows(spec, tma) && widened <= 256;
   const int widest = token_rows ? widened : widest_dim(spec);
   const bool staged = spec.vec == 1 && !token_rows;
   TuningParams t = widest > 192              ? TuningParams{128, 32, 0, 8, 0}
@@ -156,8 +162,8 @@ bool wgmma_backward_key_value_fits(const KernelSpec& spec) {
 // mma.sync row at D = 199 (H100, B=2 H=16 N=8192 bf16).
 bool wgmma_split_key_value_fits(const KernelSpec& spec, bool tma) {
   const int widest = widest_dim(spec);
-  const bool readable = tma && (spec.vec == 8 || (spec.vec >= 1 && tile_width_qk(spec, true) <= 256 &&
-                                                  tile_width_v(spec, true) <= 256));
+  const bool readable =
+      tma && (spec.vec == 8 || (spec.vec >= 1 && widest_token_row_tile(spec) <= 256));
   return spec.kind == KernelKind::backward_key_value && spec.arch == "sm_90a" && readable &&
          widest > 160 && widest <= 256;
 }
@@ -225,9 +231,8 @@ TuningParams wgmma_dims_key_value_tuning(const KernelSpec& spec) {
 // blocks (a spill of 48 bytes) against 5.07 over 48; at D = 127 (144
 // columns, a spill of 128 bytes) 6.75 against 9.14, and 7.52 over 32.
 TuningParams wgmma_backward_key_value_tuning(const KernelSpec& spec, bool tma) {
-  const int widened = std::max(tile_width_qk(spec, true), tile_width_v(spec, true));
-  const bool token_rows =
-      tma && spec.vec >= 1 && spec.vec < 8 && widest_dim(spec) > 64 && widened <= 144;
+  const int widened = widest_token_row_tile(spec);
+  const bool token_rows = reads_token_rows(spec, tma) && widened <= 144;
   const int widest = token_rows ? widened : round_up(widest_dim(spec), 16);
   TuningParams t{128, widest <= 64 ? 96 : 64, 0, 8, 0};
   t.wgmma = true;
@@ -334,7 +339,7 @@ static TuningParams with_room_for_score_modifiers(const KernelSpec& spec, Tuning
   // The key/value kernel on token rows past 128 widened columns, which
   // spills even without them (128 bytes at D = 127; still the faster).
   const bool wide_token_rows = spec.vec < 8 && t.tma && t.split == WarpgroupSplit::rows &&
-                               tile_width_qk(spec, true) + tile_width_v(spec, true) > 256;
+                               token_row_tiles_together(spec) > 256;
   if (spec.kind == KernelKind::backward_key_value && (mask || wide_token_rows))
     t.block_cols = narrower(t.block_cols);
   return t;

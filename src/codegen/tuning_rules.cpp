@@ -58,7 +58,7 @@ static void check_outputs_split_tuning(const KernelSpec& spec, const TuningParam
   if (!(t.producer && t.tma))
     fail("split=outputs needs producer=warp copy=tma (Q and dO copied by TMA)");
   if (spec.vec < 1) fail("split=outputs needs contiguous rows (alignment class 1, 2, 4 or 8)");
-  if (spec.vec < 8 && (tile_width_qk(spec, true) > 256 || tile_width_v(spec, true) > 256))
+  if (spec.vec < 8 && widest_token_row_tile(spec) > 256)
     fail("copy=tma on rows that are not 16-byte aligned widens dK's or dV's tile past 256 "
          "columns (one warpgroup's registers)");
 }
@@ -258,6 +258,15 @@ int tile_width_qk(const KernelSpec& spec, bool token_rows) {
 
 int tile_width_v(const KernelSpec& spec, bool token_rows, int chunks) {
   return flashgen_device::forward_value_tile_width(spec.dim_v, chunks, spec.vec, token_rows);
+}
+
+int widest_token_row_tile(const KernelSpec& spec) {
+  const int qk = tile_width_qk(spec, true), v = tile_width_v(spec, true);
+  return qk > v ? qk : v;
+}
+
+int token_row_tiles_together(const KernelSpec& spec) {
+  return tile_width_qk(spec, true) + tile_width_v(spec, true);
 }
 
 }  // namespace flashgen

@@ -89,8 +89,7 @@ std::vector<TuningParams> copying_producer_variants(const KernelSpec& spec, cons
 std::vector<TuningParams> outputs_split_space(const KernelSpec& spec) {
   std::vector<TuningParams> space;
   if (spec.vec < 1 || spec.dim_qk > 256 || spec.dim_v > 256) return space;
-  if (spec.vec < 8 && (tile_width_qk(spec, true) > 256 || tile_width_v(spec, true) > 256))
-    return space;
+  if (spec.vec < 8 && widest_token_row_tile(spec) > 256) return space;
   for (int cols : kWgmmaBlockCols) {
     TuningParams t{64, cols, 0, 8, 0};
     t.wgmma = true;
@@ -149,7 +148,7 @@ std::vector<TuningParams> wgmma_space(const KernelSpec& spec) {
       if (dqk + dv > 256) return outputs_split_space(spec);
       // Token rows whose widened dK and dV pass 256 columns together: the
       // split kernel too.
-      if (spec.vec < 8 && tile_width_qk(spec, true) + tile_width_v(spec, true) > 256)
+      if (spec.vec < 8 && token_row_tiles_together(spec) > 256)
         space = outputs_split_space(spec);
       break;
     default:
