@@ -87,6 +87,8 @@ class Workload:
     documents: tuple = ()     # lengths of packed documents (summing to seq_q = seq_kv); () none
     mask_every_pair: bool = False  # flashgen only: mask_mod "kv_idx >= 0", the mask machinery's price
     varlen: bool = False  # flashgen only: the batch's sequences packed, through attention_varlen
+    kv_cache: bool = False  # flashgen only: k, v as a full KV cache, through attention_with_kvcache
+    page_size: int = 0      # with kv_cache: paged in pages of this many rows (0: contiguous)
 
     def __post_init__(self):
         for field in ("heads_kv", "seq_kv", "dim_v"):
@@ -105,6 +107,8 @@ class Workload:
         if len(self.window) != 2 or any(not isinstance(x, int) or x < -1 for x in self.window):
             raise ValueError(f"workload '{self.name}': window must be [left, right], each >= -1")
         object.__setattr__(self, "documents", tuple(self.documents))
+        if self.kv_cache and (self.page_size < 0 or self.page_size % 16 or self.seq_kv % max(self.page_size, 1)):
+            raise ValueError(f"workload '{self.name}': page_size must be 0 or a multiple of 16 dividing seq_kv")
         if self.documents and (sum(self.documents) != self.seq_q or self.seq_q != self.seq_kv
                                or self.window != (-1, -1)):
             raise ValueError(f"workload '{self.name}': documents must sum to seq_q = seq_kv "
@@ -121,7 +125,8 @@ class Workload:
         return {key: (list(value) if key in ("window", "documents") else value)
                 for key, value in dataclasses.asdict(self).items()
                 if key not in ("name", "backward") and (key not in modifiers or self.modified)
-                and (key != "varlen" or value)}
+                and (key not in ("varlen", "kv_cache") or value)
+                and (key != "page_size" or self.kv_cache)}
 
 
 # ----------------------------------------------------------------------------
@@ -295,6 +300,8 @@ def system_call(system, w):
             keywords["sinks"] = sink_logits(w)
         if w.varlen:
             return varlen_call(w, deterministic, keywords)
+        if w.kv_cache:
+            return kv_cache_call(w, keywords)
         if w.documents:
             keywords.update(mask_mod="doc[kv_idx] == doc[q_idx]", mask_tensors={"doc": document_ids(w)})
         if w.mask_every_pair:
@@ -304,7 +311,7 @@ def system_call(system, w):
     gqa = w.heads_q != w.heads_kv
     if w.mask_every_pair:
         raise NotImplementedError("a flashgen-only row: the price of its mask machinery")
-    if w.varlen and not w.documents:
+    if (w.varlen and not w.documents) or w.kv_cache:
         raise NotImplementedError("a flashgen-only row: its dense twin has the peers")
     if system == "flex":
         return flex_call(w, gqa)
@@ -354,6 +361,27 @@ def varlen_call(w, deterministic, keywords):
                                       v.reshape(-1, w.heads_kv, w.dim_v), cu_q, cu_k, longest_q, longest_k,
                                       causal=w.causal, deterministic=deterministic, **keywords)
         return o.reshape(w.batch, w.seq_q, w.heads_q, w.dim_v)
+    return call
+
+
+def kv_cache_call(w, keywords):
+    """flashgen.attention_with_kvcache with k and v as every sequence's full
+    cache (cache_seqlens = seq_kv, nothing appended): contiguous, or seen as
+    pages of page_size rows through a block table (each sequence's pages in
+    order, so the keys are those of the plain call the check compares with)."""
+    import flashgen
+    seqlens = torch.full((w.batch,), w.seq_kv, dtype=torch.int32, device="cuda")
+    table = None
+    if w.page_size:
+        pages = w.seq_kv // w.page_size
+        table = torch.arange(w.batch * pages, dtype=torch.int32, device="cuda").reshape(w.batch, pages)
+
+    def call(q, k, v):
+        if table is not None:
+            k = k.view(-1, w.page_size, w.heads_kv, w.dim_qk)
+            v = v.view(-1, w.page_size, w.heads_kv, w.dim_v)
+        return flashgen.attention_with_kvcache(q, k, v, seqlens, block_table=table, causal=w.causal,
+                                               **keywords)
     return call
 
 

@@ -100,8 +100,16 @@ inline constexpr std::int64_t kPageSizeMultiple = 16;
 // once per sequence on options.stream. cu_seqlens may be in host memory
 // (read as they are) or on the tensors' device (read back first: the call
 // waits for the stream, so it cannot be captured in a CUDA graph);
-// backward_varlen refuses options.sinks there. forward_with_kvcache takes
-// host tensors only for now (ErrorCode::unsupported).
+// backward_varlen refuses options.sinks there. forward_with_kvcache runs one
+// forward on options.stream whose kernels read cache_seqlens and
+// block_table (on the tensors' device) themselves, append and attend: the
+// host waits for nothing, so a decode step can be captured in a CUDA graph.
+// There a length is clamped to what the cache holds (seq_cache, or max_pages
+// · page_size, less seq_new) and a block_table entry outside [0, num_pages)
+// is never dereferenced (its rows read as zeros, appends to it are dropped);
+// host tensors get an error for either instead. float32 tensors and
+// options.mask_mod with a cache run on host tensors only
+// (ErrorCode::unsupported).
 void forward_varlen(const VarlenForwardArgs& args, const Options& options = {});
 void backward_varlen(const VarlenBackwardArgs& args, const Options& options = {});
 void forward_with_kvcache(const KVCacheForwardArgs& args, const Options& options = {});

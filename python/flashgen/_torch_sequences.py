@@ -4,8 +4,9 @@ tensors run on the CPU backend. attention_varlen runs CUDA tensors on the
 GPU, a launch per sequence (cu_seqlens on the CPU are read as they are; on
 the GPU they are read back, so the call synchronizes with the stream; sinks'
 gradient is refused there);
-attention_with_kvcache refuses CUDA tensors with flashgen.UnsupportedError
-for now."""
+attention_with_kvcache runs CUDA tensors in one forward that reads the cache
+in place (cache_seqlens and block_table on the same device, read by the
+kernels: nothing waits, so a decode step can be captured in a CUDA graph)."""
 
 from __future__ import annotations
 
@@ -133,6 +134,12 @@ def attention_with_kvcache(q, k_cache, v_cache, cache_seqlens, block_table=None,
     window_size, softcap, alibi_slopes (float32 [heads_q] or [batch, heads_q])
     and sinks (float32 [heads_q]) as flashgen.attention's, against each
     sequence's keys after the append. Not differentiable.
+
+    CUDA tensors: cache_seqlens and block_table on the same device; the
+    kernels read them (no host synchronization: CUDA-graph capturable),
+    clamp a length to what the cache holds and never dereference a
+    block_table entry outside [0, num_pages) (CPU tensors: checked, with
+    an error). float32 tensors and mask_mod run on the CPU only.
     """
     (causal, top_left), scale = check_causal_mode(causal), check_scale(scale)
     window, softcap = check_window(window_size), check_softcap(softcap)

@@ -8,9 +8,10 @@ cu_seqlens; flash_attn_with_kvcache's k=, v= appended into the caches in
 place). window_size, softcap and alibi_slopes work as flash-attn's:
 flash_attn_func on CPU and CUDA tensors (alibi_slopes together with softcap
 on CPU tensors only: on CUDA flashgen.UnsupportedError names the
-combination); the varlen function on CPU and CUDA tensors and the KV-cache
-function on CPU tensors, per sequence (varlen alibi_slopes of shape
-[heads_q]). What flashgen does not do
+combination); the varlen function on CPU and CUDA tensors, per sequence
+(alibi_slopes of shape [heads_q]); the KV-cache function on CPU tensors and
+on CUDA tensors (16-bit, read in place by one forward, CUDA-graph
+capturable). What flashgen does not do
 is refused with ValueError, never ignored: dropout_p other than 0,
 return_attn_probs=True, rotary embeddings, cache_batch_idx and
 cache_leftpad.

@@ -1,6 +1,7 @@
 """flashgen.attention_varlen / attention_with_kvcache and flashgen.flash_attn on
-CPU tensors (and attention_varlen on CUDA tensors), against flashgen.attention
-per sequence."""
+CPU tensors against flashgen.attention per sequence; on CUDA tensors,
+attention_varlen against the same, and the KV cache (paged, appended,
+replayed from a CUDA graph) against float32 attention."""
 
 from __future__ import annotations
 
@@ -151,3 +152,71 @@ def test_attention_with_kvcache_takes_the_score_keywords():
         n = int(seqlens[b])
         ob = flashgen.attention(q[b:b + 1], k_cache[b:b + 1, :n], v_cache[b:b + 1, :n], **keywords)
         torch.testing.assert_close(o[b], ob[0], rtol=1e-5, atol=1e-6)
+
+
+def _cache_rows(cache, block_table, b, n):
+    """Sequence b's first n rows of a paged cache, in order."""
+    rows = torch.cat([cache[int(p)] for p in block_table[b]])
+    return rows[:n]
+
+
+def _attention_float32(q, k, v, causal):
+    """One sequence's attention in float32: q [seq_q, heads_q, d], k, v [seq_k, heads_kv, d]."""
+    group = q.shape[1] // k.shape[1]
+    k, v = k.repeat_interleave(group, 1).float(), v.repeat_interleave(group, 1).float()
+    s = torch.einsum("qhd,khd->hqk", q.float(), k) / q.shape[-1] ** 0.5
+    if causal:
+        sq, sk = q.shape[0], k.shape[0]
+        seen = torch.arange(sk, device=q.device)[None] <= torch.arange(sq, device=q.device)[:, None] + sk - sq
+        s = s.masked_fill(~seen, float("-inf"))
+    return torch.einsum("hqk,khd->qhd", s.softmax(-1), v)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+def test_cuda_flash_attn_with_kvcache_paged_appends_and_matches_float32():
+    torch.manual_seed(4)
+    page, pages, heads_q, heads_kv, d = 16, 8, 8, 2, 64
+    options = dict(device="cuda", dtype=torch.bfloat16)
+    k_cache = torch.randn(2 * pages + 1, page, heads_kv, d, **options)
+    v_cache = torch.randn(2 * pages + 1, page, heads_kv, d, **options)
+    block_table = torch.randperm(2 * pages + 1, device="cuda")[: 2 * pages].reshape(2, pages)
+    block_table = block_table.to(torch.int32)
+    seqlens = torch.tensor([37, 100], dtype=torch.int32, device="cuda")
+    q = torch.randn(2, 3, heads_q, d, **options)
+    k, v = torch.randn(2, 3, heads_kv, d, **options), torch.randn(2, 3, heads_kv, d, **options)
+    keys = [torch.cat([_cache_rows(k_cache, block_table, b, int(seqlens[b])), k[b]]) for b in range(2)]
+    values = [torch.cat([_cache_rows(v_cache, block_table, b, int(seqlens[b])), v[b]]) for b in range(2)]
+    o = flash_attn_with_kvcache(q, k_cache, v_cache, k, v, cache_seqlens=seqlens,
+                                block_table=block_table, causal=True)
+    for b in range(2):
+        torch.testing.assert_close(o[b].float(), _attention_float32(q[b], keys[b], values[b], True),
+                                   rtol=2e-2, atol=2e-2)
+        n = int(seqlens[b]) + 3
+        torch.testing.assert_close(_cache_rows(k_cache, block_table, b, n), keys[b], rtol=0, atol=0)
+        torch.testing.assert_close(_cache_rows(v_cache, block_table, b, n), values[b], rtol=0, atol=0)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+def test_cuda_attention_with_kvcache_replays_in_a_cuda_graph():
+    """The decode step reads cache_seqlens on the device: a captured call
+    replays with new lengths and new queries."""
+    torch.manual_seed(5)
+    options = dict(device="cuda", dtype=torch.bfloat16)
+    k_cache, v_cache = torch.randn(2, 512, 1, 128, **options), torch.randn(2, 512, 1, 128, **options)
+    q = torch.randn(2, 1, 4, 128, **options)
+    seqlens = torch.tensor([10, 300], dtype=torch.int32, device="cuda")
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):  # compiles and loads the kernels before the capture
+        flashgen.attention_with_kvcache(q, k_cache, v_cache, seqlens)
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        o = flashgen.attention_with_kvcache(q, k_cache, v_cache, seqlens)
+    seqlens.copy_(torch.tensor([500, 1], dtype=torch.int32))
+    q.copy_(torch.randn(2, 1, 4, 128, **options))
+    graph.replay()
+    torch.cuda.synchronize()
+    for b, n in enumerate([500, 1]):
+        expected = _attention_float32(q[b], k_cache[b, :n], v_cache[b, :n], False)
+        torch.testing.assert_close(o[b].float(), expected, rtol=2e-2, atol=2e-2)

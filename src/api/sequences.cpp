@@ -2,11 +2,14 @@
 // validates, then runs the plain backend of the tensors' memory once per
 // sequence over views of that sequence's rows (a sequence is a problem of
 // batch 1), so the tiled algorithm is the plain call's; empty sequences get
-// their zeros and -inf, as empty plain problems do. A paged cache is
-// gathered per sequence into a packed buffer first (cpu/kv_cache.hpp; the
-// KV-cache call takes host tensors only for now).
+// their zeros and -inf, as empty plain problems do. On the host a paged
+// cache is gathered per sequence into a packed buffer first
+// (cpu/kv_cache.hpp); on the GPU one forward reads the cache in place
+// (Problem::kv_cache).
 #include "flashgen/sequences.hpp"
 
+#include <string>
+#include <tuple>
 #include <vector>
 
 #include "api/plan.hpp"
@@ -117,8 +120,45 @@ void backward_varlen(const VarlenBackwardArgs& args, const Options& options) {
         static_cast<float>(sum[h]);
 }
 
+// The call on CUDA tensors: one forward over every batch entry, whose
+// kernels read the lengths and the block table, append and attend.
+void forward_with_kvcache_on_gpu(const api::KVCacheProblem& kv, const KVCacheForwardArgs& args,
+                                 const Options& options) {
+  Problem p = kv.base;
+  p.seq_kv = kv.capacity;
+  KeyValueCache& cache = p.kv_cache;
+  cache.lengths = args.cache_seqlens.data;
+  cache.lengths_stride = args.cache_seqlens.stride[0];
+  if (kv.seq_new > 0) {
+    cache.k_new = args.k_new, cache.v_new = args.v_new;
+    cache.appended = kv.seq_new;
+  }
+  if (kv.paged) {
+    cache.block_table = args.block_table.data;
+    cache.block_table_strides[0] = args.block_table.stride[0];
+    cache.block_table_strides[1] = args.block_table.stride[1];
+    cache.page_size = kv.page_size;
+    cache.num_pages = args.k_cache.shape[0];
+  }
+  // A dim stride other than 1 is read with the cache's (tile_copy.cuh).
+  for (const auto& [name, appended, cached] :
+       {std::tuple{"k_new", &args.k_new, &args.k_cache},
+        std::tuple{"v_new", &args.v_new, &args.v_cache}})
+    if (kv.seq_new > 0 && appended->shape[3] > 1 && appended->stride[3] != cached->stride[3])
+      throw Error(ErrorCode::unsupported,
+                  std::string("forward_with_kvcache on CUDA tensors: ") + name +
+                      ".stride[3] must equal its cache's stride[3] (" +
+                      std::to_string(cached->stride[3]) + ")");
+  api::check_cuda_reachable(p, args.q);
+  ForwardArgs call;
+  call.q = args.q, call.k = args.k_cache, call.v = args.v_cache;
+  call.o = args.o, call.lse = args.lse;
+  api::run_forward(Backend::cuda, p, call, options);
+}
+
 void forward_with_kvcache(const KVCacheForwardArgs& args, const Options& options) {
   const api::KVCacheProblem kv = api::validate_kvcache_forward(args, options);
+  if (args.q.memory == MemoryKind::cuda) return forward_with_kvcache_on_gpu(kv, args, options);
   const IndexView* table = kv.paged ? &args.block_table : nullptr;
   const cpu::CacheRows keys{args.k_cache, table, kv.page_size};
   const cpu::CacheRows values{args.v_cache, table, kv.page_size};

@@ -1,7 +1,8 @@
 // Rules of forward_with_kvcache, in the order of validate_sequences.cpp:
 // options; each operand on its own; agreement; overlap of outputs (the
-// caches are outputs when the call appends); then, on the host, the values
-// of cache_seqlens and of the block_table entries the call reads.
+// caches are outputs when the call appends); then, for host tensors, the
+// values of cache_seqlens and of the block_table entries the call reads
+// (on the GPU the kernels clamp and skip instead: flashgen/sequences.hpp).
 #include <string>
 #include <vector>
 
@@ -129,8 +130,9 @@ KVCacheProblem validate_kvcache_forward(const KVCacheForwardArgs& a, const Optio
 
   kv.base = problem_from(a.q, a.k_cache, a.v_cache, options);  // seq_kv: per sequence
 
-  require_host_memory("forward_with_kvcache", a.q.memory);
-  kv.cache_lengths = read_cache_lengths(a, kv);
+  // On the GPU the kernels read the indices (nothing waits for them: the
+  // call can be captured in a CUDA graph); on the host they are checked here.
+  if (a.q.memory == MemoryKind::host) kv.cache_lengths = read_cache_lengths(a, kv);
   return kv;
 }
 

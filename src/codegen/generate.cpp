@@ -62,7 +62,11 @@ GeneratedKernel generate(const KernelSpec& spec, const TuningParams& t) {
       << "  static constexpr bool kCacheGradO = " << ((t.cached & kCacheGradO) ? "true" : "false")
       << ";\n";
     if (spec.kind == KernelKind::forward)
-      s << "  static constexpr bool kSplitKeys = " << (spec.split_keys ? "true" : "false") << ";\n";
+      s << "  static constexpr bool kSplitKeys = " << (spec.split_keys ? "true" : "false") << ";\n"
+        << "  static constexpr bool kKeyCache = "
+        << (spec.cache != KeyCache::none ? "true" : "false") << ";\n"
+        << "  static constexpr bool kPagedCache = "
+        << (spec.cache == KeyCache::paged ? "true" : "false") << ";\n";
     if (t.wgmma && spec.kind == KernelKind::forward)
       s << "  static constexpr int kStages = " << wgmma_forward_stages(t) << ";\n";
     if (t.wgmma)

@@ -21,6 +21,15 @@ const char* to_string(KernelKind kind) {
   return "?";
 }
 
+const char* to_string(KeyCache cache) {
+  switch (cache) {
+    case KeyCache::none: return "none";
+    case KeyCache::contiguous: return "contiguous";
+    case KeyCache::paged: return "paged";
+  }
+  return "none";
+}
+
 std::string KernelSpec::to_string() const {
   std::ostringstream s;
   s << flashgen::to_string(kind) << ' ' << flashgen::to_string(dtype) << " dqk=" << dim_qk
@@ -30,6 +39,7 @@ std::string KernelSpec::to_string() const {
   if (sinks) s << " sinks";
   if (alibi) s << " alibi";
   if (split_keys) s << " split_keys";
+  if (cache != KeyCache::none) s << " cache=" << flashgen::to_string(cache);
   if (!mask_mod.empty()) {
     // FNV-1a: a short name for logs and file names; caches key on the source.
     std::uint64_t h = 0xcbf29ce484222325ull;

@@ -22,6 +22,12 @@ enum class KernelKind {
 };
 const char* to_string(KernelKind kind);
 
+// Where the split-key forward's keys and values lie: the call's K and V,
+// or a KV cache read in place (each batch entry's cached rows, then the
+// call's appended ones; copy/cache_rows.cuh), contiguous or paged.
+enum class KeyCache { none, contiguous, paged };
+const char* to_string(KeyCache cache);
+
 struct KernelSpec {
   KernelKind kind = KernelKind::forward;
   DType dtype = DType::bf16;  // of Q, K, V, O (and dO, dQ, dK, dV)
@@ -53,10 +59,12 @@ struct KernelSpec {
   // none. The kernels that compute P and mask_blocks evaluate it.
   std::string mask_mod;
   std::string mask_arrays;
+  // The split-key forward over a KV cache (forward_with_kvcache).
+  KeyCache cache = KeyCache::none;
 
   // "forward bf16 dqk=127 dv=127 causal=0 vec=1 sm_90a" (" window",
-  // " softcap", " sinks", " alibi", " split_keys" and " mask=<16 hex digits
-  // of the mask's text>" after it when set)
+  // " softcap", " sinks", " alibi", " split_keys", " cache=contiguous|paged"
+  // and " mask=<16 hex digits of the mask's text>" after it when set)
   std::string to_string() const;
   bool operator==(const KernelSpec&) const = default;
 };

@@ -27,6 +27,26 @@ struct RowRange {
   std::int64_t size() const { return empty() ? 0 : end - begin; }
 };
 
+// A KV cache the GPU kernels read in place (forward_with_kvcache on CUDA
+// tensors; flashgen/sequences.hpp has the layouts). The problem's K and V
+// are the caches, its seq_kv the rows a sequence's cache holds; batch entry
+// b attends to its first lengths[b] rows, then the `appended` rows of k_new
+// / v_new, which the call also writes into the cache after them. All of it
+// in device memory, read by the kernels only (nothing waits for it).
+struct KeyValueCache {
+  const std::int32_t* lengths = nullptr;  // cache_seqlens [batch]; null: no cache
+  std::int64_t lengths_stride = 1;
+  TensorView k_new, v_new;  // [batch, appended, heads_kv, dim]; data null: no append
+  std::int64_t appended = 0;
+  // Paged: [batch, max_pages] page numbers, k and v [num_pages, page_size, heads_kv, dim].
+  const std::int32_t* block_table = nullptr;  // null: contiguous
+  std::int64_t block_table_strides[2] = {0, 1};
+  std::int64_t page_size = 0, num_pages = 0;
+
+  bool given() const { return lengths != nullptr; }
+  bool paged() const { return block_table != nullptr; }
+};
+
 struct Problem {
   std::int64_t batch = 0;
   std::int64_t seq_q = 0, seq_kv = 0;
@@ -46,6 +66,7 @@ struct Problem {
   // KV-cache call is a problem of batch 1 whose b is the sequence's index.
   std::shared_ptr<const mask::BoundMask> mask;
   std::int64_t mask_batch0 = 0;
+  KeyValueCache kv_cache;  // the GPU's KV-cache forward only
 
   // Query heads per kv head (0 where there are no heads at all).
   std::int64_t group_size() const { return heads_kv > 0 ? heads_q / heads_kv : 0; }

@@ -14,6 +14,13 @@ namespace {
 
 int forward_vec(const ForwardArgs& a) { return alignment_class({&a.q, &a.k, &a.v, &a.o}); }
 
+// A KV cache's call also reads its appended rows.
+int cached_forward_vec(const Problem& p, const ForwardArgs& a) {
+  const KeyValueCache& c = p.kv_cache;
+  if (c.appended == 0) return forward_vec(a);
+  return alignment_class({&a.q, &a.k, &a.v, &a.o, &c.k_new, &c.v_new});
+}
+
 // Query rows up to which a forward may share its keys among CTAs: decode
 // steps (with GQA, a group's query heads are the rows) and short speculative
 // ones. Longer query blocks fill the GPU with query blocks of their own.
@@ -64,6 +71,12 @@ int key_splits(const Problem& p, int vec, int ordinal) {
 
 ForwardRoute route_forward(const Problem& problem, const ForwardArgs& call) {
   ForwardRoute route{pack_query_heads(problem, call)};
+  if (problem.kv_cache.given()) {
+    // The split-key kernel alone reads a KV cache, with one share at least.
+    route.vec = cached_forward_vec(route.launch.problem, route.launch.args);
+    route.splits = key_splits(route.launch.problem, route.vec, call.q.device);
+    return route;
+  }
   const Problem& p = route.launch.problem;
   const int vec = forward_vec(route.launch.args), ordinal = call.q.device;
   route.vec = vec;

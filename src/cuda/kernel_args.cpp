@@ -3,6 +3,7 @@
 #include <cmath>
 #include <algorithm>
 #include <cstdint>
+#include <limits>
 
 namespace flashgen::cuda {
 
@@ -36,6 +37,36 @@ MaskDiagonals mask_diagonals(const Problem& p) {
   return d;
 }
 
+namespace {
+
+// The KV cache's pointers and sizes (device/copy/cache_rows.cuh). Each
+// batch entry measures the past diagonal from its own count of keys n, as
+// the least of mask_diagonals' terms: n (no such mask), n − seq_q
+// (bottom-right causal), 0 (top-left causal), n − seq_q + right (a window's
+// right edge that masks a key), kept as min(fixed, n + relative).
+void place_key_cache(const Problem& p, flashgen_device::AttentionParams& a) {
+  const KeyValueCache& c = p.kv_cache;
+  a.cache_seqlens = c.lengths;
+  a.cache_seqlens_stride = c.lengths_stride;
+  a.k_new = tensor_arg(c.k_new);
+  a.v_new = tensor_arg(c.v_new);
+  a.seq_new = static_cast<int>(c.appended);
+  std::int64_t fixed = std::numeric_limits<int>::max(), relative = 0;
+  if (p.causal && p.causal_alignment == CausalAlignment::top_left) fixed = 0;
+  if (p.causal && p.causal_alignment != CausalAlignment::top_left) relative = -p.seq_q;
+  if (p.window_right >= 0 && p.window_right < p.seq_q - 1)
+    relative = std::min(relative, p.window_right - p.seq_q);
+  a.cache_past_fixed = static_cast<int>(fixed);
+  a.cache_past_relative = static_cast<int>(relative);
+  a.block_table = c.block_table;
+  a.block_table_stride = c.block_table_strides[0];
+  a.block_table_column_stride = c.block_table_strides[1];
+  a.page_size = static_cast<int>(c.page_size);
+  a.num_pages = static_cast<int>(c.num_pages);
+}
+
+}  // namespace
+
 flashgen_device::AttentionParams problem_params(const Problem& p) {
   flashgen_device::AttentionParams a{};
   a.batch = static_cast<int>(p.batch);
@@ -65,6 +96,7 @@ flashgen_device::AttentionParams problem_params(const Problem& p) {
   a.alibi_stride_batch = slopes.rank == 2 ? slopes.stride[0] : 0;
   a.alibi_stride_heads = slopes.rank == 2 ? slopes.stride[1] : slopes.stride[0];
   a.diagonal_offset = static_cast<int>(p.diagonal_offset());
+  if (p.kv_cache.given()) place_key_cache(p, a);
   return a;
 }
 

@@ -46,6 +46,12 @@ TuningParams split_keys_tuning_for(const KernelSpec& spec, const Problem& p,
   return default_tuning(spec, shared_limit);
 }
 
+// Where the kernel reads K and V: a KV cache only the split-key forward reads.
+KeyCache key_cache_of(KernelKind kind, const Problem& p, bool split_keys) {
+  if (!p.kv_cache.given() || kind != KernelKind::forward || !split_keys) return KeyCache::none;
+  return p.kv_cache.paged() ? KeyCache::paged : KeyCache::contiguous;
+}
+
 // Kernels that compute P from the scores (and so apply the score modifiers).
 bool computes_probabilities(KernelKind kind) {
   return kind == KernelKind::forward || kind == KernelKind::backward_query ||
@@ -69,6 +75,7 @@ struct Signature {
   DType dtype;
   int dim_qk, dim_v, vec, ordinal;
   bool causal, window, softcap, sinks, alibi, tma_readable, split_keys;
+  KeyCache cache;
   std::int64_t seq;
   std::uint64_t tables;
   std::string mask;  // the user mask's arrays and canonical text ("" without one)
@@ -85,7 +92,7 @@ struct SignatureHash {
               std::uint64_t(s.softcap) << 4 |
               std::uint64_t(s.window) << 3 | std::uint64_t(s.split_keys) << 2 |
               std::uint64_t(s.causal) << 1 | std::uint64_t(s.tma_readable),
-          std::uint64_t(s.seq),
+          std::uint64_t(s.seq), std::uint64_t(s.cache),
           s.tables, std::uint64_t(std::hash<std::string>()(s.mask))})
       h = (h ^ field) * 0x100000001b3ull;  // FNV-1a over the fields
     return h;
@@ -115,6 +122,7 @@ KernelSpec spec_of(KernelKind kind, const Problem& p, int vec, const std::string
     spec.mask_mod = p.mask->expression.canonical();
     spec.mask_arrays = mask_arrays_of(p);
   }
+  spec.cache = key_cache_of(kind, p, split_keys);
   spec.vec = vec;
   spec.arch = arch;
   return spec;
@@ -159,6 +167,7 @@ ResolvedKernel resolve(KernelKind kind, const Problem& p, int vec, bool tma_read
                       p.alibi_slopes.given(),
                       tma_readable,
                       split_keys,
+                      key_cache_of(kind, p, split_keys),
                       std::max(p.seq_q, p.seq_kv),
                       tuning_tables_generation(),
                       p.has_mask() ? mask_arrays_of(p) + "|" + p.mask->expression.canonical()

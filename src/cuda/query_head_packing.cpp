@@ -36,6 +36,11 @@ TensorView heads_as_rows(const TensorView& t, std::int64_t group, std::int64_t h
 bool packs_query_heads(const Problem& p) {
   if (p.seq_q != 1 || p.heads_kv <= 0 || p.group_size() < 2 || p.alibi_slopes.given())
     return false;
+  // A KV cache's keys are counted per batch entry in the kernel: only a
+  // query that sees them all packs (no window, no top-left causal).
+  if (p.kv_cache.given() &&
+      (p.has_window() || (p.causal && p.causal_alignment == CausalAlignment::top_left)))
+    return false;
   const RowRange keys = visible_keys(p, 0);
   if (keys.empty()) return false;
   if (!p.has_mask()) return true;
@@ -66,8 +71,10 @@ ForwardLaunch pack_query_heads(const Problem& p, const ForwardArgs& args) {
   const std::int64_t group = p.group_size();
   ForwardLaunch packed{packed_problem(p), args};
   const RowRange keys = visible_keys(p, 0);
-  packed.args.k = key_range(args.k, keys.begin, keys.size());
-  packed.args.v = key_range(args.v, keys.begin, keys.size());
+  if (!p.kv_cache.given()) {  // a cache's query sees all of its keys
+    packed.args.k = key_range(args.k, keys.begin, keys.size());
+    packed.args.v = key_range(args.v, keys.begin, keys.size());
+  }
   if (p.has_sinks()) packed.sinks_row_stride = p.sinks.stride[0];
   packed.args.q = heads_as_rows(args.q, group, p.heads_kv);
   packed.args.o = heads_as_rows(args.o, group, p.heads_kv);

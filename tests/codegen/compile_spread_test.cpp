@@ -28,6 +28,7 @@ struct SpreadCase {
   // A user mask: 0 none; 1 documents, a float array and a select (int32 and
   // fp32 reads); 2 divisions and a computed index (the checked operations).
   int mask = 0;
+  KeyCache cache = KeyCache::none;  // the split-key forward over a KV cache
 };
 
 const char* const kSpreadMasks[] = {
@@ -42,7 +43,8 @@ std::string name_of(const SpreadCase& c) {
                      std::to_string(c.vec) + (c.split_keys ? "_split_keys" : "") +
                      (c.window ? "_window" : "") + (c.softcap ? "_softcap" : "") +
                      (c.sinks ? "_sinks" : "") + (c.alibi ? "_alibi" : "") +
-                     (c.mask ? "_mask" + std::to_string(c.mask) : "");
+                     (c.mask ? "_mask" + std::to_string(c.mask) : "") +
+                     (c.cache != KeyCache::none ? std::string("_cache_") + to_string(c.cache) : "");
   return name;
 }
 
@@ -126,6 +128,19 @@ std::vector<SpreadCase> spread() {
       cases.push_back(f32);
     }
   }
+  // The split-key forward over a KV cache, contiguous and paged, every
+  // alignment class's copies, with the masks and modifiers a cache takes.
+  int k = 0;
+  for (int dim : {40, 64, 127, 128, 199, 256, 512})
+    for (KeyCache cache : {KeyCache::contiguous, KeyCache::paged}) {
+      SpreadCase c{KernelKind::forward, dim, k % 2 ? DType::f16 : DType::bf16, k % 3 == 0,
+                   k % 4 == 3 ? "sm_80" : "sm_90a", dim % 8 ? 1 : (k % 5 == 3 ? 0 : 8), true};
+      c.cache = cache;
+      c.window = k % 3 == 1;
+      c.softcap = k % 4 == 1;
+      c.alibi = k++ % 4 == 2;
+      cases.push_back(c);
+    }
   SpreadCase combine_with_sinks{KernelKind::forward_combine, 128, DType::bf16, false, "sm_90a", 8};
   combine_with_sinks.sinks = true;
   cases.push_back(combine_with_sinks);
@@ -157,6 +172,7 @@ TEST_P(CompileSpread, CompilesWithoutSpills) {
   spec.softcap = c.softcap;
   spec.sinks = c.sinks;
   spec.alibi = c.alibi;
+  spec.cache = c.cache;
   if (c.mask > 0) {
     const std::vector<mask::ArrayName> arrays = {{"doc", false}, {"bias", true}};
     spec.mask_mod = mask::Expression::parse(kSpreadMasks[c.mask], arrays).canonical();

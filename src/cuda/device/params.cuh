@@ -97,6 +97,27 @@ struct AttentionParams {
   unsigned* mask_full_cells;  // [slot][query cell][ceil(key cells / 32)]
   int mask_batch_slots, mask_head_slots;
   MaskFault* mask_fault;  // null: faults are not recorded (the attention kernels)
+  // A KV cache read in place (the split-key forward with kKeyCache,
+  // copy/cache_rows.cuh). seq_kv is the rows a sequence's cache holds;
+  // batch entry b sees its cache's first cache_seqlens[b ·
+  // cache_seqlens_stride] rows (clamped to [0, seq_kv − seq_new]), then the
+  // seq_new rows of k_new / v_new ([batch, seq_new, heads_kv, dim]), which
+  // one CTA per (batch, key/value head) also writes into the cache after
+  // them. Its past-diagonal offset is min(cache_past_fixed, keys +
+  // cache_past_relative) for its count of keys. Paged (kPagedCache): k and v
+  // are [num_pages, page_size, heads_kv, dim] (stride_batch steps pages), key
+  // t of entry b is row t % page_size of page block_table[b ·
+  // block_table_stride + t / page_size · block_table_column_stride]; an
+  // entry outside [0, num_pages) is never dereferenced (its rows read as
+  // zeros, appends to it are dropped).
+  const int* cache_seqlens;
+  index_t cache_seqlens_stride;
+  TensorArg k_new, v_new;
+  int seq_new;
+  int cache_past_fixed, cache_past_relative;
+  const int* block_table;
+  index_t block_table_stride, block_table_column_stride;
+  int page_size, num_pages;
 };
 
 // A TMA descriptor (CUtensorMap of the driver API: 128 opaque bytes, 64-byte

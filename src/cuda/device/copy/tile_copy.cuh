@@ -31,28 +31,94 @@ __device__ __forceinline__ int tile_offset(int row, int col) {
   return kCoreMatrix ? core_matrix_offset<kCols>(row, col) : row * kSharedStride + col;
 }
 
-// Copies a [kRows][kCols] tile starting at `global` (row stride and column
-// stride in elements) into shared memory laid out [kRows][kSharedStride]
-// (kCoreMatrix: in the core-matrix layout instead).
+// Where the rows of a copied tile lie. Row r of a StridedRows is at base +
+// r · stride: a plain call's tensors. A gathered source (kGathered: a KV
+// cache's rows, copy/cache_rows.cuh) finds each row's address and may have
+// none (nullptr: a page its block table does not name), which reads as
+// zeros; it is asked only for rows the tile holds (r < valid_rows). Both
+// give a harmless address for copies of 0 bytes.
+// Rows [r0, r0 + 16) of a source as base + r · stride from r0 where they
+// lie that way; base nullptr where they must be found row by row.
+struct RowRun {
+  const u16* base;
+  index_t stride;
+};
+
+struct StridedRows {
+  static constexpr bool kGathered = false;
+  const u16* base;
+  index_t stride;
+  __device__ __forceinline__ const u16* row(int r) const { return base + r * stride; }
+  __device__ __forceinline__ RowRun run(int r0) const { return {row(r0), stride}; }
+  __device__ __forceinline__ const u16* harmless() const { return base; }
+  // The rows from row `first` on.
+  __device__ __forceinline__ StridedRows from(int first) const { return {row(first), stride}; }
+};
+
+// Row r of `rows`, or nullptr past valid_rows where the source gathers.
+template <class Rows>
+__device__ __forceinline__ const u16* source_row(const Rows& rows, int r, int valid_rows) {
+  if constexpr (Rows::kGathered)
+    return r < valid_rows ? rows.row(r) : nullptr;
+  else
+    return rows.row(r);
+}
+
+// Whether row r of a tile is read: inside valid_rows, and where the source
+// gathers, a row it has.
+template <class Rows>
+__device__ __forceinline__ bool row_is_read(const u16* source, int r, int valid_rows) {
+  return r < valid_rows && (!Rows::kGathered || source != nullptr);
+}
+
+// Copies a [kRows][kCols] tile of `rows` (column stride in elements) into
+// shared memory laid out [kRows][kSharedStride] (kCoreMatrix: in the
+// core-matrix layout instead).
 // Elements at rows >= valid_rows or columns >= valid_cols become zero.
 template <int kRows, int kCols, int kSharedStride, int kVec, int kThreads,
-          bool kCoreMatrix = false>
-__device__ __forceinline__ void load_tile(u16* shared, const u16* global, index_t row_stride,
-                                          index_t col_stride, int valid_rows, int valid_cols,
-                                          int thread) {
+          bool kCoreMatrix = false, class Rows>
+__device__ __forceinline__ void load_rows(u16* shared, const Rows& rows, index_t col_stride,
+                                          int valid_rows, int valid_cols, int thread) {
   static_assert(kCols % 8 == 0, "tiles are padded to whole 16-byte chunks");
   constexpr int kChunksPerRow = kCols / 8;
   constexpr int kChunks = kRows * kChunksPerRow;
-  if (kVec == 8) {
+  if (kVec == 8 && Rows::kGathered) {
+    // 16 rows at a time, each run's address found once (a page lookup)
+    // rather than every chunk's: the chunks of a run are strided again.
+    // The runs' addresses first, so that their page lookups overlap.
+    static_assert(kRows % 16 == 0, "gathered tiles are whole runs of 16 rows");
+    constexpr int kRuns = kRows / 16, kRunChunks = 16 * kChunksPerRow;
+    RowRun runs[kRuns];
+#pragma unroll
+    for (int i = 0; i < kRuns; ++i)
+      runs[i] = 16 * i < valid_rows ? rows.run(16 * i) : RowRun{nullptr, 0};
+#pragma unroll
+    for (int i = 0; i < kRuns; ++i) {
+      const int r0 = 16 * i;
+      const RowRun run = runs[i];
+#pragma unroll 4
+      for (int chunk = thread; chunk < kRunChunks; chunk += kThreads) {
+        const int row = r0 + chunk / kChunksPerRow;
+        const int col = (chunk % kChunksPerRow) * 8;
+        const u16* source = run.base != nullptr ? run.base + (row - r0) * run.stride
+                                                : source_row(rows, row, valid_rows);
+        int valid = row_is_read<Rows>(source, row, valid_rows) ? min_of(8, valid_cols - col) : 0;
+        valid = max_of(valid, 0);
+        cp_async_zfill<16>(shared + tile_offset<kCols, kSharedStride, kCoreMatrix>(row, col),
+                           valid > 0 ? source + col : rows.harmless(), valid * 2);
+      }
+    }
+  } else if (kVec == 8) {
 #pragma unroll 4
     for (int chunk = thread; chunk < kChunks; chunk += kThreads) {
       const int row = chunk / kChunksPerRow;
       const int col = (chunk % kChunksPerRow) * 8;
-      int valid = row < valid_rows ? min_of(8, valid_cols - col) : 0;
+      const u16* source = source_row(rows, row, valid_rows);
+      int valid = row_is_read<Rows>(source, row, valid_rows) ? min_of(8, valid_cols - col) : 0;
       valid = max_of(valid, 0);
       // A chunk with nothing to read still issues a copy of 0 bytes (zero fill)
       // from a harmless address.
-      const u16* src = valid > 0 ? global + row * row_stride + col : global;
+      const u16* src = valid > 0 ? source + col : rows.harmless();
       cp_async_zfill<16>(shared + tile_offset<kCols, kSharedStride, kCoreMatrix>(row, col), src,
                          valid * 2);
     }
@@ -70,8 +136,11 @@ __device__ __forceinline__ void load_tile(u16* shared, const u16* global, index_
         const int row = chunk / kChunksPerRow;
         const int col = (chunk % kChunksPerRow) * 8;
         staged[i] = make_uint4(0, 0, 0, 0);
-        if (first + i < kPerThread && chunk < kChunks && row < valid_rows && col < valid_cols)
-          staged[i] = load8_shifted(global + row * row_stride, col, valid_cols);
+        if (first + i < kPerThread && chunk < kChunks && row < valid_rows && col < valid_cols) {
+          const u16* source = source_row(rows, row, valid_rows);
+          if (row_is_read<Rows>(source, row, valid_rows))
+            staged[i] = load8_shifted(source, col, valid_cols);
+        }
       }
 #pragma unroll
       for (int i = 0; i < kBatch; ++i) {
@@ -88,10 +157,23 @@ __device__ __forceinline__ void load_tile(u16* shared, const u16* global, index_
       const int row = e / kCols;
       const int col = e % kCols;
       u16 value = 0;
-      if (row < valid_rows && col < valid_cols) value = global[row * row_stride + col * col_stride];
+      if (row < valid_rows && col < valid_cols) {
+        const u16* source = source_row(rows, row, valid_rows);
+        if (row_is_read<Rows>(source, row, valid_rows)) value = source[col * col_stride];
+      }
       shared[tile_offset<kCols, kSharedStride, kCoreMatrix>(row, col)] = value;
     }
   }
+}
+
+// load_rows of the rows `row_stride` elements apart from `global` on.
+template <int kRows, int kCols, int kSharedStride, int kVec, int kThreads,
+          bool kCoreMatrix = false>
+__device__ __forceinline__ void load_tile(u16* shared, const u16* global, index_t row_stride,
+                                          index_t col_stride, int valid_rows, int valid_cols,
+                                          int thread) {
+  load_rows<kRows, kCols, kSharedStride, kVec, kThreads, kCoreMatrix>(
+      shared, StridedRows{global, row_stride}, col_stride, valid_rows, valid_cols, thread);
 }
 
 // A [kRows][kCols] tile in the core-matrix layout whose element (row, col)
@@ -149,55 +231,69 @@ struct TileCopy {
   static constexpr int kStageStride = kStageChunks * 8;
   static constexpr int kStageElements = kRows * kStageStride;  // [kRows][kStageChunks · 8]
 
-  static __device__ __forceinline__ void issue(u16* shared, u16* staging, const u16* global,
-                                               index_t row_stride, index_t col_stride,
-                                               int valid_rows, int valid_cols, int thread) {
+  template <class Rows>
+  static __device__ __forceinline__ void issue(u16* shared, u16* staging, const Rows& rows,
+                                               index_t col_stride, int valid_rows,
+                                               int valid_cols, int thread) {
     if (!kStaged) {
-      load_tile<kRows, kCols, kSharedStride, kVec, kThreads>(shared, global, row_stride,
-                                                             col_stride, valid_rows, valid_cols,
-                                                             thread);
+      load_rows<kRows, kCols, kSharedStride, kVec, kThreads>(shared, rows, col_stride,
+                                                             valid_rows, valid_cols, thread);
       return;
     }
 #pragma unroll 4
     for (int chunk = thread; chunk < kRows * kStageChunks; chunk += kThreads) {
       const int row = chunk / kStageChunks, c = chunk % kStageChunks;
-      const u64 address = reinterpret_cast<u64>(global + row * row_stride);
+      const u16* source = source_row(rows, row, valid_rows);
+      const u64 address = reinterpret_cast<u64>(source);
       const u64 first = (address & ~u64(15)) + 16 * c;
       const u64 end = address + 2 * static_cast<u64>(max_of(valid_cols, 0));
       u16* stage = staging + row * kStageStride + c * 8;
       // The aligned chunks holding an element of the row go by cp.async
       // (chunks with nothing to read as zero-filling copies of 0 bytes),
-      // but for the last chunk of the sequence's last row, which may end the
-      // caller's tensor: a cp.async reads its whole 16-byte window whatever
-      // its source size (past the tensor where the row ends inside the
-      // window), so that one is read element by element below.
-      const bool inside = row < valid_rows && first < end;
-      const bool tail = inside && row == valid_rows - 1 && first + 16 > end;
-      if (!tail)
-        cp_async_zfill<16>(stage, inside ? reinterpret_cast<const void*>(first) : global,
+      // but for the last chunk of a row that may end the caller's tensor: a
+      // cp.async reads its whole 16-byte window whatever its source size
+      // (past the tensor where the row ends inside the window). That is the
+      // sequence's last row of a strided source, read element by element
+      // below; any row of a gathered one, read element by element here.
+      const bool inside = row_is_read<Rows>(source, row, valid_rows) && first < end;
+      const bool tail =
+          inside && (Rows::kGathered || row == valid_rows - 1) && first + 16 > end;
+      if (!tail) {
+        cp_async_zfill<16>(stage, inside ? reinterpret_cast<const void*>(first) : rows.harmless(),
                            inside ? 16 : 0);
-    }
-    if (thread == 0 && valid_rows >= 1 && valid_rows <= kRows && valid_cols > 0) {
-      const u16* row = global + (valid_rows - 1) * row_stride;
-      const int skew = static_cast<int>(reinterpret_cast<u64>(row) & 15) / 2;  // elements before it
-      const int last = (skew + valid_cols - 1) / 8;  // the chunk of the row's last element
-      // Only where the row ends inside its last chunk, and inside this tile:
-      // a tile of a column slice (valid_cols > kCols) ends mid-row, its last
-      // chunk went by cp.async above, and a chunk past kStageChunks would be
-      // the next row's staging (or past the staging area).
-      if ((skew + valid_cols) % 8 != 0 && last < kStageChunks) {
-        u16* stage = staging + (valid_rows - 1) * kStageStride + last * 8;
+      } else if constexpr (Rows::kGathered) {
+        const int e0 = static_cast<int>(static_cast<long long>(first - address) / 2);
 #pragma unroll 1
         for (int i = 0; i < 8; ++i) {
-          const int e = last * 8 + i - skew;  // the element's column
-          stage[i] = e >= 0 && e < valid_cols ? row[e] : u16(0);
+          const int e = e0 + i;  // the element's column (negative before the row)
+          stage[i] = e >= 0 && e < valid_cols ? source[e] : u16(0);
+        }
+      }
+    }
+    if constexpr (!Rows::kGathered) {
+      if (thread == 0 && valid_rows >= 1 && valid_rows <= kRows && valid_cols > 0) {
+        const u16* row = rows.row(valid_rows - 1);
+        // Elements before it in its chunk, and the chunk of its last element.
+        const int skew = static_cast<int>(reinterpret_cast<u64>(row) & 15) / 2;
+        const int last = (skew + valid_cols - 1) / 8;
+        // Only where the row ends inside its last chunk, and inside this tile:
+        // a tile of a column slice (valid_cols > kCols) ends mid-row, its last
+        // chunk went by cp.async above, and a chunk past kStageChunks would be
+        // the next row's staging (or past the staging area).
+        if ((skew + valid_cols) % 8 != 0 && last < kStageChunks) {
+          u16* stage = staging + (valid_rows - 1) * kStageStride + last * 8;
+#pragma unroll 1
+          for (int i = 0; i < 8; ++i) {
+            const int e = last * 8 + i - skew;  // the element's column
+            stage[i] = e >= 0 && e < valid_cols ? row[e] : u16(0);
+          }
         }
       }
     }
   }
 
-  static __device__ __forceinline__ void finish(u16* shared, const u16* staging,
-                                                const u16* global, index_t row_stride,
+  template <class Rows>
+  static __device__ __forceinline__ void finish(u16* shared, const u16* staging, const Rows& rows,
                                                 int valid_rows, int valid_cols, int thread) {
     if (!kStaged) return;
     constexpr int kChunksPerRow = kCols / 8;
@@ -206,13 +302,29 @@ struct TileCopy {
       const int row = chunk / kChunksPerRow, c = chunk % kChunksPerRow;
       uint4 value = make_uint4(0, 0, 0, 0);
       if (row < valid_rows && c * 8 < valid_cols) {
-        const int offset = static_cast<int>(reinterpret_cast<u64>(global + row * row_stride) & 15);
-        const uint4* stage = reinterpret_cast<const uint4*>(staging + row * kStageStride) + c;
-        value = shift_and_mask(stage[0], stage[1], offset, valid_cols - c * 8);
+        const u16* source = source_row(rows, row, valid_rows);
+        if (row_is_read<Rows>(source, row, valid_rows)) {
+          const int offset = static_cast<int>(reinterpret_cast<u64>(source) & 15);
+          const uint4* stage = reinterpret_cast<const uint4*>(staging + row * kStageStride) + c;
+          value = shift_and_mask(stage[0], stage[1], offset, valid_cols - c * 8);
+        }
       }
       *reinterpret_cast<uint4*>(shared + tile_offset<kCols, kSharedStride, kCoreMatrix>(
                                              row, c * 8)) = value;
     }
+  }
+
+  // The same of the rows `row_stride` elements apart from `global` on.
+  static __device__ __forceinline__ void issue(u16* shared, u16* staging, const u16* global,
+                                               index_t row_stride, index_t col_stride,
+                                               int valid_rows, int valid_cols, int thread) {
+    issue(shared, staging, StridedRows{global, row_stride}, col_stride, valid_rows, valid_cols,
+          thread);
+  }
+  static __device__ __forceinline__ void finish(u16* shared, const u16* staging,
+                                                const u16* global, index_t row_stride,
+                                                int valid_rows, int valid_cols, int thread) {
+    finish(shared, staging, StridedRows{global, row_stride}, valid_rows, valid_cols, thread);
   }
 };
 

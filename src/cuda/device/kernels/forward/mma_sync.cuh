@@ -10,6 +10,7 @@
 #pragma once
 
 #include "common.cuh"
+#include "copy/cache_rows.cuh"
 #include "copy/tile_copy.cuh"
 #include "epilogue/store.cuh"
 #include "softmax/mask.cuh"
@@ -26,7 +27,8 @@ namespace flashgen_device {
 // registers rather than re-read from shared memory every key block),
 // kSplitKeys (the CTAs of a query block share its key blocks and write fp32
 // partial results for the combine kernel: decode, where the query blocks
-// alone cannot fill the GPU).
+// alone cannot fill the GPU), kKeyCache / kPagedCache (split-key only: K
+// and V are a KV cache read in place, copy/cache_rows.cuh).
 template <class C>
 struct Forward {
   static constexpr int E = C::kElement;
@@ -56,18 +58,33 @@ struct Forward {
   };
   typedef WithStaging<Tiles, KCopy, VCopy> SharedStorage;  // staging: K, then V
 
+  static_assert(C::kSplitKeys || !C::kKeyCache, "a KV cache is read by the split-key forward");
+
   static __device__ void run(const AttentionParams& p, unsigned char* shared_bytes) {
+    const CtaTile tile = query_tile<kBlockM, C::kHeadChunks, C::kSplitKeys, C::kCausal>(p);
+    if constexpr (C::kKeyCache) {
+      // The entry's own count of keys; its appended rows into the cache.
+      const AttentionParams sequence = sequence_params(p, tile.batch);
+      if (appends_rows(p, tile))
+        append_to_cache<C>(sequence, tile.batch, tile.kv_head, threadIdx.x, kThreads);
+      run_tile(sequence, tile, shared_bytes);
+    } else {
+      run_tile(p, tile, shared_bytes);
+    }
+  }
+
+  static __device__ __forceinline__ void run_tile(const AttentionParams& p, const CtaTile& tile,
+                                                  unsigned char* shared_bytes) {
     SharedStorage& smem = *reinterpret_cast<SharedStorage*>(shared_bytes);
     const int thread = threadIdx.x, lane = thread & 31, warp = thread >> 5;
-    const CtaTile tile = query_tile<kBlockM, C::kHeadChunks, C::kSplitKeys, C::kCausal>(p);
     const int head = tile.head, kv_head = tile.kv_head, batch = tile.batch, row0 = tile.row0;
     const int chunk = tile.chunk;
     const int warp_row0 = row0 + warp * 16 * kRowTiles;
     const int dv0 = chunk * kDvChunk;
 
     const u16* q = head_slice<const u16>(p.q, batch, head) + row0 * p.q.stride_seq;
-    const u16* k = head_slice<const u16>(p.k, batch, kv_head);
-    const u16* v = head_slice<const u16>(p.v, batch, kv_head) + dv0 * p.v.stride_dim;
+    const auto keys = traversed_rows<C>(p, p.k, p.k_new, batch, kv_head, 0);
+    const auto values = traversed_rows<C>(p, p.v, p.v_new, batch, kv_head, dv0);
 
     const BlockRange share = key_block_share<C::kSplitKeys>(
         p, key_blocks_for_rows<C, kBlockN>(p, row0, kBlockM, batch, head), tile.split);
@@ -78,8 +95,8 @@ struct Forward {
         smem.q, q, p.q.stride_seq, p.q.stride_dim, p.seq_q - row0, C::kDimQK, thread);
     if (n_blocks > first_block) {
       const int first_key = first_block * kBlockN;
-      KCopy::issue(smem.k, smem.first_staging(), k + first_key * p.k.stride_seq, p.k.stride_seq,
-                   p.k.stride_dim, p.seq_kv - first_key, C::kDimQK, thread);
+      KCopy::issue(smem.k, smem.first_staging(), keys.from(first_key), p.k.stride_dim,
+                   p.seq_kv - first_key, C::kDimQK, thread);
     }
     cp_async_commit();
 
@@ -95,14 +112,14 @@ struct Forward {
     for (int n_block = first_block; n_block < n_blocks; ++n_block) {
       const int key0 = n_block * kBlockN;
       // V[j] streams in while S = Q·K[j]ᵀ is computed.
-      VCopy::issue(smem.v, smem.second_staging(), v + key0 * p.v.stride_seq, p.v.stride_seq,
-                   p.v.stride_dim, p.seq_kv - key0, C::kDimV - dv0, thread);
+      VCopy::issue(smem.v, smem.second_staging(), values.from(key0), p.v.stride_dim,
+                   p.seq_kv - key0, C::kDimV - dv0, thread);
       cp_async_commit();
       cp_async_wait<1>();
       __syncthreads();
       if (kStaged) {
-        KCopy::finish(smem.k, smem.first_staging(), k + key0 * p.k.stride_seq, p.k.stride_seq,
-                      p.seq_kv - key0, C::kDimQK, thread);
+        KCopy::finish(smem.k, smem.first_staging(), keys.from(key0), p.seq_kv - key0, C::kDimQK,
+                      thread);
         __syncthreads();
       }
 
@@ -132,14 +149,14 @@ struct Forward {
       cp_async_wait<0>();
       __syncthreads();  // V[j] is in, and every warp is done reading K[j]
       if (kStaged) {
-        VCopy::finish(smem.v, smem.second_staging(), v + key0 * p.v.stride_seq, p.v.stride_seq,
-                      p.seq_kv - key0, C::kDimV - dv0, thread);
+        VCopy::finish(smem.v, smem.second_staging(), values.from(key0), p.seq_kv - key0,
+                      C::kDimV - dv0, thread);
         __syncthreads();
       }
       if (n_block + 1 < n_blocks) {
         const int next = key0 + kBlockN;
-        KCopy::issue(smem.k, smem.first_staging(), k + next * p.k.stride_seq, p.k.stride_seq,
-                     p.k.stride_dim, p.seq_kv - next, C::kDimQK, thread);
+        KCopy::issue(smem.k, smem.first_staging(), keys.from(next), p.k.stride_dim,
+                     p.seq_kv - next, C::kDimQK, thread);
       }
       cp_async_commit();
 

@@ -1,0 +1,91 @@
+// forward_with_kvcache on CUDA tensors (the caches read in place by the
+// split-key forward, cache_seqlens and block_table in device memory) against
+// the fp64 reference: the cases every backend runs, decode shapes long
+// enough to split the keys over CTAs and to pack a group's query heads,
+// block-table entries outside the pool (never dereferenced), and what is
+// refused with a clear error.
+#include <gtest/gtest.h>
+
+#include "kvcache_case.hpp"
+
+namespace flashgen::testing {
+namespace {
+
+constexpr MemoryKind kGpu = MemoryKind::cuda;
+
+std::vector<KVCase> gpu_cases() {
+  std::vector<KVCase> cases = kvcache_cases();
+  // Keys shared by several CTAs per query block, query heads packed as rows.
+  cases.push_back({"decode_split_gqa4_d128", {3000, 17, 0, 1025}, 1, 1, 0, 4096, 8, 2, 128, 128});
+  cases.push_back({"paged16_decode_split_gqa8", {5000, 1, 300}, 1, 1, 16, 8192, 16, 2, 128, 128});
+  cases.push_back({"paged64_chunk_causal_d256", {2000, 63}, 4, 4, 64, 2048, 4, 2, 256, 256, true});
+  cases.push_back({"paged16_odd_d199_append", {1500, 16}, 2, 2, 16, 2048, 2, 1, 199, 199, true});
+  KVCase sinks{"paged32_decode_sinks_gqa8_d64", {4000, 9}, 1, 1, 32, 4096, 16, 2, 64, 64};
+  sinks.sinks = true;
+  cases.push_back(sinks);
+  KVCase alibi{"contiguous_decode_alibi_rows_gqa4", {2000, 5}, 1, 1, 0, 2048, 8, 2, 64, 64};
+  alibi.alibi_rank = 2;
+  cases.push_back(alibi);
+  return cases;
+}
+
+class GpuKVCache : public ::testing::TestWithParam<KVCase> {};
+
+TEST_P(GpuKVCache, MatchesTheReferenceAndAppends) {
+  FLASHGEN_SKIP_WITHOUT_GPU();
+  const KVCase& c = GetParam();
+  KVTensors t(c, kGpu);
+  const KVOptions options = kv_options(c, t.batch, kGpu, t.q.view().device, Backend::cuda);
+  check_kvcache_forward(c, t, options.options);
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, GpuKVCache, ::testing::ValuesIn(gpu_cases()),
+                         [](const auto& info) { return info.param.name; });
+
+// A block table naming pages outside [0, num_pages) for pages the call reads
+// and appends to: the kernel reads those rows as zeros and drops the
+// appends, and touches no byte outside the caches.
+TEST(GpuKVCacheEdges, BlockTableEntriesOutsideThePoolAreNeverDereferenced) {
+  FLASHGEN_SKIP_WITHOUT_GPU();
+  const KVCase c{"bad_pages", {40, 20}, 1, 1, 16, 64, 2, 2, 64, 64};
+  KVTensors t(c, kGpu);
+  t.block_table[1] = -1;                                    // sequence 0, rows 16-31
+  t.block_table[t.pages_per_sequence + 1] = static_cast<std::int32_t>(t.num_pages + 7);  // sequence 1's append
+  t.block_table_storage->upload(t.block_table.data(), sizeof(std::int32_t) * t.block_table.size());
+  Options options;
+  options.backend = Backend::cuda;
+  forward_with_kvcache(t.args(c), options);
+  for (const TestTensor* cache : {&t.k_cache, &t.v_cache})
+    EXPECT_EQ(cache->check_outside_unchanged(cache->download()), "");
+  const std::vector<unsigned char> o = t.o.download();
+  EXPECT_EQ(t.o.check_all_written(o) + t.o.check_outside_unchanged(o), "");
+}
+
+// What the GPU does not run yet is refused by name, before anything runs.
+TEST(GpuKVCacheEdges, RefusesFloat32AndMaskExpressionsByName) {
+  FLASHGEN_SKIP_WITHOUT_GPU();
+  const KVCase f32{"f32", {4, 2}, 1, 0, 0, 16, 2, 2, 32, 32, false, DType::f32};
+  KVTensors t(f32, kGpu);
+  Options options;
+  options.backend = Backend::cuda;
+  try {
+    forward_with_kvcache(t.args(f32), options);
+    ADD_FAILURE() << "a float32 KV cache ran on CUDA tensors";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::unsupported);
+    EXPECT_NE(std::string(e.what()).find("float32"), std::string::npos) << e.what();
+  }
+  const KVCase bf16{"mask", {4, 2}, 1, 0, 0, 16};
+  KVTensors u(bf16, kGpu);
+  options.mask_mod = "kv_idx != 1";
+  try {
+    forward_with_kvcache(u.args(bf16), options);
+    ADD_FAILURE() << "a mask expression ran with a KV cache on CUDA tensors";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::unsupported);
+    EXPECT_NE(std::string(e.what()).find("mask_mod"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace flashgen::testing
