@@ -67,11 +67,24 @@ std::vector<KernelKind> kinds_of(const std::vector<std::string>& names, const Pr
   return kinds;
 }
 
+// The problem as a KV-cache call of that layout makes it: the kernels'
+// specs read only whether there is a cache and whether it is paged, so the
+// indices are stand-ins that nothing reads.
+Problem with_cache(Problem p, KeyCache cache) {
+  static const std::int32_t kStandIn = 0;
+  if (cache == KeyCache::none) return p;
+  p.kv_cache.lengths = &kStandIn;
+  if (cache == KeyCache::paged) p.kv_cache.block_table = &kStandIn;
+  return p;
+}
+
 // Decode with `group` query heads per key/value head: the split-key forward,
 // its combine and the whole forward of the problem as the kernels see it
-// (query heads packed as rows where they pack).
+// (query heads packed as rows where they pack); with a KV cache (`caches`),
+// the split-key forward that reads it.
 std::vector<KernelSpec> decode_specs(const Problem& base, std::int64_t group, int vec,
-                                     const std::string& arch) {
+                                     const std::string& arch,
+                                     const std::vector<KeyCache>& caches) {
   Problem p = base;
   p.seq_q = 1;
   p.heads_q = group;
@@ -81,6 +94,13 @@ std::vector<KernelSpec> decode_specs(const Problem& base, std::int64_t group, in
       cuda::spec_of(KernelKind::forward_combine, seen, vec, arch),
       cuda::spec_of(KernelKind::forward, seen, vec, arch)};
   if (seen.has_mask()) specs.push_back(cuda::spec_of(KernelKind::mask_blocks, seen, vec, arch));
+  for (KeyCache cache : caches) {
+    const Problem cached = with_cache(p, cache);
+    const Problem cached_seen =
+        cuda::packs_query_heads(cached) ? cuda::packed_problem(cached) : cached;
+    specs.push_back(cuda::spec_of(KernelKind::forward, cached_seen, vec, arch, true));
+    specs.push_back(cuda::spec_of(KernelKind::forward_combine, cached_seen, vec, arch));
+  }
   return specs;
 }
 
@@ -90,6 +110,7 @@ int precompile_command(const std::vector<std::string>& words) {
   Arguments a("precompile",
               "[--dims 64,128 | --sweep] [--dtype bf16|f16] [--causal 0|1|both] [--arch sm_90a]\n"
               "                      [--kinds forward,backward,backward_atomic] [--decode G,...]\n"
+              "                      [--kv-cache contiguous|paged|both]\n"
               "                      [--window L,R] [--softcap C] [--sinks] [--alibi]\n"
               "                      [--mask-mod EXPR --mask-arrays doc:i,...] [--threads N]",
               "Compiles the kernels that problems of these head dimensions (packed tensors, "
@@ -97,13 +118,15 @@ int precompile_command(const std::vector<std::string>& words) {
               "~/.cache/flashgen/<version>/<arch>), with NVRTC and no GPU. The masks and score "
               "modifiers select the kernels of calls that pass them (a user mask is compiled "
               "for its expression); --decode adds the kernels of decode steps (one query, "
-              "G query heads per key/value head).");
+              "G query heads per key/value head), and with --kv-cache those of decode steps "
+              "over a KV cache (forward_with_kvcache).");
   declare_dims_options(a);
   a.option("dtype", "T", "bf16 (default) or f16");
   a.option("causal", "C", "0 (default), 1 or both");
   a.option("arch", "ARCH", "NVRTC target (default sm_90a)");
   a.option("kinds", "K,K", "forward, backward, backward_atomic (default: all three)");
   a.option("decode", "G,...", "also decode steps with G query heads per key/value head");
+  a.option("kv-cache", "L", "with --decode, also over a KV cache: contiguous, paged or both");
   a.option("window", "L,R", "sliding window (flash-attn's window_size; -1 unbounded)");
   a.option("softcap", "C", "soft-capped logits (default 0: none)");
   a.flag("sinks", "a sink logit per query head");
@@ -119,6 +142,11 @@ int precompile_command(const std::vector<std::string>& words) {
       a.choice_list("kinds", {"forward", "backward", "backward_atomic"},
                     {"forward", "backward", "backward_atomic"});
   const std::vector<std::int64_t> groups = a.integer_list("decode", {}, 1, 1024);
+  const std::string layout =
+      a.choice("kv-cache", "none", {"none", "contiguous", "paged", "both"});
+  std::vector<KeyCache> caches;
+  if (layout == "contiguous" || layout == "both") caches.push_back(KeyCache::contiguous);
+  if (layout == "paged" || layout == "both") caches.push_back(KeyCache::paged);
   const int threads = static_cast<int>(
       a.integer("threads", std::max(1u, std::thread::hardware_concurrency()), 1, 256));
   std::shared_ptr<const mask::BoundMask> mask;
@@ -139,7 +167,7 @@ int precompile_command(const std::vector<std::string>& words) {
       const int vec = packed_vec(d, d);
       for (KernelKind kind : kinds_of(kind_names, p)) add(cuda::spec_of(kind, p, vec, arch), p);
       for (std::int64_t group : groups)
-        for (const KernelSpec& spec : decode_specs(p, group, vec, arch)) add(spec, p);
+        for (const KernelSpec& spec : decode_specs(p, group, vec, arch, caches)) add(spec, p);
     }
 
   std::atomic<std::size_t> next{0}, done{0};

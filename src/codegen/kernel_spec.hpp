@@ -63,7 +63,7 @@ struct KernelSpec {
   KeyCache cache = KeyCache::none;
 
   // "forward bf16 dqk=127 dv=127 causal=0 vec=1 sm_90a" (" window",
-  // " softcap", " sinks", " alibi", " split_keys", " cache=contiguous|paged"
+  // " softcap", " sinks", " alibi", " split_keys", " kv_cache=contiguous|paged"
   // and " mask=<16 hex digits of the mask's text>" after it when set)
   std::string to_string() const;
   bool operator==(const KernelSpec&) const = default;

@@ -113,7 +113,7 @@ void check_tuning(const KernelSpec& spec, const TuningParams& t) {
     fail("split_keys is a forward of the mma.sync kernel (f16, bf16; no mma=wgmma, producer or "
          "split)");
   if (spec.cache != KeyCache::none && !spec.split_keys)
-    fail("a KV cache (cache=" + std::string(to_string(spec.cache)) +
+    fail("a KV cache (kv_cache=" + std::string(to_string(spec.cache)) +
          ") is read by the split-key forward");
   if (spec.dtype == DType::f32) return check_f32_tuning(spec, t, fail);
   if (t.swizzle != 0 && t.swizzle != 32) fail("swizzle must be 0 or 32");

@@ -52,6 +52,20 @@ TEST_F(PrecompileCommand, DecodeStepsWithAWindowAndSinks) {
   EXPECT_FALSE(contains(o.output, "FAILED")) << o.output;
 }
 
+// Decode steps over a KV cache: the split-key forward that reads a
+// contiguous cache and the one that reads a paged cache, beside the plain
+// call's; the combine is shared.
+TEST_F(PrecompileCommand, DecodeStepsOverAKVCache) {
+  const Outcome o = precompile("--dims 128 --kinds forward --decode 4 --kv-cache both");
+  EXPECT_EQ(o.exit_code, 0) << o.output;
+  for (const char* layout : {"", " kv_cache=contiguous", " kv_cache=paged"})
+    EXPECT_TRUE(contains(o.output, std::string("dqk=128 dv=128 causal=0 vec=8 sm_90a split_keys") +
+                                       layout + " |"))
+        << layout << "\n" << o.output;
+  EXPECT_TRUE(contains(o.output, "5 kernels in ")) << o.output;
+  EXPECT_FALSE(contains(o.output, "FAILED")) << o.output;
+}
+
 // A user mask compiles with its expression, mask_blocks included; the
 // deterministic backward of sinks adds their gradient's kernel.
 TEST_F(PrecompileCommand, AUserMaskAndTheBackwardsKernels) {
