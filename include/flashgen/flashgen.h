@@ -159,7 +159,9 @@ int fg_backward_varlen(const fg_tensor* q, const fg_tensor* k, const fg_tensor* 
 
 /* KV cache: block_table NULL for a contiguous cache; k_new and v_new NULL
  * to append nothing; lse NULL: not written. Writes the appended rows into
- * k_cache and v_cache (the only arguments the call modifies). */
+ * k_cache and v_cache (the only arguments the call modifies).
+ * check_indices: nonzero checks device-resident cache_seqlens and
+ * block_table on the host first (the call waits for the stream). */
 typedef struct {
   const fg_tensor* k_cache;
   const fg_tensor* v_cache;
@@ -167,6 +169,7 @@ typedef struct {
   const fg_index* block_table;
   const fg_tensor* k_new;
   const fg_tensor* v_new;
+  int check_indices;
 } fg_kvcache;
 
 int fg_forward_with_kvcache(const fg_tensor* q, const fg_kvcache* cache, const fg_tensor* o,

@@ -87,6 +87,11 @@ struct KVCacheForwardArgs {
   TensorView k_new, v_new;
   TensorView o;      // output [batch, seq_q, heads_q, dim_v]
   RowStatsView lse;  // output [batch, heads_q, seq_q] (optional)
+  // CUDA tensors: true copies cache_seqlens and block_table to the host and
+  // checks them as for host tensors before anything runs (the call waits
+  // for options.stream, so it cannot be captured in a CUDA graph); false
+  // (the default) leaves them to the kernels.
+  bool check_indices = false;
 };
 
 // Page sizes of a paged cache are multiples of this (the kernels' tile granularity).

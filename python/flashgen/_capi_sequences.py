@@ -54,6 +54,7 @@ class KVCache(ctypes.Structure):
         ("block_table", _IndexP),
         ("k_new", _TensorP),
         ("v_new", _TensorP),
+        ("check_indices", ctypes.c_int),
     ]
 
 
@@ -124,9 +125,10 @@ def varlen(cu_seqlens_q: Index, cu_seqlens_k: Index, max_seqlen_q: int,
 
 
 def kvcache(k_cache, v_cache, cache_seqlens: Index, block_table: Index | None, k_new,
-            v_new) -> KVCache:
+            v_new, check_indices: bool = False) -> KVCache:
     """fg_kvcache; None fields stay NULL. Keep the arguments alive while it is used."""
     c = KVCache()
+    c.check_indices = int(check_indices)
     c.k_cache = ctypes.pointer(k_cache)
     c.v_cache = ctypes.pointer(v_cache)
     c.cache_seqlens = ctypes.pointer(cache_seqlens)

@@ -120,7 +120,7 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seql
 def attention_with_kvcache(q, k_cache, v_cache, cache_seqlens, block_table=None, k=None, v=None,
                            causal=False, scale=None, return_lse=False, window_size=(-1, -1),
                            softcap=0.0, alibi_slopes=None, sinks=None, mask_mod="",
-                           mask_tensors=None):
+                           mask_tensors=None, check_indices=False):
     """Attention of q [batch, seq_q, heads_q, dim_qk] to each sequence's KV cache.
 
     k_cache / v_cache: [batch, seq_cache, heads_kv, dim] or, with block_table
@@ -139,11 +139,13 @@ def attention_with_kvcache(q, k_cache, v_cache, cache_seqlens, block_table=None,
     kernels read them (no host synchronization: CUDA-graph capturable),
     clamp a length to what the cache holds and never dereference a
     block_table entry outside [0, num_pages) (CPU tensors: checked, with
-    an error). float32 tensors and mask_mod run on the CPU only.
+    an error; check_indices=True checks CUDA ones too, waiting for the
+    stream). float32 tensors and mask_mod run on the CPU only.
     """
     (causal, top_left), scale = check_causal_mode(causal), check_scale(scale)
     window, softcap = check_window(window_size), check_softcap(softcap)
     return_lse = check_bool("return_lse", return_lse)
+    check_indices = check_bool("check_indices", check_indices)
     if (k is None) != (v is None):
         raise ValueError("k and v are appended together: pass both or neither")
     tensors = {"q": q, "k_cache": k_cache, "v_cache": v_cache}
@@ -156,7 +158,7 @@ def attention_with_kvcache(q, k_cache, v_cache, cache_seqlens, block_table=None,
     seqlens = _index("cache_seqlens", cache_seqlens, 1)
     table = _index("block_table", block_table, 2) if block_table is not None else None
     cache = _capi_sequences.kvcache(views["k_cache"], views["v_cache"], seqlens, table,
-                                    views.get("k"), views.get("v"))
+                                    views.get("k"), views.get("v"), check_indices)
     batch, seq_q, heads_q, _ = q.shape
     o = q.new_empty((batch, seq_q, heads_q, v_cache.shape[3]))
     lse = torch.empty((batch, heads_q, seq_q), dtype=torch.float32, device=q.device)

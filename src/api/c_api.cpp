@@ -295,6 +295,7 @@ int fg_forward_with_kvcache(const fg_tensor* q, const fg_kvcache* cache, const f
     if (c.block_table != nullptr) args.block_table = view_of(*c.block_table);
     if (c.k_new != nullptr) args.k_new = view_of(*c.k_new);
     if (c.v_new != nullptr) args.v_new = view_of(*c.v_new);
+    args.check_indices = c.check_indices != 0;
     args.o = view_of(require(o, "o"));
     if (lse != nullptr) args.lse = view_of(*lse);
     forward_with_kvcache(args, options_of(require(options, "options")));

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "api/operands.hpp"
+#include "api/plan.hpp"
 #include "api/validate.hpp"
 #include "api/validate_sequences.hpp"
 
@@ -131,8 +132,18 @@ KVCacheProblem validate_kvcache_forward(const KVCacheForwardArgs& a, const Optio
   kv.base = problem_from(a.q, a.k_cache, a.v_cache, options);  // seq_kv: per sequence
 
   // On the GPU the kernels read the indices (nothing waits for them: the
-  // call can be captured in a CUDA graph); on the host they are checked here.
-  if (a.q.memory == MemoryKind::host) kv.cache_lengths = read_cache_lengths(a, kv);
+  // call can be captured in a CUDA graph) unless the caller asks for them
+  // to be checked here, as host tensors' are.
+  if (a.q.memory == MemoryKind::host) {
+    kv.cache_lengths = read_cache_lengths(a, kv);
+  } else if (a.check_indices) {
+    check_cuda_reachable(kv.base, a.q);  // before device memory is read
+    std::vector<std::int32_t> lengths, table;
+    KVCacheForwardArgs host = a;
+    host.cache_seqlens = readable_on_host(a.cache_seqlens, lengths, options.stream);
+    if (kv.paged) host.block_table = readable_on_host(a.block_table, table, options.stream);
+    read_cache_lengths(host, kv);
+  }
   return kv;
 }
 

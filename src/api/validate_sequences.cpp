@@ -38,19 +38,6 @@ std::vector<std::int64_t> read_cu_seqlens(const char* name, const IndexView& t,
   return begin;
 }
 
-// An index array as the host reads it: the caller's host memory, or a copy
-// of its device memory (in the order of `stream`) into `copy`.
-IndexView readable_on_host(const IndexView& t, std::vector<std::int32_t>& copy, void* stream) {
-  if (t.memory != MemoryKind::cuda || t.shape[0] == 0) return t;
-  const std::int64_t span = (t.shape[0] - 1) * t.stride[0] + (t.shape[1] - 1) * t.stride[1] + 1;
-  copy.resize(static_cast<std::size_t>(span));
-  cuda::copy_device_to_host(copy.data(), t.data, sizeof(std::int32_t) * copy.size(), stream);
-  IndexView host = t;
-  host.data = copy.data();
-  host.memory = MemoryKind::host;
-  return host;
-}
-
 void check_max_seqlen(const char* name, std::int64_t max_seqlen,
                       const std::vector<std::int64_t>& begin) {
   for (std::size_t b = 0; b + 1 < begin.size(); ++b) {
@@ -104,6 +91,18 @@ VarlenProblem check_varlen(const Problem& packed, const TensorView& q,
 
 }  // namespace
 
+IndexView readable_on_host(const IndexView& t, std::vector<std::int32_t>& copy, void* stream) {
+  if (t.memory != MemoryKind::cuda || t.shape[0] == 0) return t;
+  const std::int64_t span = (t.shape[0] - 1) * t.stride[0] + (t.shape[1] - 1) * t.stride[1] + 1;
+  copy.resize(static_cast<std::size_t>(span));
+  cuda::copy_device_to_host(copy.data(), t.data, sizeof(std::int32_t) * copy.size(), stream);
+  IndexView host = t;
+  host.data = copy.data();
+  host.memory = MemoryKind::host;
+  return host;
+}
+
+
 Problem VarlenProblem::sequence(std::int64_t b) const {
   Problem p = packed;
   p.seq_q = q_begin[b + 1] - q_begin[b];
@@ -126,12 +125,6 @@ void refuse_slopes_per_batch_row(const char* call, const Options& options) {
     throw Error(ErrorCode::unsupported,
                 std::string(call) + ": options.alibi_slopes of shape [batch, heads_q] is not "
                                     "supported yet; pass [heads_q] slopes");
-}
-
-void require_host_memory(const char* call, MemoryKind memory) {
-  if (memory == MemoryKind::cuda)
-    throw Error(ErrorCode::unsupported,
-                std::string(call) + ": not supported by the CUDA backend yet; use host (CPU) tensors");
 }
 
 VarlenProblem validate_varlen_forward(const VarlenForwardArgs& a, const Options& options) {

@@ -1,8 +1,8 @@
 // Validation of the varlen and KV-cache entry points (flashgen/sequences.hpp):
 // the tensors' rules (as the plain calls check them), the index arrays'
-// shapes, then their values. Values are read on the host, so the CUDA
-// backend's refusal comes first (require_host_memory), before any index is
-// read. Each problem splits into one plain Problem per sequence.
+// shapes, then their values where the host reads them (device memory is
+// read only after the CUDA backend's reachability check). The varlen and
+// the host's KV-cache problems split into one plain Problem per sequence.
 #pragma once
 
 #include <cstdint>
@@ -44,8 +44,8 @@ KVCacheProblem validate_kvcache_forward(const KVCacheForwardArgs& args, const Op
 // its batch rows are its sequences.)
 void refuse_slopes_per_batch_row(const char* call, const Options& options);
 
-// The one place the CUDA backend refuses these calls (unsupported) until its
-// kernels support them: "forward_varlen: not supported by the CUDA backend yet".
-void require_host_memory(const char* call, MemoryKind memory);
+// An index array as the host reads it: the caller's host memory, or a copy
+// of its device memory (in the order of `stream`: the call waits) into `copy`.
+IndexView readable_on_host(const IndexView& t, std::vector<std::int32_t>& copy, void* stream);
 
 }  // namespace flashgen::api

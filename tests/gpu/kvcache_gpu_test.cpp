@@ -61,6 +61,41 @@ TEST(GpuKVCacheEdges, BlockTableEntriesOutsideThePoolAreNeverDereferenced) {
   EXPECT_EQ(t.o.check_all_written(o) + t.o.check_outside_unchanged(o), "");
 }
 
+// check_indices: the same entries reported by name before anything runs
+// (the caches unchanged), as host tensors' are.
+TEST(GpuKVCacheEdges, CheckedIndicesAreReportedByName) {
+  FLASHGEN_SKIP_WITHOUT_GPU();
+  const KVCase c{"checked", {40, 20}, 1, 1, 16, 64, 2, 2, 64, 64};
+  KVTensors t(c, kGpu);
+  t.block_table[1] = -1;
+  t.block_table_storage->upload(t.block_table.data(), sizeof(std::int32_t) * t.block_table.size());
+  KVCacheForwardArgs args = t.args(c);
+  args.check_indices = true;
+  Options options;
+  options.backend = Backend::cuda;
+  try {
+    forward_with_kvcache(args, options);
+    ADD_FAILURE() << "a block_table entry of -1 was not reported";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::invalid_argument);
+    EXPECT_NE(std::string(e.what()).find("block_table[0][1] (-1) must be in [0, num_pages"),
+              std::string::npos)
+        << e.what();
+  }
+  for (const TestTensor* cache : {&t.k_cache, &t.v_cache})
+    EXPECT_EQ(cache->check_unchanged(cache->download()), "");
+  t.cache_seqlens = {64, 0};  // 64 + the appended row > 64 rows a sequence holds
+  t.cache_seqlens_storage->upload(t.cache_seqlens.data(), sizeof(std::int32_t) * 2);
+  t.block_table[1] = 2;
+  t.block_table_storage->upload(t.block_table.data(), sizeof(std::int32_t) * t.block_table.size());
+  try {
+    forward_with_kvcache(args, options);
+    ADD_FAILURE() << "cache_seqlens past the cache was not reported";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("cache_seqlens[0] (64)"), std::string::npos) << e.what();
+  }
+}
+
 // What the GPU does not run yet is refused by name, before anything runs.
 TEST(GpuKVCacheEdges, RefusesFloat32AndMaskExpressionsByName) {
   FLASHGEN_SKIP_WITHOUT_GPU();

@@ -84,28 +84,41 @@ __device__ __forceinline__ void load_rows(u16* shared, const Rows& rows, index_t
   constexpr int kChunks = kRows * kChunksPerRow;
   if (kVec == 8 && Rows::kGathered) {
     // 16 rows at a time, each run's address found once (a page lookup)
-    // rather than every chunk's: the chunks of a run are strided again.
-    // The runs' addresses first, so that their page lookups overlap.
+    // rather than every chunk's, all of them first so that the lookups
+    // overlap. Where every run the tile reads is one strided piece (the
+    // rule), its chunks are copied as a strided tile's; otherwise (a run
+    // straddling the append, a page the table does not name) row by row.
     static_assert(kRows % 16 == 0, "gathered tiles are whole runs of 16 rows");
     constexpr int kRuns = kRows / 16, kRunChunks = 16 * kChunksPerRow;
     RowRun runs[kRuns];
-#pragma unroll
-    for (int i = 0; i < kRuns; ++i)
-      runs[i] = 16 * i < valid_rows ? rows.run(16 * i) : RowRun{nullptr, 0};
+    bool strided = true;
 #pragma unroll
     for (int i = 0; i < kRuns; ++i) {
-      const int r0 = 16 * i;
-      const RowRun run = runs[i];
+      runs[i] = 16 * i < valid_rows ? rows.run(16 * i) : RowRun{rows.harmless(), 0};
+      strided = strided && runs[i].base != nullptr;
+    }
+    // One chunk: `source` the row's first element (read where `read`).
+    const auto copy_chunk = [&](int row, int col, const u16* source, bool read) {
+      const int valid = read ? max_of(min_of(8, valid_cols - col), 0) : 0;
+      cp_async_zfill<16>(shared + tile_offset<kCols, kSharedStride, kCoreMatrix>(row, col),
+                         valid > 0 ? source + col : rows.harmless(), valid * 2);
+    };
+    if (strided) {
+#pragma unroll
+      for (int i = 0; i < kRuns; ++i)
 #pragma unroll 4
-      for (int chunk = thread; chunk < kRunChunks; chunk += kThreads) {
-        const int row = r0 + chunk / kChunksPerRow;
-        const int col = (chunk % kChunksPerRow) * 8;
-        const u16* source = run.base != nullptr ? run.base + (row - r0) * run.stride
-                                                : source_row(rows, row, valid_rows);
-        int valid = row_is_read<Rows>(source, row, valid_rows) ? min_of(8, valid_cols - col) : 0;
-        valid = max_of(valid, 0);
-        cp_async_zfill<16>(shared + tile_offset<kCols, kSharedStride, kCoreMatrix>(row, col),
-                           valid > 0 ? source + col : rows.harmless(), valid * 2);
+        for (int chunk = thread; chunk < kRunChunks; chunk += kThreads) {
+          const int r = chunk / kChunksPerRow, row = 16 * i + r;
+          copy_chunk(row, (chunk % kChunksPerRow) * 8, runs[i].base + r * runs[i].stride,
+                     row < valid_rows);
+        }
+    } else {
+#pragma unroll 4
+      for (int chunk = thread; chunk < kChunks; chunk += kThreads) {
+        const int row = chunk / kChunksPerRow;
+        const u16* source = source_row(rows, row, valid_rows);
+        copy_chunk(row, (chunk % kChunksPerRow) * 8, source,
+                   row_is_read<Rows>(source, row, valid_rows));
       }
     }
   } else if (kVec == 8) {
