@@ -52,8 +52,10 @@ bool may_split_keys(const Problem& p, int vec, int ordinal) {
 }
 
 // How many CTAs share each query block's keys under the split kernel's
-// tuning: 1 (no split) where its query blocks alone give every SM a CTA.
-// Its spec and tuning only (no source is generated on the call's path).
+// tuning: 1 (no split) where its query blocks alone give every SM a CTA,
+// or, for a KV cache (which the split kernel reads whatever the shape),
+// kSplitCtasPerSm CTAs. Its spec and tuning only (no source is generated on
+// the call's path).
 int key_splits(const Problem& p, int vec, int ordinal) {
   const DeviceInfo& device = device_info(ordinal);
   const KernelSpec split = spec_of(KernelKind::forward, p, vec, device.arch(), true);
@@ -61,7 +63,7 @@ int key_splits(const Problem& p, int vec, int ordinal) {
   const std::int64_t sms = device.sm_count;
   const std::int64_t blocks = (p.seq_q + tuning.block_rows - 1) / tuning.block_rows * p.heads_q *
                               p.batch * head_chunks_of(split, tuning);
-  if (blocks >= sms) return 1;
+  if (blocks >= (p.kv_cache.given() ? kSplitCtasPerSm * sms : sms)) return 1;
   const std::int64_t wanted = (kSplitCtasPerSm * sms + blocks - 1) / blocks;
   const std::int64_t most = std::min(kMostKeyShares, p.seq_kv / kLeastKeysPerShare);
   return static_cast<int>(std::max<std::int64_t>(1, std::min(wanted, most)));
