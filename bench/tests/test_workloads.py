@@ -69,6 +69,19 @@ def test_modified_workloads_report_their_modifiers():
         workloads.Workload("bad", 1, 2, 16, 64, True, window=(-2, 0))
 
 
+def test_kv_cache_rows_name_their_layout():
+    plain = workloads.Workload("plain", 1, 2, 1, 64, False, seq_kv=256)
+    assert "kv_cache" not in plain.shape() and "page_size" not in plain.shape()
+    paged = workloads.Workload("paged", 1, 2, 1, 64, False, seq_kv=256, kv_cache=True, page_size=16)
+    assert paged.shape()["kv_cache"] and paged.shape()["page_size"] == 16
+    with pytest.raises(ValueError, match="page_size"):
+        workloads.Workload("bad", 1, 2, 1, 64, False, seq_kv=250, kv_cache=True, page_size=16)
+    with pytest.raises(NotImplementedError, match="flashgen-only"):
+        workloads.system_call("cudnn", paged)
+    rows, _ = workloads.load_suite(workloads.DEFAULT_SUITE, only="KV cache")
+    assert {w.page_size for w in rows} >= {0, 16, 64}
+
+
 def test_flops_follow_the_flashattention_convention():
     w = workloads.Workload(name="x", batch=2, heads_q=16, seq_q=1024, dim_qk=64, causal=False)
     assert workloads.forward_flops(w) == 4 * 2 * 16 * 1024 ** 2 * 64

@@ -18,8 +18,10 @@ namespace flashgen_device {
 template <bool kPaged>
 struct CacheRows {
   static constexpr bool kGathered = true;
-  u16* cache;            // the head's first column in row 0 of the entry's cache (paged: of page 0)
-  const u16* appended;   // the head's first column in appended row 0
+  // The head's first column in row 0 of the entry's cache (paged: of page
+  // 0), and in appended row 0.
+  u16* cache;
+  const u16* appended;
   index_t row_stride, appended_stride, page_stride;
   const int* pages;      // paged: the entry's row of the block table
   index_t page_step;     // between its entries

@@ -31,12 +31,6 @@ __device__ __forceinline__ int tile_offset(int row, int col) {
   return kCoreMatrix ? core_matrix_offset<kCols>(row, col) : row * kSharedStride + col;
 }
 
-// Where the rows of a copied tile lie. Row r of a StridedRows is at base +
-// r · stride: a plain call's tensors. A gathered source (kGathered: a KV
-// cache's rows, copy/cache_rows.cuh) finds each row's address and may have
-// none (nullptr: a page its block table does not name), which reads as
-// zeros; it is asked only for rows the tile holds (r < valid_rows). Both
-// give a harmless address for copies of 0 bytes.
 // Rows [r0, r0 + 16) of a source as base + r · stride from r0 where they
 // lie that way; base nullptr where they must be found row by row.
 struct RowRun {
@@ -44,6 +38,13 @@ struct RowRun {
   index_t stride;
 };
 
+// Where the rows of a copied tile lie. Row r of a StridedRows is at base +
+// r · stride: a plain call's tensors. A gathered source (kGathered: a KV
+// cache's rows, copy/cache_rows.cuh) finds each row's address and may have
+// none (nullptr: a page its block table does not name), which reads as
+// zeros; it is asked only for rows the tile holds (r < valid_rows). Both
+// give their rows in runs of 16 and a harmless address for copies of 0
+// bytes.
 struct StridedRows {
   static constexpr bool kGathered = false;
   const u16* base;
