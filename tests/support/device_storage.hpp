@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "flashgen/flashgen.hpp"
 
@@ -34,6 +35,16 @@ enum class Placement {
 
 std::unique_ptr<Storage> make_storage(MemoryKind memory, std::size_t bytes,
                                       Placement placement = Placement::plain);
+
+// A storage in `memory` holding `values` (one byte at least, so that no
+// values still have an address).
+template <class T>
+std::unique_ptr<Storage> stored(const std::vector<T>& values, MemoryKind memory) {
+  const std::size_t bytes = sizeof(T) * values.size();
+  std::unique_ptr<Storage> s = make_storage(memory, bytes > 0 ? bytes : 1);
+  if (bytes > 0) s->upload(values.data(), bytes);
+  return s;
+}
 
 // Whether GPU tests can run here; when not, the reason for GTEST_SKIP.
 bool gpu_available(std::string* reason);

@@ -15,13 +15,6 @@
 namespace flashgen::testing {
 namespace {
 
-template <class T>
-std::unique_ptr<Storage> stored(const std::vector<T>& values, MemoryKind memory) {
-  std::unique_ptr<Storage> s = make_storage(memory, std::max<std::size_t>(1, sizeof(T) * values.size()));
-  if (!values.empty()) s->upload(values.data(), sizeof(T) * values.size());
-  return s;
-}
-
 Problem per_sequence_problem(const KVCase& c, std::int64_t batch) {
   Problem p;
   p.batch = batch, p.seq_q = c.seq_q;

@@ -11,8 +11,7 @@ namespace {
 template <class T>
 T* in_memory(std::vector<T>& values, MemoryKind memory, std::unique_ptr<Storage>& storage) {
   if (memory != MemoryKind::cuda || values.empty()) return values.data();
-  storage = make_storage(memory, values.size() * sizeof(T));
-  storage->upload(values.data(), values.size() * sizeof(T));
+  storage = stored(values, memory);
   return static_cast<T*>(storage->data());
 }
 

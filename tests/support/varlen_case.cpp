@@ -22,12 +22,6 @@ std::int64_t longest(const std::vector<std::int64_t>& lengths) {
   return m;
 }
 
-std::unique_ptr<Storage> stored(const std::vector<std::int32_t>& values, MemoryKind memory) {
-  std::unique_ptr<Storage> s = make_storage(memory, sizeof(std::int32_t) * values.size());
-  s->upload(values.data(), sizeof(std::int32_t) * values.size());
-  return s;
-}
-
 // The inputs' exact values for the reference, read through their strides
 // (downloaded where they live on the device).
 cpu::PackedInputs packed_inputs(const VarlenTensors& t, bool with_grad_o) {
