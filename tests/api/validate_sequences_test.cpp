@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include "cuda/cuda_backend.hpp"
+#include "fails_with.hpp"
 #include "flashgen/sequences.hpp"
 
 namespace flashgen {
@@ -21,18 +22,7 @@ struct Buffers {
   std::vector<float> lse = std::vector<float>(1024);
 };
 
-::testing::AssertionResult fails_with(ErrorCode code, const std::string& needle,
-                                      const auto& call) {
-  try {
-    call();
-  } catch (const Error& error) {
-    if (error.code() == code && std::string(error.what()).find(needle) != std::string::npos)
-      return ::testing::AssertionSuccess();
-    return ::testing::AssertionFailure() << "code " << static_cast<int>(error.code()) << ": "
-                                         << error.what();
-  }
-  return ::testing::AssertionFailure() << "no error";
-}
+using testing::fails_with;
 
 struct Varlen {
   Buffers buffers;
