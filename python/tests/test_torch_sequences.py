@@ -220,3 +220,19 @@ def test_cuda_attention_with_kvcache_replays_in_a_cuda_graph():
     for b, n in enumerate([500, 1]):
         expected = _attention_float32(q[b], k_cache[b, :n], v_cache[b, :n], False)
         torch.testing.assert_close(o[b].float(), expected, rtol=2e-2, atol=2e-2)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+def test_cuda_attention_with_kvcache_checks_indices_when_asked():
+    """A block_table entry outside the pool: never read by default, reported
+    by name with check_indices=True."""
+    options = dict(device="cuda", dtype=torch.bfloat16)
+    k_cache, v_cache = torch.randn(4, 16, 1, 64, **options), torch.randn(4, 16, 1, 64, **options)
+    q = torch.randn(1, 1, 2, 64, **options)
+    seqlens = torch.tensor([20], dtype=torch.int32, device="cuda")
+    table = torch.tensor([[0, 9]], dtype=torch.int32, device="cuda")
+    o = flashgen.attention_with_kvcache(q, k_cache, v_cache, seqlens, block_table=table)
+    assert torch.isfinite(o).all()
+    with pytest.raises(ValueError, match=r"block_table\[0\]\[1\] \(9\) must be in \[0, num_pages = 4\)"):
+        flashgen.attention_with_kvcache(q, k_cache, v_cache, seqlens, block_table=table,
+                                        check_indices=True)
