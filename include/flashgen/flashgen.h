@@ -18,7 +18,8 @@ typedef enum {
   FG_RUNTIME = 3           /* driver, compiler or system failure */
 } fg_status;
 
-typedef enum { FG_F16 = 0, FG_BF16 = 1, FG_F32 = 2 } fg_dtype;
+/* FG_E4M3: fp8, the storage of a KV cache only (fg_kvcache). */
+typedef enum { FG_F16 = 0, FG_BF16 = 1, FG_F32 = 2, FG_E4M3 = 3 } fg_dtype;
 typedef enum { FG_HOST = 0, FG_CUDA = 1 } fg_memory;
 typedef enum { FG_BACKEND_AUTO = 0, FG_BACKEND_CUDA = 1, FG_BACKEND_CPU = 2 } fg_backend;
 
@@ -161,7 +162,9 @@ int fg_backward_varlen(const fg_tensor* q, const fg_tensor* k, const fg_tensor* 
  * to append nothing; lse NULL: not written. Writes the appended rows into
  * k_cache and v_cache (the only arguments the call modifies).
  * check_indices: nonzero checks device-resident cache_seqlens and
- * block_table on the host first (the call waits for the stream). */
+ * block_table on the host first (the call waits for the stream).
+ * k_scale, v_scale: FG_E4M3 caches' fp32 scales, [1] or [heads_kv] (data
+ * NULL: 1); see KVCacheForwardArgs in flashgen/sequences.hpp. */
 typedef struct {
   const fg_tensor* k_cache;
   const fg_tensor* v_cache;
@@ -170,6 +173,8 @@ typedef struct {
   const fg_tensor* k_new;
   const fg_tensor* v_new;
   int check_indices;
+  fg_head_vector k_scale;
+  fg_head_vector v_scale;
 } fg_kvcache;
 
 int fg_forward_with_kvcache(const fg_tensor* q, const fg_kvcache* cache, const fg_tensor* o,

@@ -20,7 +20,9 @@
 
 namespace flashgen {
 
-enum class DType : int { f16 = 0, bf16 = 1, f32 = 2 };
+// e4m3: fp8 E4M3 (finite, largest 448, NaN 0x7f / 0xff; torch.float8_e4m3fn),
+// the storage of a KV cache only (forward_with_kvcache's k_cache, v_cache).
+enum class DType : int { f16 = 0, bf16 = 1, f32 = 2, e4m3 = 3 };
 const char* to_string(DType dtype);
 std::size_t size_of(DType dtype);
 

@@ -85,6 +85,13 @@ struct KVCacheForwardArgs {
   // [batch, seq_new, heads_kv, dim]: rows appended before attending; both
   // with data == nullptr append nothing.
   TensorView k_new, v_new;
+  // An fp8 cache (k_cache and v_cache of DType::e4m3; q, o, k_new, v_new of
+  // the dtype attention computes in): each element stands for its value
+  // times its scale, rounded to that dtype before attention; an appended
+  // element x is stored as x / scale rounded to e4m3 (to nearest, ±448 at
+  // most) and attended as stored. fp32 [1] (one scale) or [heads_kv] (one
+  // per key/value head); not given: 1. Only with e4m3 caches.
+  HeadVectorView k_scale, v_scale;
   TensorView o;      // output [batch, seq_q, heads_q, dim_v]
   RowStatsView lse;  // output [batch, heads_q, seq_q] (optional)
   // CUDA tensors: true copies cache_seqlens and block_table to the host and

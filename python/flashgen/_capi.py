@@ -26,6 +26,7 @@ FG_RUNTIME = 3
 FG_F16 = 0
 FG_BF16 = 1
 FG_F32 = 2
+FG_E4M3 = 3  # fp8: a KV cache's storage only
 
 # fg_memory
 FG_HOST = 0

@@ -55,6 +55,8 @@ class KVCache(ctypes.Structure):
         ("k_new", _TensorP),
         ("v_new", _TensorP),
         ("check_indices", ctypes.c_int),
+        ("k_scale", _capi.HeadVector),
+        ("v_scale", _capi.HeadVector),
     ]
 
 

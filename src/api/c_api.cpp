@@ -296,6 +296,8 @@ int fg_forward_with_kvcache(const fg_tensor* q, const fg_kvcache* cache, const f
     if (c.k_new != nullptr) args.k_new = view_of(*c.k_new);
     if (c.v_new != nullptr) args.v_new = view_of(*c.v_new);
     args.check_indices = c.check_indices != 0;
+    args.k_scale = view_of(c.k_scale);
+    args.v_scale = view_of(c.v_scale);
     args.o = view_of(require(o, "o"));
     if (lse != nullptr) args.lse = view_of(*lse);
     forward_with_kvcache(args, options_of(require(options, "options")));

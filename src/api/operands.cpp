@@ -23,7 +23,7 @@ void fail(const char* format, ...) {
 
 bool is_valid(DType dtype) {
   const int value = static_cast<int>(dtype);
-  return value >= static_cast<int>(DType::f16) && value <= static_cast<int>(DType::f32);
+  return value >= static_cast<int>(DType::f16) && value <= static_cast<int>(DType::e4m3);
 }
 
 bool is_valid(MemoryKind memory) {
@@ -142,10 +142,14 @@ void check_operand(Operand& op) {
   op.range = {begin, end};
 }
 
-void check_dtype(const char* name, DType dtype) {
+void check_dtype(const char* name, DType dtype, bool cache_storage) {
   if (!is_valid(dtype))
-    fail("%s.dtype (%d) is not a valid DType (f16 = 0, bf16 = 1, f32 = 2)", name,
+    fail("%s.dtype (%d) is not a valid DType (f16 = 0, bf16 = 1, f32 = 2, e4m3 = 3)", name,
          static_cast<int>(dtype));
+  if (dtype == DType::e4m3 && !cache_storage)
+    fail("%s.dtype (e4m3) stores a KV cache only (forward_with_kvcache's k_cache and v_cache); "
+         "attention takes f16, bf16 or f32",
+         name);
 }
 
 void check_same_dtype(const char* name, DType dtype, DType reference) {

@@ -101,7 +101,8 @@ std::string strides_text(const Operand& op);
 void check_placement(const Operand& op);
 // Extents, strides, int64 size of every offset, and data; fills op.range.
 void check_operand(Operand& op);
-void check_dtype(const char* name, DType dtype);
+// A valid DType; e4m3 only where `cache_storage` (a KV cache's k_cache, v_cache).
+void check_dtype(const char* name, DType dtype, bool cache_storage = false);
 void check_same_dtype(const char* name, DType dtype, DType reference);
 // A rank-1 index array: shape [n, 1].
 void check_vector(const Operand& op);

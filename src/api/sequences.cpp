@@ -149,6 +149,10 @@ void forward_with_kvcache_on_gpu(const api::KVCacheProblem& kv, const KVCacheFor
                   std::string("forward_with_kvcache on CUDA tensors: ") + name +
                       ".stride[3] must equal its cache's stride[3] (" +
                       std::to_string(cached->stride[3]) + ")");
+  if (kv.quantized)
+    throw Error(ErrorCode::unsupported,
+                "forward_with_kvcache with an e4m3 (fp8) cache: not supported by the CUDA backend "
+                "yet; use the CPU backend (host tensors)");
   api::check_cuda_reachable(p, args.q);
   ForwardArgs call;
   call.q = args.q, call.k = args.k_cache, call.v = args.v_cache;
@@ -160,8 +164,8 @@ void forward_with_kvcache(const KVCacheForwardArgs& args, const Options& options
   const api::KVCacheProblem kv = api::validate_kvcache_forward(args, options);
   if (args.q.memory == MemoryKind::cuda) return forward_with_kvcache_on_gpu(kv, args, options);
   const IndexView* table = kv.paged ? &args.block_table : nullptr;
-  const cpu::CacheRows keys{args.k_cache, table, kv.page_size};
-  const cpu::CacheRows values{args.v_cache, table, kv.page_size};
+  const cpu::CacheRows keys{args.k_cache, table, kv.page_size, &args.k_scale};
+  const cpu::CacheRows values{args.v_cache, table, kv.page_size, &args.v_scale};
   if (kv.seq_new > 0) {
     cpu::append_rows(keys, args.k_new, kv.cache_lengths);
     cpu::append_rows(values, args.v_new, kv.cache_lengths);
@@ -173,9 +177,9 @@ void forward_with_kvcache(const KVCacheForwardArgs& args, const Options& options
     sequence.q = rows_of(args.q, b, 0, p.seq_q);
     sequence.o = rows_of(args.o, b, 0, p.seq_q);
     sequence.lse = rows_of(args.lse, b, 0, p.seq_q);
-    if (kv.paged) {
-      sequence.k = cpu::gather_rows(keys, b, p.seq_kv, k_buffer);
-      sequence.v = cpu::gather_rows(values, b, p.seq_kv, v_buffer);
+    if (kv.paged || kv.quantized) {  // an fp8 cache converted to q's dtype on the way
+      sequence.k = cpu::gather_rows(keys, b, p.seq_kv, k_buffer, args.q.dtype);
+      sequence.v = cpu::gather_rows(values, b, p.seq_kv, v_buffer, args.q.dtype);
     } else {
       sequence.k = rows_of(args.k_cache, b, 0, p.seq_kv);
       sequence.v = rows_of(args.v_cache, b, 0, p.seq_kv);

@@ -64,11 +64,22 @@ KVCacheProblem validate_kvcache_forward(const KVCacheForwardArgs& a, const Optio
   const bool appends = a.k_new.data != nullptr || a.v_new.data != nullptr;
   const bool has_lse = a.lse.data != nullptr;
 
-  std::vector<std::pair<const char*, DType>> dtypes = {
-      {"q", a.q.dtype}, {"k_cache", a.k_cache.dtype}, {"v_cache", a.v_cache.dtype},
-      {"o", a.o.dtype}};
+  // An fp8 cache (both caches e4m3) stores what the others compute in.
+  check_dtype("k_cache", a.k_cache.dtype, true);
+  check_dtype("v_cache", a.v_cache.dtype, true);
+  kv.quantized = a.k_cache.dtype == DType::e4m3;
+  if (kv.quantized && a.v_cache.dtype != DType::e4m3)
+    fail("v_cache.dtype (%s) must equal k_cache.dtype (e4m3): both caches are fp8 or neither",
+         to_string(a.v_cache.dtype));
+  std::vector<std::pair<const char*, DType>> dtypes = {{"q", a.q.dtype}, {"o", a.o.dtype}};
+  if (!kv.quantized)
+    dtypes.insert(dtypes.end(), {{"k_cache", a.k_cache.dtype}, {"v_cache", a.v_cache.dtype}});
   if (appends) dtypes.insert(dtypes.end(), {{"k_new", a.k_new.dtype}, {"v_new", a.v_new.dtype}});
   for (const auto& [name, dtype] : dtypes) check_dtype(name, dtype);
+  for (const auto& [name, scale] : {std::pair{"k_scale", &a.k_scale}, {"v_scale", &a.v_scale}})
+    if (scale->given() && !kv.quantized)
+      fail("%s is the scale of an fp8 cache; k_cache.dtype is %s", name,
+           to_string(a.k_cache.dtype));
 
   Operand q = operand_of("q", a.q, kQueryAxes, false);
   Operand k_cache = operand_of("k_cache", a.k_cache, kv.paged ? kPagedAxes : kCacheAxes, appends);
@@ -89,8 +100,18 @@ KVCacheProblem validate_kvcache_forward(const KVCacheForwardArgs& a, const Optio
   MaskOperands masks(options);
   all.insert(all.end(), heads.given.begin(), heads.given.end());
   all.insert(all.end(), masks.given.begin(), masks.given.end());
+  Operand k_scale = operand_of("k_scale", a.k_scale, false);
+  Operand v_scale = operand_of("v_scale", a.v_scale, false);
+  std::vector<Operand*> scales;
+  if (a.k_scale.given()) scales.push_back(&k_scale);
+  if (a.v_scale.given()) scales.push_back(&v_scale);
+  all.insert(all.end(), scales.begin(), scales.end());
   check_operands_agree(all, dtypes, options, q);
   for (const Operand* op : heads.given) check_head_vector_shape(*op, q);
+  for (const Operand* op : scales)
+    if (op->rank != 1 || (op->shape[0] != 1 && op->shape[0] != k_cache.shape[2]))
+      fail("%s must be [1] or [heads_kv = %lld]: one scale, or one per key/value head", op->name,
+           ll(k_cache.shape[2]));
   check_vector(seqlens);
 
   // heads_kv = 0 divides only heads_q = 0.

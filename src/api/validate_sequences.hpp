@@ -28,6 +28,7 @@ struct KVCacheProblem {
   std::int64_t page_size = 0;  // paged: rows per page
   std::int64_t capacity = 0;   // rows a sequence's cache holds (seq_cache, or max_pages · page_size)
   std::int64_t seq_new = 0;    // rows appended per sequence
+  bool quantized = false;      // e4m3 caches (KVCacheForwardArgs::k_scale)
   std::vector<std::int64_t> cache_lengths;  // [batch] before the append
 
   // Sequence b after the append, as a plain problem of batch 1.

@@ -17,6 +17,7 @@ const char* to_string(DType dtype) {
     case DType::f16: return "f16";
     case DType::bf16: return "bf16";
     case DType::f32: return "f32";
+    case DType::e4m3: return "e4m3";
   }
   return "unknown-dtype";
 }
@@ -26,6 +27,7 @@ std::size_t size_of(DType dtype) {
     case DType::f16: return 2;
     case DType::bf16: return 2;
     case DType::f32: return 4;
+    case DType::e4m3: return 1;
   }
   return 0;  // not a DType; validation reports it by name
 }

@@ -1,4 +1,4 @@
-// Host conversions between the storage dtypes (f16, bf16, f32) and float.
+// Host conversions between the storage dtypes (f16, bf16, f32, e4m3) and float.
 // Float -> 16-bit rounds to nearest, ties to even (what GPU conversions and
 // PyTorch do); NaN stays NaN (quiet) and never turns into an infinity.
 // Header-only so the CPU backend's tile loaders can inline them.
@@ -87,6 +87,48 @@ inline std::uint16_t float_to_f16(float f) {
   return static_cast<std::uint16_t>(sign | ((rebased + 0xfffu + lowest_kept) >> 13));
 }
 
+// ---- e4m3 (fp8): 1 sign, 4 exponent (bias 7), 3 mantissa bits; no
+// infinity, S.1111.111 is NaN, the largest finite value 448. ----
+
+inline float e4m3_to_float(std::uint8_t x) {
+  const int exponent = (x >> 3) & 0xf, mantissa = x & 7;
+  float magnitude;
+  if (exponent == 0xf && mantissa == 7)
+    magnitude = std::bit_cast<float>(0x7fc00000u);  // NaN
+  else if (exponent == 0)
+    magnitude = static_cast<float>(mantissa) * 0x1p-9f;  // subnormal: mantissa · 2^-9
+  else
+    magnitude = std::bit_cast<float>(static_cast<std::uint32_t>(exponent + 120) << 23 |
+                                     static_cast<std::uint32_t>(mantissa) << 20);
+  return (x & 0x80) ? -magnitude : magnitude;
+}
+
+// Round to nearest, ties to even, saturating: magnitudes past 448 (infinity
+// included) give ±448, as the GPU's satfinite conversion; NaN gives NaN.
+inline std::uint8_t float_to_e4m3(float f) {
+  const std::uint32_t bits = std::bit_cast<std::uint32_t>(f);
+  const std::uint8_t sign = static_cast<std::uint8_t>((bits >> 24) & 0x80u);
+  const std::uint32_t x = bits & 0x7fffffffu;
+  if (x > 0x7f800000u) return static_cast<std::uint8_t>(sign | 0x7f);
+  constexpr std::uint32_t k448 = 0x43e00000u;
+  if (x >= k448) return static_cast<std::uint8_t>(sign | 0x7e);
+  const int exponent = static_cast<int>(x >> 23) - 127;
+  // Below 2^-6 the result is a multiple of 2^-9 (subnormal or zero);
+  // otherwise 3 of the 23 mantissa bits are kept.
+  const int shift = exponent < -6 ? 20 + (-6 - exponent) : 20;
+  if (shift > 24) return sign;  // below 2^-10: rounds to zero
+  std::uint32_t mantissa = (x & 0x7fffffu) | 0x800000u;  // with the hidden bit
+  std::uint32_t kept = mantissa >> shift;
+  const std::uint32_t remainder = mantissa & ((1u << shift) - 1u), half = 1u << (shift - 1);
+  if (remainder > half || (remainder == half && (kept & 1u))) ++kept;
+  // kept counts units of the result's spacing: normal results are
+  // (8 + mantissa) · 2^(exponent - 3); a carry to 16 steps the exponent.
+  if (exponent < -6) return static_cast<std::uint8_t>(sign | kept);  // 8 is 2^-6: the smallest normal
+  int biased = exponent + 7;
+  if (kept == 16) kept = 8, ++biased;
+  return static_cast<std::uint8_t>(sign | biased << 3 | (kept - 8));
+}
+
 // ---- Element access by dtype (offsets count elements). ----
 
 inline float load_as_float(const void* base, DType dtype, std::int64_t offset) {
@@ -95,6 +137,8 @@ inline float load_as_float(const void* base, DType dtype, std::int64_t offset) {
       return f16_to_float(static_cast<const std::uint16_t*>(base)[offset]);
     case DType::bf16:
       return bf16_to_float(static_cast<const std::uint16_t*>(base)[offset]);
+    case DType::e4m3:
+      return e4m3_to_float(static_cast<const std::uint8_t*>(base)[offset]);
     case DType::f32:
       break;
   }
@@ -109,6 +153,9 @@ inline void store_from_float(void* base, DType dtype, std::int64_t offset, float
     case DType::bf16:
       static_cast<std::uint16_t*>(base)[offset] = float_to_bf16(value);
       return;
+    case DType::e4m3:
+      static_cast<std::uint8_t*>(base)[offset] = float_to_e4m3(value);
+      return;
     case DType::f32:
       static_cast<float*>(base)[offset] = value;
       return;
@@ -122,6 +169,8 @@ inline float round_to_dtype(float value, DType dtype) {
       return f16_to_float(float_to_f16(value));
     case DType::bf16:
       return bf16_to_float(float_to_bf16(value));
+    case DType::e4m3:
+      return e4m3_to_float(float_to_e4m3(value));
     case DType::f32:
       break;
   }

@@ -2,6 +2,8 @@
 
 #include <cstring>
 
+#include "common/dtype.hpp"
+
 namespace flashgen::cpu {
 namespace {
 
@@ -13,9 +15,27 @@ std::int64_t row_offset(const CacheRows& where, std::int64_t b, std::int64_t t, 
   return page * c.stride[0] + t % where.page_size * c.stride[1] + h * c.stride[2];
 }
 
-// dim elements from (src, offset, stride) to (dst, offset, stride).
+// The scale of head h's rows of an e4m3 cache.
+float scale_of(const CacheRows& where, std::int64_t h) {
+  const HeadVectorView* s = where.scale;
+  if (s == nullptr || !s->given()) return 1.0f;
+  return s->data[s->shape[0] == 1 ? 0 : h * s->stride[0]];
+}
+
+// dim elements from (src, offset, stride) to (dst, offset, stride); where
+// the dtypes differ, one of them an e4m3 cache of this scale, each value
+// divided by it on the way in and multiplied on the way out (in fp32, then
+// rounded to the destination's dtype).
 void copy_row(const TensorView& dst, std::int64_t dst_at, const TensorView& src,
-              std::int64_t src_at) {
+              std::int64_t src_at, float scale) {
+  if (dst.dtype != src.dtype) {
+    for (std::int64_t d = 0; d < src.shape[3]; ++d) {
+      const float x = load_as_float(src.data, src.dtype, src_at + d * src.stride[3]);
+      store_from_float(dst.data, dst.dtype, dst_at + d * dst.stride[3],
+                       dst.dtype == DType::e4m3 ? x / scale : x * scale);
+    }
+    return;
+  }
   const std::size_t element = size_of(src.dtype);
   auto* to = static_cast<unsigned char*>(dst.data) + dst_at * element;
   const auto* from = static_cast<const unsigned char*>(src.data) + src_at * element;
@@ -35,18 +55,20 @@ void append_rows(const CacheRows& where, const TensorView& rows,
     for (std::int64_t i = 0; i < rows.shape[1]; ++i)
       for (std::int64_t h = 0; h < rows.shape[2]; ++h)
         copy_row(where.cache, row_offset(where, b, lengths[b] + i, h), rows,
-                 b * rows.stride[0] + i * rows.stride[1] + h * rows.stride[2]);
+                 b * rows.stride[0] + i * rows.stride[1] + h * rows.stride[2],
+                 scale_of(where, h));
 }
 
 TensorView gather_rows(const CacheRows& where, std::int64_t b, std::int64_t count,
-                       std::vector<unsigned char>& buffer) {
+                       std::vector<unsigned char>& buffer, DType into) {
   const TensorView& c = where.cache;
-  buffer.resize(static_cast<std::size_t>(count * c.shape[2] * c.shape[3]) * size_of(c.dtype));
-  const TensorView packed = TensorView::bshd(buffer.data(), c.dtype, 1, count, c.shape[2],
+  buffer.resize(static_cast<std::size_t>(count * c.shape[2] * c.shape[3]) * size_of(into));
+  const TensorView packed = TensorView::bshd(buffer.data(), into, 1, count, c.shape[2],
                                              c.shape[3], MemoryKind::host);
   for (std::int64_t t = 0; t < count; ++t)
     for (std::int64_t h = 0; h < c.shape[2]; ++h)
-      copy_row(packed, t * packed.stride[1] + h * packed.stride[2], c, row_offset(where, b, t, h));
+      copy_row(packed, t * packed.stride[1] + h * packed.stride[2], c, row_offset(where, b, t, h),
+               scale_of(where, h));
   return packed;
 }
 

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "common/dtype.hpp"
+
 namespace flashgen::cpu {
 namespace {
 
@@ -21,6 +23,12 @@ struct Sequence {
   PackedInputs in;
   std::int64_t q0, k0;
 };
+
+// A cache head's scale (1 where none is given).
+double scale_of(const HeadVectorView& s, std::int64_t h) {
+  if (!s.given()) return 1.0;
+  return s.data[s.shape[0] == 1 ? 0 : h * s.stride[0]];
+}
 
 Sequence sequence(const Problem& packed, const Sequences& s, const PackedInputs& in,
                   std::size_t b) {
@@ -112,6 +120,19 @@ KVCacheAsVarlen kvcache_as_varlen(const KVCacheForwardArgs& a, const Problem& pe
     const auto first = from.begin() + (row * heads + h) * dim;
     to.insert(to.end(), first, first + dim);
   };
+  // An e4m3 cache's values as the call reads them (rounded to q's dtype),
+  // appended ones as stored, from out.k / out.v's last `dim` values.
+  const bool quantized = a.k_cache.dtype == DType::e4m3;
+  const auto dequantize = [&](std::vector<double>& to, std::int64_t dim, const HeadVectorView& s,
+                              std::int64_t h, bool appended) {
+    if (!quantized) return;
+    const float scale = static_cast<float>(scale_of(s, h));
+    for (auto it = to.end() - dim; it != to.end(); ++it) {
+      const float stored = appended ? round_to_dtype(static_cast<float>(*it) / scale, DType::e4m3)
+                                    : static_cast<float>(*it);
+      *it = round_to_dtype(stored * scale, per_sequence.dtype);
+    }
+  };
   for (std::int64_t b = 0; b < batch; ++b) {
     const std::int64_t cached = a.cache_seqlens.at(b);
     for (std::int64_t t = 0; t < cached + seq_new; ++t) {
@@ -120,6 +141,8 @@ KVCacheAsVarlen kvcache_as_varlen(const KVCacheForwardArgs& a, const Problem& pe
           const std::int64_t row = b * seq_new + (t - cached);
           take(out.in.k, k_new, row, h, per_sequence.dim_qk);
           take(out.in.v, v_new, row, h, per_sequence.dim_v);
+          dequantize(out.in.k, per_sequence.dim_qk, a.k_scale, h, true);
+          dequantize(out.in.v, per_sequence.dim_v, a.v_scale, h, true);
           continue;
         }
         // Contiguous: [b, t]; paged: [block_table[b][t / page_size], t % page_size].
@@ -128,6 +151,8 @@ KVCacheAsVarlen kvcache_as_varlen(const KVCacheForwardArgs& a, const Problem& pe
                                        : b * a.k_cache.shape[1] + t;
         take(out.in.k, k_cache, row, h, per_sequence.dim_qk);
         take(out.in.v, v_cache, row, h, per_sequence.dim_v);
+        dequantize(out.in.k, per_sequence.dim_qk, a.k_scale, h, false);
+        dequantize(out.in.v, per_sequence.dim_v, a.v_scale, h, false);
       }
     }
     out.sequences.q_begin.push_back((b + 1) * seq_q);

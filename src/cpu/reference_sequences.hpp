@@ -33,7 +33,10 @@ BackwardResult reference_backward_varlen(const Problem& packed, const Sequences&
 // A KV-cache call as a ragged batch: q's rows (seq_q per sequence) and each
 // sequence's keys and values after the append: cache rows [0,
 // cache_seqlens[b]) then the k_new / v_new rows. Reads host views before the
-// call (which writes the cache). `packed` gets batch 1 and the totals.
+// call (which writes the cache). `packed` gets batch 1 and the totals. An
+// e4m3 cache's values are taken as the call defines them
+// (KVCacheForwardArgs::k_scale): cached e4m3 · scale, appended rows as
+// stored (x / scale in e4m3) times the scale, each rounded to q's dtype.
 struct KVCacheAsVarlen {
   Problem packed;
   Sequences sequences;

@@ -67,8 +67,10 @@ TEST_F(ValidateBackward, MixedDtypes) {
   args.grad_k.dtype = DType::bf16;
   expect_invalid({"grad_k.dtype (bf16) must equal q.dtype (f32)"});
   args = problem.backward_args();
-  args.grad_o.dtype = static_cast<DType>(3);
-  expect_invalid({"grad_o.dtype (3) is not a valid DType"});
+  args.grad_o.dtype = static_cast<DType>(5);
+  expect_invalid({"grad_o.dtype (5) is not a valid DType"});
+  args.grad_o.dtype = DType::e4m3;
+  expect_invalid({"grad_o.dtype (e4m3) stores a KV cache only"});
 }
 
 TEST_F(ValidateBackward, GradientsMustNotAlias) {

@@ -121,6 +121,45 @@ struct Paged {
   }
 };
 
+// fp8 caches: both caches e4m3 or neither, scales only with them and of
+// [1] or [heads_kv]; e4m3 nowhere else; the GPU refuses them by name.
+TEST(ValidateKVCache, Fp8CachesAndTheirScales) {
+  Paged t;
+  KVCacheForwardArgs a = t.args();
+  a.k_cache.dtype = a.v_cache.dtype = DType::e4m3;
+  std::vector<float> scales = {0.5f, 2.0f};
+  a.k_scale = HeadVectorView::heads(scales.data(), 1);
+  a.v_scale = HeadVectorView::heads(scales.data() + 1, 1);
+  EXPECT_NO_THROW(forward_with_kvcache(a));
+  KVCacheForwardArgs mixed = a;
+  mixed.v_cache.dtype = DType::bf16;
+  EXPECT_TRUE(fails_with(ErrorCode::invalid_argument,
+                         "v_cache.dtype (bf16) must equal k_cache.dtype (e4m3)",
+                         [&] { forward_with_kvcache(mixed); }));
+  KVCacheForwardArgs two = a;
+  two.k_scale = HeadVectorView::heads(scales.data(), 2);  // heads_kv = 1
+  EXPECT_TRUE(fails_with(ErrorCode::invalid_argument, "k_scale must be [1] or [heads_kv = 1]",
+                         [&] { forward_with_kvcache(two); }));
+  KVCacheForwardArgs plain = t.args();
+  plain.v_scale = a.v_scale;
+  EXPECT_TRUE(fails_with(ErrorCode::invalid_argument,
+                         "v_scale is the scale of an fp8 cache; k_cache.dtype is bf16",
+                         [&] { forward_with_kvcache(plain); }));
+  KVCacheForwardArgs q8 = a;
+  q8.q.dtype = DType::e4m3;
+  EXPECT_TRUE(fails_with(ErrorCode::invalid_argument, "q.dtype (e4m3) stores a KV cache only",
+                         [&] { forward_with_kvcache(q8); }));
+  KVCacheForwardArgs gpu = a;
+  for (TensorView* view : {&gpu.q, &gpu.k_cache, &gpu.v_cache, &gpu.k_new, &gpu.v_new, &gpu.o})
+    view->memory = MemoryKind::cuda;
+  gpu.cache_seqlens.memory = gpu.block_table.memory = MemoryKind::cuda;
+  gpu.k_scale.memory = gpu.v_scale.memory = MemoryKind::cuda;
+  EXPECT_TRUE(fails_with(ErrorCode::unsupported,
+                         "forward_with_kvcache with an e4m3 (fp8) cache: not supported by the "
+                         "CUDA backend yet",
+                         [&] { forward_with_kvcache(gpu); }));
+}
+
 TEST(ValidateKVCache, RefusesBlockTableEntriesOutsideThePages) {
   Paged t;
   EXPECT_NO_THROW(forward_with_kvcache(t.args()));

@@ -1,7 +1,7 @@
 // forward_with_kvcache on the CPU against the fp64 reference of the same
 // call restated as a ragged batch (kvcache_case.hpp): the cases every
 // backend runs, and those only the CPU backend takes (fp32, ALiBi with a
-// soft cap). After the call the cache holds the appended rows and is
+// soft cap, fp8 caches). After the call the cache holds the appended rows and is
 // otherwise unchanged.
 #include <cmath>
 
@@ -24,6 +24,19 @@ std::vector<KVCase> cpu_cases() {
              DType::f32};
   f32.sinks = true, f32.alibi_rank = 2, f32.window_left = 24, f32.softcap = 2.5;
   cases.push_back(f32);
+  // fp8 caches: scales per key/value head, one scale, none.
+  KVCase fp8_paged{"paged16_fp8_append_scale_per_head", {0, 1, 17, 90}, 3, 3, 16, 128, 4, 2, 32, 32,
+                   true};
+  fp8_paged.fp8 = true, fp8_paged.scale_rank = 2;
+  cases.push_back(fp8_paged);
+  KVCase fp8_decode{"contiguous_fp8_decode_one_scale_f16", {5, 40}, 1, 1, 0, 64, 2, 1, 40, 40,
+                    false, DType::f16};
+  fp8_decode.fp8 = true, fp8_decode.scale_rank = 1, fp8_decode.sinks = true;
+  cases.push_back(fp8_decode);
+  KVCase fp8_plain{"contiguous_fp8_no_scale_f32", {7, 0}, 2, 0, 0, 32, 2, 2, 16, 16, true,
+                   DType::f32};
+  fp8_plain.fp8 = true;
+  cases.push_back(fp8_plain);
   return cases;
 }
 

@@ -9,6 +9,7 @@
 
 #include "attention_case.hpp"
 #include "attention_check.hpp"
+#include "common/dtype.hpp"
 #include "common/problem.hpp"
 #include "cpu/reference_sequences.hpp"
 
@@ -29,7 +30,7 @@ Problem per_sequence_problem(const KVCase& c, std::int64_t batch) {
 // sequence b replaced by new rows[b, i].
 std::vector<double> expected_cache(const KVCase& c, const KVTensors& t,
                                    const std::vector<double>& before, const TestTensor& rows,
-                                   std::int64_t dim) {
+                                   std::int64_t dim, const std::vector<float>& scale) {
   std::vector<double> out = before;
   const std::vector<double> appended = rows.values(rows.download());
   const std::int64_t cache_rows = c.page_size ? c.page_size : c.capacity;
@@ -41,9 +42,13 @@ std::vector<double> expected_cache(const KVCase& c, const KVTensors& t,
                             pos % c.page_size
                       : b * cache_rows + pos;
       for (std::int64_t h = 0; h < c.heads_kv; ++h)
-        for (std::int64_t d = 0; d < dim; ++d)
+        for (std::int64_t d = 0; d < dim; ++d) {
+          const double x = appended[((b * c.seq_new + i) * c.heads_kv + h) * dim + d];
+          // An fp8 cache stores x / scale rounded to e4m3.
+          const float s = scale.empty() ? 1.0f : scale[scale.size() == 1 ? 0 : h];
           out[(row * c.heads_kv + h) * dim + d] =
-              appended[((b * c.seq_new + i) * c.heads_kv + h) * dim + d];
+              c.fp8 ? round_to_dtype(static_cast<float>(x) / s, DType::e4m3) : x;
+        }
     }
   return out;
 }
@@ -84,9 +89,9 @@ KVTensors::KVTensors(const KVCase& c, MemoryKind memory)
       pages_per_sequence(c.page_size ? c.capacity / c.page_size : 0),
       num_pages(batch * pages_per_sequence + 3),  // spare pages nobody uses
       q(memory, c.dtype, batch, c.seq_q, c.heads_q, c.dim_qk, Layout::bshd),
-      k_cache(memory, c.dtype, c.page_size ? num_pages : batch,
+      k_cache(memory, c.fp8 ? DType::e4m3 : c.dtype, c.page_size ? num_pages : batch,
               c.page_size ? c.page_size : c.capacity, c.heads_kv, c.dim_qk, Layout::bshd),
-      v_cache(memory, c.dtype, c.page_size ? num_pages : batch,
+      v_cache(memory, c.fp8 ? DType::e4m3 : c.dtype, c.page_size ? num_pages : batch,
               c.page_size ? c.page_size : c.capacity, c.heads_kv, c.dim_v, Layout::padded),
       k_new(memory, c.dtype, batch, c.seq_new, c.heads_kv, c.dim_qk, Layout::bshd),
       v_new(memory, c.dtype, batch, c.seq_new, c.heads_kv, c.dim_v, Layout::bhsd),
@@ -100,6 +105,14 @@ KVTensors::KVTensors(const KVCase& c, MemoryKind memory)
   block_table.assign(pages.begin(), pages.begin() + batch * pages_per_sequence);
   cache_seqlens_storage = stored(cache_seqlens, memory);
   block_table_storage = stored(block_table, memory);
+  // Scales that are not powers of two, so that the conversions round.
+  const std::int64_t scales = c.scale_rank == 2 ? c.heads_kv : c.scale_rank;
+  for (std::int64_t h = 0; h < scales; ++h) {
+    k_scale.push_back(0.3f + 0.05f * static_cast<float>(h));
+    v_scale.push_back(1.7f - 0.1f * static_cast<float>(h));
+  }
+  k_scale_storage = stored(k_scale, memory);
+  v_scale_storage = stored(v_scale, memory);
   q.fill_random(seed_from(c.name + "/q"));
   k_cache.fill_random(seed_from(c.name + "/k_cache"));
   v_cache.fill_random(seed_from(c.name + "/v_cache"));
@@ -119,6 +132,12 @@ KVCacheForwardArgs KVTensors::args(const KVCase& c) const {
         IndexView::matrix(static_cast<const std::int32_t*>(block_table_storage->data()), batch,
                           pages_per_sequence, memory, device);
   if (c.seq_new) a.k_new = k_new.view(), a.v_new = v_new.view();
+  if (!k_scale.empty()) {
+    a.k_scale = HeadVectorView::heads(static_cast<float*>(k_scale_storage->data()),
+                                      static_cast<std::int64_t>(k_scale.size()), memory, device);
+    a.v_scale = HeadVectorView::heads(static_cast<float*>(v_scale_storage->data()),
+                                      static_cast<std::int64_t>(v_scale.size()), memory, device);
+  }
   a.o = o.view(), a.lse = lse.stats_view();
   return a;
 }
@@ -163,6 +182,11 @@ void check_kvcache_forward(const KVCase& c, KVTensors& t, const Options& options
   host.cache_seqlens = IndexView::vector(t.cache_seqlens.data(), t.batch);
   if (c.page_size)
     host.block_table = IndexView::matrix(t.block_table.data(), t.batch, t.pages_per_sequence);
+  if (!t.k_scale.empty()) {
+    const auto heads = static_cast<std::int64_t>(t.k_scale.size());
+    host.k_scale = HeadVectorView::heads(t.k_scale.data(), heads);
+    host.v_scale = HeadVectorView::heads(t.v_scale.data(), heads);
+  }
   const KVOptions host_options = kv_options(c, t.batch, MemoryKind::host, 0, Backend::cpu);
   Problem p = per_sequence_problem(c, t.batch);
   copy_score_options(host_options.options, p);
@@ -194,9 +218,9 @@ void check_kvcache_forward(const KVCase& c, KVTensors& t, const Options& options
                                 DType::f32),
             "");
   EXPECT_EQ(t.k_cache.values(t.k_cache.download()),
-            expected_cache(c, t, k_before, t.k_new, c.dim_qk));
+            expected_cache(c, t, k_before, t.k_new, c.dim_qk, t.k_scale));
   EXPECT_EQ(t.v_cache.values(t.v_cache.download()),
-            expected_cache(c, t, v_before, t.v_new, c.dim_v));
+            expected_cache(c, t, v_before, t.v_new, c.dim_v, t.v_scale));
   for (const TestTensor* cache : {&t.k_cache, &t.v_cache})
     EXPECT_EQ(cache->check_outside_unchanged(cache->download()), "");
   for (const TestTensor* input : {&t.q, &t.k_new, &t.v_new})

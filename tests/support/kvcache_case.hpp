@@ -34,6 +34,9 @@ struct KVCase {
   std::int64_t window_left = -1, window_right = -1;
   double softcap = 0.0;
   bool top_left = false;
+  // An fp8 (e4m3) cache, with scales: 0 none, 1 one ([1]), 2 per key/value head.
+  bool fp8 = false;
+  int scale_rank = 0;
 };
 
 inline void PrintTo(const KVCase& c, std::ostream* os) { *os << c.name; }
@@ -53,6 +56,8 @@ struct KVTensors {
   std::int64_t batch, pages_per_sequence, num_pages;
   std::vector<std::int32_t> cache_seqlens, block_table;  // host copies
   std::unique_ptr<Storage> cache_seqlens_storage, block_table_storage;  // where the call reads them
+  std::vector<float> k_scale, v_scale;  // host copies (empty: none)
+  std::unique_ptr<Storage> k_scale_storage, v_scale_storage;
   TestTensor q, k_cache, v_cache, k_new, v_new, o, lse;
 };
 

@@ -158,6 +158,7 @@ void TestTensor::poison() {
       case DType::f32: std::memcpy(at, &kPoisonF32, sizeof kPoisonF32); break;
       case DType::bf16: std::memcpy(at, &kPoisonBf16, sizeof kPoisonBf16); break;
       case DType::f16: std::memcpy(at, &kPoisonF16, sizeof kPoisonF16); break;
+      case DType::e4m3: std::memcpy(at, &kPoisonE4m3, sizeof kPoisonE4m3); break;
     }
   }
   upload_image();

@@ -41,6 +41,7 @@ inline constexpr std::size_t kGuardBytes = 256;
 inline constexpr std::uint32_t kPoisonF32 = 0x7fc0dead;
 inline constexpr std::uint16_t kPoisonBf16 = 0x7fc1;
 inline constexpr std::uint16_t kPoisonF16 = 0x7e01;
+inline constexpr std::uint8_t kPoisonE4m3 = 0x7f;  // e4m3 has one NaN (per sign)
 
 // A strided tensor of rank 4 ([batch, seq, heads, dim], any dtype) or rank 3
 // ([batch, heads, seq], fp32 row statistics) in guarded storage.
