@@ -127,10 +127,15 @@ def varlen(cu_seqlens_q: Index, cu_seqlens_k: Index, max_seqlen_q: int,
 
 
 def kvcache(k_cache, v_cache, cache_seqlens: Index, block_table: Index | None, k_new,
-            v_new, check_indices: bool = False) -> KVCache:
-    """fg_kvcache; None fields stay NULL. Keep the arguments alive while it is used."""
+            v_new, check_indices: bool = False, k_scale=None, v_scale=None) -> KVCache:
+    """fg_kvcache; None fields stay NULL (scales: not given). Keep the
+    arguments alive while it is used."""
     c = KVCache()
     c.check_indices = int(check_indices)
+    if k_scale is not None:
+        c.k_scale = k_scale
+    if v_scale is not None:
+        c.v_scale = v_scale
     c.k_cache = ctypes.pointer(k_cache)
     c.v_cache = ctypes.pointer(v_cache)
     c.cache_seqlens = ctypes.pointer(cache_seqlens)

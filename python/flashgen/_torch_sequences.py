@@ -15,8 +15,11 @@ import torch
 from . import _capi, _capi_sequences
 from ._arguments import (check_bool, check_causal_mode, check_int, check_scale, check_softcap,
                          check_window)
-from ._torch_views import (check_head_vector, check_inputs, mask_lists, options_for,
-                           row_stats_view, tensor_view)
+from ._torch_views import (check_head_vector, check_inputs, head_vector_view, mask_lists,
+                           _memory_of, options_for, row_stats_view, tensor_view)
+
+# fp8 KV caches (torch.float8_e4m3fn, where this torch has it).
+_E4M3 = getattr(torch, "float8_e4m3fn", None)
 
 
 def _index(name: str, tensor, rank: int) -> _capi_sequences.Index:
@@ -28,6 +31,20 @@ def _index(name: str, tensor, rank: int) -> _capi_sequences.Index:
                       else (_capi.FG_HOST, 0))
     return _capi_sequences.make_index(tensor.data_ptr(), memory, device, tensor.shape,
                                       tensor.stride())
+
+
+def _fp8_view(name: str, cache, q) -> _capi.Tensor:
+    """An fp8 cache's view: 4-D float8_e4m3fn on q's device (the library
+    checks the rest)."""
+    if not isinstance(cache, torch.Tensor) or cache.dtype != _E4M3 or cache.dim() != 4:
+        raise TypeError(f"{name} must be a 4-D torch.float8_e4m3fn tensor with an fp8 k_cache, "
+                        f"got {getattr(cache, 'dtype', type(cache).__name__)}")
+    if cache.device != q.device:
+        raise ValueError(f"{name} is on {cache.device} but q is on {q.device}; all must be on the "
+                         f"same device")
+    memory, device = _memory_of(cache.device)
+    return _capi.make_tensor(cache.data_ptr(), _capi.FG_E4M3, memory, device, cache.shape,
+                             cache.stride())
 
 
 def _packed(tensors: dict) -> dict:
@@ -120,7 +137,7 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seql
 def attention_with_kvcache(q, k_cache, v_cache, cache_seqlens, block_table=None, k=None, v=None,
                            causal=False, scale=None, return_lse=False, window_size=(-1, -1),
                            softcap=0.0, alibi_slopes=None, sinks=None, mask_mod="",
-                           mask_tensors=None, check_indices=False):
+                           mask_tensors=None, check_indices=False, k_scale=None, v_scale=None):
     """Attention of q [batch, seq_q, heads_q, dim_qk] to each sequence's KV cache.
 
     k_cache / v_cache: [batch, seq_cache, heads_kv, dim] or, with block_table
@@ -141,6 +158,12 @@ def attention_with_kvcache(q, k_cache, v_cache, cache_seqlens, block_table=None,
     block_table entry outside [0, num_pages) (CPU tensors: checked, with
     an error; check_indices=True checks CUDA ones too, waiting for the
     stream). float32 tensors and mask_mod run on the CPU only.
+
+    fp8 caches (CPU tensors for now): k_cache and v_cache of
+    torch.float8_e4m3fn with float32 k_scale / v_scale of [1] or
+    [heads_kv] (None: 1); a cached element is its value times its scale,
+    rounded to q's dtype, and an appended row is stored as k / k_scale
+    rounded to e4m3.
     """
     (causal, top_left), scale = check_causal_mode(causal), check_scale(scale)
     window, softcap = check_window(window_size), check_softcap(softcap)
@@ -148,17 +171,22 @@ def attention_with_kvcache(q, k_cache, v_cache, cache_seqlens, block_table=None,
     check_indices = check_bool("check_indices", check_indices)
     if (k is None) != (v is None):
         raise ValueError("k and v are appended together: pass both or neither")
-    tensors = {"q": q, "k_cache": k_cache, "v_cache": v_cache}
+    fp8 = _E4M3 is not None and getattr(k_cache, "dtype", None) == _E4M3
+    tensors = {"q": q} if fp8 else {"q": q, "k_cache": k_cache, "v_cache": v_cache}
     if k is not None:
         tensors.update(k=k, v=v)
     check_inputs(tensors)
-    check_head_vector("alibi_slopes", alibi_slopes, q.device)
-    check_head_vector("sinks", sinks, q.device)
+    for name, vector in (("alibi_slopes", alibi_slopes), ("sinks", sinks), ("k_scale", k_scale),
+                         ("v_scale", v_scale)):
+        check_head_vector(name, vector, q.device)
     views = {name: tensor_view(t) for name, t in tensors.items()}
+    if fp8:
+        views.update(k_cache=_fp8_view("k_cache", k_cache, q), v_cache=_fp8_view("v_cache", v_cache, q))
     seqlens = _index("cache_seqlens", cache_seqlens, 1)
     table = _index("block_table", block_table, 2) if block_table is not None else None
     cache = _capi_sequences.kvcache(views["k_cache"], views["v_cache"], seqlens, table,
-                                    views.get("k"), views.get("v"), check_indices)
+                                    views.get("k"), views.get("v"), check_indices,
+                                    head_vector_view(k_scale), head_vector_view(v_scale))
     batch, seq_q, heads_q, _ = q.shape
     o = q.new_empty((batch, seq_q, heads_q, v_cache.shape[3]))
     lse = torch.empty((batch, heads_q, seq_q), dtype=torch.float32, device=q.device)

@@ -236,3 +236,29 @@ def test_cuda_attention_with_kvcache_checks_indices_when_asked():
     with pytest.raises(ValueError, match=r"block_table\[0\]\[1\] \(9\) must be in \[0, num_pages = 4\)"):
         flashgen.attention_with_kvcache(q, k_cache, v_cache, seqlens, block_table=table,
                                         check_indices=True)
+
+
+def test_attention_with_kvcache_reads_and_appends_an_fp8_cache():
+    """float8_e4m3fn caches with per-head scales: the result is attention over
+    the dequantized values (rounded to q's dtype), appended rows stored as
+    k / k_scale in e4m3."""
+    if not hasattr(torch, "float8_e4m3fn"):
+        pytest.skip("this torch has no float8_e4m3fn")
+    torch.manual_seed(6)
+    k_cache = torch.randn(2, 32, 2, 16).to(torch.float8_e4m3fn)
+    v_cache = torch.randn(2, 32, 2, 16).to(torch.float8_e4m3fn)
+    k_scale, v_scale = torch.tensor([0.3, 0.7]), torch.tensor([1.5])
+    q, k, v = torch.randn(2, 1, 4, 16), torch.randn(2, 1, 2, 16), torch.randn(2, 1, 2, 16)
+    seqlens = torch.tensor([5, 20], dtype=torch.int32)
+    k_before, v_before = k_cache.float() * k_scale[:, None], v_cache.float() * v_scale
+    o = flashgen.attention_with_kvcache(q, k_cache, v_cache, seqlens, k=k, v=v, k_scale=k_scale,
+                                        v_scale=v_scale)
+    for b in range(2):
+        n = int(seqlens[b])
+        stored_k = (k[b] / k_scale[:, None]).to(torch.float8_e4m3fn)
+        stored_v = (v[b] / v_scale).to(torch.float8_e4m3fn)
+        assert torch.equal(k_cache[b, n].view(torch.uint8), stored_k[0].view(torch.uint8))
+        keys = torch.cat([k_before[b, :n], stored_k.float() * k_scale[:, None]])
+        values = torch.cat([v_before[b, :n], stored_v.float() * v_scale])
+        ob = flashgen.attention(q[b:b + 1], keys[None], values[None])
+        torch.testing.assert_close(o[b], ob[0], rtol=1e-5, atol=1e-6)
