@@ -88,16 +88,18 @@ std::vector<KernelSpec> decode_specs(const Problem& base, std::int64_t group, in
   Problem p = base;
   p.seq_q = 1;
   p.heads_q = group;
-  const Problem seen = cuda::packs_query_heads(p) ? cuda::packed_problem(p) : p;
+  // The problem as the kernels see it: query heads packed as rows where they pack.
+  const auto as_seen = [](const Problem& x) {
+    return cuda::packs_query_heads(x) ? cuda::packed_problem(x) : x;
+  };
+  const Problem seen = as_seen(p);
   std::vector<KernelSpec> specs = {
       cuda::spec_of(KernelKind::forward, seen, vec, arch, true),
       cuda::spec_of(KernelKind::forward_combine, seen, vec, arch),
       cuda::spec_of(KernelKind::forward, seen, vec, arch)};
   if (seen.has_mask()) specs.push_back(cuda::spec_of(KernelKind::mask_blocks, seen, vec, arch));
   for (KeyCache cache : caches) {
-    const Problem cached = with_cache(p, cache);
-    const Problem cached_seen =
-        cuda::packs_query_heads(cached) ? cuda::packed_problem(cached) : cached;
+    const Problem cached_seen = as_seen(with_cache(p, cache));
     specs.push_back(cuda::spec_of(KernelKind::forward, cached_seen, vec, arch, true));
     specs.push_back(cuda::spec_of(KernelKind::forward_combine, cached_seen, vec, arch));
   }

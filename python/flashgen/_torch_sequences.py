@@ -181,7 +181,8 @@ def attention_with_kvcache(q, k_cache, v_cache, cache_seqlens, block_table=None,
         check_head_vector(name, vector, q.device)
     views = {name: tensor_view(t) for name, t in tensors.items()}
     if fp8:
-        views.update(k_cache=_fp8_view("k_cache", k_cache, q), v_cache=_fp8_view("v_cache", v_cache, q))
+        views.update(k_cache=_fp8_view("k_cache", k_cache, q),
+                     v_cache=_fp8_view("v_cache", v_cache, q))
     seqlens = _index("cache_seqlens", cache_seqlens, 1)
     table = _index("block_table", block_table, 2) if block_table is not None else None
     cache = _capi_sequences.kvcache(views["k_cache"], views["v_cache"], seqlens, table,

@@ -140,6 +140,7 @@ void forward_with_kvcache_on_gpu(const api::KVCacheProblem& kv, const KVCacheFor
     cache.page_size = kv.page_size;
     cache.num_pages = args.k_cache.shape[0];
   }
+  cache.fp8 = kv.quantized;
   // A dim stride other than 1 is read with the cache's (tile_copy.cuh).
   for (const auto& [name, appended, cached] :
        {std::tuple{"k_new", &args.k_new, &args.k_cache},
@@ -149,10 +150,6 @@ void forward_with_kvcache_on_gpu(const api::KVCacheProblem& kv, const KVCacheFor
                   std::string("forward_with_kvcache on CUDA tensors: ") + name +
                       ".stride[3] must equal its cache's stride[3] (" +
                       std::to_string(cached->stride[3]) + ")");
-  if (kv.quantized)
-    throw Error(ErrorCode::unsupported,
-                "forward_with_kvcache with an e4m3 (fp8) cache: not supported by the CUDA backend "
-                "yet; use the CPU backend (host tensors)");
   api::check_cuda_reachable(p, args.q);
   ForwardArgs call;
   call.q = args.q, call.k = args.k_cache, call.v = args.v_cache;

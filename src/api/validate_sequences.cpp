@@ -102,7 +102,6 @@ IndexView readable_on_host(const IndexView& t, std::vector<std::int32_t>& copy, 
   return host;
 }
 
-
 Problem VarlenProblem::sequence(std::int64_t b) const {
   Problem p = packed;
   p.seq_q = q_begin[b + 1] - q_begin[b];

@@ -42,6 +42,7 @@ struct KeyValueCache {
   const std::int32_t* block_table = nullptr;  // null: contiguous
   std::int64_t block_table_strides[2] = {0, 1};
   std::int64_t page_size = 0, num_pages = 0;
+  bool fp8 = false;  // e4m3 caches (KVCacheForwardArgs::k_scale)
 
   bool given() const { return lengths != nullptr; }
   bool paged() const { return block_table != nullptr; }

@@ -15,13 +15,6 @@ std::int64_t row_offset(const CacheRows& where, std::int64_t b, std::int64_t t, 
   return page * c.stride[0] + t % where.page_size * c.stride[1] + h * c.stride[2];
 }
 
-// The scale of head h's rows of an e4m3 cache.
-float scale_of(const CacheRows& where, std::int64_t h) {
-  const HeadVectorView* s = where.scale;
-  if (s == nullptr || !s->given()) return 1.0f;
-  return s->data[s->shape[0] == 1 ? 0 : h * s->stride[0]];
-}
-
 // dim elements from (src, offset, stride) to (dst, offset, stride); where
 // the dtypes differ, one of them an e4m3 cache of this scale, each value
 // divided by it on the way in and multiplied on the way out (in fp32, then
@@ -49,6 +42,11 @@ void copy_row(const TensorView& dst, std::int64_t dst_at, const TensorView& src,
 
 }  // namespace
 
+float cache_scale(const HeadVectorView* scale, std::int64_t h) {
+  if (scale == nullptr || !scale->given()) return 1.0f;
+  return scale->data[scale->shape[0] == 1 ? 0 : h * scale->stride[0]];
+}
+
 void append_rows(const CacheRows& where, const TensorView& rows,
                  const std::vector<std::int64_t>& lengths) {
   for (std::int64_t b = 0; b < rows.shape[0]; ++b)
@@ -56,7 +54,7 @@ void append_rows(const CacheRows& where, const TensorView& rows,
       for (std::int64_t h = 0; h < rows.shape[2]; ++h)
         copy_row(where.cache, row_offset(where, b, lengths[b] + i, h), rows,
                  b * rows.stride[0] + i * rows.stride[1] + h * rows.stride[2],
-                 scale_of(where, h));
+                 cache_scale(where.scale, h));
 }
 
 TensorView gather_rows(const CacheRows& where, std::int64_t b, std::int64_t count,
@@ -68,7 +66,7 @@ TensorView gather_rows(const CacheRows& where, std::int64_t b, std::int64_t coun
   for (std::int64_t t = 0; t < count; ++t)
     for (std::int64_t h = 0; h < c.shape[2]; ++h)
       copy_row(packed, t * packed.stride[1] + h * packed.stride[2], c, row_offset(where, b, t, h),
-               scale_of(where, h));
+               cache_scale(where.scale, h));
   return packed;
 }
 

@@ -24,6 +24,10 @@ struct CacheRows {
   const HeadVectorView* scale = nullptr;
 };
 
+// Head h's scale of an e4m3 cache: scale[0] for one scale ([1]), scale[h]
+// for one per head; 1 where none is given (nullptr or no data).
+float cache_scale(const HeadVectorView* scale, std::int64_t h);
+
 // cache rows [lengths[b], lengths[b] + seq_new) of sequence b = rows[b, :]
 // (into an e4m3 cache: rows / scale, rounded), for every b; rows is [batch,
 // seq_new, heads, dim]. Validated: every row written lies in the cache.

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "common/dtype.hpp"
+#include "cpu/kv_cache.hpp"
 
 namespace flashgen::cpu {
 namespace {
@@ -23,12 +24,6 @@ struct Sequence {
   PackedInputs in;
   std::int64_t q0, k0;
 };
-
-// A cache head's scale (1 where none is given).
-double scale_of(const HeadVectorView& s, std::int64_t h) {
-  if (!s.given()) return 1.0;
-  return s.data[s.shape[0] == 1 ? 0 : h * s.stride[0]];
-}
 
 Sequence sequence(const Problem& packed, const Sequences& s, const PackedInputs& in,
                   std::size_t b) {
@@ -126,7 +121,7 @@ KVCacheAsVarlen kvcache_as_varlen(const KVCacheForwardArgs& a, const Problem& pe
   const auto dequantize = [&](std::vector<double>& to, std::int64_t dim, const HeadVectorView& s,
                               std::int64_t h, bool appended) {
     if (!quantized) return;
-    const float scale = static_cast<float>(scale_of(s, h));
+    const float scale = cache_scale(&s, h);
     for (auto it = to.end() - dim; it != to.end(); ++it) {
       const float stored = appended ? round_to_dtype(static_cast<float>(*it) / scale, DType::e4m3)
                                     : static_cast<float>(*it);
