@@ -17,6 +17,7 @@ const char* element_constant(DType dtype) {
     case DType::f16: return "fg::kF16";
     case DType::bf16: return "fg::kBF16";
     case DType::f32: return "fg::kF32";
+    case DType::e4m3: break;  // a KV cache's storage, never a kernel's element type
   }
   return "fg::kBF16";
 }
