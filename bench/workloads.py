@@ -27,7 +27,7 @@ the GPU to matter: forward alone (inputs without grad) and forward +
 backward, flashgen against SDPA's default choice.
 
     python3 bench/workloads.py --json bench/results/<gpu>/workloads_<date>.json
-    python3 bench/workloads.py --report FILE.json [--plot FILE.png]
+    python3 bench/workloads.py --report FILE.json [FILE.json ...] [--plot FILE.png]
 
 Writes {"tool": "workloads", "device", "torch", "cudnn", "flashgen", "date",
 "gemm_tflops", "rows": [{"workload", "system", "shape", "fwd_ms", "bwd_ms",
@@ -217,6 +217,45 @@ def summarize(result):
                                "ratio": ours / best[0] if ours and best else None}
         summary.append(line)
     return summary
+
+
+FORWARD_FIELDS = ("fwd_ms", "fwd_tflops", "gbps", "error")
+BACKWARD_FIELDS = ("bwd_ms", "bwd_tflops", "bwd_error")
+
+
+def merge_results(results):
+    """One result from several runs, in the suite's order: each workload's
+    forward from the last run that timed its forward, its backward from
+    the last that timed its backward, each with the peers of that run, so
+    that every ratio still compares systems timed together."""
+    def timed(result, name, key):
+        return any(row["workload"] == name and key in row for row in result["rows"])
+
+    names = {row["workload"] for result in results for row in result["rows"]}
+    workloads, host = load_suite(DEFAULT_SUITE)
+    suite = [w.name for w in workloads + host]
+    order = [name for name in suite if name in names] + sorted(names - set(suite))
+    rows = []
+    for name in order:
+        host_runs = [r for r in results if timed(r, name, "fwd_wall_us")]
+        if host_runs:
+            rows += [row for row in host_runs[-1]["rows"] if row["workload"] == name]
+            continue
+        by_system = {}
+        for key, fields in (("fwd_tflops", FORWARD_FIELDS), ("bwd_tflops", BACKWARD_FIELDS)):
+            runs = [r for r in results if timed(r, name, key)] or [
+                r for r in results if timed(r, name, "workload")]
+            for row in runs[-1]["rows"] if runs else []:
+                if row["workload"] != name:
+                    continue
+                merged = by_system.setdefault(row["system"], {
+                    k: v for k, v in row.items() if k not in FORWARD_FIELDS + BACKWARD_FIELDS})
+                merged.update({k: row[k] for k in fields if k in row})
+        rows += by_system.values()
+    merged = dict(results[-1])
+    merged["rows"] = rows
+    merged["sources"] = [{"device": r.get("device"), "date": r.get("date")} for r in results]
+    return merged
 
 
 def markdown_table(result):
@@ -584,7 +623,9 @@ def parse_args(argv=None):
     parser.add_argument("--systems", default=",".join(SYSTEMS), help="comma-separated, of " + ",".join(s.replace(" ", "_") for s in SYSTEMS))
     parser.add_argument("--json", help="write the rows here (as they come)")
     parser.add_argument("--plot", help="PNG of each workload's ratio to the best peer")
-    parser.add_argument("--report", help="no run: print the table (and --plot) of this JSON file")
+    parser.add_argument("--report", nargs="+", metavar="FILE",
+                        help="no run: print the table (and --plot) of these JSON files (a workload "
+                             "in several: the last file's rows)")
     parser.add_argument("--warmup", type=int, default=5)
     parser.add_argument("--repeats", type=int, default=20)
     parser.add_argument("--time-budget-s", type=float, default=1.0, help="per timing: stop repeating after this")
@@ -597,7 +638,7 @@ def parse_args(argv=None):
 def main(argv=None):
     args = parse_args(argv)
     if args.report:
-        result = json.loads(pathlib.Path(args.report).read_text())
+        result = merge_results([json.loads(pathlib.Path(f).read_text()) for f in args.report])
         print(markdown_table(result))
         if args.plot:
             plot_ratios(result, args.plot)

@@ -120,3 +120,23 @@ def test_report_from_json(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "| a | 500 | cuDNN 625 | 0.80 |" in out
     assert "| host: t | flashgen | 40 | 300 |" in out
+
+
+def test_report_merges_runs_workload_by_workload(tmp_path, capsys):
+    """Several files: each workload's forward and backward from the last file that timed it."""
+    older = synthetic_result()
+    newer = {"device": "d", "date": "later",
+             "rows": [{"workload": "a", "system": "flashgen", "fwd_tflops": 700.0},
+                      {"workload": "a", "system": "cudnn", "fwd_tflops": 600.0}]}
+    paths = []
+    for i, result in enumerate((older, newer)):
+        paths.append(tmp_path / f"w{i}.json")
+        paths[-1].write_text(json.dumps(result))
+    merged = workloads.merge_results([older, newer])
+    summary = {line["workload"]: line for line in workloads.summarize(merged)}
+    assert summary["a"]["fwd"]["ratio"] == pytest.approx(700.0 / 600.0)
+    assert summary["a"]["bwd"] == {line["workload"]: line for line in
+                                   workloads.summarize(older)}["a"]["bwd"]  # the older run's backward
+    assert summary["b"] == {line["workload"]: line for line in workloads.summarize(older)}["b"]
+    workloads.main(["--report"] + [str(p) for p in paths])
+    assert "| a | 700 | cuDNN 600 | 1.17 |" in capsys.readouterr().out
