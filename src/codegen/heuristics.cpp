@@ -86,8 +86,8 @@ TuningParams wgmma_forward_tuning(const KernelSpec& spec, bool tma) {
     t = {192, 32, 256, 12, 0};
     stages = 2;
     // Token rows whose widened chunks pass 176 columns (D > 320): three
-    // warpgroups and the producer leave ptxas 128 registers per thread, too
-    // few for the chunk's wgmma (D = 353); two warpgroups get 168.
+    // computing warpgroups get 160 registers each beside the producer, too
+    // few for the chunk's wgmma (D = 353); two get 232.
     if (token_rows && token_value_width > 176) t = {128, 32, 256, 8, 0};
   }
   t.wgmma = true;

@@ -324,10 +324,10 @@ void expect_tma_forward(const Case& c, int swizzle) {
   spec.vec = token_rows ? 1 : 8;
   for (int warps : {8, 12})
     for (int stages : {3, 2}) {
-      // Three warpgroups beside a producer compile to ptxas's 128-register
-      // target for 512 threads (setmaxnreg raises them to 160 only at run
-      // time): O of 129 to 256 columns beside S does not compile there, nor
-      // the wider value chunks of token rows past D = 320 (the default's rule).
+      // Three warpgroups beside a producer get 160 registers each (their
+      // setmaxnreg share, which ptxas compiles them for): O of 129 to 256
+      // columns beside S does not compile there, nor the wider value chunks
+      // of token rows past D = 320 (the default's rule).
       if (warps == 12 && ((c.dim_v > 128 && c.dim_v <= 256) || (token_rows && c.dim_v > 320)))
         continue;
       TuningParams tuning = forward_producer_tuning(warps, c, true);
