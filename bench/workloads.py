@@ -624,8 +624,8 @@ def parse_args(argv=None):
     parser.add_argument("--json", help="write the rows here (as they come)")
     parser.add_argument("--plot", help="PNG of each workload's ratio to the best peer")
     parser.add_argument("--report", nargs="+", metavar="FILE",
-                        help="no run: print the table (and --plot) of these JSON files (a workload "
-                             "in several: the last file's rows)")
+                        help="no run: print the table (and --plot) of these JSON files (each "
+                             "workload's forward and backward from the last file that timed them)")
     parser.add_argument("--warmup", type=int, default=5)
     parser.add_argument("--repeats", type=int, default=20)
     parser.add_argument("--time-budget-s", type=float, default=1.0, help="per timing: stop repeating after this")
