@@ -16,7 +16,7 @@ from . import _capi, _capi_sequences
 from ._arguments import (check_bool, check_causal_mode, check_int, check_scale, check_softcap,
                          check_window)
 from ._torch_views import (check_head_vector, check_inputs, head_vector_view, mask_lists,
-                           _memory_of, options_for, row_stats_view, tensor_view)
+                           options_for, row_stats_view, tensor_view)
 
 # fp8 KV caches (torch.float8_e4m3fn, where this torch has it).
 _E4M3 = getattr(torch, "float8_e4m3fn", None)
@@ -42,9 +42,7 @@ def _fp8_view(name: str, cache, q) -> _capi.Tensor:
     if cache.device != q.device:
         raise ValueError(f"{name} is on {cache.device} but q is on {q.device}; all must be on the "
                          f"same device")
-    memory, device = _memory_of(cache.device)
-    return _capi.make_tensor(cache.data_ptr(), _capi.FG_E4M3, memory, device, cache.shape,
-                             cache.stride())
+    return tensor_view(cache)
 
 
 def _packed(tensors: dict) -> dict:

@@ -15,6 +15,11 @@ _FG_DTYPES = {
     torch.bfloat16: _capi.FG_BF16,
     torch.float32: _capi.FG_F32,
 }
+# What a view may carry besides: fp8, the storage of a KV cache only (the
+# library refuses it by name anywhere else).
+_VIEW_DTYPES = dict(_FG_DTYPES)
+if hasattr(torch, "float8_e4m3fn"):
+    _VIEW_DTYPES[torch.float8_e4m3fn] = _capi.FG_E4M3
 _DEVICE_TYPES = ("cpu", "cuda")
 
 
@@ -86,7 +91,7 @@ def tensor_view(tensor: torch.Tensor, heads_major: bool = False) -> _capi.Tensor
     if heads_major:
         shape = (shape[0], shape[2], shape[1], shape[3])
         stride = (stride[0], stride[2], stride[1], stride[3])
-    return _capi.make_tensor(tensor.data_ptr(), _FG_DTYPES[tensor.dtype], memory, device,
+    return _capi.make_tensor(tensor.data_ptr(), _VIEW_DTYPES[tensor.dtype], memory, device,
                              shape, stride)
 
 
