@@ -228,8 +228,10 @@ def merge_results(results):
     forward from the last run that timed its forward, its backward from
     the last that timed its backward, each with the peers of that run, so
     that every ratio still compares systems timed together."""
-    def timed(result, name, key):
-        return any(row["workload"] == name and key in row for row in result["rows"])
+    def timed(result, name, key=None):
+        """Whether the run has the workload (with `key`: timed it so)."""
+        return any(row["workload"] == name and (key is None or key in row)
+                   for row in result["rows"])
 
     names = {row["workload"] for result in results for row in result["rows"]}
     workloads, host = load_suite(DEFAULT_SUITE)
@@ -243,8 +245,10 @@ def merge_results(results):
             continue
         by_system = {}
         for key, fields in (("fwd_tflops", FORWARD_FIELDS), ("bwd_tflops", BACKWARD_FIELDS)):
+            # A direction no run timed: the rows of the last run that has the
+            # workload (its systems' refusals).
             runs = [r for r in results if timed(r, name, key)] or [
-                r for r in results if timed(r, name, "workload")]
+                r for r in results if timed(r, name)]
             for row in runs[-1]["rows"] if runs else []:
                 if row["workload"] != name:
                     continue
