@@ -113,6 +113,14 @@ CASES = [
     ("d385-token-rows", "--dim 385 --seq 130 --heads 8",
      {"FLASHGEN_TUNING": TOKEN_ROWS_FORWARD.replace("cols=64 head=0", "cols=32 head=256")}),
     # Decode: query heads packed as rows, keys shared by CTAs and combined.
+    # More tiles than SMs: the persistent forward's CTAs walk several each
+    # (schedule=persistent, the default where it applies), causal tiles
+    # with no keys among them.
+    ("d64-persistent-walk", "--dim 64 --seq 300 --seq-kv 333 --causal --heads 96 --heads-kv 24", {}),
+    ("d128-persistent-walk-empty-tiles",
+     "--dim 128 --seq 700 --seq-kv 200 --causal --heads 48 --heads-kv 16", {}),
+    ("d64-persistent-walk-window-softcap",
+     "--dim 64 --seq 200 --window-left 50 --softcap 20 --heads 80 --batch 2", {}),
     ("d64-window-causal", "--dim 64 --seq 300 --causal --window-left 100 --heads 2", {}),
     ("d128-window-softcap-gqa",
      "--dim 128 --seq 257 --seq-kv 300 --causal --window-left 64 --softcap 20 --heads 4 --heads-kv 2",

@@ -99,6 +99,7 @@ std::string TuningParams::to_string() const {
   if (tma) s << " copy=tma";  // omitted for cp.async, the default
   if (split != WarpgroupSplit::rows) s << " split=" << flashgen::to_string(split);  // rows: omitted
   if (swizzle != 0) s << " swizzle=" << swizzle;  // omitted for the core-matrix layout
+  if (persistent) s << " schedule=persistent";    // omitted for a CTA per tile
   return s.str();
 }
 
@@ -127,6 +128,8 @@ TuningParams parse_tuning(const std::string& text) {
       else if (key == "split" && value == "outputs") t.split = WarpgroupSplit::outputs;
       else if (key == "split") throw Error(ErrorCode::invalid_argument, "tuning: split must be rows, dims or outputs, got '" + value + "'");
       else if (key == "copy") throw Error(ErrorCode::invalid_argument, "tuning: copy must be async or tma, got '" + value + "'");
+      else if (key == "schedule" && (value == "persistent" || value == "grid")) t.persistent = value == "persistent";
+      else if (key == "schedule") throw Error(ErrorCode::invalid_argument, "tuning: schedule must be grid or persistent, got '" + value + "'");
       else if (key == "mma" && (value == "wgmma" || value == "sync")) t.wgmma = value == "wgmma";
       else if (key == "mma") throw Error(ErrorCode::invalid_argument, "tuning: mma must be sync or wgmma, got '" + value + "'");
       else throw Error(ErrorCode::invalid_argument, "tuning: unknown key '" + key + "'");

@@ -123,6 +123,11 @@ struct TuningParams {
   // in the 32-byte-swizzled layout, copied as 16-column panels (a whole sector
   // a row). The wgmma kernels with copy=tma.
   int swizzle = 0;
+  // The wgmma forward with copy=tma on 16-byte rows (schedule=persistent):
+  // a CTA per SM walks the tiles a CTA each would have had, in their launch
+  // order, its producer copying the next tile's K and V and its warpgroups
+  // the next tile's Q while they still compute (kernels/forward/wgmma_producer.cuh).
+  bool persistent = false;
 
   // 16-row tiles per warp (one where two warpgroups split their 64 rows' work).
   int row_tiles() const {
@@ -130,6 +135,7 @@ struct TuningParams {
   }
   // "rows=128 cols=64 head=128 warps=4 cache=Q" [" mma=wgmma"] [" stages=3"]
   // [" producer=warp"] [" copy=tma"] [" split=dims|outputs"] [" swizzle=32"]
+  // [" schedule=persistent"]
   std::string to_string() const;
   bool operator==(const TuningParams&) const = default;
 };

@@ -18,6 +18,7 @@ static fd::SharedShape shared_shape(const KernelSpec& spec, const TuningParams& 
   s.cols = t.block_cols;
   s.head_chunks = head_chunks_of(spec, t);
   s.producer = t.producer;
+  s.persistent = t.persistent;
   s.token_rows = t.tma && spec.vec < 8;  // tma_copies(): the forward and the two-kernel backward
   s.cache_q = (t.cached & kCacheQ) != 0;
   s.cache_k = (t.cached & kCacheK) != 0;

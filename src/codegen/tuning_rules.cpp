@@ -115,6 +115,14 @@ void check_tuning(const KernelSpec& spec, const TuningParams& t) {
   if (spec.cache != KeyCache::none && !spec.split_keys)
     fail("a KV cache (kv_cache=" + std::string(to_string(spec.cache)) +
          ") is read by the split-key forward");
+  if (t.persistent) {
+    if (spec.kind != KernelKind::forward || spec.dtype == DType::f32 || !t.wgmma || !t.producer ||
+        !t.tma || t.split != WarpgroupSplit::rows || spec.vec != 8)
+      fail("schedule=persistent applies to the wgmma forward with producer=warp and copy=tma on "
+           "16-byte aligned rows (alignment class 8)");
+    if (head_chunks_of(spec, t) != 1)
+      fail("schedule=persistent needs all value columns in one CTA (head = 0)");
+  }
   if (spec.dtype == DType::f32) return check_f32_tuning(spec, t, fail);
   if (t.swizzle != 0 && t.swizzle != 32) fail("swizzle must be 0 or 32");
   if (t.swizzle != 0 && !t.tma) fail("swizzle=32 applies to the wgmma kernels with copy=tma");
@@ -217,6 +225,7 @@ TuningParams without_producer(TuningParams t) {
   t.tma = false;
   t.stages = 0;
   t.swizzle = 0;
+  t.persistent = false;
   return t;
 }
 
@@ -225,6 +234,7 @@ TuningParams with_copying_producer(TuningParams t, int stages) {
   t.tma = false;
   t.stages = stages;
   t.swizzle = 0;
+  t.persistent = false;
   return t;
 }
 

@@ -129,6 +129,27 @@ bool launches_nothing(const LaunchShape& shape) {
   return shape.grid[0] == 0 || shape.grid[1] == 0 || shape.grid[2] == 0;
 }
 
+// A persistent kernel (schedule=persistent) walks the tiles of `grid`, the
+// grid a CTA per tile would have: its extents and count of tiles go to
+// `params`, and it runs a CTA per SM (its registers and shared memory leave
+// room for no second one), or one per tile where there are fewer.
+LaunchShape walking_shape(const LaunchShape& grid, flashgen_device::AttentionParams& params,
+                          int sm_count) {
+  const std::uint64_t tiles =
+      std::uint64_t(grid.grid[0]) * std::uint64_t(grid.grid[1]) * std::uint64_t(grid.grid[2]);
+  if (tiles > std::uint64_t(0xffffffffu))
+    throw Error(ErrorCode::unsupported,
+                std::to_string(tiles) + " tiles are more than a persistent forward counts (2^32 - "
+                                        "1); split the batch over calls");
+  params.tile_grid_x = grid.grid[0];
+  params.tile_grid_y = grid.grid[1];
+  params.tile_count = static_cast<unsigned>(tiles);
+  LaunchShape shape = grid;
+  shape.grid[0] = static_cast<unsigned>(std::min<std::uint64_t>(tiles, std::uint64_t(sm_count)));
+  shape.grid[1] = shape.grid[2] = 1;
+  return shape;
+}
+
 // first, second: the two tensors the kernel traverses (K and V, or Q and dO
 // over keys); kernels that copy them with TMA (GeneratedKernel::tensor_maps)
 // take their tensor maps as the entry's second parameter: their token-row
@@ -143,6 +164,10 @@ void launch_resolved(const ResolvedKernel& r, const LaunchShape& shape,
     maps = traversed_tensor_maps(first, second, c.tuning.block_cols, c.generated->swizzle,
                                  c.spec.vec < 8);
   void* kernel_args[] = {&params, &maps};
+  if (c.tuning.persistent) {
+    const LaunchShape walk = walking_shape(shape, params, device_info(first.device).sm_count);
+    return launch(*r.kernel, walk, stream, kernel_args);
+  }
   launch(*r.kernel, shape, stream, kernel_args);
 }
 
@@ -259,7 +284,10 @@ std::vector<KernelKind> backward_kinds(const Problem& p, bool atomic) {
 }
 
 TuningParams tuning_for(const KernelSpec& spec, const Problem& p, std::size_t shared_limit) {
-  return lookup_tuning(spec, p, shared_limit).value_or(default_tuning(spec, shared_limit));
+  const TuningParams t =
+      lookup_tuning(spec, p, shared_limit).value_or(default_tuning(spec, shared_limit));
+  // A forced tuning runs as forced (with or without the walk).
+  return tuning_overridden(spec.kind) ? t : with_persistent_tiles(spec, t, shared_limit);
 }
 
 Availability availability() {

@@ -3,6 +3,7 @@
 // in a default configuration fails CI.
 #include <gtest/gtest.h>
 
+#include <set>
 #include <string>
 #include <vector>
 
@@ -49,6 +50,24 @@ std::string name_of(const SpreadCase& c) {
 }
 
 void PrintTo(const SpreadCase& c, std::ostream* os) { *os << name_of(c); }
+
+// NVRTC compiles `g` for `arch` with no spill and no stack frame. False
+// where NVRTC is missing (the caller skips).
+bool compiles_without_spills(const GeneratedKernel& g, const std::string& arch) {
+  cuda::CompiledKernel compiled;
+  try {
+    compiled = cuda::compile_only({g.name, g.source, g.entry, arch, {}});
+  } catch (const Error& e) {
+    if (e.code() == ErrorCode::unsupported) return false;
+    ADD_FAILURE() << g.name << ":\n" << e.what();
+    return true;
+  }
+  EXPECT_EQ(compiled.resources.spill_store_bytes, 0) << g.name << "\n" << compiled.log;
+  EXPECT_EQ(compiled.resources.spill_load_bytes, 0) << g.name << "\n" << compiled.log;
+  EXPECT_EQ(compiled.resources.stack_frame_bytes, 0) << g.name << "\n" << compiled.log;
+  EXPECT_GT(compiled.resources.registers, 0) << g.name;
+  return true;
+}
 
 // Every dimension of the contract's spread with every kind on both archs;
 // dtype, causal and alignment class rotate so each value is covered at
@@ -178,21 +197,13 @@ TEST_P(CompileSpread, CompilesWithoutSpills) {
     spec.mask_mod = mask::Expression::parse(kSpreadMasks[c.mask], arrays).canonical();
     spec.mask_arrays = mask_arrays_text(arrays);
   }
-  const TuningParams tuning = default_tuning(spec, shared_limit_of_arch(c.arch));
+  // The tuning a call gets without a table row: the default, walking its
+  // tiles where that applies.
+  const std::size_t limit = shared_limit_of_arch(c.arch);
+  const TuningParams tuning = with_persistent_tiles(spec, default_tuning(spec, limit), limit);
   const GeneratedKernel g = generate(spec, tuning);
-  EXPECT_LE(g.shared_bytes, shared_limit_of_arch(c.arch)) << g.name;
-
-  cuda::CompileRequest request{g.name, g.source, g.entry, c.arch, {}};
-  cuda::CompiledKernel compiled;
-  try {
-    compiled = cuda::compile_only(request);
-  } catch (const Error& e) {
-    if (e.code() == ErrorCode::unsupported) GTEST_SKIP() << "NVRTC not available: " << e.what();
-    FAIL() << g.name << ":\n" << e.what();
-  }
-  EXPECT_EQ(compiled.resources.spill_store_bytes, 0) << g.name << "\n" << compiled.log;
-  EXPECT_EQ(compiled.resources.spill_load_bytes, 0) << g.name << "\n" << compiled.log;
-  EXPECT_GT(compiled.resources.registers, 0) << g.name;
+  EXPECT_LE(g.shared_bytes, limit) << g.name;
+  if (!compiles_without_spills(g, c.arch)) GTEST_SKIP() << "NVRTC not available";
 }
 
 INSTANTIATE_TEST_SUITE_P(Spread, CompileSpread, ::testing::ValuesIn(spread()),
@@ -302,16 +313,35 @@ TEST(CompileWgmmaOptIn, CandidatesCompileWithoutSpills) {
     const GeneratedKernel g = generate(spec, tuning);
     EXPECT_EQ(g.tensor_maps, c.tma) << g.name;
     EXPECT_LE(g.shared_bytes, shared_limit_of_arch(spec.arch)) << g.name;
-    cuda::CompiledKernel compiled;
-    try {
-      compiled = cuda::compile_only({g.name, g.source, g.entry, spec.arch, {}});
-    } catch (const Error& e) {
-      if (e.code() == ErrorCode::unsupported) GTEST_SKIP() << "NVRTC not available: " << e.what();
-      FAIL() << g.name << ":\n" << e.what();
-    }
-    EXPECT_EQ(compiled.resources.spill_store_bytes, 0) << g.name << "\n" << compiled.log;
-    EXPECT_EQ(compiled.resources.stack_frame_bytes, 0) << g.name << "\n" << compiled.log;
+    if (!compiles_without_spills(g, spec.arch)) GTEST_SKIP() << "NVRTC not available";
   }
+}
+
+// The shipped table's forward rows walk their tiles where that applies
+// (with_persistent_tiles): each such row compiles without spills at the
+// smallest dims it serves (once per dims, causal mask and tuning).
+TEST(CompileTableRows, WalkingRowsCompileWithoutSpills) {
+  const std::string arch = "sm_90a";
+  const std::size_t limit = shared_limit_of_arch(arch);
+  std::set<std::string> compiled;
+  for (const TuningRow& row : tuning_tables(arch)->shipped) {
+    if (row.kind != KernelKind::forward) continue;
+    KernelSpec spec;
+    spec.dtype = row.dtype;
+    spec.dim_qk = row.dim_qk_min;
+    spec.dim_v = row.dim_v_min;
+    spec.causal = row.causal;
+    spec.vec = 8;
+    spec.arch = arch;
+    const TuningParams walked = with_persistent_tiles(spec, row.tuning, limit);
+    if (!walked.persistent) continue;
+    const std::string key = std::to_string(spec.dim_qk) + "/" + std::to_string(spec.dim_v) +
+                            (spec.causal ? " causal " : " ") + walked.to_string();
+    if (!compiled.insert(key).second) continue;
+    const GeneratedKernel g = generate(spec, walked);
+    if (!compiles_without_spills(g, arch)) GTEST_SKIP() << "NVRTC not available";
+  }
+  EXPECT_GT(compiled.size(), 0u) << "no shipped row walks its tiles";
 }
 
 }  // namespace

@@ -211,6 +211,51 @@ TEST(Generate, TmaCopiesWholeSectorsIntoSwizzledTilesByDefault) {
   EXPECT_THROW(generate(s, t), Error);
 }
 
+// schedule=persistent: named, parsed, generated with a second Q tile, and
+// applied by with_persistent_tiles to every TMA forward on 16-byte rows
+// whose value columns one CTA holds and whose shared memory has room.
+TEST(Generate, PersistentForwardWhereItApplies) {
+  const TuningParams grid = with_tma_producer(TuningParams{192, 64, 0, 12, 0, true}, 4);
+  const KernelSpec s = spec_of(KernelKind::forward, 128, 128);
+  const TuningParams walked = with_persistent_tiles(s, grid, kHopperSharedLimit);
+  EXPECT_TRUE(walked.persistent);
+  EXPECT_EQ(walked.to_string(), grid.to_string() + " schedule=persistent");
+  EXPECT_EQ(parse_tuning(walked.to_string()), walked);
+  EXPECT_EQ(parse_tuning(grid.to_string() + " schedule=grid"), grid);
+  EXPECT_THROW(parse_tuning("rows=64 schedule=tiles"), Error);
+  const GeneratedKernel g = generate(s, walked);
+  EXPECT_NE(g.source.find("kPersistent = true;"), std::string::npos);
+  EXPECT_NE(generate(s, grid).source.find("kPersistent = false;"), std::string::npos);
+  EXPECT_EQ(g.shared_bytes, shared_bytes(s, grid) + 2u * 192 * 128) << "the second Q tile";
+  EXPECT_EQ(g.threads, generate(s, grid).threads);
+
+  // Where it does not apply, the tuning comes back unchanged.
+  const auto unchanged = [](const KernelSpec& spec, const TuningParams& t, std::size_t limit) {
+    EXPECT_EQ(with_persistent_tiles(spec, t, limit), t)
+        << spec.to_string() << " | " << t.to_string();
+  };
+  unchanged(s, without_producer(grid), kHopperSharedLimit);           // no producer
+  unchanged(s, with_copying_producer(grid, 4), kHopperSharedLimit);   // cp.async copies
+  unchanged(spec_of(KernelKind::forward, 128, 128, 4), grid, kHopperSharedLimit);  // token rows
+  unchanged(s, grid, shared_bytes(s, grid));                          // no room for a second Q
+  TuningParams chunked = grid;
+  chunked.head_block = 64;
+  unchanged(s, chunked, kHopperSharedLimit);                          // value chunks
+  unchanged(spec_of(KernelKind::backward_query, 128, 128),
+            with_tma_producer(TuningParams{128, 64, 0, 8, 0, true}), kHopperSharedLimit);
+
+  // generate()'s rules say the same.
+  TuningParams forced = walked;
+  refused(spec_of(KernelKind::forward, 128, 128, 4), forced, "16-byte aligned rows");
+  TuningParams copying = without_producer(grid);
+  copying.persistent = true;
+  refused(s, copying, "producer=warp and copy=tma");
+  forced.head_block = 64;
+  refused(s, forced, "all value columns in one CTA");
+  EXPECT_FALSE(without_producer(walked).persistent);
+  EXPECT_FALSE(with_copying_producer(walked).persistent);
+}
+
 TEST(Generate, KeyValueBackwardSplitsItsOutputsAcrossTwoWarpgroups) {
   TuningParams t = with_tma_producer(TuningParams{64, 64, 0, 8, 0, true});
   t.split = WarpgroupSplit::outputs;

@@ -367,6 +367,48 @@ TEST_P(GpuForwardWgmmaSwizzled, MatchesReference) {
   expect_tma_forward(GetParam(), 32);
 }
 
+// The TMA forward walking its tiles (schedule=persistent): two and three
+// computing warpgroups, K and V two and three stages deep, swizzled tiles,
+// at shapes of more tiles than the GPU has SMs (each CTA walks several, the
+// stages and Q's two tiles carry over from one to the next): causal tiles
+// with no keys (seq_q > seq_kv), last row blocks whose second and third
+// warpgroups have no rows, one query row, GQA, Dqk != Dv; and the masks and
+// score modifiers on some of them.
+class GpuForwardPersistent : public ::testing::TestWithParam<Case> {};
+
+TEST_P(GpuForwardPersistent, MatchesReference) {
+  FLASHGEN_SKIP_WITHOUT_GPU();
+  const Case& c = GetParam();
+  KernelSpec spec;
+  spec.dim_qk = c.dim_qk;
+  spec.dim_v = c.dim_v;
+  spec.vec = 8;
+  int walked = 0;
+  for (int warps : {8, 12})
+    for (int stages : {2, 3}) {
+      if (warps == 12 && c.dim_v > 128) continue;  // as in expect_tma_forward
+      TuningParams tuning = forward_producer_tuning(warps, c, true);
+      tuning.stages = stages;
+      tuning.swizzle = 32;
+      tuning.persistent = true;
+      if (shared_bytes(spec, tuning) > shared_limit_of_arch("sm_90a")) continue;
+      expect_forward_with(tuning, c);
+      ++walked;
+    }
+  EXPECT_GT(walked, 0) << "no walking tuning fits " << c.to_string();
+}
+
+std::vector<Case> persistent_cases() {
+  // batch, seq_q, seq_kv, heads_q, heads_kv, dim_qk, dim_v, causal, dtype, layout
+  return {Case{6, 300, 333, 16, 4, 64, 64, true, DType::bf16, Layout::bshd},
+          Case{3, 700, 200, 16, 16, 128, 128, true, DType::bf16, Layout::bshd},
+          Case{2, 600, 500, 24, 8, 128, 128, false, DType::f16, Layout::bhsd},
+          Case{4, 257, 300, 20, 2, 40, 104, true, DType::bf16, Layout::bhsd},
+          Case{8, 70, 300, 24, 24, 64, 64, false, DType::bf16, Layout::bshd},
+          Case{1, 1, 500, 160, 160, 64, 64, false, DType::bf16, Layout::padded},
+          Case{2, 200, 900, 40, 8, 192, 128, true, DType::bf16, Layout::bshd}};
+}
+
 // The TMA forward on rows that are not 16-byte aligned (odd D), through
 // the token-row views (tensor_maps.hpp): the same tunings as above. Where
 // a token's row is a multiple of 16 bytes (heads_kv · D even enough) TMA
@@ -839,6 +881,8 @@ INSTANTIATE_TEST_SUITE_P(Forced, GpuForwardWgmmaProducer,
                          ::testing::ValuesIn(with_masks(wgmma_stages_cases())), CaseName());
 INSTANTIATE_TEST_SUITE_P(Forced, GpuForwardWgmmaTma, ::testing::ValuesIn(with_masks(wgmma_tma_cases())),
                          CaseName());
+INSTANTIATE_TEST_SUITE_P(Forced, GpuForwardPersistent,
+                         ::testing::ValuesIn(with_masks(persistent_cases())), CaseName());
 INSTANTIATE_TEST_SUITE_P(Forced, GpuForwardTokenRows, ::testing::ValuesIn(with_masks(token_row_cases())),
                          CaseName());
 INSTANTIATE_TEST_SUITE_P(Forced, GpuBackwardQueryTokenRows,

@@ -118,6 +118,11 @@ struct AttentionParams {
   const int* block_table;
   index_t block_table_stride, block_table_column_stride;
   int page_size, num_pages;
+  // A persistent forward (schedule=persistent) runs fewer CTAs than tiles:
+  // the grid a CTA per tile would have had (its x and y extents) and its
+  // count of tiles, which the CTAs walk (scheduler/cta_tile.cuh). Last, so
+  // that no other field moves.
+  unsigned tile_grid_x, tile_grid_y, tile_count;
 };
 
 // A TMA descriptor (CUtensorMap of the driver API: 128 opaque bytes, 64-byte

@@ -17,6 +17,7 @@ struct SharedShape {
   int head_chunks;    // CTAs sharing a row block, each with a chunk of the output columns
   int stages;         // pipeline stages where the tuning sets them (0 elsewhere)
   bool producer;      // a producer warpgroup: a full and an empty mbarrier per stage
+  bool persistent;    // the forward's tile walk (schedule=persistent): a second Q tile
   bool token_rows;    // TMA on rows not 16-byte aligned: wider tiles, the fixed stages' barriers
   bool cache_q, cache_k, cache_v, cache_grad_o;  // operands held in registers
 };
@@ -112,8 +113,8 @@ constexpr unsigned long long forward_mma_sync_shared_bytes(const SharedShape& s)
           staging_elements(s.vec, s.cols, dv));
 }
 
-// wgmma (kernels/forward/wgmma.cuh, wgmma_producer.cuh): q [rows][dqk],
-// `stages` stages of k [cols][dqk] and v [cols][dv chunk], no padding;
+// wgmma (kernels/forward/wgmma.cuh, wgmma_producer.cuh): q [rows][dqk]
+// (two of them when persistent: the next tile's fills the second), `stages` stages of k [cols][dqk] and v [cols][dv chunk], no padding;
 // staged (alignment class 1 without a producer): k, v; with a producer, the
 // barriers of two pipelines (K, V), three on token rows (the fixed K stages
 // first), whose tiles are wider (token_row_tile_width).
@@ -121,7 +122,8 @@ constexpr unsigned long long forward_wgmma_shared_bytes(const SharedShape& s) {
   const int dqk = head_tile_width(s.dim_qk, s.vec, s.token_rows);
   const int dv = forward_value_tile_width(s.dim_v, s.head_chunks, s.vec, s.token_rows);
   const unsigned long long staging = wgmma_staging_elements(s, dqk, dv);
-  return kTileElementBytes * ((unsigned long long)s.rows * dqk +
+  const int query_buffers = s.persistent ? 2 : 1;
+  return kTileElementBytes * ((unsigned long long)query_buffers * s.rows * dqk +
                               (unsigned long long)s.stages * s.cols * (dqk + dv) + staging) +
          producer_barrier_bytes(s, 2, s.stages);
 }
@@ -235,7 +237,8 @@ constexpr unsigned long long backward_key_value_outputs_shared_bytes(const Share
 // barriers of one pipeline.
 constexpr unsigned long long backward_key_value_dims_shared_bytes(const SharedShape& s) {
   const int dqk = layout_round_up(s.dim_qk, 32), dv = layout_round_up(s.dim_v, 32);
-  return kTileElementBytes * ((unsigned long long)s.rows * dqk +
+  const int query_buffers = s.persistent ? 2 : 1;
+  return kTileElementBytes * ((unsigned long long)query_buffers * s.rows * dqk +
                               held_tile_elements(s.cache_v, s.rows * dv) +
                               (unsigned long long)s.stages * s.cols * (dqk + dv)) +
          kStatBytes * s.stages * 2ull * s.cols + dims_exchange_bytes(s.cols) +

@@ -4,10 +4,10 @@
 // owns (query rows for the forward and dQ, key rows for dK and dV), the head
 // those rows belong to (a query head; a key/value head for dK and dV), the
 // batch row and which of the output's column chunks (the CTAs that split a
-// wide head) it writes. This is the one place that reads blockIdx,
-// so that handing tiles out another way (a persistent tile loop) changes it
-// alone. (The indices are divided unsigned, as blockIdx is: cheaper than
-// signed division.)
+// wide head) it writes. This is the one place that reads blockIdx, and
+// where the persistent forward's CTAs find the tiles they walk instead
+// (walked_query_tile). (The indices are divided unsigned, as blockIdx is:
+// cheaper than signed division.)
 #pragma once
 
 #include "common.cuh"
@@ -35,26 +35,49 @@ struct CtaTile {
 // handed out heaviest first, so the lightest fill the last wave's gaps.
 // Special registers only, which the compiler rereads rather than holding
 // them (a run-time choice of layout made register-bound kernels spill).
+// `block` is the CTA's index in a grid `grid_y` blocks high.
+template <bool kCausal, bool kLastRowsHeaviest>
+__device__ __forceinline__ uint3 tile_cell(uint3 block, unsigned grid_y) {
+  if constexpr (!kCausal)
+    return block;
+  else
+    return make_uint3(kLastRowsHeaviest ? grid_y - 1 - block.y : block.y, block.x, block.z);
+}
 template <bool kCausal, bool kLastRowsHeaviest>
 __device__ __forceinline__ uint3 tile_cell() {
-  if constexpr (!kCausal)
-    return blockIdx;
-  else
-    return make_uint3(kLastRowsHeaviest ? gridDim.y - 1 - blockIdx.y : blockIdx.y, blockIdx.x,
-                      blockIdx.z);
+  return tile_cell<kCausal, kLastRowsHeaviest>(blockIdx, gridDim.y);
+}
+
+// A persistent kernel's CTAs walk the tiles of the grid a CTA each would
+// have had (AttentionParams::tile_grid_x, _y): CTA c takes tiles c, c +
+// gridDim.x, ..., and tile t is the block whose linear index is t (x
+// fastest), so the tiles start in the order that grid's CTAs would have
+// (heaviest first under a causal mask).
+__device__ __forceinline__ uint3 walked_block(const AttentionParams& p, unsigned tile) {
+  const unsigned plane = tile / p.tile_grid_x;
+  return make_uint3(tile % p.tile_grid_x, plane % p.tile_grid_y, plane / p.tile_grid_y);
 }
 
 // A tile of kBlockRows query rows: head is a query head, reading kv_head.
 // kSplitKeys: the row-block axis counts (query block, share of the keys)
-// pairs, the shares of one block adjacent.
-template <int kBlockRows, int kChunks, bool kSplitKeys = false, bool kCausal = false>
-__device__ __forceinline__ CtaTile query_tile(const AttentionParams& p) {
-  const uint3 cell = tile_cell<kCausal, true>();
+// pairs, the shares of one block adjacent. `cell`: tile_cell's.
+template <int kBlockRows, int kChunks, bool kSplitKeys = false>
+__device__ __forceinline__ CtaTile query_tile_of(const AttentionParams& p, uint3 cell) {
   const int head = cell.y;
   const unsigned block = kSplitKeys ? cell.x / unsigned(p.key_splits) : cell.x;
   const int split = kSplitKeys ? int(cell.x % unsigned(p.key_splits)) : 0;
   return {int(block * kBlockRows), head, head / p.group_size, int(cell.z / kChunks),
           int(cell.z % kChunks), split};
+}
+template <int kBlockRows, int kChunks, bool kSplitKeys = false, bool kCausal = false>
+__device__ __forceinline__ CtaTile query_tile(const AttentionParams& p) {
+  return query_tile_of<kBlockRows, kChunks, kSplitKeys>(p, tile_cell<kCausal, true>());
+}
+// Tile `tile` of a persistent kernel's walk.
+template <int kBlockRows, bool kCausal>
+__device__ __forceinline__ CtaTile walked_query_tile(const AttentionParams& p, unsigned tile) {
+  return query_tile_of<kBlockRows, 1>(
+      p, tile_cell<kCausal, true>(walked_block(p, tile), p.tile_grid_y));
 }
 
 // The key blocks of share `split` of a query block that sees `blocks`:

@@ -32,7 +32,8 @@ namespace flashgen_device {
 // kBlockN, kCausal, kVec (8, 4, 2: cp.async straight into the tiles; 1: the
 // aligned chunks around each row are staged and shifted into the tiles),
 // kStages (2, 3 or 4; 2 when staged: one staging area), kTma (K and V tiles
-// in the layout TMA writes: kernels/forward/wgmma_producer.cuh with copy=tma).
+// in the layout TMA writes: kernels/forward/wgmma_producer.cuh with copy=tma),
+// kPersistent (that kernel's tile walk: a second Q tile).
 template <class C>
 struct ForwardWgmma : ForwardWgmmaSteps<C> {
   typedef ForwardWgmmaSteps<C> Steps;
@@ -55,8 +56,10 @@ struct ForwardWgmma : ForwardWgmmaSteps<C> {
   typedef TileCopy<kBlockN, kDimQK, 0, 1, kThreads, true> KCopy;
   typedef TileCopy<kBlockN, kDimV, 0, 1, kThreads, true> VCopy;
 
+  // Q's tiles: the CTA's, and in a persistent walk the next tile's.
+  static constexpr int kQueryBuffers = C::kPersistent ? 2 : 1;
   struct Tiles {
-    u16 q[kBlockM * kDimQK];           // [kBlockM][kDimQK], core-matrix layout (arch/wgmma.cuh)
+    u16 q[kQueryBuffers][kBlockM * kDimQK];  // [kBlockM][kDimQK], core-matrix layout (arch/wgmma.cuh)
     u16 k[kStages][kBlockN * kDimQK];  // [kBlockN][kDimQK]
     u16 v[kStages][kBlockN * kDimV];   // [kBlockN][kDimV]
   };
@@ -78,7 +81,13 @@ struct ForwardWgmma : ForwardWgmmaSteps<C> {
   };
 
   static __device__ __forceinline__ Work work_of(const AttentionParams& p) {
-    const CtaTile tile = query_tile<kBlockM, C::kHeadChunks, false, C::kCausal>(p);
+    return work_at(p, query_tile<kBlockM, C::kHeadChunks, false, C::kCausal>(p));
+  }
+  // Tile `tile` of a persistent walk (scheduler/cta_tile.cuh).
+  static __device__ __forceinline__ Work walked_work(const AttentionParams& p, unsigned tile) {
+    return work_at(p, walked_query_tile<kBlockM, C::kCausal>(p, tile));
+  }
+  static __device__ __forceinline__ Work work_at(const AttentionParams& p, const CtaTile& tile) {
     Work w;
     w.head = tile.head;
     w.batch = tile.batch;
@@ -136,7 +145,7 @@ struct ForwardWgmma : ForwardWgmmaSteps<C> {
     // of iteration j into the stages iterations j-1 and j-2 finished reading,
     // and waited for at the top of iteration j+kStages-1; the prologue issues
     // G(1-kStages) .. G(-1), the first with Q.
-    copy_queries<kThreads>(smem.q, p, w, thread);
+    copy_queries<kThreads>(smem.q[0], p, w, thread);
 #pragma unroll
     for (int ahead = 0; ahead < kStages - 1; ++ahead)
       load_ahead(smem, k, v, p, ahead, n_blocks, first_key, value_cols, thread);
@@ -146,10 +155,10 @@ struct ForwardWgmma : ForwardWgmmaSteps<C> {
 
     // Descriptors: K-major Q and K (core matrices 128 bytes apart along K,
     // kDimQK·16 along M/N); MN-major V (kDimV·16 along K, 128 along N).
-    const u64 q_desc = matrix_descriptor(smem.q + group * 64 * kDimQK, 128, kDimQK * 16);
+    const u64 q_desc = matrix_descriptor(smem.q[0] + group * 64 * kDimQK, 128, kDimQK * 16);
 
     attend(
-        p, n_blocks, first_key, score_site<C>(p, w.batch, w.head), q_desc, smem.k, smem.v,
+        p, n_blocks, first_key, 0, score_site<C>(p, w.batch, w.head), q_desc, smem.k, smem.v,
         o, softmax, warp_row0, lane,
         [&](int n_block) {
           wait_and_load(smem, k, v, p, n_block, n_blocks, first_key, value_cols, thread);
@@ -169,14 +178,19 @@ struct ForwardWgmma : ForwardWgmmaSteps<C> {
 
   // The key-block loop of one warpgroup over n_blocks blocks from first_key
   // (site: the CTA's batch, head and ALiBi slope), for any way of filling
-  // the stages:
-  // acquire(j) returns once K[j] and V[j-1] are in their stages (it may issue
-  // further copies), release_keys(j) is called once this warp no longer
-  // reads K[j] (S(j) is done), release(j) once it no longer reads block j's
-  // stage (K[j] and V[j]), acquire_last() returns once V[n-1] is in its stage.
+  // the stages. The stages count blocks from block0 (the blocks a persistent
+  // walk's earlier tiles traversed; 0 otherwise): the tile's block j is
+  // block0 + j of the pipeline, in stage (block0 + j) % kStages, and the
+  // callbacks take that number. acquire(j) returns once K[j] and V[j-1] are
+  // in their stages (it may issue further copies), release_keys(j) is called
+  // once this warp no longer reads K[j] (S(j) is done), release(j) once it no
+  // longer reads block j's stage (K[j] and V[j]; the last block's only in a
+  // persistent walk, whose producer refills it), acquire_last() returns once
+  // V[n-1] is in its stage.
   template <class Acquire, class ReleaseKeys, class Release, class AcquireLast>
   static __device__ __forceinline__ void attend(const AttentionParams& p, int n_blocks,
-                                                int first_key, const ScoreSite& site, u64 q_desc,
+                                                int first_key, int block0, const ScoreSite& site,
+                                                u64 q_desc,
                                                 const u16 (&k_tiles)[kStages][kBlockN * kDimQK],
                                                 const u16 (&v_tiles)[kStages][kBlockN * kDimV],
                                                 float (&o)[1][kOutTiles][4],
@@ -193,37 +207,38 @@ struct ForwardWgmma : ForwardWgmmaSteps<C> {
     // Blocks 0 (no P·V yet) and n (only P·V) are peeled off the loop, so no
     // wgmma sits in a branch.
     if (n_blocks > 0) {
-      acquire(0);
+      acquire(block0);
       float s[1][kScoreTiles][4];
       wgmma_fence();
-      scores(s, q_desc, k_tiles[0]);
+      scores(s, q_desc, k_tiles[block0 % kStages]);
       wgmma_commit();
       wgmma_wait<0>();
       fence_registers(flat(s));
-      release_keys(0);
+      release_keys(block0);
       float correction[1][2];
       block_softmax(s, correction, softmax, p, first_key, warp_row0, lane, site);
 #pragma unroll
       for (int ks = 0; ks < kBlockN / 16; ++ks) pack_a_from_acc<E>(p_frag[ks], s, ks);
     }
     for (int n_block = 1; n_block < n_blocks; ++n_block) {
-      acquire(n_block);
+      const int block = block0 + n_block;
+      acquire(block);
       float s[1][kScoreTiles][4];
       fence_registers(o_flat);
       wgmma_fence();
-      scores(s, q_desc, k_tiles[n_block % kStages]);
+      scores(s, q_desc, k_tiles[block % kStages]);
       wgmma_commit();
-      accumulate_output(o_flat, p_frag, v_tiles[(n_block - 1) % kStages]);
+      accumulate_output(o_flat, p_frag, v_tiles[(block - 1) % kStages]);
       wgmma_commit();
       wgmma_wait<1>();  // S(j) is done; P(j-1)·V[j-1] may still run
       fence_registers(flat(s));
-      release_keys(n_block);
+      release_keys(block);
       float correction[1][2];
       block_softmax(s, correction, softmax, p, first_key + n_block * kBlockN, warp_row0, lane,
                     site);
       wgmma_wait<0>();  // O holds blocks < j, and the P fragments are free
       fence_registers(o_flat);
-      release(n_block - 1);
+      release(block - 1);
       scale_rows(o, correction);
 #pragma unroll
       for (int ks = 0; ks < kBlockN / 16; ++ks) pack_a_from_acc<E>(p_frag[ks], s, ks);
@@ -232,10 +247,11 @@ struct ForwardWgmma : ForwardWgmmaSteps<C> {
       acquire_last();
       fence_registers(o_flat);
       wgmma_fence();
-      accumulate_output(o_flat, p_frag, v_tiles[(n_blocks - 1) % kStages]);
+      accumulate_output(o_flat, p_frag, v_tiles[(block0 + n_blocks - 1) % kStages]);
       wgmma_commit();
       wgmma_wait<0>();
       fence_registers(o_flat);
+      if constexpr (C::kPersistent) release(block0 + n_blocks - 1);
     }
   }
 

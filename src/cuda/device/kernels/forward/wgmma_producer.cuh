@@ -37,6 +37,16 @@
 // meet Q's zeros, but 0 · Inf is NaN: so the producer warpgroup's second
 // warp zeroes them in every K stage once it has landed, and the computing
 // warps wait for that (FixedStages) instead of for the copies.
+//
+// schedule=persistent (C::kPersistent; TMA on 16-byte rows): the host
+// launches a CTA per SM, and each walks tiles of the grid a CTA per tile
+// would have had (walked_query_tile), in that grid's order. The stage
+// pipelines count key blocks across the walk, so the producer copies the
+// next tile's K and V as soon as stages free up, while the warpgroups still
+// compute the last blocks of this one; each warpgroup copies its 64 rows of
+// the next tile's Q into the other Q tile while it computes (only its own
+// warps read them: a named barrier per warpgroup, not the CTA's). A tile's
+// prologue and epilogue so overlap another's copies and GEMMs.
 #pragma once
 
 #include "kernels/forward/wgmma.cuh"
@@ -55,7 +65,9 @@ struct ForwardWgmmaProducer {
   static constexpr int kConsumerThreads = C::kWarps * 32;
   // TMA on rows not 16-byte aligned: token-row views, K stages fixed.
   static constexpr bool kTokenRows = Base::kTokenRows;
-  typedef WarpSpecialized<C::kWarps, C::kTma, kTokenRows ? 32 : 24> Roles;
+  // The producer's floor: its copies' address arithmetic spills below 32
+  // registers on token rows, and the walk's tile arithmetic does too.
+  typedef WarpSpecialized<C::kWarps, C::kTma, kTokenRows || C::kPersistent ? 32 : 24> Roles;
   typedef typename Roles::Registers Registers;
   typedef typename Roles::Copies Copies;
 
@@ -67,6 +79,8 @@ struct ForwardWgmmaProducer {
     StagePipeline<kStages> values;  // V[j] with TMA copies
   };
   static_assert(C::kTma || kStages >= 3, "cp.async copies signal block j-1 after issuing j");
+  static_assert(!C::kPersistent || (C::kTma && !kTokenRows && C::kHeadChunks == 1),
+                "the walk: TMA on 16-byte rows, all value columns in one CTA");
 
   // cp.async copies by the producer warpgroup's four warps.
   static __device__ void run(const AttentionParams& p, unsigned char* shared_bytes) {
@@ -81,9 +95,10 @@ struct ForwardWgmmaProducer {
   static __device__ void run(const AttentionParams& p, const TraversedTensorMaps& maps,
                              unsigned char* shared_bytes) {
     static_assert(C::kTma, "only copy=tma kernels take the tensor maps");
+    if constexpr (C::kPersistent) return walk(p, maps, shared_bytes);
     run_with(p, shared_bytes,
              [&](SharedStorage& smem, const typename Base::Work& w, int producer_thread) {
-               produce_with_tma(smem, maps, w, producer_thread);  // the first warp: its lane
+               produce_with_tma(smem, maps, w, 0, producer_thread);  // the first warp: its lane
              });
   }
 
@@ -93,49 +108,131 @@ struct ForwardWgmmaProducer {
     SharedStorage& smem = *reinterpret_cast<SharedStorage*>(shared_bytes);
     const int thread = threadIdx.x, lane = thread & 31, warp = thread >> 5;
     const typename Base::Work w = Base::work_of(p);
-
-    if (thread == 0) {
-      smem.keys.init(kConsumerWarps, Copies::kFullArrivals);
-      smem.values.init(kConsumerWarps);
-      if constexpr (kTokenRows) smem.fixed.init(1, 32);  // each lane of the fixing warp
-    }
-    if (warp < kConsumerWarps) Base::template copy_queries<kConsumerThreads>(smem.q, p, w, thread);
-    if constexpr (C::kTma)
-      zero_unwritten_columns<kBlockN, kDimQK, kDimV>(smem.k, key_slices(w) * kSliceCols, smem.v,
-                                                     value_slices(w) * kSliceCols, thread,
-                                                     Registers::kThreads);
+    set_up(smem, p, w, thread, warp);
     if (Roles::split_roles(warp)) {
       if (Roles::copies(warp)) produce(smem, w, Roles::producer_thread(thread));
       if constexpr (kTokenRows)
         if (Roles::fixes(warp)) fix_key_stages(smem, w, lane);
       return;
     }
+    attend_tile(smem, p, w, smem.q[0], 0, warp, lane);
+  }
+
+  // Before the roles split: thread 0 initialises the barriers, the
+  // computing warps copy the (first) tile's Q, and every thread zeroes the
+  // tiles' columns TMA never writes.
+  static __device__ __forceinline__ void set_up(SharedStorage& smem, const AttentionParams& p,
+                                                const typename Base::Work& w, int thread,
+                                                int warp) {
+    if (thread == 0) {
+      smem.keys.init(kConsumerWarps, Copies::kFullArrivals);
+      smem.values.init(kConsumerWarps);
+      if constexpr (kTokenRows) smem.fixed.init(1, 32);  // each lane of the fixing warp
+    }
+    if (warp < kConsumerWarps)
+      Base::template copy_queries<kConsumerThreads>(smem.q[0], p, w, thread);
+    if constexpr (C::kTma)
+      zero_unwritten_columns<kBlockN, kDimQK, kDimV>(smem.k, key_slices(w) * kSliceCols, smem.v,
+                                                     value_slices(w) * kSliceCols, thread,
+                                                     Registers::kThreads);
+  }
+
+  // A computing warp's share of one tile: its warpgroup's rows of `queries`
+  // (Q's tile) against the key blocks the stages hold from block0 on, then
+  // its rows of O and LSE.
+  static __device__ __forceinline__ void attend_tile(SharedStorage& smem, const AttentionParams& p,
+                                                     const typename Base::Work& w,
+                                                     const u16* queries, int block0, int warp,
+                                                     int lane) {
     const int group = warp / 4;
     const int warp_row0 = w.row0 + warp * 16;
-    const u64 q_desc = matrix_descriptor(smem.q + group * 64 * kDimQK, 128, kDimQK * 16);
+    const u64 q_desc = matrix_descriptor(queries + group * 64 * kDimQK, 128, kDimQK * 16);
     const ScoreSite site = score_site<C>(p, w.batch, w.head);
     float o[1][Base::kOutTiles][4];
     OnlineSoftmax<1> softmax;
     if constexpr (C::kTma)
       Base::attend(
-          p, w.n_blocks, w.first_key, site, q_desc, smem.k, smem.v, o, softmax, warp_row0, lane,
-          [&](int n_block) {
+          p, w.n_blocks, w.first_key, block0, site, q_desc, smem.k, smem.v, o, softmax, warp_row0,
+          lane,
+          [&](int block) {
             if constexpr (kTokenRows)
-              smem.fixed.wait_full(n_block);
+              smem.fixed.wait_full(block);
             else
-              smem.keys.wait_full(n_block);
-            if (n_block > 0) smem.values.wait_full(n_block - 1);
+              smem.keys.wait_full(block);
+            if (block > block0) smem.values.wait_full(block - 1);
           },
-          [&](int n_block) { smem.keys.release(n_block, lane); },
-          [&](int n_block) { smem.values.release(n_block, lane); },
-          [&] { smem.values.wait_full(w.n_blocks - 1); });
+          [&](int block) { smem.keys.release(block, lane); },
+          [&](int block) { smem.values.release(block, lane); },
+          [&] { smem.values.wait_full(block0 + w.n_blocks - 1); });
     else
       Base::attend(
-          p, w.n_blocks, w.first_key, site, q_desc, smem.k, smem.v, o, softmax, warp_row0, lane,
-          [&](int n_block) { smem.keys.wait_full(n_block); }, [](int) {},
-          [&](int n_block) { smem.keys.release(n_block, lane); },
+          p, w.n_blocks, w.first_key, block0, site, q_desc, smem.k, smem.v, o, softmax, warp_row0,
+          lane, [&](int block) { smem.keys.wait_full(block); }, [](int) {},
+          [&](int block) { smem.keys.release(block, lane); },
           [] {});  // V[n-1] arrived with K[n-1]
     Base::store_outputs(p, w, o, softmax, warp_row0, lane);
+  }
+
+  // schedule=persistent: the CTA's tiles blockIdx.x, blockIdx.x + gridDim.x,
+  // ... of the walk (the host launches no more CTAs than tiles). Q's tiles
+  // alternate: tile i's in q[i % 2].
+  static __device__ void walk(const AttentionParams& p, const TraversedTensorMaps& maps,
+                              unsigned char* shared_bytes) {
+    SharedStorage& smem = *reinterpret_cast<SharedStorage*>(shared_bytes);
+    const int thread = threadIdx.x, lane = thread & 31, warp = thread >> 5;
+    if (blockIdx.x >= p.tile_count) return;  // (the host launches no such CTA)
+    // 16-byte rows: the columns the copies never write are the same in every tile.
+    set_up(smem, p, Base::walked_work(p, blockIdx.x), thread, warp);
+    if (Roles::split_roles(warp)) {
+      if (Roles::copies(warp)) walk_producer(smem, maps, p, Roles::producer_thread(thread));
+      return;
+    }
+    const int group = warp / 4, group_thread = thread & 127;
+    int block0 = 0, buffer = 0;
+    for (unsigned tile = blockIdx.x; tile < p.tile_count; tile += gridDim.x, buffer ^= 1) {
+      if (tile != blockIdx.x) {
+        // This warpgroup's rows of Q, copied by its own threads during the
+        // last tile, have landed; its four warps are past that tile, so the
+        // other Q tile is free for the next one.
+        cp_async_wait<0>();
+        fence_async_shared();
+        named_barrier_sync(1 + group, 128);
+      }
+      if (tile + gridDim.x < p.tile_count)
+        copy_warpgroup_queries(smem.q[buffer ^ 1], p, Base::walked_work(p, tile + gridDim.x),
+                               group, group_thread);
+      const typename Base::Work w = Base::walked_work(p, tile);
+      attend_tile(smem, p, w, smem.q[buffer], block0, warp, lane);
+      block0 += w.n_blocks;
+    }
+  }
+
+  // Warpgroup `group`'s 64 rows of a tile's Q into its rows of `tile`, by
+  // its 128 threads (cp.async, committed; zeros past the last query).
+  static __device__ __forceinline__ void copy_warpgroup_queries(u16* tile,
+                                                                const AttentionParams& p,
+                                                                const typename Base::Work& w,
+                                                                int group, int group_thread) {
+    const int row0 = w.row0 + group * 64;
+    copy_core_matrix_tile<64, kDimQK, C::kVec, 128>(tile + group * 64 * kDimQK,
+                                                     w.q + group * 64 * p.q.stride_seq,
+                                                     p.q.stride_seq, p.seq_q - row0, C::kDimQK,
+                                                     group_thread);
+    cp_async_commit();
+  }
+
+  // The producer warp's first lane in a walk: every tile's K and V blocks,
+  // numbered on across tiles.
+  static __device__ __forceinline__ void walk_producer(SharedStorage& smem,
+                                                       const TraversedTensorMaps& maps,
+                                                       const AttentionParams& p, int lane) {
+    if (lane != 0) return;
+    int block0 = 0;
+    for (unsigned tile = blockIdx.x; tile < p.tile_count; tile += gridDim.x) {
+      const typename Base::Work w = Base::walked_work(p, tile);
+      produce_with_tma(smem, maps, w, block0, lane);
+      block0 += w.n_blocks;
+    }
   }
 
   // TMA copies slices of kSliceCols columns (8; 16 into swizzled tiles) of
@@ -162,17 +259,20 @@ struct ForwardWgmmaProducer {
     });
   }
 
-  // The producer warp's first lane: K[j] and V[j] into stage j % kStages of
-  // their pipelines (tma_load_announced_tile; a value chunk a copy per
-  // slice), completing on the stage's full barrier. Rows (and a last slice's
-  // columns) past the ends arrive as zeros.
+  // The producer warp's first lane: the tile's K[j] and V[j] into stage
+  // (block0 + j) % kStages of their pipelines (block0: as in Base::attend;
+  // tma_load_announced_tile; a value chunk a copy per slice), completing on
+  // the stage's full barrier. Rows (and a last slice's columns) past the
+  // ends arrive as zeros.
   static __device__ __forceinline__ void produce_with_tma(SharedStorage& smem,
                                                           const TraversedTensorMaps& maps,
-                                                          const typename Base::Work& w, int lane) {
+                                                          const typename Base::Work& w, int block0,
+                                                          int lane) {
     if (lane != 0) return;
     const int value_slice_count = value_slices(w);
-    for (int j = 0; j < w.n_blocks; ++j) {
-      const int stage = j % kStages, key0 = w.first_key + j * kBlockN;
+    for (int n_block = 0; n_block < w.n_blocks; ++n_block) {
+      const int j = block0 + n_block;
+      const int stage = j % kStages, key0 = w.first_key + n_block * kBlockN;
       smem.keys.wait_empty(j);
       if constexpr (kTokenRows) {  // head kv_head's columns of the token rows, a copy per slice
         tma_load_announced_token_row_slices<kBlockN, kSliceCols>(
