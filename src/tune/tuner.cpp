@@ -36,13 +36,19 @@ TuningParams default_of(const Context& c, KernelKind kind) {
   return default_tuning(spec_of(c, kind), c.settings.shared_limit);
 }
 
+// What a call runs where a table row holds `t` (tuning_for): the forward's
+// tile walk where it applies, so that a row is timed as it will run.
+TuningParams as_run(const Context& c, KernelKind kind, const TuningParams& t) {
+  return with_persistent_tiles(spec_of(c, kind), t, c.settings.shared_limit);
+}
+
 // Checks one candidate on the small problem, then times it (unless wrong).
 CandidateOutcome measure_candidate(const Context& c, KernelKind kind, const Candidate& candidate,
                                    double best_ms) {
   CandidateOutcome out;
   out.tuning = candidate.tuning;
   out.is_default = candidate.is_default;
-  const ScopedTuningOverride forced(kind, candidate.tuning);
+  const ScopedTuningOverride forced(kind, as_run(c, kind, candidate.tuning));
   const std::string failure = c.runner.check(kind);
   if (!failure.empty()) {
     out.rejected = "wrong results: " + failure;
@@ -64,10 +70,10 @@ void confirm(const Context& c, KindResult& r) {
   std::vector<double> best_times, default_times;
   for (int round = 0; round < c.settings.confirm_rounds; ++round) {
     {
-      const ScopedTuningOverride forced(r.kind, r.best);
+      const ScopedTuningOverride forced(r.kind, as_run(c, r.kind, r.best));
       best_times.push_back(c.runner.time_full(r.kind));
     }
-    const ScopedTuningOverride forced(r.kind, r.default_tuning);
+    const ScopedTuningOverride forced(r.kind, as_run(c, r.kind, r.default_tuning));
     default_times.push_back(c.runner.time_full(r.kind));
   }
   const double best_ms = median_of(best_times), default_ms = median_of(default_times);

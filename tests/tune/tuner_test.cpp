@@ -50,6 +50,7 @@ class FakeRunner : public CandidateRunner {
   };
   int prepared = 0;
   int checks = 0;
+  int walked = 0;  // timings and checks of forward tunings that walk their tiles
   // Tunings of the other backward kernel seen while a backward kind was timed.
   std::vector<TuningParams> key_value_while_query, query_while_key_value;
 
@@ -68,9 +69,16 @@ class FakeRunner : public CandidateRunner {
   }
 
  private:
-  TuningParams forced(KernelKind kind) const {
-    const std::optional<TuningParams> t = lookup_tuning(spec_of(problem_, kind), problem_);
+  // The tuning the rules here are about: a table row's. The tuner forces
+  // what a call runs for it (the forward's tile walk added where it
+  // applies), which is counted and taken off.
+  TuningParams forced(KernelKind kind) {
+    std::optional<TuningParams> t = lookup_tuning(spec_of(problem_, kind), problem_);
     EXPECT_TRUE(t) << "no override for " << to_string(kind);
+    if (t && t->persistent) {
+      ++walked;
+      t->persistent = false;
+    }
     return t.value_or(TuningParams{});
   }
   void record_pins(KernelKind kind) {
@@ -144,6 +152,8 @@ TEST_F(TunerTest, FastestCorrectCandidateWinsAndWrongOnesAreReported) {
   EXPECT_TRUE(r.outcomes.front().is_default);
   EXPECT_EQ(runner.checks, static_cast<int>(r.outcomes.size()));
   EXPECT_EQ(runner.prepared, 0);  // no backward kind
+  // The default (a TMA forward at D = 64) ran walking its tiles, as a call would.
+  EXPECT_GT(runner.walked, 0);
 }
 
 TEST_F(TunerTest, DefaultStaysUnlessBeatenByTheMinimumGain) {
