@@ -266,18 +266,6 @@ TuningParams shape_for(const KernelSpec& spec, bool tma = true) {
 // half is not a multiple of 16 (128, 64, 32, 16; 48, 32, 16).
 static int narrower(int cols) { return (cols / 2) % 16 == 0 ? cols / 2 : cols - 16; }
 
-TuningParams with_persistent_tiles(const KernelSpec& spec, const TuningParams& tuning,
-                                   std::size_t shared_limit) {
-  const bool applies = spec.kind == KernelKind::forward && spec.dtype != DType::f32 &&
-                       !spec.split_keys && tuning.wgmma && tuning.producer && tuning.tma &&
-                       tuning.split == WarpgroupSplit::rows && spec.vec == 8 &&
-                       head_chunks_of(spec, tuning) == 1;
-  if (!applies) return tuning;
-  TuningParams walked = tuning;
-  walked.persistent = true;
-  return shared_bytes(spec, walked) <= shared_limit ? walked : tuning;
-}
-
 bool prefer_atomic_backward(int dim_qk, int dim_v) {
   const bool wide = round_up(dim_qk, 16) > 256 || round_up(dim_v, 16) > 256;
   // Dims that are multiples of 8 give 16-byte rows in the usual layouts.

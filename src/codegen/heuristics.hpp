@@ -19,13 +19,6 @@ TuningParams default_tuning(const KernelSpec& spec, std::size_t shared_limit);
 TuningParams tuning_without_tma(const KernelSpec& spec, const TuningParams& tuning,
                                 std::size_t shared_limit);
 
-// `tuning` walking its tiles (schedule=persistent) where the walk applies
-// (the wgmma forward copying by TMA on 16-byte rows, all value columns in
-// one CTA, room for the second Q tile), else `tuning` itself; the tables'
-// rows and the defaults alike (docs/decisions.md has the figures).
-TuningParams with_persistent_tiles(const KernelSpec& spec, const TuningParams& tuning,
-                                   std::size_t shared_limit);
-
 // Whether the atomic-dQ backward is expected to beat the two-kernel one
 // (when the caller allows non-determinism). Measured on the H200
 // (docs/decisions.md): only past 256 columns on rows that are not 16-byte

@@ -4,6 +4,7 @@
 #include <memory>
 #include <optional>
 
+#include "codegen/generate.hpp"
 #include "codegen/heuristics.hpp"
 #include "tune/table_file.hpp"
 #include "tune/tuning_table.hpp"
