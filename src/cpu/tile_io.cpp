@@ -1,6 +1,7 @@
 #include "cpu/tile_io.hpp"
 
 #include <algorithm>
+#include <string>
 
 #include "common/dtype.hpp"
 #include "common/problem.hpp"
@@ -33,7 +34,11 @@ void dispatch_dtype(DType dtype, Body&& body) {
     case DType::f32:
       body.template operator()<DType::f32>();
       return;
+    case DType::e4m3:  // a KV cache's storage, converted by the cache's own reads
+      break;
   }
+  throw Error(ErrorCode::runtime, std::string("tile reads and writes take f16, bf16 or f32; got ") +
+                                      to_string(dtype));
 }
 
 std::int64_t row_offset(const Strides4& s, std::int64_t batch, std::int64_t row,
