@@ -16,7 +16,7 @@ from . import _capi, _capi_sequences
 from ._arguments import (check_bool, check_causal_mode, check_int, check_scale, check_softcap,
                          check_window)
 from ._torch_views import (check_head_vector, check_inputs, head_vector_view, mask_lists,
-                           options_for, row_stats_view, tensor_view)
+                           memory_of, options_for, row_stats_view, tensor_view)
 
 # fp8 KV caches (torch.float8_e4m3fn, where this torch has it).
 _E4M3 = getattr(torch, "float8_e4m3fn", None)
@@ -27,8 +27,7 @@ def _index(name: str, tensor, rank: int) -> _capi_sequences.Index:
         raise TypeError(f"{name} must be an int32 torch.Tensor of {rank} dimension(s), got "
                         f"{getattr(tensor, 'dtype', type(tensor).__name__)} of shape "
                         f"{tuple(getattr(tensor, 'shape', ()))}")
-    memory, device = ((_capi.FG_CUDA, tensor.device.index or 0) if tensor.device.type == "cuda"
-                      else (_capi.FG_HOST, 0))
+    memory, device = memory_of(tensor.device)
     return _capi_sequences.make_index(tensor.data_ptr(), memory, device, tensor.shape,
                                       tensor.stride())
 

@@ -76,7 +76,8 @@ def _same_kind_tensors(tensors) -> bool:
     return True
 
 
-def _memory_of(device: torch.device) -> tuple:
+def memory_of(device: torch.device) -> tuple:
+    """(memory kind, CUDA ordinal) of a torch device, as the C API takes them."""
     if device.type == "cuda":
         index = device.index if device.index is not None else torch.cuda.current_device()
         return _capi.FG_CUDA, index
@@ -86,7 +87,7 @@ def _memory_of(device: torch.device) -> tuple:
 def tensor_view(tensor: torch.Tensor, heads_major: bool = False) -> _capi.Tensor:
     """[batch, seq, heads, dim] view of a 4-D tensor; heads_major: the tensor
     is [batch, heads, seq, dim], its two middle axes swapped in the view."""
-    memory, device = _memory_of(tensor.device)
+    memory, device = memory_of(tensor.device)
     shape, stride = tensor.shape, tensor.stride()
     if heads_major:
         shape = (shape[0], shape[2], shape[1], shape[3])
@@ -100,7 +101,7 @@ def row_stats_view(tensor: torch.Tensor) -> _capi.RowStats:
     if tensor.dtype != torch.float32 or tensor.dim() != _capi.ROW_STATS_RANK:
         raise TypeError(f"lse must be a float32 tensor of {_capi.ROW_STATS_RANK} dimensions, "
                         f"got {tensor.dtype} of shape {tuple(tensor.shape)}")
-    memory, device = _memory_of(tensor.device)
+    memory, device = memory_of(tensor.device)
     return _capi.make_row_stats(tensor.data_ptr(), memory, device, tensor.shape,
                                 tensor.stride())
 
@@ -123,7 +124,7 @@ def head_vector_view(tensor) -> _capi.HeadVector | None:
     """fp32 [heads_q] or [batch, heads_q] view; None stays None (not given)."""
     if tensor is None:
         return None
-    memory, device = _memory_of(tensor.device)
+    memory, device = memory_of(tensor.device)
     return _capi.make_head_vector(tensor.data_ptr(), memory, device, tensor.shape,
                                   tensor.stride())
 
@@ -164,7 +165,7 @@ def mask_tensor_views(names: str, values) -> list:
                             f"{type(tensor).__name__}")
         dtype = {torch.int32: _capi.FG_MASK_INT32,
                  torch.float32: _capi.FG_MASK_FLOAT32}.get(tensor.dtype, _capi.FG_MASK_OTHER)
-        memory, device = _memory_of(tensor.device)
+        memory, device = memory_of(tensor.device)
         views.append(_capi.mask_entry(name, tensor.data_ptr(), dtype, memory, device,
                                       tensor.shape, tensor.stride()))
     return views
