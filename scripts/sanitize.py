@@ -52,6 +52,10 @@ MMA_SYNC = ("forward: rows=64 cols=64 head=0 warps=4 cache=Q; "
             "backward_query: rows=64 cols=64 head=0 warps=4 cache=none; "
             "backward_key_value: rows=64 cols=64 head=0 warps=4 cache=none")
 
+# The persistent forward, forced where the default would not walk.
+PERSISTENT_FORWARD = ("forward: rows=128 cols=64 head=0 warps=8 cache=none mma=wgmma stages=2 "
+                      "producer=warp copy=tma swizzle=32 schedule=persistent")
+
 # The TMA producers on rows that are not 16-byte aligned (token-row views,
 # stages fixed by a second warp), forced where a table row picks another
 # kernel: the forward's, the query backward's and the key/value backward's
@@ -114,13 +118,14 @@ CASES = [
      {"FLASHGEN_TUNING": TOKEN_ROWS_FORWARD.replace("cols=64 head=0", "cols=32 head=256")}),
     # Decode: query heads packed as rows, keys shared by CTAs and combined.
     # More tiles than SMs: the persistent forward's CTAs walk several each
-    # (schedule=persistent, the default where it applies), causal tiles
-    # with no keys among them.
-    ("d64-persistent-walk", "--dim 64 --seq 300 --seq-kv 333 --causal --heads 96 --heads-kv 24", {}),
+    # (schedule=persistent: the default where query blocks traverse few keys,
+    # forced for causal tiles with no keys).
+    ("d64-persistent-walk", "--dim 64 --seq 257 --heads 160", {}),
+    ("d64-persistent-walk-window", "--dim 64 --seq 2000 --causal --window-left 128 --heads 16 --heads-kv 4",
+     {}),
     ("d128-persistent-walk-empty-tiles",
-     "--dim 128 --seq 700 --seq-kv 200 --causal --heads 48 --heads-kv 16", {}),
-    ("d64-persistent-walk-window-softcap",
-     "--dim 64 --seq 200 --window-left 50 --softcap 20 --heads 80 --batch 2", {}),
+     "--dim 128 --seq 700 --seq-kv 200 --causal --heads 48 --heads-kv 16",
+     {"FLASHGEN_TUNING": PERSISTENT_FORWARD}),
     ("d64-window-causal", "--dim 64 --seq 300 --causal --window-left 100 --heads 2", {}),
     ("d128-window-softcap-gqa",
      "--dim 128 --seq 257 --seq-kv 300 --causal --window-left 64 --softcap 20 --heads 4 --heads-kv 2",

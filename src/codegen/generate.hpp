@@ -48,12 +48,6 @@ TuningParams with_copying_producer(TuningParams t, int stages = 0);
 // (TuningParams::swizzle; 32, whole-sector copies, measured faster on the
 // H200 than 8-column slices: docs/decisions.md); where tma_copies() allows.
 TuningParams with_tma_producer(TuningParams t, int stages = 0, int swizzle = 32);
-// `tuning` walking its tiles (schedule=persistent) where the walk applies
-// (the wgmma forward copying by TMA on 16-byte rows, all value columns in
-// one CTA, room for the second Q tile), else `tuning` itself: what a call
-// runs for a table row or a default (docs/decisions.md has the figures).
-TuningParams with_persistent_tiles(const KernelSpec& spec, const TuningParams& tuning,
-                                   std::size_t shared_limit);
 // Whether a kernel of this spec may copy by TMA (generate()'s rule): every
 // kind on 16-byte aligned rows (alignment class 8), the forward and the
 // two-kernel backward on any contiguous rows too (token-row views:

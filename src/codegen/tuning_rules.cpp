@@ -246,18 +246,6 @@ TuningParams with_tma_producer(TuningParams t, int stages, int swizzle) {
   return t;
 }
 
-TuningParams with_persistent_tiles(const KernelSpec& spec, const TuningParams& tuning,
-                                   std::size_t shared_limit) {
-  const bool applies = spec.kind == KernelKind::forward && spec.dtype != DType::f32 &&
-                       !spec.split_keys && tuning.wgmma && tuning.producer && tuning.tma &&
-                       tuning.split == WarpgroupSplit::rows && spec.vec == 8 &&
-                       head_chunks_of(spec, tuning) == 1;
-  if (!applies) return tuning;
-  TuningParams walked = tuning;
-  walked.persistent = true;
-  return shared_bytes(spec, walked) <= shared_limit ? walked : tuning;
-}
-
 int wgmma_forward_stages(const TuningParams& t) {
   if (t.stages != 0) return t.stages;
   return t.producer ? 3 : 2;

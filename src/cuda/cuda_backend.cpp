@@ -11,8 +11,8 @@
 #include <cstring>
 #include <string>
 
-#include "codegen/generate.hpp"
 #include "codegen/heuristics.hpp"
+#include "codegen/persistent_tiles.hpp"
 #include "codegen/kernel_families.hpp"
 #include "cuda/forward_route.hpp"
 #include "cuda/kernel_args.hpp"
@@ -229,7 +229,7 @@ TuningParams tuning_for(const KernelSpec& spec, const Problem& p, std::size_t sh
   const TuningParams t =
       lookup_tuning(spec, p, shared_limit).value_or(default_tuning(spec, shared_limit));
   // A forced tuning runs as forced (with or without the walk).
-  return tuning_overridden(spec.kind) ? t : with_persistent_tiles(spec, t, shared_limit);
+  return tuning_overridden(spec.kind) ? t : walking_where_faster(spec, p, t, shared_limit);
 }
 
 Availability availability() {

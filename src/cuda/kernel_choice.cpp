@@ -68,15 +68,16 @@ const CompiledKernel& compiled(const KernelChoice& c, int ordinal) {
 }
 
 // Everything choose() reads, as integers: two calls with equal signatures
-// get the same kernel. `seq` picks the tuning table's row, `tables` counts
-// table reloads (a reload may change the row).
+// get the same kernel. `seq` picks the tuning table's row and, with the
+// window's edges, whether the forward walks its tiles (walking_where_faster);
+// `tables` counts table reloads (a reload may change the row).
 struct Signature {
   KernelKind kind;
   DType dtype;
   int dim_qk, dim_v, vec, ordinal;
   bool causal, window, softcap, sinks, alibi, tma_readable, split_keys;
   KeyCache cache;
-  std::int64_t seq;
+  std::int64_t seq, window_left, window_right;
   std::uint64_t tables;
   std::string mask;  // the user mask's arrays and canonical text ("" without one)
   bool operator==(const Signature&) const = default;
@@ -92,7 +93,8 @@ struct SignatureHash {
               std::uint64_t(s.softcap) << 4 |
               std::uint64_t(s.window) << 3 | std::uint64_t(s.split_keys) << 2 |
               std::uint64_t(s.causal) << 1 | std::uint64_t(s.tma_readable),
-          std::uint64_t(s.seq), std::uint64_t(s.cache),
+          std::uint64_t(s.seq), std::uint64_t(s.window_left), std::uint64_t(s.window_right),
+          std::uint64_t(s.cache),
           s.tables, std::uint64_t(std::hash<std::string>()(s.mask))})
       h = (h ^ field) * 0x100000001b3ull;  // FNV-1a over the fields
     return h;
@@ -169,6 +171,8 @@ ResolvedKernel resolve(KernelKind kind, const Problem& p, int vec, bool tma_read
                       split_keys,
                       key_cache_of(kind, p, split_keys),
                       std::max(p.seq_q, p.seq_kv),
+                      p.window_left,
+                      p.window_right,
                       tuning_tables_generation(),
                       p.has_mask() ? mask_arrays_of(p) + "|" + p.mask->expression.canonical()
                                    : std::string()};

@@ -9,6 +9,7 @@
 
 #include "codegen/generate.hpp"
 #include "codegen/heuristics.hpp"
+#include "codegen/persistent_tiles.hpp"
 #include "codegen/user_mask.hpp"
 #include "cuda/runtime/runtime.hpp"
 #include "tune/tuning_table.hpp"
@@ -198,7 +199,7 @@ TEST_P(CompileSpread, CompilesWithoutSpills) {
     spec.mask_arrays = mask_arrays_text(arrays);
   }
   // The tuning a call gets without a table row: the default, walking its
-  // tiles where that applies.
+  // tiles wherever the walk can run (calls walk on short problems).
   const std::size_t limit = shared_limit_of_arch(c.arch);
   const TuningParams tuning = with_persistent_tiles(spec, default_tuning(spec, limit), limit);
   const GeneratedKernel g = generate(spec, tuning);
@@ -317,9 +318,10 @@ TEST(CompileWgmmaOptIn, CandidatesCompileWithoutSpills) {
   }
 }
 
-// The shipped table's forward rows walk their tiles where that applies
-// (with_persistent_tiles): each such row compiles without spills at the
-// smallest dims it serves (once per dims, causal mask and tuning).
+// The shipped table's forward rows walk their tiles on short problems
+// (walking_where_faster): each row the walk can run on compiles walking
+// without spills at the smallest dims it serves (once per dims, causal
+// mask and tuning).
 TEST(CompileTableRows, WalkingRowsCompileWithoutSpills) {
   const std::string arch = "sm_90a";
   const std::size_t limit = shared_limit_of_arch(arch);

@@ -6,6 +6,7 @@
 
 #include "codegen/generate.hpp"
 #include "codegen/heuristics.hpp"
+#include "codegen/persistent_tiles.hpp"
 
 namespace flashgen {
 namespace {
@@ -254,6 +255,34 @@ TEST(Generate, PersistentForwardWhereItApplies) {
   refused(s, forced, "all value columns in one CTA");
   EXPECT_FALSE(without_producer(walked).persistent);
   EXPECT_FALSE(with_copying_producer(walked).persistent);
+}
+
+// A call walks where its query blocks traverse few keys: short sequences
+// and narrow windows (kWalkMostKeys), not long or causal traversals.
+TEST(Generate, WalksWhereQueryBlocksTraverseFewKeys) {
+  const KernelSpec s = spec_of(KernelKind::forward, 64, 64);
+  const TuningParams grid = with_tma_producer(TuningParams{192, 96, 0, 12, 0, true});
+  Problem p;
+  p.seq_q = p.seq_kv = 257;
+  EXPECT_EQ(keys_per_query_block(p, 192), 257);
+  EXPECT_TRUE(walking_where_faster(s, p, grid, kHopperSharedLimit).persistent);
+  p.seq_q = p.seq_kv = 4096;
+  p.causal = true;
+  EXPECT_EQ(keys_per_query_block(p, 192), 4096);
+  EXPECT_FALSE(walking_where_faster(s, p, grid, kHopperSharedLimit).persistent);
+  p.window_left = 128;  // causal bounds the right edge
+  EXPECT_EQ(keys_per_query_block(p, 192), 128 + 192);
+  EXPECT_TRUE(walking_where_faster(s, p, grid, kHopperSharedLimit).persistent);
+  p.causal = false;  // the right edge unbounded
+  EXPECT_EQ(keys_per_query_block(p, 192), 4096);
+  p.window_right = 17;
+  EXPECT_EQ(keys_per_query_block(p, 192), 128 + 17 + 192);
+  p.window_left = 4096;
+  EXPECT_FALSE(walking_where_faster(s, p, grid, kHopperSharedLimit).persistent);
+  // Where the walk cannot run, the tuning comes back as it was.
+  p.window_left = 128;
+  EXPECT_EQ(walking_where_faster(s, p, without_producer(grid), kHopperSharedLimit),
+            without_producer(grid));
 }
 
 TEST(Generate, KeyValueBackwardSplitsItsOutputsAcrossTwoWarpgroups) {

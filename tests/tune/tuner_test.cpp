@@ -152,8 +152,22 @@ TEST_F(TunerTest, FastestCorrectCandidateWinsAndWrongOnesAreReported) {
   EXPECT_TRUE(r.outcomes.front().is_default);
   EXPECT_EQ(runner.checks, static_cast<int>(r.outcomes.size()));
   EXPECT_EQ(runner.prepared, 0);  // no backward kind
-  // The default (a TMA forward at D = 64) ran walking its tiles, as a call would.
+  EXPECT_EQ(runner.walked, 0) << "8192 keys per query block: the grid";
+}
+
+// A short problem's forward rows are timed walking their tiles, as a call
+// runs them (walking_where_faster).
+TEST_F(TunerTest, ShortProblemsAreTimedWalkingTheirTiles) {
+  Problem p = problem_of(64);
+  p.seq_q = p.seq_kv = 256;
+  FakeRunner runner(p);
+  runner.ms = [](KernelKind, const TuningParams& t) { return t.block_cols / 16.0; };
+  settings_.kinds = {KernelKind::forward};
+  const std::vector<KindResult> results = tune_configuration(p, 8, runner, settings_);
+  ASSERT_EQ(results.size(), 1u);
+  ASSERT_TRUE(results[0].ok()) << results[0].error;
   EXPECT_GT(runner.walked, 0);
+  EXPECT_FALSE(results[0].best.persistent) << "rows hold the tuning, the walk is added when run";
 }
 
 TEST_F(TunerTest, DefaultStaysUnlessBeatenByTheMinimumGain) {

@@ -1,0 +1,40 @@
+// The persistent forward (schedule=persistent: a CTA per SM walking the
+// tiles, kernels/forward/wgmma_producer.cuh): where it can run, and where
+// it is expected to win.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "codegen/kernel_spec.hpp"
+#include "common/problem.hpp"
+
+namespace flashgen {
+
+// `tuning` walking its tiles where the walk can run (the wgmma forward
+// copying by TMA on 16-byte rows, all value columns in one CTA, room for
+// the second Q tile), else `tuning` itself.
+TuningParams with_persistent_tiles(const KernelSpec& spec, const TuningParams& tuning,
+                                   std::size_t shared_limit);
+
+// Query blocks that traverse at most this many keys walk (measured,
+// docs/decisions.md): short sequences and narrow windows, where a tile's
+// own Q load, first copies and epilogue weigh most and the walk overlaps
+// them with the neighbouring tiles' GEMMs. Longer traversals lost: a
+// walking CTA's tiles are fixed at launch, so causal tiles of unequal work
+// end unevenly, where the grid's CTAs take the next tile as an SM frees up.
+constexpr std::int64_t kWalkMostKeys = 384;
+
+// A bound on the keys one query block of `rows` rows traverses: the longer
+// sequence, or under a window with both edges bounded (causal bounds the
+// right one) its width plus the block's rows. Computed from what
+// cuda::resolve keys its memo by (the longer sequence, the window's edges).
+std::int64_t keys_per_query_block(const Problem& p, std::int64_t rows);
+
+// What a call runs for a table row or default `tuning` (cuda::tuning_for,
+// the tuner): the walk where it can run and kWalkMostKeys bounds the keys
+// its query blocks traverse, else `tuning` itself.
+TuningParams walking_where_faster(const KernelSpec& spec, const Problem& p,
+                                  const TuningParams& tuning, std::size_t shared_limit);
+
+}  // namespace flashgen
