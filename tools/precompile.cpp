@@ -27,16 +27,21 @@
 namespace flashgen::cli {
 namespace {
 
+// The sequence lengths whose kernels are compiled: a short one (the tuning
+// tables' rows of short sequences, the forward that walks its tiles) and a
+// long one (the rows of long sequences).
+constexpr std::int64_t kSequences[] = {256, 8192};
+
 // The problem a dimension's kernels are generated for: packed tensors, one
-// head, long enough for the tuning tables' rows of long sequences, with the
-// command's masks and score modifiers. The modifiers' vectors are never read
-// (the specs only note that they are given).
-Problem problem_of(std::int64_t d, DType dtype, bool causal, const Arguments& a,
+// head, `seq` queries and keys, with the command's masks and score
+// modifiers. The modifiers' vectors are never read (the specs only note
+// that they are given).
+Problem problem_of(std::int64_t d, DType dtype, bool causal, std::int64_t seq, const Arguments& a,
                    const std::shared_ptr<const mask::BoundMask>& mask) {
   static float unread[1];
   Problem p;
   p.batch = 1;
-  p.seq_q = p.seq_kv = 8192;
+  p.seq_q = p.seq_kv = seq;
   p.heads_q = p.heads_kv = 1;
   p.dim_qk = p.dim_v = d;
   p.dtype = dtype;
@@ -116,7 +121,8 @@ int precompile_command(const std::vector<std::string>& words) {
               "                      [--window L,R] [--softcap C] [--sinks] [--alibi]\n"
               "                      [--mask-mod EXPR --mask-arrays doc:i,...] [--threads N]",
               "Compiles the kernels that problems of these head dimensions (packed tensors, "
-              "Dqk = Dv = D) use on ARCH into the cache directory ($FLASHGEN_CACHE_DIR or "
+              "Dqk = Dv = D, short and long sequences) use on ARCH into the cache directory "
+              "($FLASHGEN_CACHE_DIR or "
               "~/.cache/flashgen/<version>/<arch>), with NVRTC and no GPU. The masks and score "
               "modifiers select the kernels of calls that pass them (a user mask is compiled "
               "for its expression); --decode adds the kernels of decode steps (one query, "
@@ -163,14 +169,15 @@ int precompile_command(const std::vector<std::string>& words) {
     if (names.insert(g.name).second) work.push_back(std::move(g));
   };
   for (std::int64_t d : dims)
-    for (bool is_causal : {false, true}) {
-      if ((causal == "0" && is_causal) || (causal == "1" && !is_causal)) continue;
-      const Problem p = problem_of(d, dtype, is_causal, a, mask);
-      const int vec = packed_vec(d, d);
-      for (KernelKind kind : kinds_of(kind_names, p)) add(cuda::spec_of(kind, p, vec, arch), p);
-      for (std::int64_t group : groups)
-        for (const KernelSpec& spec : decode_specs(p, group, vec, arch, caches)) add(spec, p);
-    }
+    for (bool is_causal : {false, true})
+      for (std::int64_t seq : kSequences) {
+        if ((causal == "0" && is_causal) || (causal == "1" && !is_causal)) continue;
+        const Problem p = problem_of(d, dtype, is_causal, seq, a, mask);
+        const int vec = packed_vec(d, d);
+        for (KernelKind kind : kinds_of(kind_names, p)) add(cuda::spec_of(kind, p, vec, arch), p);
+        for (std::int64_t group : groups)
+          for (const KernelSpec& spec : decode_specs(p, group, vec, arch, caches)) add(spec, p);
+      }
 
   std::atomic<std::size_t> next{0}, done{0};
   std::atomic<int> failures{0};

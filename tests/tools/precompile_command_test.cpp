@@ -37,9 +37,20 @@ class PrecompileCommand : public CommandTest {
   std::filesystem::path cache_;
 };
 
+// Short and long sequences: a short problem's forward walks its tiles
+// (schedule=persistent), a long one's runs on the grid of its table row.
+TEST_F(PrecompileCommand, ShortAndLongSequences) {
+  const Outcome o = precompile("--dims 64 --kinds forward");
+  EXPECT_EQ(o.exit_code, 0) << o.output;
+  EXPECT_TRUE(contains(o.output, "schedule=persistent: ")) << o.output;
+  EXPECT_TRUE(contains(o.output, "copy=tma swizzle=32: ")) << o.output;
+  EXPECT_TRUE(contains(o.output, "2 kernels in ")) << o.output;
+}
+
 // gpt-oss style: a window and sinks, with decode steps of 8 query heads per
 // key/value head, which pack as rows: the split-key forward (no window left,
-// no sink) and its combine (the sinks) besides the plain forward.
+// no sink) and its combine (the sinks) besides the plain forward (short
+// and long sequences; decode's packed heads walk their tiles).
 TEST_F(PrecompileCommand, DecodeStepsWithAWindowAndSinks) {
   const Outcome o =
       precompile("--dims 64 --kinds forward --decode 8 --window=128,0 --sinks --causal 1");
@@ -48,13 +59,13 @@ TEST_F(PrecompileCommand, DecodeStepsWithAWindowAndSinks) {
   EXPECT_TRUE(contains(o.output, "dqk=64 dv=64 causal=0 vec=8 sm_90a split_keys |")) << o.output;
   EXPECT_TRUE(contains(o.output, "forward_combine bf16 dqk=64 dv=64 causal=0 vec=8 sm_90a sinks |"))
       << o.output;
-  EXPECT_TRUE(contains(o.output, "4 kernels in ")) << o.output;
+  EXPECT_TRUE(contains(o.output, "6 kernels in ")) << o.output;
   EXPECT_FALSE(contains(o.output, "FAILED")) << o.output;
 }
 
 // Decode steps over a KV cache: the split-key forward that reads a
 // contiguous cache and the one that reads a paged cache, beside the plain
-// call's; the combine is shared.
+// call's (short and long sequences); the combine is shared.
 TEST_F(PrecompileCommand, DecodeStepsOverAKVCache) {
   const Outcome o = precompile("--dims 128 --kinds forward --decode 4 --kv-cache both");
   EXPECT_EQ(o.exit_code, 0) << o.output;
@@ -62,7 +73,7 @@ TEST_F(PrecompileCommand, DecodeStepsOverAKVCache) {
     EXPECT_TRUE(contains(o.output, std::string("dqk=128 dv=128 causal=0 vec=8 sm_90a split_keys") +
                                        layout + " |"))
         << layout << "\n" << o.output;
-  EXPECT_TRUE(contains(o.output, "5 kernels in ")) << o.output;
+  EXPECT_TRUE(contains(o.output, "6 kernels in ")) << o.output;
   EXPECT_FALSE(contains(o.output, "FAILED")) << o.output;
 }
 

@@ -208,15 +208,17 @@ struct ForwardWgmmaProducer {
   }
 
   // Warpgroup `group`'s 64 rows of a tile's Q into its rows of `tile`, by
-  // its 128 threads (cp.async, committed; zeros past the last query).
+  // its 128 threads (cp.async, committed; zeros past the last query). A
+  // warpgroup with no rows left copies zeros from the block's first row, as
+  // the CTA's own copy would (no address past the tensor, read or not).
   static __device__ __forceinline__ void copy_warpgroup_queries(u16* tile,
                                                                 const AttentionParams& p,
                                                                 const typename Base::Work& w,
                                                                 int group, int group_thread) {
-    const int row0 = w.row0 + group * 64;
-    copy_core_matrix_tile<64, kDimQK, C::kVec, 128>(tile + group * 64 * kDimQK,
-                                                     w.q + group * 64 * p.q.stride_seq,
-                                                     p.q.stride_seq, p.seq_q - row0, C::kDimQK,
+    const int rows_left = p.seq_q - (w.row0 + group * 64);
+    const u16* rows = rows_left > 0 ? w.q + group * 64 * p.q.stride_seq : w.q;
+    copy_core_matrix_tile<64, kDimQK, C::kVec, 128>(tile + group * 64 * kDimQK, rows,
+                                                     p.q.stride_seq, rows_left, C::kDimQK,
                                                      group_thread);
     cp_async_commit();
   }
