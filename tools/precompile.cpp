@@ -27,10 +27,10 @@
 namespace flashgen::cli {
 namespace {
 
-// The sequence lengths whose kernels are compiled: a short one (the tuning
-// tables' rows of short sequences, the forward that walks its tiles) and a
-// long one (the rows of long sequences).
-constexpr std::int64_t kSequences[] = {256, 8192};
+// The sequence lengths whose kernels are compiled unless --seqs names
+// others: a short one (the tuning tables' rows of short sequences, the
+// forward that walks its tiles) and a long one (the rows of long sequences).
+const std::vector<std::int64_t> kDefaultSequences = {256, 8192};
 
 // The problem a dimension's kernels are generated for: packed tensors, one
 // head, `seq` queries and keys, with the command's masks and score
@@ -118,10 +118,10 @@ int precompile_command(const std::vector<std::string>& words) {
               "[--dims 64,128 | --sweep] [--dtype bf16|f16] [--causal 0|1|both] [--arch sm_90a]\n"
               "                      [--kinds forward,backward,backward_atomic] [--decode G,...]\n"
               "                      [--kv-cache contiguous|paged|both]\n"
-              "                      [--window L,R] [--softcap C] [--sinks] [--alibi]\n"
+              "                      [--seqs N,...] [--window L,R] [--softcap C] [--sinks] [--alibi]\n"
               "                      [--mask-mod EXPR --mask-arrays doc:i,...] [--threads N]",
               "Compiles the kernels that problems of these head dimensions (packed tensors, "
-              "Dqk = Dv = D, short and long sequences) use on ARCH into the cache directory "
+              "Dqk = Dv = D, the lengths of --seqs) use on ARCH into the cache directory "
               "($FLASHGEN_CACHE_DIR or "
               "~/.cache/flashgen/<version>/<arch>), with NVRTC and no GPU. The masks and score "
               "modifiers select the kernels of calls that pass them (a user mask is compiled "
@@ -135,6 +135,9 @@ int precompile_command(const std::vector<std::string>& words) {
   a.option("kinds", "K,K", "forward, backward, backward_atomic (default: all three)");
   a.option("decode", "G,...", "also decode steps with G query heads per key/value head");
   a.option("kv-cache", "L", "with --decode, also over a KV cache: contiguous, paged or both");
+  a.option("seqs", "N,...",
+           "sequence lengths (queries and keys) whose kernels are compiled: the tuning tables "
+           "pick rows by length (default 256,8192)");
   a.option("window", "L,R", "sliding window (flash-attn's window_size; -1 unbounded)");
   a.option("softcap", "C", "soft-capped logits (default 0: none)");
   a.flag("sinks", "a sink logit per query head");
@@ -150,6 +153,8 @@ int precompile_command(const std::vector<std::string>& words) {
       a.choice_list("kinds", {"forward", "backward", "backward_atomic"},
                     {"forward", "backward", "backward_atomic"});
   const std::vector<std::int64_t> groups = a.integer_list("decode", {}, 1, 1024);
+  const std::vector<std::int64_t> sequences =
+      a.integer_list("seqs", kDefaultSequences, 1, std::int64_t(1) << 30);
   const std::string layout =
       a.choice("kv-cache", "none", {"none", "contiguous", "paged", "both"});
   std::vector<KeyCache> caches;
@@ -170,7 +175,7 @@ int precompile_command(const std::vector<std::string>& words) {
   };
   for (std::int64_t d : dims)
     for (bool is_causal : {false, true})
-      for (std::int64_t seq : kSequences) {
+      for (std::int64_t seq : sequences) {
         if ((causal == "0" && is_causal) || (causal == "1" && !is_causal)) continue;
         const Problem p = problem_of(d, dtype, is_causal, seq, a, mask);
         const int vec = packed_vec(d, d);

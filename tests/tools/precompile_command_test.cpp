@@ -45,6 +45,12 @@ TEST_F(PrecompileCommand, ShortAndLongSequences) {
   EXPECT_TRUE(contains(o.output, "schedule=persistent: ")) << o.output;
   EXPECT_TRUE(contains(o.output, "copy=tma swizzle=32: ")) << o.output;
   EXPECT_TRUE(contains(o.output, "2 kernels in ")) << o.output;
+  const Outcome long_only = precompile("--dims 64 --kinds forward --seqs 8192");
+  EXPECT_TRUE(contains(long_only.output, "1 kernels in ")) << long_only.output;
+  EXPECT_FALSE(contains(long_only.output, "schedule=persistent")) << long_only.output;
+  const Outcome none = run_cli("precompile --dims 64 --seqs 0");
+  EXPECT_EQ(none.exit_code, 2) << none.output;
+  EXPECT_TRUE(contains(none.output, "--seqs")) << none.output;
 }
 
 // gpt-oss style: a window and sinks, with decode steps of 8 query heads per
