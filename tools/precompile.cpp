@@ -174,15 +174,16 @@ int precompile_command(const std::vector<std::string>& words) {
     if (names.insert(g.name).second) work.push_back(std::move(g));
   };
   for (std::int64_t d : dims)
-    for (bool is_causal : {false, true})
+    for (bool is_causal : {false, true}) {
+      if ((causal == "0" && is_causal) || (causal == "1" && !is_causal)) continue;
       for (std::int64_t seq : sequences) {
-        if ((causal == "0" && is_causal) || (causal == "1" && !is_causal)) continue;
         const Problem p = problem_of(d, dtype, is_causal, seq, a, mask);
         const int vec = packed_vec(d, d);
         for (KernelKind kind : kinds_of(kind_names, p)) add(cuda::spec_of(kind, p, vec, arch), p);
         for (std::int64_t group : groups)
           for (const KernelSpec& spec : decode_specs(p, group, vec, arch, caches)) add(spec, p);
       }
+    }
 
   std::atomic<std::size_t> next{0}, done{0};
   std::atomic<int> failures{0};

@@ -6,13 +6,20 @@
 
 namespace flashgen {
 
+std::string walk_refused(const KernelSpec& spec, const TuningParams& tuning) {
+  // (A split-key forward takes no mma=wgmma: check_tuning's rule of its own.)
+  if (spec.kind != KernelKind::forward || spec.dtype == DType::f32 || !tuning.wgmma ||
+      !tuning.producer || !tuning.tma || tuning.split != WarpgroupSplit::rows || spec.vec != 8)
+    return "schedule=persistent applies to the wgmma forward with producer=warp and copy=tma on "
+           "16-byte aligned rows (alignment class 8)";
+  if (head_chunks_of(spec, tuning) != 1)
+    return "schedule=persistent needs all value columns in one CTA (head = 0)";
+  return "";
+}
+
 TuningParams with_persistent_tiles(const KernelSpec& spec, const TuningParams& tuning,
                                    std::size_t shared_limit) {
-  const bool applies = spec.kind == KernelKind::forward && spec.dtype != DType::f32 &&
-                       !spec.split_keys && tuning.wgmma && tuning.producer && tuning.tma &&
-                       tuning.split == WarpgroupSplit::rows && spec.vec == 8 &&
-                       head_chunks_of(spec, tuning) == 1;
-  if (!applies) return tuning;
+  if (spec.split_keys || !walk_refused(spec, tuning).empty()) return tuning;
   TuningParams walked = tuning;
   walked.persistent = true;
   return shared_bytes(spec, walked) <= shared_limit ? walked : tuning;

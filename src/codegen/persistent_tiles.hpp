@@ -5,15 +5,21 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
 #include "codegen/kernel_spec.hpp"
 #include "common/problem.hpp"
 
 namespace flashgen {
 
-// `tuning` walking its tiles where the walk can run (the wgmma forward
-// copying by TMA on 16-byte rows, all value columns in one CTA, room for
-// the second Q tile), else `tuning` itself.
+// Why `tuning` cannot walk its tiles on `spec` (generate()'s rule for
+// schedule=persistent), or "" where it can: the wgmma forward copying by TMA
+// on 16-byte rows, all value columns in one CTA.
+std::string walk_refused(const KernelSpec& spec, const TuningParams& tuning);
+
+// `tuning` walking its tiles where the walk can run (walk_refused says
+// nothing, and the shared memory holds the second Q tile), else `tuning`
+// itself.
 TuningParams with_persistent_tiles(const KernelSpec& spec, const TuningParams& tuning,
                                    std::size_t shared_limit);
 

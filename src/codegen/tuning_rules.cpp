@@ -5,6 +5,7 @@
 
 #include "codegen/generate.hpp"
 #include "codegen/kernel_families.hpp"
+#include "codegen/persistent_tiles.hpp"
 #include "cuda/device/layout/shared_memory.cuh"
 
 namespace flashgen {
@@ -115,14 +116,8 @@ void check_tuning(const KernelSpec& spec, const TuningParams& t) {
   if (spec.cache != KeyCache::none && !spec.split_keys)
     fail("a KV cache (kv_cache=" + std::string(to_string(spec.cache)) +
          ") is read by the split-key forward");
-  if (t.persistent) {
-    if (spec.kind != KernelKind::forward || spec.dtype == DType::f32 || !t.wgmma || !t.producer ||
-        !t.tma || t.split != WarpgroupSplit::rows || spec.vec != 8)
-      fail("schedule=persistent applies to the wgmma forward with producer=warp and copy=tma on "
-           "16-byte aligned rows (alignment class 8)");
-    if (head_chunks_of(spec, t) != 1)
-      fail("schedule=persistent needs all value columns in one CTA (head = 0)");
-  }
+  if (t.persistent)
+    if (const std::string refused = walk_refused(spec, t); !refused.empty()) fail(refused);
   if (spec.dtype == DType::f32) return check_f32_tuning(spec, t, fail);
   if (t.swizzle != 0 && t.swizzle != 32) fail("swizzle must be 0 or 32");
   if (t.swizzle != 0 && !t.tma) fail("swizzle=32 applies to the wgmma kernels with copy=tma");

@@ -12,8 +12,8 @@
 #include <string>
 
 #include "codegen/heuristics.hpp"
-#include "codegen/persistent_tiles.hpp"
 #include "codegen/kernel_families.hpp"
+#include "codegen/persistent_tiles.hpp"
 #include "cuda/forward_route.hpp"
 #include "cuda/kernel_args.hpp"
 #include "cuda/kernel_choice.hpp"

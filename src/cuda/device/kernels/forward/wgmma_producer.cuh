@@ -175,7 +175,11 @@ struct ForwardWgmmaProducer {
 
   // schedule=persistent: the CTA's tiles blockIdx.x, blockIdx.x + gridDim.x,
   // ... of the walk (the host launches no more CTAs than tiles). Q's tiles
-  // alternate: tile i's in q[i % 2].
+  // alternate: tile i's in q[i % 2]. The computing warps' loop is written
+  // out beside the producer's (walk_producer), not shared through a
+  // callback (an earlier form that shared one spilled 144-336 bytes). Each
+  // tile's Work is found twice, once to copy its Q and once to attend it,
+  // rather than kept in registers across a tile.
   static __device__ void walk(const AttentionParams& p, const TraversedTensorMaps& maps,
                               unsigned char* shared_bytes) {
     SharedStorage& smem = *reinterpret_cast<SharedStorage*>(shared_bytes);
