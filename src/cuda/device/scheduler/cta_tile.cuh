@@ -49,10 +49,19 @@ __device__ __forceinline__ uint3 tile_cell() {
 }
 
 // A persistent kernel's CTAs walk the tiles of the grid a CTA each would
-// have had (AttentionParams::tile_grid_x, _y): CTA c takes tiles c, c +
-// gridDim.x, ..., and tile t is the block whose linear index is t (x
-// fastest), so the tiles start in the order that grid's CTAs would have
-// (heaviest first under a causal mask).
+// have had (AttentionParams::tile_grid_x, _y): tile t is the block whose
+// linear index is t (x fastest), so the tiles start in the order that
+// grid's CTAs would have (heaviest first under a causal mask). The walk
+// goes in passes of gridDim.x tiles, CTA c taking the c-th of an even pass
+// and the c-th from the end of an odd one: under a causal mask the CTA
+// that had a pass's heaviest tile gets the next pass's lightest, which
+// evens out the CTAs' work as the grid's hardware order does (a walk of
+// tiles c, c + gridDim.x, ... left the first CTAs ~30% more work than the
+// mean at 2.7 tiles per CTA). Past the last tile, every later step is too.
+__device__ __forceinline__ unsigned walk_step_tile(unsigned step) {
+  const unsigned pass_first = step * gridDim.x;
+  return pass_first + ((step & 1) ? gridDim.x - 1 - blockIdx.x : blockIdx.x);
+}
 __device__ __forceinline__ uint3 walked_block(const AttentionParams& p, unsigned tile) {
   const unsigned plane = tile / p.tile_grid_x;
   return make_uint3(tile % p.tile_grid_x, plane % p.tile_grid_y, plane / p.tile_grid_y);
