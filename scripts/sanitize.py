@@ -56,6 +56,13 @@ MMA_SYNC = ("forward: rows=64 cols=64 head=0 warps=4 cache=Q; "
 PERSISTENT_FORWARD = ("forward: rows=128 cols=64 head=0 warps=8 cache=none mma=wgmma stages=2 "
                       "producer=warp copy=tma swizzle=32 schedule=persistent")
 
+# The forward's warpgroups taking turns at the tensor cores (pingpong=1):
+# two warpgroups on a grid, three walking their tiles.
+PINGPONG_FORWARD = ("forward: rows=128 cols=64 head=0 warps=8 cache=none mma=wgmma stages=2 "
+                    "producer=warp copy=tma swizzle=32 pingpong=1")
+PINGPONG_WALK = ("forward: rows=192 cols=64 head=0 warps=12 cache=none mma=wgmma stages=2 "
+                 "producer=warp copy=tma swizzle=32 schedule=persistent pingpong=1")
+
 # The TMA producers on rows that are not 16-byte aligned (token-row views,
 # stages fixed by a second warp), forced where a table row picks another
 # kernel: the forward's, the query backward's and the key/value backward's
@@ -126,6 +133,12 @@ CASES = [
     ("d128-persistent-walk-empty-tiles",
      "--dim 128 --seq 700 --seq-kv 200 --causal --heads 48 --heads-kv 16",
      {"FLASHGEN_TUNING": PERSISTENT_FORWARD}),
+    ("d128-pingpong-causal", "--dim 128 --seq 300 --seq-kv 333 --causal --heads 4 --heads-kv 2",
+     {"FLASHGEN_TUNING": PINGPONG_FORWARD}),
+    ("d64-pingpong-walk", "--dim 64 --seq 200 --heads 140 --heads-kv 20",
+     {"FLASHGEN_TUNING": PINGPONG_WALK}),
+    ("d127-pingpong-token-rows", "--dim 127 --seq 257 --causal --heads 16 --heads-kv 8",
+     {"FLASHGEN_TUNING": PINGPONG_FORWARD}),
     ("d64-window-causal", "--dim 64 --seq 300 --causal --window-left 100 --heads 2", {}),
     ("d128-window-softcap-gqa",
      "--dim 128 --seq 257 --seq-kv 300 --causal --window-left 64 --softcap 20 --heads 4 --heads-kv 2",

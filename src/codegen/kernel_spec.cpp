@@ -100,6 +100,7 @@ std::string TuningParams::to_string() const {
   if (split != WarpgroupSplit::rows) s << " split=" << flashgen::to_string(split);  // rows: omitted
   if (swizzle != 0) s << " swizzle=" << swizzle;  // omitted for the core-matrix layout
   if (persistent) s << " schedule=persistent";    // omitted for a CTA per tile
+  if (pingpong) s << " pingpong=1";               // omitted for warpgroups issuing freely
   return s.str();
 }
 
@@ -130,6 +131,8 @@ TuningParams parse_tuning(const std::string& text) {
       else if (key == "copy") throw Error(ErrorCode::invalid_argument, "tuning: copy must be async or tma, got '" + value + "'");
       else if (key == "schedule" && (value == "persistent" || value == "grid")) t.persistent = value == "persistent";
       else if (key == "schedule") throw Error(ErrorCode::invalid_argument, "tuning: schedule must be grid or persistent, got '" + value + "'");
+      else if (key == "pingpong" && (value == "1" || value == "0")) t.pingpong = value == "1";
+      else if (key == "pingpong") throw Error(ErrorCode::invalid_argument, "tuning: pingpong must be 0 or 1, got '" + value + "'");
       else if (key == "mma" && (value == "wgmma" || value == "sync")) t.wgmma = value == "wgmma";
       else if (key == "mma") throw Error(ErrorCode::invalid_argument, "tuning: mma must be sync or wgmma, got '" + value + "'");
       else throw Error(ErrorCode::invalid_argument, "tuning: unknown key '" + key + "'");

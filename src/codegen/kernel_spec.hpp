@@ -128,6 +128,11 @@ struct TuningParams {
   // order, its producer copying the next tile's K and V and its warpgroups
   // the next tile's Q while they still compute (kernels/forward/wgmma_producer.cuh).
   bool persistent = false;
+  // The wgmma forward with producer=warp and two or more computing
+  // warpgroups (pingpong=1): the warpgroups issue their GEMMs in turns, so
+  // that one's softmax runs while another's GEMMs do
+  // (pipeline/gemm_turns.cuh).
+  bool pingpong = false;
 
   // 16-row tiles per warp (one where two warpgroups split their 64 rows' work).
   int row_tiles() const {
@@ -135,7 +140,7 @@ struct TuningParams {
   }
   // "rows=128 cols=64 head=128 warps=4 cache=Q" [" mma=wgmma"] [" stages=3"]
   // [" producer=warp"] [" copy=tma"] [" split=dims|outputs"] [" swizzle=32"]
-  // [" schedule=persistent"]
+  // [" schedule=persistent"] [" pingpong=1"]
   std::string to_string() const;
   bool operator==(const TuningParams&) const = default;
 };

@@ -5,7 +5,7 @@
 
 #include "codegen/generate.hpp"
 #include "codegen/kernel_families.hpp"
-#include "codegen/persistent_tiles.hpp"
+#include "codegen/forward_schedule.hpp"
 #include "cuda/device/layout/shared_memory.cuh"
 
 namespace flashgen {
@@ -118,6 +118,8 @@ void check_tuning(const KernelSpec& spec, const TuningParams& t) {
          ") is read by the split-key forward");
   if (t.persistent)
     if (const std::string refused = walk_refused(spec, t); !refused.empty()) fail(refused);
+  if (t.pingpong)
+    if (const std::string refused = turns_refused(spec, t); !refused.empty()) fail(refused);
   if (spec.dtype == DType::f32) return check_f32_tuning(spec, t, fail);
   if (t.swizzle != 0 && t.swizzle != 32) fail("swizzle must be 0 or 32");
   if (t.swizzle != 0 && !t.tma) fail("swizzle=32 applies to the wgmma kernels with copy=tma");
@@ -221,6 +223,7 @@ TuningParams without_producer(TuningParams t) {
   t.stages = 0;
   t.swizzle = 0;
   t.persistent = false;
+  t.pingpong = false;
   return t;
 }
 

@@ -13,7 +13,7 @@
 
 #include "codegen/heuristics.hpp"
 #include "codegen/kernel_families.hpp"
-#include "codegen/persistent_tiles.hpp"
+#include "codegen/forward_schedule.hpp"
 #include "cuda/forward_route.hpp"
 #include "cuda/kernel_args.hpp"
 #include "cuda/kernel_choice.hpp"
@@ -228,8 +228,8 @@ std::vector<KernelKind> backward_kinds(const Problem& p, bool atomic) {
 TuningParams tuning_for(const KernelSpec& spec, const Problem& p, std::size_t shared_limit) {
   const TuningParams t =
       lookup_tuning(spec, p, shared_limit).value_or(default_tuning(spec, shared_limit));
-  // A forced tuning runs as forced (with or without the walk).
-  return tuning_overridden(spec.kind) ? t : walking_where_faster(spec, p, t, shared_limit);
+  // A forced tuning runs as forced (with or without the walk and the turns).
+  return tuning_overridden(spec.kind) ? t : scheduled_as_run(spec, p, t, shared_limit);
 }
 
 Availability availability() {

@@ -5,7 +5,7 @@
 #include <optional>
 
 #include "codegen/heuristics.hpp"
-#include "codegen/persistent_tiles.hpp"
+#include "codegen/forward_schedule.hpp"
 #include "tune/table_file.hpp"
 #include "tune/tuning_table.hpp"
 
@@ -38,10 +38,10 @@ TuningParams default_of(const Context& c, KernelKind kind) {
 }
 
 // What a call runs where a table row holds `t` (tuning_for): the forward's
-// tile walk where it is expected to win, so that a row is timed as it will
-// run.
+// tile walk where it is expected to win and its warpgroups' turns, so that
+// a row is timed as it will run.
 TuningParams as_run(const Context& c, KernelKind kind, const TuningParams& t) {
-  return walking_where_faster(spec_of(c, kind), c.problem, t, c.settings.shared_limit);
+  return scheduled_as_run(spec_of(c, kind), c.problem, t, c.settings.shared_limit);
 }
 
 // Checks one candidate on the small problem, then times it (unless wrong).

@@ -9,7 +9,7 @@
 
 #include "codegen/generate.hpp"
 #include "codegen/heuristics.hpp"
-#include "codegen/persistent_tiles.hpp"
+#include "codegen/forward_schedule.hpp"
 #include "codegen/user_mask.hpp"
 #include "cuda/runtime/runtime.hpp"
 #include "tune/tuning_table.hpp"
@@ -199,9 +199,11 @@ TEST_P(CompileSpread, CompilesWithoutSpills) {
     spec.mask_arrays = mask_arrays_text(arrays);
   }
   // The tuning a call gets without a table row: the default, walking its
-  // tiles wherever the walk can run (calls walk on short problems).
+  // tiles wherever the walk can run (calls walk on short problems), its
+  // warpgroups taking turns wherever they can.
   const std::size_t limit = shared_limit_of_arch(c.arch);
-  const TuningParams tuning = with_persistent_tiles(spec, default_tuning(spec, limit), limit);
+  const TuningParams tuning =
+      with_gemm_turns(spec, with_persistent_tiles(spec, default_tuning(spec, limit), limit));
   const GeneratedKernel g = generate(spec, tuning);
   EXPECT_LE(g.shared_bytes, limit) << g.name;
   if (!compiles_without_spills(g, c.arch)) GTEST_SKIP() << "NVRTC not available";
@@ -318,14 +320,15 @@ TEST(CompileWgmmaOptIn, CandidatesCompileWithoutSpills) {
   }
 }
 
-// The shipped table's forward rows walk their tiles on short problems
-// (walking_where_faster): each row the walk can run on compiles walking
-// without spills at the smallest dims it serves (once per dims, causal
-// mask and tuning).
-TEST(CompileTableRows, WalkingRowsCompileWithoutSpills) {
+// The shipped table's forward rows run with their warpgroups taking turns
+// and, on short problems, walking their tiles (scheduled_as_run), which
+// their rows do not say: each row compiles both ways without spills at the
+// smallest dims it serves (once per dims, causal mask and tuning).
+TEST(CompileTableRows, RowsCompileWithoutSpillsAsCallsRunThem) {
   const std::string arch = "sm_90a";
   const std::size_t limit = shared_limit_of_arch(arch);
   std::set<std::string> compiled;
+  int walked = 0, turned = 0;
   for (const TuningRow& row : tuning_tables(arch)->shipped) {
     if (row.kind != KernelKind::forward) continue;
     KernelSpec spec;
@@ -335,15 +338,22 @@ TEST(CompileTableRows, WalkingRowsCompileWithoutSpills) {
     spec.causal = row.causal;
     spec.vec = 8;
     spec.arch = arch;
-    const TuningParams walked = with_persistent_tiles(spec, row.tuning, limit);
-    if (!walked.persistent) continue;
-    const std::string key = std::to_string(spec.dim_qk) + "/" + std::to_string(spec.dim_v) +
-                            (spec.causal ? " causal " : " ") + walked.to_string();
-    if (!compiled.insert(key).second) continue;
-    const GeneratedKernel g = generate(spec, walked);
-    if (!compiles_without_spills(g, arch)) GTEST_SKIP() << "NVRTC not available";
+    const TuningParams on_grid = with_gemm_turns(spec, row.tuning);
+    const TuningParams walking =
+        with_gemm_turns(spec, with_persistent_tiles(spec, row.tuning, limit));
+    for (const TuningParams& run : {on_grid, walking}) {
+      if (run == row.tuning) continue;
+      const std::string key = std::to_string(spec.dim_qk) + "/" + std::to_string(spec.dim_v) +
+                              (spec.causal ? " causal " : " ") + run.to_string();
+      if (!compiled.insert(key).second) continue;
+      walked += run.persistent;
+      turned += run.pingpong;
+      const GeneratedKernel g = generate(spec, run);
+      if (!compiles_without_spills(g, arch)) GTEST_SKIP() << "NVRTC not available";
+    }
   }
-  EXPECT_GT(compiled.size(), 0u) << "no shipped row walks its tiles";
+  EXPECT_GT(walked, 0) << "no shipped row walks its tiles";
+  EXPECT_GT(turned, 0) << "no shipped row takes turns";
 }
 
 }  // namespace

@@ -6,7 +6,7 @@
 
 #include "codegen/generate.hpp"
 #include "codegen/heuristics.hpp"
-#include "codegen/persistent_tiles.hpp"
+#include "codegen/forward_schedule.hpp"
 
 namespace flashgen {
 namespace {
@@ -255,6 +255,46 @@ TEST(Generate, PersistentForwardWhereItApplies) {
   refused(s, forced, "all value columns in one CTA");
   EXPECT_FALSE(without_producer(walked).persistent);
   EXPECT_FALSE(with_copying_producer(walked).persistent);
+}
+
+// pingpong=1: named, parsed, generated, and refused where fewer than two
+// computing warpgroups or no producer could take turns.
+TEST(Generate, PingPongForwardWhereItApplies) {
+  const KernelSpec s = spec_of(KernelKind::forward, 128, 128);
+  TuningParams turns = with_tma_producer(TuningParams{128, 128, 0, 8, 0, true}, 2, 32);
+  turns.pingpong = true;
+  EXPECT_NE(turns.to_string().find(" pingpong=1"), std::string::npos);
+  EXPECT_EQ(parse_tuning(turns.to_string()), turns);
+  EXPECT_THROW(parse_tuning("rows=64 pingpong=2"), Error);
+  EXPECT_NE(generate(s, turns).source.find("kPingPong = true;"), std::string::npos);
+  TuningParams free = turns;
+  free.pingpong = false;
+  EXPECT_NE(generate(s, free).source.find("kPingPong = false;"), std::string::npos);
+  EXPECT_EQ(generate(s, turns).shared_bytes, generate(s, free).shared_bytes);
+  TuningParams walking = turns;
+  walking.persistent = true;
+  EXPECT_NO_THROW(generate(s, walking));
+  EXPECT_NO_THROW(generate(s, with_copying_producer(turns, 3)));
+  EXPECT_FALSE(without_producer(turns).pingpong);
+
+  TuningParams one_group = turns;
+  one_group.warps = 4;
+  one_group.block_rows = 64;
+  refused(s, one_group, "two or more computing warpgroups");
+  TuningParams no_producer = without_producer(turns);
+  no_producer.pingpong = true;
+  refused(s, no_producer, "producer=warp");
+  refused(spec_of(KernelKind::backward_query, 128, 128), turns, "the wgmma forward");
+
+  // Calls take turns wherever they can (with_gemm_turns), walking or not.
+  EXPECT_EQ(with_gemm_turns(s, free), turns);
+  EXPECT_EQ(with_gemm_turns(s, one_group), one_group);
+  EXPECT_EQ(with_gemm_turns(s, without_producer(free)), without_producer(free));
+  Problem p;
+  p.seq_q = p.seq_kv = 8192;
+  EXPECT_EQ(scheduled_as_run(s, p, free, kHopperSharedLimit), turns);
+  p.seq_q = p.seq_kv = 256;
+  EXPECT_EQ(scheduled_as_run(s, p, free, kHopperSharedLimit), walking);
 }
 
 // A call walks where its query blocks traverse few keys: short sequences

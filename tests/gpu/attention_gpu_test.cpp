@@ -409,6 +409,48 @@ std::vector<Case> persistent_cases() {
           Case{2, 200, 900, 40, 8, 192, 128, true, DType::bf16, Layout::bshd}};
 }
 
+// The warpgroups issuing their GEMMs in turns (pingpong=1): two and three
+// computing warpgroups, copying by TMA (token rows at odd D) and by
+// cp.async, walking their tiles where the walk can run, on the persistent
+// cases (several tiles a CTA: the turns go on from tile to tile) and on
+// odd and wide heads.
+class GpuForwardPingPong : public ::testing::TestWithParam<Case> {};
+
+TEST_P(GpuForwardPingPong, MatchesReference) {
+  FLASHGEN_SKIP_WITHOUT_GPU();
+  const Case& c = GetParam();
+  const bool token_rows = c.dim_qk % 8 != 0 || c.dim_v % 8 != 0;
+  KernelSpec spec;
+  spec.dim_qk = c.dim_qk;
+  spec.dim_v = c.dim_v;
+  spec.vec = token_rows ? 1 : 8;
+  int ran = 0;
+  for (int warps : {8, 12})
+    for (bool tma : {false, true})
+      for (bool walk : {false, true}) {
+        if (warps == 12 && c.dim_v > 128) continue;  // as in expect_tma_forward
+        if ((!tma && token_rows) || (walk && (!tma || token_rows || c.dim_v > 256))) continue;
+        TuningParams tuning = forward_producer_tuning(warps, c, tma);
+        tuning.stages = tma ? 2 : 3;
+        tuning.swizzle = tma ? 32 : 0;
+        tuning.persistent = walk;
+        tuning.pingpong = true;
+        if (shared_bytes(spec, tuning) > shared_limit_of_arch("sm_90a")) continue;
+        expect_forward_with(tuning, c);
+        ++ran;
+      }
+  EXPECT_GT(ran, 0) << "no tuning fits " << c.to_string();
+}
+
+std::vector<Case> pingpong_cases() {
+  std::vector<Case> cases = persistent_cases();
+  // batch, seq_q, seq_kv, heads_q, heads_kv, dim_qk, dim_v, causal, dtype, layout
+  cases.push_back(Case{2, 300, 333, 16, 8, 127, 127, true, DType::bf16, Layout::bshd});
+  cases.push_back(Case{1, 150, 263, 2, 2, 256, 256, false, DType::bf16, Layout::bshd});
+  cases.push_back(Case{1, 100, 170, 2, 1, 512, 512, true, DType::f16, Layout::bhsd});
+  return cases;
+}
+
 // The TMA forward on rows that are not 16-byte aligned (odd D), through
 // the token-row views (tensor_maps.hpp): the same tunings as above. Where
 // a token's row is a multiple of 16 bytes (heads_kv · D even enough) TMA
@@ -883,6 +925,8 @@ INSTANTIATE_TEST_SUITE_P(Forced, GpuForwardWgmmaTma, ::testing::ValuesIn(with_ma
                          CaseName());
 INSTANTIATE_TEST_SUITE_P(Forced, GpuForwardPersistent,
                          ::testing::ValuesIn(with_masks(persistent_cases())), CaseName());
+INSTANTIATE_TEST_SUITE_P(Forced, GpuForwardPingPong,
+                         ::testing::ValuesIn(with_masks(pingpong_cases())), CaseName());
 INSTANTIATE_TEST_SUITE_P(Forced, GpuForwardTokenRows, ::testing::ValuesIn(with_masks(token_row_cases())),
                          CaseName());
 INSTANTIATE_TEST_SUITE_P(Forced, GpuBackwardQueryTokenRows,

@@ -38,12 +38,13 @@ class PrecompileCommand : public CommandTest {
 };
 
 // Short and long sequences: a short problem's forward walks its tiles
-// (schedule=persistent), a long one's runs on the grid of its table row.
+// (schedule=persistent), a long one's runs on the grid of its table row;
+// both with their warpgroups taking turns (pingpong=1).
 TEST_F(PrecompileCommand, ShortAndLongSequences) {
   const Outcome o = precompile("--dims 64 --kinds forward");
   EXPECT_EQ(o.exit_code, 0) << o.output;
-  EXPECT_TRUE(contains(o.output, "schedule=persistent: ")) << o.output;
-  EXPECT_TRUE(contains(o.output, "copy=tma swizzle=32: ")) << o.output;
+  EXPECT_TRUE(contains(o.output, "schedule=persistent pingpong=1: ")) << o.output;
+  EXPECT_TRUE(contains(o.output, "copy=tma swizzle=32 pingpong=1: ")) << o.output;
   EXPECT_TRUE(contains(o.output, "2 kernels in ")) << o.output;
   const Outcome long_only = precompile("--dims 64 --kinds forward --seqs 8192");
   EXPECT_TRUE(contains(long_only.output, "1 kernels in ")) << long_only.output;

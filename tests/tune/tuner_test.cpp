@@ -51,6 +51,7 @@ class FakeRunner : public CandidateRunner {
   int prepared = 0;
   int checks = 0;
   int walked = 0;  // timings and checks of forward tunings that walk their tiles
+  int turned = 0;  // ... whose warpgroups take turns (pingpong=1)
   // Tunings of the other backward kernel seen while a backward kind was timed.
   std::vector<TuningParams> key_value_while_query, query_while_key_value;
 
@@ -70,14 +71,18 @@ class FakeRunner : public CandidateRunner {
 
  private:
   // The tuning the rules here are about: a table row's. The tuner forces
-  // what a call runs for it (the forward's tile walk added where it
-  // applies), which is counted and taken off.
+  // what a call runs for it (the forward's tile walk and its warpgroups'
+  // turns added where they apply), which is counted and taken off.
   TuningParams forced(KernelKind kind) {
     std::optional<TuningParams> t = lookup_tuning(spec_of(problem_, kind), problem_);
     EXPECT_TRUE(t) << "no override for " << to_string(kind);
     if (t && t->persistent) {
       ++walked;
       t->persistent = false;
+    }
+    if (t && t->pingpong) {
+      ++turned;
+      t->pingpong = false;
     }
     return t.value_or(TuningParams{});
   }

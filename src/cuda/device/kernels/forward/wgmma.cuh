@@ -23,6 +23,7 @@
 #include "arch/warp_gemm.cuh"
 #include "arch/wgmma.cuh"
 #include "kernels/forward/wgmma_steps.cuh"
+#include "pipeline/gemm_turns.cuh"
 #include "scheduler/cta_tile.cuh"
 
 namespace flashgen_device {
@@ -186,8 +187,10 @@ struct ForwardWgmma : ForwardWgmmaSteps<C> {
   // once this warp no longer reads K[j] (S(j) is done), release(j) once it no
   // longer reads block j's stage (K[j] and V[j]; the last block's only in a
   // persistent walk, whose producer refills it), acquire_last() returns once
-  // V[n-1] is in its stage.
-  template <class Acquire, class ReleaseKeys, class Release, class AcquireLast>
+  // V[n-1] is in its stage. Turns: the order of the warpgroups' GEMMs
+  // (GemmTurns).
+  template <class Turns = GemmTurns<1, false>, class Acquire, class ReleaseKeys, class Release,
+            class AcquireLast>
   static __device__ __forceinline__ void attend(const AttentionParams& p, int n_blocks,
                                                 int first_key, int block0, const ScoreSite& site,
                                                 u64 q_desc,
@@ -197,6 +200,7 @@ struct ForwardWgmma : ForwardWgmmaSteps<C> {
                                                 OnlineSoftmax<1>& softmax, int warp_row0, int lane,
                                                 Acquire acquire, ReleaseKeys release_keys,
                                                 Release release, AcquireLast acquire_last) {
+    const int group = threadIdx.x / 128;
     zero(o);
     float(&o_flat)[kDimV / 2] = flat(o);
     softmax.init();
@@ -209,9 +213,11 @@ struct ForwardWgmma : ForwardWgmmaSteps<C> {
     if (n_blocks > 0) {
       acquire(block0);
       float s[1][kScoreTiles][4];
+      Turns::take(group);
       wgmma_fence();
       scores(s, q_desc, k_tiles[block0 % kStages]);
       wgmma_commit();
+      Turns::pass(group);
       wgmma_wait<0>();
       fence_registers(flat(s));
       release_keys(block0);
@@ -225,11 +231,13 @@ struct ForwardWgmma : ForwardWgmmaSteps<C> {
       acquire(block);
       float s[1][kScoreTiles][4];
       fence_registers(o_flat);
+      Turns::take(group);
       wgmma_fence();
       scores(s, q_desc, k_tiles[block % kStages]);
       wgmma_commit();
       accumulate_output(o_flat, p_frag, v_tiles[(block - 1) % kStages]);
       wgmma_commit();
+      Turns::pass(group);
       wgmma_wait<1>();  // S(j) is done; P(j-1)·V[j-1] may still run
       fence_registers(flat(s));
       release_keys(block);
@@ -246,9 +254,11 @@ struct ForwardWgmma : ForwardWgmmaSteps<C> {
     if (n_blocks > 0) {
       acquire_last();
       fence_registers(o_flat);
+      Turns::take(group);
       wgmma_fence();
       accumulate_output(o_flat, p_frag, v_tiles[(block0 + n_blocks - 1) % kStages]);
       wgmma_commit();
+      Turns::pass(group);
       wgmma_wait<0>();
       fence_registers(o_flat);
       if constexpr (C::kPersistent) release(block0 + n_blocks - 1);

@@ -70,6 +70,8 @@ struct ForwardWgmmaProducer {
   typedef WarpSpecialized<C::kWarps, C::kTma, kTokenRows || C::kPersistent ? 32 : 24> Roles;
   typedef typename Roles::Registers Registers;
   typedef typename Roles::Copies Copies;
+  // pingpong=1: the warpgroups issue their GEMMs in turns.
+  typedef GemmTurns<C::kWarps / 4, C::kPingPong> Turns;
 
   // Base's tiles, then (token rows) the fixed K stages' barriers, then a
   // full and an empty barrier per stage of each pipeline (`values` unused
@@ -115,6 +117,7 @@ struct ForwardWgmmaProducer {
         if (Roles::fixes(warp)) fix_key_stages(smem, w, lane);
       return;
     }
+    Turns::open(warp / 4);
     attend_tile(smem, p, w, smem.q[0], 0, warp, lane);
   }
 
@@ -151,7 +154,7 @@ struct ForwardWgmmaProducer {
     float o[1][Base::kOutTiles][4];
     OnlineSoftmax<1> softmax;
     if constexpr (C::kTma)
-      Base::attend(
+      Base::template attend<Turns>(
           p, w.n_blocks, w.first_key, block0, site, q_desc, smem.k, smem.v, o, softmax, warp_row0,
           lane,
           [&](int block) {
@@ -165,7 +168,7 @@ struct ForwardWgmmaProducer {
           [&](int block) { smem.values.release(block, lane); },
           [&] { smem.values.wait_full(block0 + w.n_blocks - 1); });
     else
-      Base::attend(
+      Base::template attend<Turns>(
           p, w.n_blocks, w.first_key, block0, site, q_desc, smem.k, smem.v, o, softmax, warp_row0,
           lane, [&](int block) { smem.keys.wait_full(block); }, [](int) {},
           [&](int block) { smem.keys.release(block, lane); },
@@ -173,9 +176,9 @@ struct ForwardWgmmaProducer {
     Base::store_outputs(p, w, o, softmax, warp_row0, lane);
   }
 
-  // schedule=persistent: the CTA's tiles blockIdx.x, blockIdx.x + gridDim.x,
-  // ... of the walk (the host launches no more CTAs than tiles). Q's tiles
-  // alternate: tile i's in q[i % 2]. The computing warps' loop is written
+  // schedule=persistent: the CTA's tiles of the walk (walk_step_tile; the
+  // host launches no more CTAs than tiles). Q's tiles alternate: step i's
+  // in q[i % 2]. The computing warps' loop is written
   // out beside the producer's (walk_producer), not shared through a
   // callback (an earlier form that shared one spilled 144-336 bytes). Each
   // tile's Work is found twice, once to copy its Q and once to attend it,
@@ -192,9 +195,11 @@ struct ForwardWgmmaProducer {
       return;
     }
     const int group = warp / 4, group_thread = thread & 127;
-    int block0 = 0, buffer = 0;
-    for (unsigned tile = blockIdx.x; tile < p.tile_count; tile += gridDim.x, buffer ^= 1) {
-      if (tile != blockIdx.x) {
+    Turns::open(group);
+    int block0 = 0;
+    for (unsigned step = 0, tile = blockIdx.x; tile < p.tile_count; ++step) {
+      const unsigned next = walk_step_tile(step + 1);
+      if (step != 0) {
         // This warpgroup's rows of Q, copied by its own threads during the
         // last tile, have landed; its four warps are past that tile, so the
         // other Q tile is free for the next one.
@@ -202,12 +207,13 @@ struct ForwardWgmmaProducer {
         fence_async_shared();
         named_barrier_sync(1 + group, 128);
       }
-      if (tile + gridDim.x < p.tile_count)
-        copy_warpgroup_queries(smem.q[buffer ^ 1], p, Base::walked_work(p, tile + gridDim.x),
-                               group, group_thread);
+      if (next < p.tile_count)
+        copy_warpgroup_queries(smem.q[(step + 1) & 1], p, Base::walked_work(p, next), group,
+                               group_thread);
       const typename Base::Work w = Base::walked_work(p, tile);
-      attend_tile(smem, p, w, smem.q[buffer], block0, warp, lane);
+      attend_tile(smem, p, w, smem.q[step & 1], block0, warp, lane);
       block0 += w.n_blocks;
+      tile = next;
     }
   }
 
@@ -234,7 +240,8 @@ struct ForwardWgmmaProducer {
                                                        const AttentionParams& p, int lane) {
     if (lane != 0) return;
     int block0 = 0;
-    for (unsigned tile = blockIdx.x; tile < p.tile_count; tile += gridDim.x) {
+    for (unsigned step = 0, tile = blockIdx.x; tile < p.tile_count;
+         tile = walk_step_tile(++step)) {
       const typename Base::Work w = Base::walked_work(p, tile);
       produce_with_tma(smem, maps, w, block0, lane);
       block0 += w.n_blocks;

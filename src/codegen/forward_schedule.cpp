@@ -1,4 +1,4 @@
-#include "codegen/persistent_tiles.hpp"
+#include "codegen/forward_schedule.hpp"
 
 #include <algorithm>
 
@@ -36,6 +36,27 @@ TuningParams walking_where_faster(const KernelSpec& spec, const Problem& p,
                                   const TuningParams& tuning, std::size_t shared_limit) {
   if (keys_per_query_block(p, tuning.block_rows) > kWalkMostKeys) return tuning;
   return with_persistent_tiles(spec, tuning, shared_limit);
+}
+
+std::string turns_refused(const KernelSpec& spec, const TuningParams& tuning) {
+  if (spec.kind != KernelKind::forward || spec.dtype == DType::f32 || spec.split_keys ||
+      !tuning.wgmma || !tuning.producer || tuning.split != WarpgroupSplit::rows ||
+      tuning.warps < 8)
+    return "pingpong=1 applies to the wgmma forward with producer=warp and two or more "
+           "computing warpgroups (warps >= 8)";
+  return "";
+}
+
+TuningParams with_gemm_turns(const KernelSpec& spec, const TuningParams& tuning) {
+  if (!turns_refused(spec, tuning).empty()) return tuning;
+  TuningParams turns = tuning;
+  turns.pingpong = true;
+  return turns;
+}
+
+TuningParams scheduled_as_run(const KernelSpec& spec, const Problem& p,
+                              const TuningParams& tuning, std::size_t shared_limit) {
+  return with_gemm_turns(spec, walking_where_faster(spec, p, tuning, shared_limit));
 }
 
 }  // namespace flashgen

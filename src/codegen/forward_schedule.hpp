@@ -1,6 +1,8 @@
-// The persistent forward (schedule=persistent: a CTA per SM walking the
-// tiles, kernels/forward/wgmma_producer.cuh): where it can run, and where
-// it is expected to win.
+// How the wgmma forward with a producer schedules its work beyond the
+// table's tile shapes (kernels/forward/wgmma_producer.cuh): the persistent
+// walk (schedule=persistent: a CTA per SM walking the tiles) and the
+// warpgroups' GEMMs in turns (pingpong=1), where each can run and where it
+// is expected to win.
 #pragma once
 
 #include <cstddef>
@@ -37,10 +39,25 @@ constexpr std::int64_t kWalkMostKeys = 384;
 // cuda::resolve keys its memo by (the longer sequence, the window's edges).
 std::int64_t keys_per_query_block(const Problem& p, std::int64_t rows);
 
-// What a call runs for a table row or default `tuning` (cuda::tuning_for,
-// the tuner): the walk where it can run and kWalkMostKeys bounds the keys
-// its query blocks traverse, else `tuning` itself.
+// `tuning` walking where it can run and kWalkMostKeys bounds the keys its
+// query blocks traverse, else `tuning` itself.
 TuningParams walking_where_faster(const KernelSpec& spec, const Problem& p,
                                   const TuningParams& tuning, std::size_t shared_limit);
+
+// Why `tuning`'s warpgroups cannot take turns at the tensor cores
+// (generate()'s rule for pingpong=1), or "" where they can: the wgmma
+// forward with a producer and two or more computing warpgroups.
+std::string turns_refused(const KernelSpec& spec, const TuningParams& tuning);
+
+// `tuning` with its warpgroups taking turns wherever they can (measured
+// faster or the same on every shape tried, docs/decisions.md), else
+// `tuning` itself.
+TuningParams with_gemm_turns(const KernelSpec& spec, const TuningParams& tuning);
+
+// What a call runs for a table row or default `tuning` (cuda::tuning_for,
+// the tuner, which times a row as it will run): walking_where_faster, then
+// with_gemm_turns.
+TuningParams scheduled_as_run(const KernelSpec& spec, const Problem& p,
+                              const TuningParams& tuning, std::size_t shared_limit);
 
 }  // namespace flashgen
