@@ -70,11 +70,11 @@ GeneratedKernel generate(const KernelSpec& spec, const TuningParams& t) {
         << (spec.cache == KeyCache::paged ? "true" : "false") << ";\n";
     if (t.wgmma && spec.kind == KernelKind::forward)
       s << "  static constexpr int kStages = " << wgmma_forward_stages(t) << ";\n"
-        << "  static constexpr bool kPersistent = " << (t.persistent ? "true" : "false") << ";\n"
-        << "  static constexpr bool kPingPong = " << (t.pingpong ? "true" : "false") << ";\n";
+        << "  static constexpr bool kPersistent = " << (t.persistent ? "true" : "false") << ";\n";
     if (t.wgmma)
       s << "  static constexpr bool kTma = " << (t.tma ? "true" : "false") << ";\n"
-        << "  static constexpr int kSwizzle = " << t.swizzle << ";\n";
+        << "  static constexpr int kSwizzle = " << t.swizzle << ";\n"
+        << "  static constexpr bool kPingPong = " << (t.pingpong ? "true" : "false") << ";\n";
     if (t.split == WarpgroupSplit::dims && spec.kind == KernelKind::backward_query)
       s << "  static constexpr int kKeyStages = " << backward_dims_split_stages(spec, t) << ";\n"
         << "  static constexpr int kValueStages = 2;\n";

@@ -128,10 +128,10 @@ struct TuningParams {
   // order, its producer copying the next tile's K and V and its warpgroups
   // the next tile's Q while they still compute (kernels/forward/wgmma_producer.cuh).
   bool persistent = false;
-  // The wgmma forward with producer=warp and two or more computing
-  // warpgroups (pingpong=1): the warpgroups issue their GEMMs in turns, so
-  // that one's softmax runs while another's GEMMs do
-  // (pipeline/gemm_turns.cuh).
+  // The wgmma forward, backward_query and backward_key_value with
+  // producer=warp and two or more computing warpgroups (pingpong=1): the
+  // warpgroups issue their GEMMs in turns, so that one's softmax runs while
+  // another's GEMMs do (pipeline/gemm_turns.cuh).
   bool pingpong = false;
 
   // 16-row tiles per warp (one where two warpgroups split their 64 rows' work).

@@ -200,7 +200,6 @@ struct ForwardWgmma : ForwardWgmmaSteps<C> {
                                                 OnlineSoftmax<1>& softmax, int warp_row0, int lane,
                                                 Acquire acquire, ReleaseKeys release_keys,
                                                 Release release, AcquireLast acquire_last) {
-    const int group = threadIdx.x / 128;
     zero(o);
     float(&o_flat)[kDimV / 2] = flat(o);
     softmax.init();
@@ -213,11 +212,11 @@ struct ForwardWgmma : ForwardWgmmaSteps<C> {
     if (n_blocks > 0) {
       acquire(block0);
       float s[1][kScoreTiles][4];
-      Turns::take(group);
+      Turns::take();
       wgmma_fence();
       scores(s, q_desc, k_tiles[block0 % kStages]);
       wgmma_commit();
-      Turns::pass(group);
+      Turns::pass();
       wgmma_wait<0>();
       fence_registers(flat(s));
       release_keys(block0);
@@ -231,13 +230,13 @@ struct ForwardWgmma : ForwardWgmmaSteps<C> {
       acquire(block);
       float s[1][kScoreTiles][4];
       fence_registers(o_flat);
-      Turns::take(group);
+      Turns::take();
       wgmma_fence();
       scores(s, q_desc, k_tiles[block % kStages]);
       wgmma_commit();
       accumulate_output(o_flat, p_frag, v_tiles[(block - 1) % kStages]);
       wgmma_commit();
-      Turns::pass(group);
+      Turns::pass();
       wgmma_wait<1>();  // S(j) is done; P(j-1)·V[j-1] may still run
       fence_registers(flat(s));
       release_keys(block);
@@ -254,11 +253,11 @@ struct ForwardWgmma : ForwardWgmmaSteps<C> {
     if (n_blocks > 0) {
       acquire_last();
       fence_registers(o_flat);
-      Turns::take(group);
+      Turns::take();
       wgmma_fence();
       accumulate_output(o_flat, p_frag, v_tiles[(block0 + n_blocks - 1) % kStages]);
       wgmma_commit();
-      Turns::pass(group);
+      Turns::pass();
       wgmma_wait<0>();
       fence_registers(o_flat);
       if constexpr (C::kPersistent) release(block0 + n_blocks - 1);

@@ -117,7 +117,7 @@ struct ForwardWgmmaProducer {
         if (Roles::fixes(warp)) fix_key_stages(smem, w, lane);
       return;
     }
-    Turns::open(warp / 4);
+    Turns::open();
     attend_tile(smem, p, w, smem.q[0], 0, warp, lane);
   }
 
@@ -195,7 +195,7 @@ struct ForwardWgmmaProducer {
       return;
     }
     const int group = warp / 4, group_thread = thread & 127;
-    Turns::open(group);
+    Turns::open();
     int block0 = 0;
     for (unsigned step = 0, tile = blockIdx.x; tile < p.tile_count; ++step) {
       const unsigned next = walk_step_tile(step + 1);
