@@ -1,8 +1,9 @@
 // How the wgmma forward with a producer schedules its work beyond the
 // table's tile shapes (kernels/forward/wgmma_producer.cuh): the persistent
 // walk (schedule=persistent: a CTA per SM walking the tiles) and the
-// warpgroups' GEMMs in turns (pingpong=1), where each can run and where it
-// is expected to win.
+// warpgroups' GEMMs in turns (pingpong=1, which the backward kernels with a
+// producer also run when forced), where each can run and where a call
+// takes it.
 #pragma once
 
 #include <cstddef>
@@ -28,9 +29,10 @@ TuningParams with_persistent_tiles(const KernelSpec& spec, const TuningParams& t
 // Query blocks that traverse at most this many keys walk (measured,
 // docs/decisions.md): short sequences and narrow windows, where a tile's
 // own Q load, first copies and epilogue weigh most and the walk overlaps
-// them with the neighbouring tiles' GEMMs. Longer traversals lost: a
-// walking CTA's tiles are fixed at launch, so causal tiles of unequal work
-// end unevenly, where the grid's CTAs take the next tile as an SM frees up.
+// them with the neighbouring tiles' GEMMs. Longer traversals lost, causal
+// ones most: a walking CTA's tiles are fixed at launch (in alternating
+// passes, walk_step_tile), where the grid's CTAs take the next tile as an
+// SM frees up.
 constexpr std::int64_t kWalkMostKeys = 384;
 
 // A bound on the keys one query block of `rows` rows traverses: the longer
@@ -46,12 +48,14 @@ TuningParams walking_where_faster(const KernelSpec& spec, const Problem& p,
 
 // Why `tuning`'s warpgroups cannot take turns at the tensor cores
 // (generate()'s rule for pingpong=1), or "" where they can: the wgmma
-// forward with a producer and two or more computing warpgroups.
+// forward, query and key/value backward with a producer and two or more
+// computing warpgroups that each own their rows.
 std::string turns_refused(const KernelSpec& spec, const TuningParams& tuning);
 
-// `tuning` with its warpgroups taking turns wherever they can (measured
-// faster or the same on every shape tried, docs/decisions.md), else
-// `tuning` itself.
+// A forward `tuning` with its warpgroups taking turns wherever they can,
+// else `tuning` itself. The forward only: forced forward tunings gained up
+// to 21% and the tables' rows, re-tuned with them, up to 8%; the backward
+// kernels gained or lost by shape (docs/decisions.md).
 TuningParams with_gemm_turns(const KernelSpec& spec, const TuningParams& tuning);
 
 // What a call runs for a table row or default `tuning` (cuda::tuning_for,
