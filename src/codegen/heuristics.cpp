@@ -387,6 +387,8 @@ static TuningParams default_tuning_of(const KernelSpec& spec, std::size_t shared
     } else if (t.warps > (t.wgmma ? 4 : 1)) {
       t.warps /= 2;
       t.block_rows /= 2;
+      // One computing warpgroup cannot keep a producer beside it (check_tuning).
+      if (t.producer && t.warps < 8) t = without_producer(t);
     } else {
       break;
     }

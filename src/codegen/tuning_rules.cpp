@@ -185,6 +185,11 @@ void check_tuning(const KernelSpec& spec, const TuningParams& t) {
     if (!(t.wgmma && has_producer))
       fail("producer=warp applies to the wgmma kernels only (forward, backward_query, "
            "backward_key_value)");
+    // RegisterSplit (pipeline/producer_pipeline.cuh) gives one computing
+    // warpgroup beside the producer fewer registers than its launch holds
+    // (240 < 248): its static_assert would fail the compile.
+    if (t.warps < 8)
+      fail("producer=warp needs two or more computing warpgroups (warps >= 8)");
     if (spec.vec < 2 && !t.tma)
       fail("producer=warp needs rows aligned to 4 bytes or more (alignment class 2, 4 or 8), "
            "or copy=tma");

@@ -159,6 +159,7 @@ std::vector<TuningParams> wgmma_space(const KernelSpec& spec) {
       TuningParams t{16 * warps, cols, head, warps, 0};
       t.wgmma = true;
       space.push_back(t);
+      if (warps < 8) continue;  // a producer needs two computing warpgroups (check_tuning)
       for (const TuningParams& copying : copying_producer_variants(spec, t))
         space.push_back(copying);
       if (!tma_copies(spec)) continue;
