@@ -232,6 +232,18 @@ void expect_forward_with(const TuningParams& tuning, const Case& c) {
   EXPECT_TRUE(check_forward(c, gpu_options())) << tuning.to_string();
 }
 
+// The same where the tuning's shared memory fits the H200 for the case's
+// dims on rows of alignment class `vec`; whether it did (and so ran).
+bool expect_forward_where_it_fits(const TuningParams& tuning, const Case& c, int vec) {
+  KernelSpec spec;
+  spec.dim_qk = c.dim_qk;
+  spec.dim_v = c.dim_v;
+  spec.vec = vec;
+  if (shared_bytes(spec, tuning) > shared_limit_of_arch("sm_90a")) return false;
+  expect_forward_with(tuning, c);
+  return true;
+}
+
 // The wgmma forward forced at one shape (rows=128 cols=32 head=256), whatever
 // the tuning table picks: value dims past 256 split across CTAs of at most
 // 256 columns, and rows that are only 2-byte aligned (odd D), staged and
@@ -318,10 +330,6 @@ class GpuForwardWgmmaTma : public ::testing::TestWithParam<Case> {};
 void expect_tma_forward(const Case& c, int swizzle) {
   // Odd dims: token rows, whose tiles are wider (sized here for the widest).
   const bool token_rows = c.dim_qk % 8 != 0 || c.dim_v % 8 != 0;
-  KernelSpec spec;
-  spec.dim_qk = c.dim_qk;
-  spec.dim_v = c.dim_v;
-  spec.vec = token_rows ? 1 : 8;
   for (int warps : {8, 12})
     for (int stages : {3, 2}) {
       // Three warpgroups beside a producer get 160 registers each (their
@@ -333,8 +341,7 @@ void expect_tma_forward(const Case& c, int swizzle) {
       TuningParams tuning = forward_producer_tuning(warps, c, true);
       tuning.stages = stages;
       tuning.swizzle = swizzle;
-      if (shared_bytes(spec, tuning) > shared_limit_of_arch("sm_90a")) continue;
-      expect_forward_with(tuning, c);
+      expect_forward_where_it_fits(tuning, c, token_rows ? 1 : 8);
     }
 }
 
@@ -379,10 +386,6 @@ class GpuForwardPersistent : public ::testing::TestWithParam<Case> {};
 TEST_P(GpuForwardPersistent, MatchesReference) {
   FLASHGEN_SKIP_WITHOUT_GPU();
   const Case& c = GetParam();
-  KernelSpec spec;
-  spec.dim_qk = c.dim_qk;
-  spec.dim_v = c.dim_v;
-  spec.vec = 8;
   int walked = 0;
   for (int warps : {8, 12})
     for (int stages : {2, 3}) {
@@ -391,9 +394,7 @@ TEST_P(GpuForwardPersistent, MatchesReference) {
       tuning.stages = stages;
       tuning.swizzle = 32;
       tuning.persistent = true;
-      if (shared_bytes(spec, tuning) > shared_limit_of_arch("sm_90a")) continue;
-      expect_forward_with(tuning, c);
-      ++walked;
+      walked += expect_forward_where_it_fits(tuning, c, 8);
     }
   EXPECT_GT(walked, 0) << "no walking tuning fits " << c.to_string();
 }
@@ -420,10 +421,6 @@ TEST_P(GpuForwardPingPong, MatchesReference) {
   FLASHGEN_SKIP_WITHOUT_GPU();
   const Case& c = GetParam();
   const bool token_rows = c.dim_qk % 8 != 0 || c.dim_v % 8 != 0;
-  KernelSpec spec;
-  spec.dim_qk = c.dim_qk;
-  spec.dim_v = c.dim_v;
-  spec.vec = token_rows ? 1 : 8;
   int ran = 0;
   for (int warps : {8, 12})
     for (bool tma : {false, true})
@@ -435,9 +432,7 @@ TEST_P(GpuForwardPingPong, MatchesReference) {
         tuning.swizzle = tma ? 32 : 0;
         tuning.persistent = walk;
         tuning.pingpong = true;
-        if (shared_bytes(spec, tuning) > shared_limit_of_arch("sm_90a")) continue;
-        expect_forward_with(tuning, c);
-        ++ran;
+        ran += expect_forward_where_it_fits(tuning, c, token_rows ? 1 : 8);
       }
   EXPECT_GT(ran, 0) << "no tuning fits " << c.to_string();
 }
