@@ -40,8 +40,8 @@ std::vector<KernelKind> backward_kinds(const Problem& p, bool atomic);
 
 // The tuning a spec gets for a problem: a tuning-table row, else the
 // heuristic for a device allowing `shared_limit` bytes of shared memory;
-// walking its tiles where that is expected to win (walking_where_faster),
-// unless the tuning is forced.
+// as a call runs it (scheduled_as_run: the forward's walk where it is
+// expected to win, its warpgroups' turns), unless the tuning is forced.
 TuningParams tuning_for(const KernelSpec& spec, const Problem& p, std::size_t shared_limit);
 
 // `bytes` of device memory at `device` into host memory at `host`, in the

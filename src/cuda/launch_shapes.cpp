@@ -50,10 +50,13 @@ LaunchShape walking_shape(const LaunchShape& grid, flashgen_device::AttentionPar
                           int sm_count) {
   const std::uint64_t tiles =
       std::uint64_t(grid.grid[0]) * std::uint64_t(grid.grid[1]) * std::uint64_t(grid.grid[2]);
-  if (tiles > std::uint64_t(0xffffffffu))
+  // The walk numbers its tiles in 32 bits and looks up to two passes (of a
+  // tile per CTA) past the last (walk_step_tile).
+  const std::uint64_t most_tiles = std::uint64_t(0xffffffffu) - 2 * std::uint64_t(sm_count);
+  if (tiles > most_tiles)
     throw Error(ErrorCode::unsupported,
-                std::to_string(tiles) + " tiles are more than a persistent forward counts (2^32 - "
-                                        "1); split the batch over calls");
+                std::to_string(tiles) + " tiles are more than a persistent forward counts (" +
+                    std::to_string(most_tiles) + "); split the batch over calls");
   params.tile_grid_x = grid.grid[0];
   params.tile_grid_y = grid.grid[1];
   params.tile_count = static_cast<unsigned>(tiles);
