@@ -11,11 +11,12 @@
 // alternating by block), the computing warps meet at a named barrier, and
 // each warpgroup then computes its own columns of dQ over all the keys.
 //
-// Per block, in order: Sᵀ and dPᵀ; Pᵀ and dSᵀ; dSᵀ stored; dV += Pᵀ·dO and
-// dK += dSᵀ·Q issued; the barrier; dQ issued; all three waited for; dQ
-// added. The block's dQ is 64 queries: one wgmma m-tile. (Issuing the next
-// block's Sᵀ and dPᵀ before adding dQ keeps 32 more registers live: at
-// D = 128 that spilled 128 bytes.)
+// Per block j, in order: Sᵀ(j) issued; block j − 1's products and dQ
+// waited for and its dQ added while Sᵀ(j) runs; dPᵀ(j); Pᵀ and dSᵀ; dSᵀ
+// stored; dV += Pᵀ·dO and dK += dSᵀ·Q issued; the barrier; dQ(j) issued,
+// left running into block j + 1. The block's dQ is 64 queries: one wgmma
+// m-tile. (Issuing Sᵀ(j) and dPᵀ(j) together before the add kept 32 more
+// registers live: at D = 128 that spilled 128 bytes.)
 #pragma once
 
 #include "common.cuh"
@@ -108,7 +109,9 @@ struct GradQAtomics {
 
   // The traversed-block loop of one warpgroup (BackwardKeyValueWgmma::
   // traverse's, with dQ): acquire(j) returns once block j is in its stage,
-  // release(j) once this warp no longer reads it.
+  // release(j) once this warp no longer reads it. Block j's products and dQ
+  // run on the tensor cores into block j + 1, whose Sᵀ runs while block j's
+  // dQ is added.
   template <class Storage, class Acquire, class Release>
   static __device__ __forceinline__ void traverse(Storage& smem, const AttentionParams& p,
                                                   const typename Steps::Traversal& walk,
@@ -120,13 +123,28 @@ struct GradQAtomics {
     const int warp = threadIdx.x >> 5, group = warp >> 2;
     zero(dk);
     zero(dv);
+    float dq[1][kGradQCols / 8][4];
+    u32 pt_frag[kBlockN / 16][1][4], dst_frag[kBlockN / 16][1][4];  // block j's A fragments
     for (int j = 0; j < walk.total; ++j) {
       acquire(j);
       const int stage = j % Steps::kStages;
       float st[1][kQueryTiles][4], dpt[1][kQueryTiles][4];
-      u32 pt_frag[kBlockN / 16][1][4], dst_frag[kBlockN / 16][1][4];
+      fence_registers(flat(dk));
+      fence_registers(flat(dv));
+      fence_registers(flat(dq));
       wgmma_fence();
-      Steps::scores(st, dpt, k_desc, v_desc, smem, stage);
+      Steps::transposed_scores(st, k_desc, smem, stage);
+      wgmma_commit();
+      if (j > 0) {  // block j - 1's products and dQ are done; Sᵀ(j) may still run
+        wgmma_wait<1>();
+        fence_registers(flat(dk));
+        fence_registers(flat(dv));
+        fence_registers(flat(dq));
+        release(j - 1);
+        add(p, walk.batch, walk.head_of(j - 1), walk.query0_of(j - 1), group, dq, warp, lane);
+      }
+      wgmma_fence();
+      Steps::transposed_score_gradients(dpt, v_desc, smem, stage);
       wgmma_commit();
       wgmma_wait<0>();
       fence_registers(flat(st));
@@ -136,21 +154,20 @@ struct GradQAtomics {
       u16* ds_tile = smem.ds[j & 1];
       store_scores_gradient(ds_tile, dst_frag, warp, lane);
       fence_async_shared();  // the stores, to the tensor cores
-      fence_registers(flat(dk));
-      fence_registers(flat(dv));
       wgmma_fence();
       Steps::products(dk, dv, pt_frag, dst_frag, smem, stage);
-      wgmma_commit();
       named_barrier_sync(kGradQBarrier, C::kWarps * 32);  // every warpgroup's dSᵀ stored
-      float dq[1][kGradQCols / 8][4];
       issue(dq, ds_tile, smem.k, group);
       wgmma_commit();
+    }
+    if (walk.total > 0) {
       wgmma_wait<0>();
       fence_registers(flat(dk));
       fence_registers(flat(dv));
       fence_registers(flat(dq));
-      release(j);
-      add(p, walk.batch, walk.head_of(j), walk.query0_of(j), group, dq, warp, lane);
+      release(walk.total - 1);
+      add(p, walk.batch, walk.head_of(walk.total - 1), walk.query0_of(walk.total - 1), group, dq,
+          warp, lane);
     }
   }
 };
