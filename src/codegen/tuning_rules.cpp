@@ -95,16 +95,12 @@ static void check_backward_dims_split_tuning(const KernelSpec& spec, const Tunin
 
 // The atomic backward on wgmma (kernels/backward_key_value/grad_q_atomics.cuh):
 // the key/value kernel with a producer and TMA, each block's dQ one wgmma
-// m-tile of 64 queries whose columns the warpgroups share.
+// m-tile of 64 queries whose columns the warpgroups share. (Dqk + Dv is the
+// key/value kernel's rule; 16-byte rows are copy=tma's for this kind.)
 static void check_wgmma_atomic_tuning(const KernelSpec& spec, const TuningParams& t,
                                       const std::function<void(const std::string&)>& fail) {
-  if (round_up(spec.dim_qk, 16) + round_up(spec.dim_v, 16) > 256)
-    fail("mma=wgmma for backward_atomic needs Dqk + Dv <= 256 (dK and dV in registers)");
   if (!(t.producer && t.tma))
     fail("mma=wgmma for backward_atomic needs producer=warp copy=tma");
-  if (spec.vec != 8)
-    fail("mma=wgmma for backward_atomic needs rows, strides and pointers aligned to 16 bytes "
-         "(alignment class 8)");
   if (t.block_cols != 64) fail("mma=wgmma for backward_atomic needs cols=64 (dQ's wgmma m-tile)");
   const int groups = t.warps / 4;
   if (groups > 0 && spec.dim_qk % (16 * groups) != 0)
@@ -175,10 +171,12 @@ void check_tuning(const KernelSpec& spec, const TuningParams& t) {
                "(dQ in registers)");
         break;
       case KernelKind::backward_key_value:
+      case KernelKind::backward_atomic:  // the key/value kernel, with dQ
         if (dqk16 + dv16 > 256)
-          fail("mma=wgmma for backward_key_value needs Dqk + Dv <= 256 (dK and dV in registers)");
+          fail(std::string("mma=wgmma for ") + to_string(spec.kind) +
+               " needs Dqk + Dv <= 256 (dK and dV in registers)");
+        if (spec.kind == KernelKind::backward_atomic) check_wgmma_atomic_tuning(spec, t, fail);
         break;
-      case KernelKind::backward_atomic: check_wgmma_atomic_tuning(spec, t, fail); break;
       default:
         fail("mma=wgmma is a forward, backward_query, backward_key_value or backward_atomic "
              "kernel");
