@@ -89,6 +89,7 @@ class Workload:
     varlen: bool = False  # flashgen only: the batch's sequences packed, through attention_varlen
     kv_cache: bool = False  # flashgen only: k, v as a full KV cache, through attention_with_kvcache
     page_size: int = 0      # with kv_cache: paged in pages of this many rows (0: contiguous)
+    kv_fp8: bool = False    # with kv_cache: the cache stored as float8_e4m3fn (scale 1)
 
     def __post_init__(self):
         for field in ("heads_kv", "seq_kv", "dim_v"):
@@ -109,6 +110,8 @@ class Workload:
         object.__setattr__(self, "documents", tuple(self.documents))
         if self.kv_cache and (self.page_size < 0 or self.page_size % 16 or self.seq_kv % max(self.page_size, 1)):
             raise ValueError(f"workload '{self.name}': page_size must be 0 or a multiple of 16 dividing seq_kv")
+        if self.kv_fp8 and not self.kv_cache:
+            raise ValueError(f"workload '{self.name}': kv_fp8 is a KV cache's storage (kv_cache)")
         if self.documents and (sum(self.documents) != self.seq_q or self.seq_q != self.seq_kv
                                or self.window != (-1, -1)):
             raise ValueError(f"workload '{self.name}': documents must sum to seq_q = seq_kv "
@@ -125,7 +128,7 @@ class Workload:
         return {key: (list(value) if key in ("window", "documents") else value)
                 for key, value in dataclasses.asdict(self).items()
                 if key not in ("name", "backward") and (key not in modifiers or self.modified)
-                and (key not in ("varlen", "kv_cache") or value)
+                and (key not in ("varlen", "kv_cache", "kv_fp8") or value)
                 and (key != "page_size" or self.kv_cache)}
 
 
@@ -176,10 +179,10 @@ def backward_flops(w):
 
 
 def io_bytes(w):
-    """q, k, v read and o written once."""
-    elements = (w.batch * w.seq_q * w.heads_q * (w.dim_qk + w.dim_v)
-                + w.batch * w.seq_kv * w.heads_kv * (w.dim_qk + w.dim_v))
-    return elements * ELEMENT_BYTES[w.dtype]
+    """q, k, v read and o written once (k and v of an fp8 cache a byte each)."""
+    queries = w.batch * w.seq_q * w.heads_q * (w.dim_qk + w.dim_v)
+    keys = w.batch * w.seq_kv * w.heads_kv * (w.dim_qk + w.dim_v)
+    return queries * ELEMENT_BYTES[w.dtype] + keys * (1 if w.kv_fp8 else ELEMENT_BYTES[w.dtype])
 
 
 def timing_fields(w, fwd_ms=None, bwd_ms=None):
@@ -419,7 +422,14 @@ def kv_cache_call(w, keywords):
         pages = w.seq_kv // w.page_size
         table = torch.arange(w.batch * pages, dtype=torch.int32, device="cuda").reshape(w.batch, pages)
 
+    stored = {}  # an fp8 workload's caches, converted once per input set
+
     def call(q, k, v):
+        if w.kv_fp8:
+            key = (k.data_ptr(), v.data_ptr())
+            if key not in stored:
+                stored[key] = (k.to(torch.float8_e4m3fn), v.to(torch.float8_e4m3fn))
+            k, v = stored[key]
         if table is not None:
             k = k.view(-1, w.page_size, w.heads_kv, w.dim_qk)
             v = v.view(-1, w.page_size, w.heads_kv, w.dim_v)
@@ -491,8 +501,9 @@ def check_against_fp32(w, inputs, o):
     rows = torch.tensor(checked_rows(w), device="cuda")
     q = inputs["q"][0, rows].float().transpose(0, 1)                 # [Hq, r, Dqk]
     group = w.heads_q // w.heads_kv
-    k = inputs["k"][0].float().transpose(0, 1).repeat_interleave(group, 0)  # [Hq, Skv, Dqk]
-    v = inputs["v"][0].float().transpose(0, 1).repeat_interleave(group, 0)
+    stored = (lambda x: x.to(torch.float8_e4m3fn).float()) if w.kv_fp8 else (lambda x: x.float())
+    k = stored(inputs["k"][0]).transpose(0, 1).repeat_interleave(group, 0)  # [Hq, Skv, Dqk]
+    v = stored(inputs["v"][0]).transpose(0, 1).repeat_interleave(group, 0)
     s = q @ k.transpose(1, 2) / w.dim_qk ** 0.5
     if w.softcap > 0:
         s = w.softcap * torch.tanh(s / w.softcap)

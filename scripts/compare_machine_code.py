@@ -79,6 +79,10 @@ def cases(quick: bool) -> list[list[str]]:
         out.append(["--kind", kind, "--dqk", "128"])
     for d in ([128] if quick else [64, 127, 128, 512]):  # decode's split-key forward
         out.append(["--kind", "forward", "--dqk", str(d), "--split-keys"])
+        for cache in ["contiguous", "paged"]:  # ... reading a KV cache, of 16-bit or e4m3 values
+            out.append(["--kind", "forward", "--dqk", str(d), "--split-keys", "--kv-cache", cache])
+            out.append(["--kind", "forward", "--dqk", str(d), "--split-keys", "--kv-cache", cache,
+                        "--fp8-cache"])
     for kind, d, tuning in FORCED:
         out.append(["--kind", kind, "--dqk", str(d), "--tuning", tuning])
     documents = ["--mask-mod", "doc[kv_idx] == doc[q_idx]", "--mask-arrays", "doc:i"]

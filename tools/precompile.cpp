@@ -73,23 +73,24 @@ std::vector<KernelKind> kinds_of(const std::vector<std::string>& names, const Pr
 }
 
 // The problem as a KV-cache call of that layout makes it: the kernels'
-// specs read only whether there is a cache and whether it is paged, so the
-// indices are stand-ins that nothing reads.
-Problem with_cache(Problem p, KeyCache cache) {
+// specs read only whether there is a cache, whether it is paged and whether
+// it is fp8, so the indices are stand-ins that nothing reads.
+Problem with_cache(Problem p, KeyCache cache, bool fp8) {
   static const std::int32_t kStandIn = 0;
   if (cache == KeyCache::none) return p;
   p.kv_cache.lengths = &kStandIn;
   if (cache == KeyCache::paged) p.kv_cache.block_table = &kStandIn;
+  p.kv_cache.fp8 = fp8;
   return p;
 }
 
 // Decode with `group` query heads per key/value head: the split-key forward,
 // its combine and the whole forward of the problem as the kernels see it
 // (query heads packed as rows where they pack); with a KV cache (`caches`),
-// the split-key forward that reads it.
+// the split-key forward that reads it (of e4m3 bytes where `fp8`).
 std::vector<KernelSpec> decode_specs(const Problem& base, std::int64_t group, int vec,
                                      const std::string& arch,
-                                     const std::vector<KeyCache>& caches) {
+                                     const std::vector<KeyCache>& caches, bool fp8) {
   Problem p = base;
   p.seq_q = 1;
   p.heads_q = group;
@@ -104,7 +105,7 @@ std::vector<KernelSpec> decode_specs(const Problem& base, std::int64_t group, in
       cuda::spec_of(KernelKind::forward, seen, vec, arch)};
   if (seen.has_mask()) specs.push_back(cuda::spec_of(KernelKind::mask_blocks, seen, vec, arch));
   for (KeyCache cache : caches) {
-    const Problem cached_seen = as_seen(with_cache(p, cache));
+    const Problem cached_seen = as_seen(with_cache(p, cache, fp8));
     specs.push_back(cuda::spec_of(KernelKind::forward, cached_seen, vec, arch, true));
     specs.push_back(cuda::spec_of(KernelKind::forward_combine, cached_seen, vec, arch));
   }
@@ -117,7 +118,7 @@ int precompile_command(const std::vector<std::string>& words) {
   Arguments a("precompile",
               "[--dims 64,128 | --sweep] [--dtype bf16|f16] [--causal 0|1|both] [--arch sm_90a]\n"
               "                      [--kinds forward,backward,backward_atomic] [--decode G,...]\n"
-              "                      [--kv-cache contiguous|paged|both]\n"
+              "                      [--kv-cache contiguous|paged|both] [--fp8-cache]\n"
               "                      [--seqs N,...] [--window L,R] [--softcap C] [--sinks] [--alibi]\n"
               "                      [--mask-mod EXPR --mask-arrays doc:i,...] [--threads N]",
               "Compiles the kernels that problems of these head dimensions (packed tensors, "
@@ -135,6 +136,7 @@ int precompile_command(const std::vector<std::string>& words) {
   a.option("kinds", "K,K", "forward, backward, backward_atomic (default: all three)");
   a.option("decode", "G,...", "also decode steps with G query heads per key/value head");
   a.option("kv-cache", "L", "with --decode, also over a KV cache: contiguous, paged or both");
+  a.flag("fp8-cache", "with --kv-cache, the caches store e4m3 (fp8) values");
   a.option("seqs", "N,...",
            "sequence lengths (queries and keys) whose kernels are compiled: the tuning tables "
            "pick rows by length (default 256,8192)");
@@ -181,7 +183,9 @@ int precompile_command(const std::vector<std::string>& words) {
         const int vec = packed_vec(d, d);
         for (KernelKind kind : kinds_of(kind_names, p)) add(cuda::spec_of(kind, p, vec, arch), p);
         for (std::int64_t group : groups)
-          for (const KernelSpec& spec : decode_specs(p, group, vec, arch, caches)) add(spec, p);
+          for (const KernelSpec& spec :
+               decode_specs(p, group, vec, arch, caches, a.given("fp8-cache")))
+            add(spec, p);
       }
     }
 

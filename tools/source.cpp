@@ -32,7 +32,8 @@ int source_command(const std::vector<std::string>& words) {
   Arguments a("source",
               "--kind K --dqk D [--dv D] [--dtype bf16|f16|f32] [--causal] [--window]\n"
               "                      [--softcap] [--sinks] [--alibi] [--vec 8|4|2|1|0]"
-              " [--split-keys] [--arch sm_90a] [--tuning \"rows=128 cols=64 ...\"]\n"
+              " [--split-keys [--kv-cache contiguous|paged [--fp8-cache]]]\n"
+              "                      [--arch sm_90a] [--tuning \"rows=128 cols=64 ...\"]\n"
               "                      [--mask-mod EXPR [--mask-arrays doc:i,...]] [--headers]",
               "Prints the kernel source flashgen generates for one spec, as NVRTC compiles it,\n"
               "after a comment line with the spec, the tuning and the shared memory per CTA.\n"
@@ -54,6 +55,9 @@ int source_command(const std::vector<std::string>& words) {
   declare_mask_options(a);
   a.flag("split-keys", "forward: the split-key kernel of decode (partial results for\n"
                        "                          forward_combine)");
+  a.option("kv-cache", "L", "with --split-keys: the kernel reading a KV cache in place,\n"
+                            "                          contiguous or paged");
+  a.flag("fp8-cache", "with --kv-cache: a cache of e4m3 (fp8) values");
   a.option("vec", "V", "alignment class: 8 (16-byte rows), 4, 2, 1, or 0 (dim stride not 1);\n"
                        "                          default: that of packed tensors of these dims");
   a.option("arch", "ARCH", "NVRTC target (default sm_90a); sets the shared-memory limit");
@@ -80,6 +84,14 @@ int source_command(const std::vector<std::string>& words) {
   spec.sinks = a.given("sinks");
   spec.alibi = a.given("alibi");
   spec.split_keys = a.given("split-keys");
+  const std::string cache = a.choice("kv-cache", "none", {"none", "contiguous", "paged"});
+  spec.cache = cache == "paged"        ? KeyCache::paged
+               : cache == "contiguous" ? KeyCache::contiguous
+                                       : KeyCache::none;
+  spec.fp8_cache = a.given("fp8-cache");
+  if ((spec.cache != KeyCache::none && !spec.split_keys) ||
+      (spec.fp8_cache && spec.cache == KeyCache::none))
+    throw UsageError("flashgen source: --kv-cache needs --split-keys, and --fp8-cache --kv-cache");
   if (const std::optional<mask::Expression> mask = mask_option(a)) {
     spec.mask_mod = mask->canonical();
     spec.mask_arrays = mask_arrays_text(mask->arrays());

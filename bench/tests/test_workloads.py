@@ -76,6 +76,12 @@ def test_kv_cache_rows_name_their_layout():
     assert paged.shape()["kv_cache"] and paged.shape()["page_size"] == 16
     with pytest.raises(ValueError, match="page_size"):
         workloads.Workload("bad", 1, 2, 1, 64, False, seq_kv=250, kv_cache=True, page_size=16)
+    fp8 = workloads.Workload("fp8", 1, 2, 1, 64, False, seq_kv=256, kv_cache=True, kv_fp8=True)
+    assert fp8.shape()["kv_fp8"] and "kv_fp8" not in paged.shape()
+    # q and o of 2 heads (2 bytes each), k and v of 256 rows of 2 heads (a byte each)
+    assert workloads.io_bytes(fp8) == 2 * 128 * 2 + 256 * 2 * 128
+    with pytest.raises(ValueError, match="kv_fp8 is a KV cache's storage"):
+        workloads.Workload("bad", 1, 2, 1, 64, False, seq_kv=256, kv_fp8=True)
     with pytest.raises(NotImplementedError, match="flashgen-only"):
         workloads.system_call("cudnn", paged)
     rows, _ = workloads.load_suite(workloads.DEFAULT_SUITE, only="KV cache")

@@ -262,3 +262,39 @@ def test_attention_with_kvcache_reads_and_appends_an_fp8_cache():
         values = torch.cat([v_before[b, :n], stored_v.float() * v_scale])
         ob = flashgen.attention(q[b:b + 1], keys[None], values[None])
         torch.testing.assert_close(o[b], ob[0], rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+def test_cuda_attention_with_kvcache_reads_and_appends_a_paged_fp8_cache():
+    """A paged float8_e4m3fn cache on the GPU, one scale for the keys and one
+    per key/value head for the values: the kernel's bytes appended as
+    k / k_scale in e4m3 (those of torch's conversion) and attention over the
+    dequantized values as q's dtype, as a plain call computes it."""
+    if not hasattr(torch, "float8_e4m3fn"):
+        pytest.skip("this torch has no float8_e4m3fn")
+    torch.manual_seed(7)
+    options = dict(device="cuda", dtype=torch.bfloat16)
+    pages, page_size, heads_kv, dim = 40, 16, 2, 128
+    k_cache = torch.randn(2 * pages, page_size, heads_kv, dim, device="cuda").to(torch.float8_e4m3fn)
+    v_cache = torch.randn(2 * pages, page_size, heads_kv, dim, device="cuda").to(torch.float8_e4m3fn)
+    k_scale = torch.tensor([0.25], device="cuda")
+    v_scale = torch.tensor([0.5, 2.0], device="cuda")
+    block_table = torch.randperm(2 * pages, device="cuda").to(torch.int32).reshape(2, pages)
+    seqlens = torch.tensor([600, 37], dtype=torch.int32, device="cuda")
+    q = torch.randn(2, 1, 8, dim, **options)
+    k, v = torch.randn(2, 1, heads_kv, dim, **options), torch.randn(2, 1, heads_kv, dim, **options)
+    rows = lambda cache, b: cache[block_table[b].long()].reshape(-1, heads_kv, dim)
+    k_before = [rows(k_cache, b).float() * k_scale for b in range(2)]
+    v_before = [rows(v_cache, b).float() * v_scale[:, None] for b in range(2)]
+    o = flashgen.attention_with_kvcache(q, k_cache, v_cache, seqlens, block_table=block_table,
+                                        k=k, v=v, k_scale=k_scale, v_scale=v_scale)
+    for b in range(2):
+        n = int(seqlens[b])
+        stored_k = (k[b].float() / k_scale).to(torch.float8_e4m3fn)
+        stored_v = (v[b].float() / v_scale[:, None]).to(torch.float8_e4m3fn)
+        assert torch.equal(rows(k_cache, b)[n].view(torch.uint8), stored_k[0].view(torch.uint8))
+        assert torch.equal(rows(v_cache, b)[n].view(torch.uint8), stored_v[0].view(torch.uint8))
+        keys = torch.cat([k_before[b][:n], stored_k.float() * k_scale]).to(q.dtype)
+        values = torch.cat([v_before[b][:n], stored_v.float() * v_scale[:, None]]).to(q.dtype)
+        ob = flashgen.attention(q[b:b + 1], keys[None], values[None])
+        torch.testing.assert_close(o[b], ob[0], rtol=2e-2, atol=2e-2)

@@ -141,6 +141,7 @@ void forward_with_kvcache_on_gpu(const api::KVCacheProblem& kv, const KVCacheFor
     cache.num_pages = args.k_cache.shape[0];
   }
   cache.fp8 = kv.quantized;
+  cache.k_scale = args.k_scale, cache.v_scale = args.v_scale;
   // A dim stride other than 1 is read with the cache's (tile_copy.cuh).
   for (const auto& [name, appended, cached] :
        {std::tuple{"k_new", &args.k_new, &args.k_cache},

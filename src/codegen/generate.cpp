@@ -67,7 +67,9 @@ GeneratedKernel generate(const KernelSpec& spec, const TuningParams& t) {
         << "  static constexpr bool kKeyCache = "
         << (spec.cache != KeyCache::none ? "true" : "false") << ";\n"
         << "  static constexpr bool kPagedCache = "
-        << (spec.cache == KeyCache::paged ? "true" : "false") << ";\n";
+        << (spec.cache == KeyCache::paged ? "true" : "false") << ";\n"
+        << "  static constexpr bool kFp8Cache = " << (spec.fp8_cache ? "true" : "false")
+        << ";\n";
     if (t.wgmma && spec.kind == KernelKind::forward)
       s << "  static constexpr int kStages = " << wgmma_forward_stages(t) << ";\n"
         << "  static constexpr bool kPersistent = " << (t.persistent ? "true" : "false") << ";\n";

@@ -59,11 +59,14 @@ struct KernelSpec {
   // none. The kernels that compute P and mask_blocks evaluate it.
   std::string mask_mod;
   std::string mask_arrays;
-  // The split-key forward over a KV cache (forward_with_kvcache).
+  // The split-key forward over a KV cache (forward_with_kvcache), whose
+  // keys and values are fp8 (e4m3) bytes with scales where fp8_cache.
   KeyCache cache = KeyCache::none;
+  bool fp8_cache = false;
 
   // "forward bf16 dqk=127 dv=127 causal=0 vec=1 sm_90a" (" window",
   // " softcap", " sinks", " alibi", " split_keys", " kv_cache=contiguous|paged"
+  // (" e4m3" after it for an fp8 cache)
   // and " mask=<16 hex digits of the mask's text>" after it when set)
   std::string to_string() const;
   bool operator==(const KernelSpec&) const = default;

@@ -20,6 +20,7 @@ static fd::SharedShape shared_shape(const KernelSpec& spec, const TuningParams& 
   s.producer = t.producer;
   s.persistent = t.persistent;
   s.token_rows = t.tma && spec.vec < 8;  // tma_copies(): the forward and the two-kernel backward
+  s.fp8_cache = spec.fp8_cache;
   s.cache_q = (t.cached & kCacheQ) != 0;
   s.cache_k = (t.cached & kCacheK) != 0;
   s.cache_v = (t.cached & kCacheV) != 0;

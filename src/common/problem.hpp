@@ -42,7 +42,9 @@ struct KeyValueCache {
   const std::int32_t* block_table = nullptr;  // null: contiguous
   std::int64_t block_table_strides[2] = {0, 1};
   std::int64_t page_size = 0, num_pages = 0;
-  bool fp8 = false;  // e4m3 caches (KVCacheForwardArgs::k_scale)
+  // e4m3 caches, with their scales ([1] or [heads_kv]; data null: 1).
+  bool fp8 = false;
+  HeadVectorView k_scale, v_scale;
 
   bool given() const { return lengths != nullptr; }
   bool paged() const { return block_table != nullptr; }

@@ -63,6 +63,11 @@ void place_key_cache(const Problem& p, flashgen_device::AttentionParams& a) {
   a.block_table_column_stride = c.block_table_strides[1];
   a.page_size = static_cast<int>(c.page_size);
   a.num_pages = static_cast<int>(c.num_pages);
+  // One scale ([1]) is every head's: stride 0.
+  a.k_scale = c.k_scale.data;
+  a.k_scale_stride = c.k_scale.shape[0] == 1 ? 0 : c.k_scale.stride[0];
+  a.v_scale = c.v_scale.data;
+  a.v_scale_stride = c.v_scale.shape[0] == 1 ? 0 : c.v_scale.stride[0];
 }
 
 }  // namespace

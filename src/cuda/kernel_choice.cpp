@@ -77,6 +77,7 @@ struct Signature {
   int dim_qk, dim_v, vec, ordinal;
   bool causal, window, softcap, sinks, alibi, tma_readable, split_keys;
   KeyCache cache;
+  bool fp8_cache;
   std::int64_t seq, window_left, window_right;
   std::uint64_t tables;
   std::string mask;  // the user mask's arrays and canonical text ("" without one)
@@ -94,7 +95,7 @@ struct SignatureHash {
               std::uint64_t(s.window) << 3 | std::uint64_t(s.split_keys) << 2 |
               std::uint64_t(s.causal) << 1 | std::uint64_t(s.tma_readable),
           std::uint64_t(s.seq), std::uint64_t(s.window_left), std::uint64_t(s.window_right),
-          std::uint64_t(s.cache),
+          std::uint64_t(s.cache) << 1 | std::uint64_t(s.fp8_cache),
           s.tables, std::uint64_t(std::hash<std::string>()(s.mask))})
       h = (h ^ field) * 0x100000001b3ull;  // FNV-1a over the fields
     return h;
@@ -125,6 +126,7 @@ KernelSpec spec_of(KernelKind kind, const Problem& p, int vec, const std::string
     spec.mask_arrays = mask_arrays_of(p);
   }
   spec.cache = key_cache_of(kind, p, split_keys);
+  spec.fp8_cache = spec.cache != KeyCache::none && p.kv_cache.fp8;
   spec.vec = vec;
   spec.arch = arch;
   return spec;
@@ -170,6 +172,7 @@ ResolvedKernel resolve(KernelKind kind, const Problem& p, int vec, bool tma_read
                       tma_readable,
                       split_keys,
                       key_cache_of(kind, p, split_keys),
+                      p.kv_cache.fp8,
                       std::max(p.seq_q, p.seq_kv),
                       p.window_left,
                       p.window_right,

@@ -1,8 +1,8 @@
 // What the CUDA kernels do not run: ALiBi with a soft cap, a mask
 // expression reading more arrays than the kernels take, and a KV cache of
-// fp32 tensors, of fp8 (e4m3) values or with a mask expression run on the
-// CPU backend (and the fp64 reference) only; a call with one on CUDA tensors
-// fails with this message instead of computing something else.
+// fp32 tensors or with a mask expression run on the CPU backend (and the
+// fp64 reference) only; a call with one on CUDA tensors fails with this
+// message instead of computing something else.
 #include <string>
 
 #include "cuda/cuda_backend.hpp"
@@ -25,9 +25,6 @@ std::string unsupported_option(const Problem& p) {
     option = "forward_with_kvcache with float32 tensors";
   else if (p.kv_cache.given() && p.has_mask())
     option = "forward_with_kvcache with mask_mod";
-  // The split-key kernel copies 16-bit rows; an fp8 cache needs a converting copy.
-  else if (p.kv_cache.given() && p.kv_cache.fp8)
-    option = "forward_with_kvcache with an e4m3 (fp8) cache";
   if (option.empty()) return "";
   return option +
          ": not supported by the CUDA backend yet; use the CPU backend (backend=cpu, tensors in "

@@ -31,6 +31,7 @@ struct SpreadCase {
   // fp32 reads); 2 divisions and a computed index (the checked operations).
   int mask = 0;
   KeyCache cache = KeyCache::none;  // the split-key forward over a KV cache
+  bool fp8_cache = false;           // ... of e4m3 bytes
 };
 
 const char* const kSpreadMasks[] = {
@@ -46,7 +47,8 @@ std::string name_of(const SpreadCase& c) {
                      (c.window ? "_window" : "") + (c.softcap ? "_softcap" : "") +
                      (c.sinks ? "_sinks" : "") + (c.alibi ? "_alibi" : "") +
                      (c.mask ? "_mask" + std::to_string(c.mask) : "") +
-                     (c.cache != KeyCache::none ? std::string("_cache_") + to_string(c.cache) : "");
+                     (c.cache != KeyCache::none ? std::string("_cache_") + to_string(c.cache) : "") +
+                     (c.fp8_cache ? "_e4m3" : "");
   return name;
 }
 
@@ -160,6 +162,10 @@ std::vector<SpreadCase> spread() {
       c.softcap = k % 4 == 1;
       c.alibi = k++ % 4 == 2;
       cases.push_back(c);
+      // fp8: every alignment class's converting copy, both archs' conversions.
+      c.fp8_cache = true;
+      c.vec = dim % 8 ? 1 : (k % 3 == 2 ? 0 : 8);
+      cases.push_back(c);
     }
   SpreadCase combine_with_sinks{KernelKind::forward_combine, 128, DType::bf16, false, "sm_90a", 8};
   combine_with_sinks.sinks = true;
@@ -193,6 +199,7 @@ TEST_P(CompileSpread, CompilesWithoutSpills) {
   spec.sinks = c.sinks;
   spec.alibi = c.alibi;
   spec.cache = c.cache;
+  spec.fp8_cache = c.fp8_cache;
   if (c.mask > 0) {
     const std::vector<mask::ArrayName> arrays = {{"doc", false}, {"bias", true}};
     spec.mask_mod = mask::Expression::parse(kSpreadMasks[c.mask], arrays).canonical();

@@ -27,6 +27,39 @@ std::vector<KVCase> gpu_cases() {
   KVCase alibi{"contiguous_decode_alibi_rows_gqa4", {2000, 5}, 1, 1, 0, 2048, 8, 2, 64, 64};
   alibi.alibi_rank = 2;
   cases.push_back(alibi);
+  // fp8 caches, converted on their way into shared memory: scales per
+  // key/value head, one for all, none; rows whose bytes are 16-byte aligned
+  // or not (D = 40, 127: tails read byte by byte); appends straddling a
+  // 16-row run; f16 and bf16.
+  const auto fp8 = [](KVCase c, int scale_rank) {
+    c.fp8 = true, c.scale_rank = scale_rank;
+    return c;
+  };
+  cases.push_back(fp8({"fp8_paged16_append_scale_per_head", {0, 1, 17, 90}, 3, 3, 16, 128, 4, 2,
+                       32, 32, true},
+                      2));
+  KVCase fp8_sinks = fp8({"fp8_contiguous_decode_one_scale_f16_sinks", {5, 40}, 1, 1, 0, 64, 2, 1,
+                          40, 40, false, DType::f16},
+                         1);
+  fp8_sinks.sinks = true;
+  cases.push_back(fp8_sinks);
+  cases.push_back(fp8({"fp8_paged16_decode_split_gqa8_d128", {5000, 1, 300}, 1, 1, 16, 8192, 16, 2,
+                       128, 128},
+                      2));
+  cases.push_back(fp8({"fp8_contiguous_decode_split_gqa4_no_scale", {3000, 17, 0, 1025}, 1, 1, 0,
+                       4096, 8, 2, 128, 128},
+                      0));
+  cases.push_back(fp8({"fp8_paged16_odd_d127_append_causal", {1500, 16}, 2, 2, 16, 2048, 2, 1, 127,
+                       127, true, DType::f16},
+                      2));
+  cases.push_back(fp8({"fp8_paged64_chunk_causal_d256", {2000, 63}, 4, 4, 64, 2048, 4, 2,
+                       256, 256, true},
+                      1));
+  KVCase fp8_window = fp8({"fp8_paged32_decode_window_softcap_gqa8_d64", {4000, 9}, 1, 1, 32, 4096,
+                           16, 2, 64, 64},
+                          2);
+  fp8_window.window_left = 1000, fp8_window.softcap = 30.0;
+  cases.push_back(fp8_window);
   return cases;
 }
 

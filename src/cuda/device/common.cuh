@@ -9,6 +9,7 @@ namespace flashgen_device {
 typedef unsigned int u32;
 typedef unsigned short u16;
 typedef unsigned long long u64;
+typedef unsigned char u8;
 
 // Masked scores use a large finite negative: exp2 of it is 0, and a row whose
 // scores are all masked still has finite arithmetic (no -inf - -inf = NaN).
@@ -60,6 +61,64 @@ __device__ __forceinline__ u16 from_float(float x) {
     asm("cvt.rn.f16.f32 %0, %1;" : "=h"(r) : "f"(x));
   }
   return r;
+}
+
+// ---- e4m3 (fp8, an fp8 KV cache's bytes): 1 sign, 4 exponent (bias 7) and
+// 3 mantissa bits, no infinity, S.1111.111 NaN; as the host's
+// (common/dtype.hpp), which the CPU backend and the reference use. ----
+
+// One e4m3 value: its bits below the sign, shifted into an f16's place,
+// are the value · 2^-8, normal and subnormal alike.
+__device__ __forceinline__ float e4m3_to_float(u32 byte) {
+  const u32 magnitude = byte & 0x7f;
+  float value;
+  asm("cvt.f32.f16 %0, %1;" : "=f"(value) : "h"(static_cast<u16>(magnitude << 7)));
+  value = magnitude == 0x7f ? __int_as_float(0x7fc00000) : value * 256.0f;
+  return (byte & 0x80) ? -value : value;
+}
+
+// Two e4m3 values (the low byte first) as two 16-bit floats of type E,
+// each value · scale rounded to E.
+template <int E>
+__device__ __forceinline__ u32 e4m3_pair_to(u32 pair, float scale) {
+  float lo, hi;
+#if __CUDA_ARCH__ >= 890
+  u32 halves;  // exact: every e4m3 value is an f16
+  asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(halves) : "h"(static_cast<u16>(pair)));
+  asm("cvt.f32.f16 %0, %1;" : "=f"(lo) : "h"(static_cast<u16>(halves)));
+  asm("cvt.f32.f16 %0, %1;" : "=f"(hi) : "h"(static_cast<u16>(halves >> 16)));
+#else
+  lo = e4m3_to_float(pair & 0xff);
+  hi = e4m3_to_float((pair >> 8) & 0xff);
+#endif
+  return pack2<E>(lo * scale, hi * scale);
+}
+
+// x rounded to e4m3: to nearest, ties to even, saturating at ±448 (infinity
+// included); NaN gives NaN.
+__device__ __forceinline__ u8 float_to_e4m3(float x) {
+#if __CUDA_ARCH__ >= 890
+  u16 pair;
+  asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(pair) : "f"(0.0f), "f"(x));
+  return static_cast<u8>(pair);
+#else
+  const u32 bits = __float_as_uint(x);
+  const u32 sign = (bits >> 24) & 0x80u, magnitude = bits & 0x7fffffffu;
+  if (magnitude > 0x7f800000u) return static_cast<u8>(sign | 0x7f);
+  if (magnitude >= 0x43e00000u) return static_cast<u8>(sign | 0x7e);  // 448 and past
+  const int exponent = static_cast<int>(magnitude >> 23) - 127;
+  // Below 2^-6 a multiple of 2^-9 (subnormal or zero); otherwise 3 mantissa bits kept.
+  const int shift = exponent < -6 ? 20 + (-6 - exponent) : 20;
+  if (shift > 24) return static_cast<u8>(sign);
+  const u32 mantissa = (magnitude & 0x7fffffu) | 0x800000u;
+  u32 kept = mantissa >> shift;
+  const u32 remainder = mantissa & ((1u << shift) - 1u), half = 1u << (shift - 1);
+  if (remainder > half || (remainder == half && (kept & 1u))) ++kept;
+  if (exponent < -6) return static_cast<u8>(sign | kept);
+  int biased = exponent + 7;
+  if (kept == 16) kept = 8, ++biased;
+  return static_cast<u8>(sign | biased << 3 | (kept - 8));
+#endif
 }
 
 __device__ __forceinline__ float negative_infinity() { return __int_as_float(0xff800000u); }

@@ -123,6 +123,11 @@ struct AttentionParams {
   // count of tiles, which the CTAs walk (scheduler/cta_tile.cuh). Last, so
   // that no other field moves.
   unsigned tile_grid_x, tile_grid_y, tile_count;
+  // An fp8 KV cache's scales (kFp8Cache): key/value head h's at k_scale[h ·
+  // k_scale_stride] (stride 0: one for all heads; null: 1), the same for v.
+  const float* k_scale;
+  const float* v_scale;
+  index_t k_scale_stride, v_scale_stride;
 };
 
 // A TMA descriptor (CUtensorMap of the driver API: 128 opaque bytes, 64-byte

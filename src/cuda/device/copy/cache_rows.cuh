@@ -4,7 +4,9 @@
 // them while one CTA per (batch, key/value head) also writes them into the
 // cache. A paged cache (kPagedCache) finds each row through the block
 // table. The grid is sized for the most keys a cache holds (seq_kv); each
-// CTA works on its own entry's count (sequence_params).
+// CTA works on its own entry's count (sequence_params). An fp8 cache
+// (kFp8Cache) stores e4m3 bytes with a scale per key/value head
+// (copy/quantized_cache.cuh reads them).
 #pragma once
 
 #include "common.cuh"
@@ -14,15 +16,17 @@
 namespace flashgen_device {
 
 // The rows of one head of K (or V) of one batch entry, as a gathered source
-// of the tile copies (copy/tile_copy.cuh).
-template <bool kPaged>
+// of the tile copies (copy/tile_copy.cuh; Stored u8: an fp8 cache's, of
+// copy/quantized_cache.cuh, which reads cache_row and the appended rows).
+template <bool kPaged, class Stored = u16>
 struct CacheRows {
   static constexpr bool kGathered = true;
   // The head's first column in row 0 of the entry's cache (paged: of page
   // 0), and in appended row 0.
-  u16* cache;
+  Stored* cache;
   const u16* appended;
   index_t row_stride, appended_stride, page_stride;
+  index_t col_stride;  // of the cache's and the appended rows alike (the host's rule)
   const int* pages;      // paged: the entry's row of the block table
   index_t page_step;     // between its entries
   int page_size, num_pages;
@@ -31,9 +35,10 @@ struct CacheRows {
   // An address every launch can read (q's first element) for copies of 0
   // bytes: the cache may hold no row at all (no valid page).
   const u16* readable;
+  float scale;  // an fp8 cache's, of this head (1 otherwise)
 
   // Where key `key` lies in the cache (nullptr: a page the table does not name).
-  __device__ __forceinline__ u16* cache_row(int key) const {
+  __device__ __forceinline__ Stored* cache_row(int key) const {
     if constexpr (!kPaged) {
       return cache + key * row_stride;
     } else {
@@ -83,23 +88,36 @@ __device__ __forceinline__ AttentionParams sequence_params(const AttentionParams
   return s;
 }
 
-// The rows of tensor t (K or V, with its appended rows) of (batch, head)
+// Head `head`'s scale of an fp8 cache's keys (kValues: values): one per
+// key/value head, one for all (stride 0), or none given (1); 1 for other
+// caches (KVCacheForwardArgs::k_scale).
+template <class C, bool kValues>
+__device__ __forceinline__ float cache_scale(const AttentionParams& p, int head) {
+  if constexpr (!C::kFp8Cache) return 1.0f;
+  const float* scale = kValues ? p.v_scale : p.k_scale;
+  return scale == nullptr ? 1.0f : scale[head * (kValues ? p.v_scale_stride : p.k_scale_stride)];
+}
+
+// The rows of K (kValues: V, with their appended rows) of (batch, head)
 // from column col0 that a traversal reads: the tensor's own rows, or with
 // C::kKeyCache the entry's cache then its appended rows (`p` the entry's
 // sequence_params).
-template <class C>
-__device__ __forceinline__ auto traversed_rows(const AttentionParams& p, const TensorArg& t,
-                                               const TensorArg& appended, int batch, int head,
+template <class C, bool kValues>
+__device__ __forceinline__ auto traversed_rows(const AttentionParams& p, int batch, int head,
                                                int col0) {
+  const TensorArg& t = kValues ? p.v : p.k;
   if constexpr (!C::kKeyCache) {
     return StridedRows{head_slice<const u16>(t, batch, head) + col0 * t.stride_dim,
                        t.stride_seq};
   } else {
-    CacheRows<C::kPagedCache> rows;
-    rows.cache = static_cast<u16*>(t.data) + head * t.stride_heads + col0 * t.stride_dim +
+    typedef typename select_type<C::kFp8Cache, u8, u16>::type Stored;
+    const TensorArg& appended = kValues ? p.v_new : p.k_new;
+    CacheRows<C::kPagedCache, Stored> rows;
+    rows.cache = static_cast<Stored*>(t.data) + head * t.stride_heads + col0 * t.stride_dim +
                  (C::kPagedCache ? 0 : batch * t.stride_batch);
     rows.appended = head_slice<const u16>(appended, batch, head) + col0 * appended.stride_dim;
     rows.row_stride = t.stride_seq;
+    rows.col_stride = t.stride_dim;
     rows.appended_stride = appended.stride_seq;
     rows.page_stride = t.stride_batch;
     rows.pages = p.block_table + batch * p.block_table_stride;
@@ -109,6 +127,7 @@ __device__ __forceinline__ auto traversed_rows(const AttentionParams& p, const T
     rows.first = 0;
     rows.cached = p.seq_kv - p.seq_new;
     rows.readable = static_cast<const u16*>(p.q.data);
+    rows.scale = cache_scale<C, kValues>(p, head);
     return rows;
   }
 }
@@ -121,19 +140,25 @@ __device__ __forceinline__ bool appends_rows(const AttentionParams& p, const Cta
          tile.head % p.group_size == 0;
 }
 
-// Appended rows of (batch, head) of t (K or V, `dim` columns) written into
-// the cache after its cached rows, element by element (a few rows a call).
-template <class C>
-__device__ __forceinline__ void append_head_rows(const AttentionParams& p, const TensorArg& t,
-                                                 const TensorArg& appended, int batch, int head,
+// Appended rows of (batch, head) of K (kValues: V; `dim` columns) written
+// into the cache after its cached rows, element by element (a few rows a
+// call); into an fp8 cache as x / scale rounded to e4m3.
+template <class C, bool kValues>
+__device__ __forceinline__ void append_head_rows(const AttentionParams& p, int batch, int head,
                                                  int dim, int thread, int threads) {
-  const CacheRows<C::kPagedCache> rows = traversed_rows<C>(p, t, appended, batch, head, 0);
+  const auto rows = traversed_rows<C, kValues>(p, batch, head, 0);
+  const index_t col_stride = (kValues ? p.v : p.k).stride_dim;
+  const index_t appended_col_stride = (kValues ? p.v_new : p.k_new).stride_dim;
 #pragma unroll 1
   for (int e = thread; e < p.seq_new * dim; e += threads) {
     const int i = e / dim, d = e % dim;
-    u16* to = rows.cache_row(rows.cached + i);
-    if (to != nullptr)
-      to[d * t.stride_dim] = rows.appended[i * rows.appended_stride + d * appended.stride_dim];
+    auto* to = rows.cache_row(rows.cached + i);
+    if (to == nullptr) continue;
+    const u16 x = rows.appended[i * rows.appended_stride + d * appended_col_stride];
+    if constexpr (C::kFp8Cache)
+      to[d * col_stride] = float_to_e4m3(to_float<C::kElement>(x) / rows.scale);
+    else
+      to[d * col_stride] = x;
   }
 }
 
@@ -141,8 +166,8 @@ __device__ __forceinline__ void append_head_rows(const AttentionParams& p, const
 template <class C>
 __device__ __forceinline__ void append_to_cache(const AttentionParams& p, int batch, int kv_head,
                                                 int thread, int threads) {
-  append_head_rows<C>(p, p.k, p.k_new, batch, kv_head, p.dim_qk, thread, threads);
-  append_head_rows<C>(p, p.v, p.v_new, batch, kv_head, p.dim_v, thread, threads);
+  append_head_rows<C, false>(p, batch, kv_head, p.dim_qk, thread, threads);
+  append_head_rows<C, true>(p, batch, kv_head, p.dim_v, thread, threads);
 }
 
 }  // namespace flashgen_device

@@ -19,6 +19,7 @@ struct SharedShape {
   bool producer;      // a producer warpgroup: a full and an empty mbarrier per stage
   bool persistent;    // the forward's tile walk (schedule=persistent): a second Q tile
   bool token_rows;    // TMA on rows not 16-byte aligned: wider tiles, the fixed stages' barriers
+  bool fp8_cache;     // K and V of an fp8 KV cache: converting copies' staging
   bool cache_q, cache_k, cache_v, cache_grad_o;  // operands held in registers
 };
 
@@ -78,6 +79,18 @@ constexpr unsigned long long staging_elements(int vec, int rows, int cols) {
   return vec >= 1 && vec < 8 ? (unsigned long long)rows * (cols / 8 + 1) * 8 : 0;
 }
 
+// Elements of the staging area of a [rows][cols] tile of an fp8 cache
+// (QuantizedCacheCopy in copy/quantized_cache.cuh): a row's bytes as the
+// aligned 16-byte chunks around them, then a byte per row.
+constexpr unsigned long long fp8_staging_elements(int rows, int cols) {
+  return ((unsigned long long)rows * (cols / 16 + 1) * 16 + rows) / 2;
+}
+
+// The staging area of a tile of the split-key forward's K or V.
+constexpr unsigned long long traversed_staging_elements(const SharedShape& s, int rows, int cols) {
+  return s.fp8_cache ? fp8_staging_elements(rows, cols) : staging_elements(s.vec, rows, cols);
+}
+
 // A producer warpgroup's pipeline of `stages`: a full and an empty barrier each.
 constexpr unsigned long long pipeline_barrier_bytes(bool producer, int stages) {
   return producer ? 2 * stages * kBarrierBytes : 0;
@@ -103,14 +116,14 @@ constexpr unsigned long long producer_barrier_bytes(const SharedShape& s, int pi
 // ---- forward ----
 
 // mma.sync (kernels/forward/mma_sync.cuh): q [rows][dqk], k [cols][dqk],
-// v [cols][dv chunk], rows padded; staged: k, then v.
+// v [cols][dv chunk], rows padded; staged (or an fp8 cache's): k, then v.
 constexpr unsigned long long forward_mma_sync_shared_bytes(const SharedShape& s) {
   const int dqk = layout_round_up(s.dim_qk, 16), dv = layout_chunk_width(s.dim_v, s.head_chunks);
   return kTileElementBytes *
          ((unsigned long long)s.rows * (dqk + kSharedRowPad) +
           (unsigned long long)s.cols * (dqk + kSharedRowPad) +
-          (unsigned long long)s.cols * (dv + kSharedRowPad) + staging_elements(s.vec, s.cols, dqk) +
-          staging_elements(s.vec, s.cols, dv));
+          (unsigned long long)s.cols * (dv + kSharedRowPad) +
+          traversed_staging_elements(s, s.cols, dqk) + traversed_staging_elements(s, s.cols, dv));
 }
 
 // wgmma (kernels/forward/wgmma.cuh, wgmma_producer.cuh): q [rows][dqk]

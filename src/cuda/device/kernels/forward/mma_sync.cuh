@@ -11,6 +11,7 @@
 
 #include "common.cuh"
 #include "copy/cache_rows.cuh"
+#include "copy/quantized_cache.cuh"
 #include "copy/tile_copy.cuh"
 #include "epilogue/store.cuh"
 #include "softmax/mask.cuh"
@@ -27,8 +28,9 @@ namespace flashgen_device {
 // registers rather than re-read from shared memory every key block),
 // kSplitKeys (the CTAs of a query block share its key blocks and write fp32
 // partial results for the combine kernel: decode, where the query blocks
-// alone cannot fill the GPU), kKeyCache / kPagedCache (split-key only: K
-// and V are a KV cache read in place, copy/cache_rows.cuh).
+// alone cannot fill the GPU), kKeyCache / kPagedCache / kFp8Cache
+// (split-key only: K and V are a KV cache read in place,
+// copy/cache_rows.cuh; of e4m3 bytes, copy/quantized_cache.cuh).
 template <class C>
 struct Forward {
   static constexpr int E = C::kElement;
@@ -47,8 +49,13 @@ struct Forward {
   static constexpr int kVStride = kDvChunk + 8;
   static_assert(kBlockN % 16 == 0 && kDvChunk % 16 == 0, "tiles are whole 16x16 blocks");
 
-  typedef TileCopy<kBlockN, kDimQK, kQKStride, C::kVec, kThreads> KCopy;
-  typedef TileCopy<kBlockN, kDvChunk, kVStride, C::kVec, kThreads> VCopy;
+  // An fp8 cache's tiles are converted on their way in (copy/quantized_cache.cuh).
+  typedef typename select_type<
+      C::kFp8Cache, QuantizedCacheCopy<kBlockN, kDimQK, kQKStride, kThreads, E, C::kVec == 0>,
+      TileCopy<kBlockN, kDimQK, kQKStride, C::kVec, kThreads>>::type KCopy;
+  typedef typename select_type<
+      C::kFp8Cache, QuantizedCacheCopy<kBlockN, kDvChunk, kVStride, kThreads, E, C::kVec == 0>,
+      TileCopy<kBlockN, kDvChunk, kVStride, C::kVec, kThreads>>::type VCopy;
   static constexpr bool kStaged = KCopy::kStaged;
 
   struct Tiles {
@@ -59,6 +66,7 @@ struct Forward {
   typedef WithStaging<Tiles, KCopy, VCopy> SharedStorage;  // staging: K, then V
 
   static_assert(C::kSplitKeys || !C::kKeyCache, "a KV cache is read by the split-key forward");
+  static_assert(C::kKeyCache || !C::kFp8Cache, "fp8 is a KV cache's storage");
 
   static __device__ void run(const AttentionParams& p, unsigned char* shared_bytes) {
     const CtaTile tile = query_tile<kBlockM, C::kHeadChunks, C::kSplitKeys, C::kCausal>(p);
@@ -83,8 +91,8 @@ struct Forward {
     const int dv0 = chunk * kDvChunk;
 
     const u16* q = head_slice<const u16>(p.q, batch, head) + row0 * p.q.stride_seq;
-    const auto keys = traversed_rows<C>(p, p.k, p.k_new, batch, kv_head, 0);
-    const auto values = traversed_rows<C>(p, p.v, p.v_new, batch, kv_head, dv0);
+    const auto keys = traversed_rows<C, false>(p, batch, kv_head, 0);
+    const auto values = traversed_rows<C, true>(p, batch, kv_head, dv0);
 
     const BlockRange share = key_block_share<C::kSplitKeys>(
         p, key_blocks_for_rows<C, kBlockN>(p, row0, kBlockM, batch, head), tile.split);
