@@ -23,19 +23,15 @@ def accumulators(n):
     return count, names, constraints
 
 
-def shared_shared(n, ptx_type, transpose=0):
+def shared_shared(n, ptx_type):
     count, names, outs = accumulators(n)
     return (
         f'      asm volatile(\n'
         f'          "{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{count + 2}, 0;\\n"\n'
         f'          "wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{ptx_type}.{ptx_type} "\n'
-        f'          "{{{names}}}, %{count}, %{count + 1}, p, 1, 1, {transpose}, {transpose};\\n}}\\n"\n'
+        f'          "{{{names}}}, %{count}, %{count + 1}, p, 1, 1, 0, 0;\\n}}\\n"\n'
         f'          : {outs}\n'
         f'          : "l"(a), "l"(b), "r"(accumulate));\n')
-
-
-def shared_mn_major(n, ptx_type):
-    return shared_shared(n, ptx_type, transpose=1)
 
 
 def registers_shared(n, ptx_type, transpose_b=1):
@@ -58,7 +54,6 @@ def specialization(n):
     lines = [f"template <>\nstruct Wgmma<{n}> {{\n"]
     for form, body, signature in (
         ("shared_shared", shared_shared, f"float (&d)[{n // 2}], u64 a, u64 b, int accumulate"),
-        ("shared_mn_major", shared_mn_major, f"float (&d)[{n // 2}], u64 a, u64 b, int accumulate"),
         ("registers_shared", registers_shared,
          f"float (&d)[{n // 2}], const u32 (&a)[4], u64 b, int accumulate"),
         ("registers_k_major", registers_k_major,
@@ -81,7 +76,6 @@ def main():
         "//\n",
         "// wgmma.mma_async m64nNk16 with fp32 accumulators, for N = 16..256 in steps of 16:\n",
         "//   shared_shared:    D (+)= A·B, A and B from shared-memory descriptors, both K-major\n",
-        "//   shared_mn_major:  the same with A and B both MN-major (transposed)\n",
         "//   registers_shared: D (+)= A·B, A from registers (the m16n8k16 A-fragment layout per\n",
         "//                     warp), B from a descriptor of an MN-major tile (transposed)\n",
         "//   registers_k_major: the same with B K-major (not transposed)\n",

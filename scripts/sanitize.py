@@ -56,11 +56,6 @@ MMA_SYNC = ("forward: rows=64 cols=64 head=0 warps=4 cache=Q; "
 PERSISTENT_FORWARD = ("forward: rows=128 cols=64 head=0 warps=8 cache=none mma=wgmma stages=2 "
                       "producer=warp copy=tma swizzle=32 schedule=persistent")
 
-# The atomic backward on wgmma (dQ added by reductions), forced where the
-# planner keeps the deterministic backward.
-WGMMA_ATOMIC = ("backward_atomic: rows=128 cols=64 head=0 warps=8 cache=none mma=wgmma "
-                "producer=warp copy=tma swizzle=32")
-
 # The forward's warpgroups taking turns at the tensor cores (pingpong=1):
 # two warpgroups on a grid, three walking their tiles.
 PINGPONG_FORWARD = ("forward: rows=128 cols=64 head=0 warps=8 cache=none mma=wgmma stages=2 "
@@ -144,12 +139,6 @@ CASES = [
      {"FLASHGEN_TUNING": PINGPONG_WALK}),
     ("d127-pingpong-token-rows", "--dim 127 --seq 257 --causal --heads 16 --heads-kv 8",
      {"FLASHGEN_TUNING": PINGPONG_FORWARD}),
-    ("d128-wgmma-atomic-gqa-causal",
-     "--dim 128 --seq 300 --seq-kv 333 --causal --heads 4 --heads-kv 2 --deterministic 0",
-     {"FLASHGEN_BACKWARD": "atomic", "FLASHGEN_TUNING": WGMMA_ATOMIC}),
-    ("d64-wgmma-atomic-window-sinks",
-     "--dim 64 --seq 257 --causal --window-left 50 --sinks --heads 4 --heads-kv 1 --deterministic 0",
-     {"FLASHGEN_BACKWARD": "atomic", "FLASHGEN_TUNING": WGMMA_ATOMIC}),
     ("d64-window-causal", "--dim 64 --seq 300 --causal --window-left 100 --heads 2", {}),
     ("d128-window-softcap-gqa",
      "--dim 128 --seq 257 --seq-kv 300 --causal --window-left 64 --softcap 20 --heads 4 --heads-kv 2",

@@ -296,10 +296,7 @@ TuningParams tuning_without_tma(const KernelSpec& spec, const TuningParams& t,
   if (!t.tma) return t;
   // 16-byte rows under a kernel whose warpgroups own their rows: the same
   // shape, copied by every thread.
-  // (The atomic backward on wgmma, a table row or a forced tuning, copies by
-  // TMA only: the mma.sync kernel.)
-  if (spec.vec == 8 && t.split == WarpgroupSplit::rows && spec.kind != KernelKind::backward_atomic)
-    return without_producer(t);
+  if (spec.vec == 8 && t.split == WarpgroupSplit::rows) return without_producer(t);
   // Elsewhere the default without TMA: the warpgroup splits copy by TMA
   // only (on 16-byte rows, the default of 8-byte ones, valid there too), and
   // token rows are shaped for their wider tiles (those TMA cannot read:

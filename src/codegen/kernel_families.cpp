@@ -50,8 +50,6 @@ KindInfo info_of(const KernelSpec& spec, const TuningParams& t) {
       if (t.wgmma) return {"kernels/backward_key_value/wgmma.cuh", "BackwardKeyValueWgmma"};
       return {"kernels/backward_key_value/mma_sync.cuh", "BackwardKeyValue"};
     case KernelKind::backward_atomic:
-      if (t.producer)
-        return {"kernels/backward_key_value/wgmma_producer.cuh", "BackwardAtomicWgmmaProducer"};
       return {"kernels/backward_key_value/mma_sync.cuh", "BackwardAtomic"};
     case KernelKind::backward_prepare: return {"kernels/row_kernels.cuh", "BackwardPrepare"};
     case KernelKind::convert_grad_q: return {"kernels/row_kernels.cuh", "ConvertGradQ"};

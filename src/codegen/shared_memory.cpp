@@ -54,9 +54,7 @@ std::size_t shared_bytes(const KernelSpec& spec, const TuningParams& t) {
       if (t.split == WarpgroupSplit::outputs) return fd::backward_key_value_outputs_shared_bytes(s);
       return t.wgmma ? fd::backward_key_value_wgmma_shared_bytes(s)
                      : fd::backward_key_value_mma_sync_shared_bytes(s, false);
-    case KernelKind::backward_atomic:
-      return t.wgmma ? fd::backward_atomic_wgmma_shared_bytes(s)
-                     : fd::backward_key_value_mma_sync_shared_bytes(s, true);
+    case KernelKind::backward_atomic: return fd::backward_key_value_mma_sync_shared_bytes(s, true);
     case KernelKind::backward_prepare:
     case KernelKind::convert_grad_q:
     case KernelKind::forward_combine:

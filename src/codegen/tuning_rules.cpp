@@ -93,21 +93,6 @@ static void check_backward_dims_split_tuning(const KernelSpec& spec, const Tunin
   if (t.stages != 0 && (t.stages < 2 || t.stages > 4)) fail(name + " needs stages=2, 3 or 4");
 }
 
-// The atomic backward on wgmma (kernels/backward_key_value/grad_q_atomics.cuh):
-// the key/value kernel with a producer and TMA, each block's dQ one wgmma
-// m-tile of 64 queries whose columns the warpgroups share. (Dqk + Dv is the
-// key/value kernel's rule; 16-byte rows are copy=tma's for this kind.)
-static void check_wgmma_atomic_tuning(const KernelSpec& spec, const TuningParams& t,
-                                      const std::function<void(const std::string&)>& fail) {
-  if (!(t.producer && t.tma))
-    fail("mma=wgmma for backward_atomic needs producer=warp copy=tma");
-  if (t.block_cols != 64) fail("mma=wgmma for backward_atomic needs cols=64 (dQ's wgmma m-tile)");
-  const int groups = t.warps / 4;
-  if (groups > 0 && spec.dim_qk % (16 * groups) != 0)
-    fail("mma=wgmma for backward_atomic needs Dqk a multiple of 16 per computing warpgroup "
-         "(they share dQ's columns)");
-}
-
 // The kernels whose warpgroups do not each own their own rows.
 static void check_split_tuning(const KernelSpec& spec, const TuningParams& t,
                                const std::function<void(const std::string&)>& fail) {
@@ -171,15 +156,10 @@ void check_tuning(const KernelSpec& spec, const TuningParams& t) {
                "(dQ in registers)");
         break;
       case KernelKind::backward_key_value:
-      case KernelKind::backward_atomic:  // the key/value kernel, with dQ
         if (dqk16 + dv16 > 256)
-          fail(std::string("mma=wgmma for ") + to_string(spec.kind) +
-               " needs Dqk + Dv <= 256 (dK and dV in registers)");
-        if (spec.kind == KernelKind::backward_atomic) check_wgmma_atomic_tuning(spec, t, fail);
+          fail("mma=wgmma for backward_key_value needs Dqk + Dv <= 256 (dK and dV in registers)");
         break;
-      default:
-        fail("mma=wgmma is a forward, backward_query, backward_key_value or backward_atomic "
-             "kernel");
+      default: fail("mma=wgmma is a forward, backward_query or backward_key_value kernel");
     }
     if (spec.arch != "sm_90a") fail("mma=wgmma needs sm_90a");
     // Rows that are only 2-byte aligned are staged and shifted into the tiles.
@@ -201,11 +181,10 @@ void check_tuning(const KernelSpec& spec, const TuningParams& t) {
   if (t.producer) {
     const bool has_producer = spec.kind == KernelKind::forward ||
                               spec.kind == KernelKind::backward_query ||
-                              spec.kind == KernelKind::backward_key_value ||
-                              spec.kind == KernelKind::backward_atomic;
+                              spec.kind == KernelKind::backward_key_value;
     if (!(t.wgmma && has_producer))
       fail("producer=warp applies to the wgmma kernels only (forward, backward_query, "
-           "backward_key_value, backward_atomic)");
+           "backward_key_value)");
     // RegisterSplit (pipeline/producer_pipeline.cuh) gives one computing
     // warpgroup beside the producer fewer registers than its launch holds
     // (240 < 248): its static_assert would fail the compile.

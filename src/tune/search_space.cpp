@@ -126,27 +126,6 @@ std::vector<TuningParams> dims_split_space(const KernelSpec& spec) {
   return space;
 }
 
-// The atomic backward on wgmma: two or three warpgroups of 64 keys over
-// blocks of 64 queries (dQ's wgmma m-tile), TMA into swizzled tiles or as
-// slices, where generate() takes them (heads its warpgroups can share).
-std::vector<TuningParams> atomic_space(const KernelSpec& spec) {
-  std::vector<TuningParams> space;
-  for (int warps : {8, 12}) {
-    TuningParams t{16 * warps, 64, 0, warps, 0};
-    t.wgmma = true;
-    for (int swizzle : {32, 0}) {
-      const TuningParams candidate = with_tma_producer(t, 0, swizzle);
-      try {
-        generate(spec, candidate);
-      } catch (const Error&) {
-        continue;
-      }
-      space.push_back(candidate);
-    }
-  }
-  return space;
-}
-
 // The wgmma kernels (sm_90a): whole warpgroups of 64 rows. The forward keeps
 // at most 256 value columns per CTA (past that, chunks of 256); the backward
 // kernels split no dims; all take any contiguous rows (generate.cpp states
@@ -172,8 +151,6 @@ std::vector<TuningParams> wgmma_space(const KernelSpec& spec) {
       if (spec.vec < 8 && token_row_tiles_together(spec) > 256)
         space = outputs_split_space(spec);
       break;
-    case KernelKind::backward_atomic:
-      return atomic_space(spec);
     default:
       return space;
   }

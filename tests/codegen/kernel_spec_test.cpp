@@ -460,7 +460,7 @@ TEST(Generate, WgmmaNeedsAlignedRowsHopperAndWholeWarpgroups) {
   KernelSpec ampere = s;
   ampere.arch = "sm_80";
   refused(ampere, t, "sm_90a");
-  refused(spec_of(KernelKind::backward_atomic, 128, 128), t, "needs producer=warp copy=tma");
+  refused(spec_of(KernelKind::backward_atomic, 128, 128), t, "forward, backward_query or backward_key_value kernel");
   refused(spec_of(KernelKind::backward_query, 384, 64), t, "Dqk <= 256");
   refused(spec_of(KernelKind::backward_key_value, 128, 136), t, "Dqk + Dv <= 256");
   EXPECT_NE(generate(spec_of(KernelKind::backward_key_value, 128, 128), t).source.find(
@@ -724,33 +724,6 @@ TEST(DefaultTuning, AtomicBackwardOnlyPast256ColumnsOnRowsNotSixteenByteAligned)
   EXPECT_FALSE(prefer_atomic_backward(64, 512)) << "16-byte rows: CTAs splitting the head dims";
   EXPECT_FALSE(prefer_atomic_backward(384, 384));
   EXPECT_FALSE(prefer_atomic_backward(512, 512));
-}
-
-// The atomic backward on wgmma: the key/value kernel with the TMA producer,
-// blocks of 64 queries (dQ's m-tile), dQ's columns shared by the warpgroups.
-TEST(Generate, WgmmaAtomicBackwardAddsGradQByReductions) {
-  const KernelSpec s = spec_of(KernelKind::backward_atomic, 128, 128);
-  const TuningParams t = with_tma_producer(TuningParams{128, 64, 0, 8, 0, true});
-  const GeneratedKernel g = generate(s, t);
-  EXPECT_NE(g.source.find("BackwardAtomicWgmmaProducer<Config>"), std::string::npos);
-  EXPECT_TRUE(g.tensor_maps);
-  // Two dSᵀ tiles of 128 keys x 64 queries before the key/value kernel's layout.
-  EXPECT_EQ(shared_bytes(s, t),
-            2u * 2 * 128 * 64 + shared_bytes(spec_of(KernelKind::backward_key_value, 128, 128), t));
-  // Not a default until it has been timed against the mma.sync kernel; where
-  // TMA cannot read the tensors, the mma.sync kernel.
-  EXPECT_FALSE(default_tuning(s, kHopperSharedLimit).wgmma);
-  EXPECT_FALSE(tuning_without_tma(s, t, kHopperSharedLimit).wgmma);
-  TuningParams narrow = t;
-  narrow.block_cols = 48;
-  refused(s, narrow, "cols=64");
-  refused(s, without_producer(t), "producer=warp copy=tma");
-  refused(spec_of(KernelKind::backward_atomic, 128, 136), t, "Dqk + Dv <= 256");
-  refused(spec_of(KernelKind::backward_atomic, 72, 72), t, "multiple of 16 per computing warpgroup");
-  refused(spec_of(KernelKind::backward_atomic, 64, 64, 4), t, "alignment class 8");
-  TuningParams three = with_tma_producer(TuningParams{192, 64, 0, 12, 0, true});
-  EXPECT_NO_THROW(generate(spec_of(KernelKind::backward_atomic, 96, 96), three));
-  refused(s, three, "multiple of 16 per computing warpgroup");
 }
 
 // fp32: the CUDA-core kernels of the forward and the deterministic backward.

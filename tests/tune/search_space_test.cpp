@@ -120,11 +120,7 @@ TEST(SearchSpace, WgmmaKernelsWhereTheyApply) {
   EXPECT_EQ(wgmma_heads(unaligned), (std::set<int>{0})) << "split=outputs through token rows";
   unaligned.vec = 0;
   EXPECT_EQ(wgmma_heads(unaligned), (std::set<int>{})) << "split=outputs copies by TMA only";
-  EXPECT_EQ(wgmma_heads(spec(KernelKind::backward_atomic, 64)), (std::set<int>{0}))
-      << "the atomic backward on wgmma, TMA copies";
-  KernelSpec unaligned_atomic = spec(KernelKind::backward_atomic, 64);
-  unaligned_atomic.vec = 4;
-  EXPECT_EQ(wgmma_heads(unaligned_atomic), (std::set<int>{})) << "it copies by TMA only";
+  EXPECT_EQ(wgmma_heads(spec(KernelKind::backward_atomic, 64)), (std::set<int>{}));
   KernelSpec odd = spec(KernelKind::backward_key_value, 63);
   odd.vec = 1;
   EXPECT_EQ(wgmma_heads(odd), (std::set<int>{0})) << "the key/value backward stages 2-byte rows";

@@ -155,12 +155,6 @@ __device__ __forceinline__ void atomic_add(float* address, float value) {
   asm volatile("red.global.add.f32 [%0], %1;" ::"l"(address), "f"(value) : "memory");
 }
 
-// The same for two adjacent floats (8-byte aligned), one reduction (sm_90).
-__device__ __forceinline__ void atomic_add_pair(float* address, float first, float second) {
-  asm volatile("red.global.add.v2.f32 [%0], {%1, %2};" ::"l"(address), "f"(first), "f"(second)
-               : "memory");
-}
-
 __device__ __forceinline__ u32 shared_address(const void* p) {
   return static_cast<u32>(__cvta_generic_to_shared(p));
 }

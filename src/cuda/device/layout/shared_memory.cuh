@@ -229,12 +229,6 @@ constexpr unsigned long long backward_key_value_wgmma_shared_bytes(const SharedS
          producer_barrier_bytes(s, 1, stages);
 }
 
-// The atomic backward on wgmma (kernels/backward_key_value/grad_q_atomics.cuh):
-// two dSᵀ tiles [rows][cols], then the key/value kernel's layout.
-constexpr unsigned long long backward_atomic_wgmma_shared_bytes(const SharedShape& s) {
-  return kTileElementBytes * 2ull * s.rows * s.cols + backward_key_value_wgmma_shared_bytes(s);
-}
-
 // split=outputs (kernels/backward_key_value/wgmma_split.cuh): k [64][dqk],
 // v [64][dv]; two stages of q [cols][dqk], dO [cols][dv], lse and dterm
 // [cols]; the hand-over of Pᵀ [2][cols / 2][128 threads] fp32; the barriers

@@ -26,7 +26,6 @@
 // before the computing warps read a stage.
 #pragma once
 
-#include "kernels/backward_key_value/grad_q_atomics.cuh"
 #include "kernels/backward_key_value/wgmma.cuh"
 #include "pipeline/warp_specialized.cuh"
 #include "arch/tma.cuh"
@@ -124,9 +123,7 @@ __device__ __forceinline__ void query_block_ready(Storage& smem, int j) {
   if constexpr (kTokenRows) smem.fixed.wait_full(j);
 }
 
-// kAtomicGradQ: also add each block's dQ = dS·K into the fp32 accumulator
-// (backward_atomic: kernels/backward_key_value/grad_q_atomics.cuh).
-template <class C, bool kAtomicGradQ = false>
+template <class C>
 struct BackwardKeyValueWgmmaProducer {
   typedef BackwardKeyValueWgmma<C> Base;
   static constexpr bool kTokenRows = Base::kTokenRows;
@@ -142,11 +139,9 @@ struct BackwardKeyValueWgmmaProducer {
   static constexpr int kConsumerThreads = C::kWarps * 32;
   static_assert(C::kVec >= 2 || C::kTma, "the producer copies straight into the tiles");
 
-  // (atomic) the dSᵀ tiles, Base's tiles, (token rows) the fixed stages'
-  // barriers, then a full and an empty barrier per stage.
-  typedef typename select_type<kAtomicGradQ, ScoresGradientTiles<kBlockM, kBlockN>,
-                               NoTiles>::type GradQTiles;
-  struct SharedStorage : GradQTiles, Base::Tiles, FixedStages<kTokenRows, kStages> {
+  // Base's tiles, (token rows) the fixed stages' barriers, then a full and
+  // an empty barrier per stage.
+  struct SharedStorage : Base::Tiles, FixedStages<kTokenRows, kStages> {
     StagePipeline<kStages> pipeline;
   };
 
@@ -195,16 +190,10 @@ struct BackwardKeyValueWgmmaProducer {
     const u64 k_desc = matrix_descriptor(smem.k + group * 64 * kDimQK, 128, kDimQK * 16);
     const u64 v_desc = matrix_descriptor(smem.v + group * 64 * kDimV, 128, kDimV * 16);
     float dk[1][kDimQK / 8][4], dv[1][kDimV / 8][4];
-    auto acquire = [&](int j) { query_block_ready<kTokenRows>(smem, j); };
-    auto release = [&](int j) { smem.pipeline.release_each(j); };
-    if constexpr (kAtomicGradQ) {
-      GradQAtomics<C, typename Base::Steps>::traverse(smem, p, walk, k_desc, v_desc, dk, dv,
-                                                      warp_key0, lane, acquire, release);
-    } else {
-      Turns::open();
-      Base::template traverse<Turns>(smem, p, walk, k_desc, v_desc, dk, dv, warp_key0, lane,
-                                     acquire, release);
-    }
+    Turns::open();
+    Base::template traverse<Turns>(smem, p, walk, k_desc, v_desc, dk, dv, warp_key0, lane,
+                   [&](int j) { query_block_ready<kTokenRows>(smem, j); },
+                   [&](int j) { smem.pipeline.release_each(j); });
     Base::store_gradients(p, batch, kv_head, warp_key0, dk, dv, lane, shifts);
   }
 
@@ -227,9 +216,5 @@ struct BackwardKeyValueWgmmaProducer {
     });
   }
 };
-
-// The atomic backward (5 GEMMs) on the same skeleton.
-template <class C>
-using BackwardAtomicWgmmaProducer = BackwardKeyValueWgmmaProducer<C, true>;
 
 }  // namespace flashgen_device

@@ -49,26 +49,6 @@ struct BackwardKeyValueWgmmaSteps {
     gemm_shared<E, kDimV / 16, GradOs::kKMajorStep>(flat(dpt), v_desc, grad_o_desc);
   }
 
-  // The same GEMMs one at a time, for the atomic kernel
-  // (grad_q_atomics.cuh), which issues work between them. scores() keeps
-  // its own lines: calling these two changed its machine code.
-  //
-  // Sᵀ = K·Qᵀ alone (Q read K-major; A, K or V, steps 256 bytes).
-  template <class Storage>
-  static __device__ __forceinline__ void transposed_scores(float (&st)[1][kQueryTiles][4],
-                                                           u64 k_desc, Storage& smem, int stage) {
-    gemm_shared<E, kDimQK / 16, Queries::kKMajorStep>(flat(st), k_desc,
-                                                      Queries::k_major(smem.q[stage]));
-  }
-
-  // dPᵀ = V·dOᵀ alone (dO read K-major).
-  template <class Storage>
-  static __device__ __forceinline__ void transposed_score_gradients(
-      float (&dpt)[1][kQueryTiles][4], u64 v_desc, Storage& smem, int stage) {
-    gemm_shared<E, kDimV / 16, GradOs::kKMajorStep>(flat(dpt), v_desc,
-                                                    GradOs::k_major(smem.grad_o[stage]));
-  }
-
   // Issues dV += Pᵀ·dO and dK += dSᵀ·Q for the block in `stage`.
   template <class Storage>
   static __device__ __forceinline__ void products(float (&dk)[1][kDimQK / 8][4],
