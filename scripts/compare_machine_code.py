@@ -85,6 +85,11 @@ def cases(quick: bool) -> list[list[str]]:
                         "--fp8-cache"])
     for kind, d, tuning in FORCED:
         out.append(["--kind", kind, "--dqk", str(d), "--tuning", tuning])
+    for modifiers in (["--softcap"], ["--alibi"], ["--softcap", "--alibi"]):  # score modifiers
+        for kind in KINDS:
+            out.append(["--kind", kind, "--dqk", "128", "--causal", *modifiers])
+        for kind in KINDS[1:3]:
+            out.append(["--kind", kind, "--dqk", "64", "--dtype", "f32", *modifiers])
     documents = ["--mask-mod", "doc[kv_idx] == doc[q_idx]", "--mask-arrays", "doc:i"]
     for kind in ["mask_blocks"] + KINDS[:3]:  # a user mask: its pre-pass and its kernels
         for causal in ([False] if quick else [False, True]):

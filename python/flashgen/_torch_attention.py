@@ -36,9 +36,7 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *,
     is_causal). A row that sees no key gives o = 0, lse = -inf.
     deterministic=False lets the backward use atomics when that is faster.
 
-    Masks and score modifiers, flash-attn 2's keywords (on CUDA tensors all
-    but alibi_slopes together with softcap, which raises
-    flashgen.UnsupportedError):
+    Masks and score modifiers, flash-attn 2's keywords (CPU and CUDA tensors):
     window_size=(left, right): query i sees keys j with
         i + seq_kv - seq_q - left <= j <= i + seq_kv - seq_q + right;
         -1 = unbounded. Combines with causal.

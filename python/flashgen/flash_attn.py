@@ -6,9 +6,7 @@ Argument names, defaults and layouts are flash-attn's (softmax_scale, causal,
 bottom-right; [batch, seq, heads, dim]; varlen [total, heads, dim] with
 cu_seqlens; flash_attn_with_kvcache's k=, v= appended into the caches in
 place). window_size, softcap and alibi_slopes work as flash-attn's:
-flash_attn_func on CPU and CUDA tensors (alibi_slopes together with softcap
-on CPU tensors only: on CUDA flashgen.UnsupportedError names the
-combination); the varlen function on CPU and CUDA tensors, per sequence
+flash_attn_func on CPU and CUDA tensors; the varlen function on CPU and CUDA tensors, per sequence
 (alibi_slopes of shape [heads_q]); the KV-cache function on CPU tensors and
 on CUDA tensors (16-bit, read in place by one forward, CUDA-graph
 capturable). What flashgen does not do

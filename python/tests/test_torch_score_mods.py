@@ -90,10 +90,6 @@ def test_cuda_tensors_are_refused_by_name():
     with pytest.raises(flashgen.UnsupportedError,
                        match="mask_tensors with more than 8 arrays: not supported by the CUDA"):
         flashgen.attention(q, k, v, mask_mod="a8[0] == 0", mask_tensors=arrays)
-    with pytest.raises(flashgen.UnsupportedError,
-                       match="alibi_slopes together with softcap: not supported by the CUDA"):
-        flashgen.attention(q, k, v, softcap=2.0,
-                           alibi_slopes=torch.ones(q.shape[2], device="cuda"))
 
 
 CUDA_MASKS = [
@@ -101,12 +97,15 @@ CUDA_MASKS = [
     dict(window_size=(25, 9)),
     dict(causal="top_left"),
     dict(causal="top_left", window_size=(30, -1)),
+    # The soft cap's gradient puts ALiBi's bias back into the logit it finds.
+    dict(causal=True, softcap=3.0, alibi_slopes=torch.tensor([0.5, 0.25, 0.125, 0.0625])),
 ]
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
-@pytest.mark.parametrize("spec", CUDA_MASKS, ids=lambda s: "-".join(f"{k}={v}" for k, v in s.items()))
-def test_cuda_windows_and_top_left_match_float64(spec):
+@pytest.mark.parametrize("spec", CUDA_MASKS, ids=lambda s: "-".join(
+    key if isinstance(value, torch.Tensor) else f"{key}={value}" for key, value in s.items()))
+def test_cuda_windows_top_left_and_modifiers_match_float64(spec):
     generator = torch.Generator().manual_seed(5)
     batch, seq_q, seq_kv, heads_q, heads_kv, dim = 2, 150, 230, 4, 2, 64
     # Drawn in bf16, so the float64 oracle sees the kernels' very inputs.
@@ -117,7 +116,9 @@ def test_cuda_windows_and_top_left_match_float64(spec):
                              v.numpy().astype(np.float64), do.numpy().astype(np.float64),
                              **_numpy_keywords(spec))
     qc, kc, vc = (t.to("cuda", torch.bfloat16).requires_grad_(True) for t in (q, k, v))
-    o, lse = flashgen.attention(qc, kc, vc, return_lse=True, **spec)
+    on_gpu = {key: value.cuda() if isinstance(value, torch.Tensor) else value
+              for key, value in spec.items()}
+    o, lse = flashgen.attention(qc, kc, vc, return_lse=True, **on_gpu)
     o.backward(do.to("cuda", torch.bfloat16))
     # bf16 inputs and outputs: a few bf16 ulps of values below 1.
     np.testing.assert_allclose(o.float().cpu().detach().numpy(), expected[0], atol=2e-2)

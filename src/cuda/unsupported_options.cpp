@@ -1,8 +1,8 @@
-// What the CUDA kernels do not run: ALiBi with a soft cap, a mask
-// expression reading more arrays than the kernels take, and a KV cache of
-// fp32 tensors or with a mask expression run on the CPU backend (and the
-// fp64 reference) only; a call with one on CUDA tensors fails with this
-// message instead of computing something else.
+// What the CUDA kernels do not run: a mask expression reading more arrays
+// than the kernels take, and a KV cache of fp32 tensors or with a mask
+// expression run on the CPU backend (and the fp64 reference) only; a call
+// with one on CUDA tensors fails with this message instead of computing
+// something else.
 #include <string>
 
 #include "cuda/cuda_backend.hpp"
@@ -12,11 +12,7 @@ namespace flashgen::cuda {
 
 std::string unsupported_option(const Problem& p) {
   std::string option;
-  // The soft cap's gradient recovers tanh from P, which ALiBi's bias would
-  // have to be taken out of first.
-  if (p.alibi_slopes.given() && p.softcap > 0.0)
-    option = "alibi_slopes together with softcap";
-  else if (p.has_mask() && p.mask->arrays.size() > flashgen_device::kMostMaskArrays)
+  if (p.has_mask() && p.mask->arrays.size() > flashgen_device::kMostMaskArrays)
     option = "mask_tensors with more than " + std::to_string(flashgen_device::kMostMaskArrays) +
              " arrays";
   // The split-key kernel, which reads a cache, has no fp32 variant; a mask

@@ -268,17 +268,22 @@ TEST(CApi, WorkspaceBytesOnTheCpuIsZero) {
   EXPECT_EQ(bytes, 0u);
 }
 
-TEST(CApi, ScoreOptionsOnCudaMemoryAreRefusedByName) {
+TEST(CApi, OptionsTheCudaKernelsDoNotRunAreRefusedByName) {
   HostProblem problem;
   CArgs c(problem);
   for (fg_tensor* t : {&c.q, &c.k, &c.v, &c.o}) t->memory = FG_CUDA;
   c.lse.memory = FG_CUDA;
-  std::vector<float> slopes(4, 0.5f);
-  c.options.alibi_slopes = {slopes.data(), FG_CUDA, 0, 1, 0, {4, 0}, {1, 0}};
-  c.options.softcap = 30.0;
+  const std::vector<std::int32_t> values(7, 0);
+  const char* const names[] = {"a0", "a1", "a2", "a3", "a4", "a5", "a6", "a7", "a8"};
+  std::vector<fg_mask_tensor> tensors;
+  for (const char* name : names)
+    tensors.push_back({name, values.data(), FG_MASK_INT32, FG_CUDA, 0, 1, 7, 1});
+  c.options.mask_mod = "a8[kv_idx] == 0";
+  c.options.mask_tensors = tensors.data();
+  c.options.mask_tensor_count = static_cast<std::int64_t>(tensors.size());
   EXPECT_EQ(c.forward(), FG_UNSUPPORTED);
   EXPECT_TRUE(contains(fg_last_error(),
-                       "alibi_slopes together with softcap: not supported by the CUDA backend yet"))
+                       "mask_tensors with more than 8 arrays: not supported by the CUDA backend yet"))
       << fg_last_error();
 }
 

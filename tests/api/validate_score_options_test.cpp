@@ -129,10 +129,13 @@ TEST_F(ValidateScoreOptions, TheCudaBackendRefusesEachOptionByName) {
                    {std::string(name) + ": not supported by the CUDA backend yet",
                     "use the CPU backend"});
   };
-  Options alibi_softcap;
-  alibi_softcap.alibi_slopes = HeadVectorView::heads(slopes.data(), 4, MemoryKind::cuda);
-  alibi_softcap.softcap = 30.0;
-  refused(alibi_softcap, "alibi_slopes together with softcap");
+  Options nine_arrays;
+  const std::vector<std::int32_t> values(64, 0);
+  nine_arrays.mask_mod = "a8[kv_idx] == 0";
+  for (int i = 0; i < 9; ++i)
+    nine_arrays.mask_tensors.push_back(MaskTensorView::int32(
+        "a" + std::to_string(i), values.data(), 64, MemoryKind::cuda));
+  refused(nine_arrays, "mask_tensors with more than 8 arrays");
   Options supported;
   supported.causal = true;
   supported.causal_alignment = CausalAlignment::top_left;
@@ -142,9 +145,8 @@ TEST_F(ValidateScoreOptions, TheCudaBackendRefusesEachOptionByName) {
   supported.sinks = HeadVectorView::heads(sinks.data(), 4, MemoryKind::cuda);
   const Plan with_cap = plan_forward(args, supported);
   EXPECT_EQ(with_cap.reason.find("not supported"), std::string::npos) << with_cap.reason;
-  supported.softcap = 0.0;
   supported.alibi_slopes = HeadVectorView::heads(slopes.data(), 4, MemoryKind::cuda);
-  const Plan plan = plan_forward(args, supported);
+  const Plan plan = plan_forward(args, supported);  // ALiBi with the soft cap
   EXPECT_EQ(plan.reason.find("not supported"), std::string::npos) << plan.reason;
 }
 

@@ -129,7 +129,21 @@ std::vector<Case> mask_cases() {
           Case{1, 130, 200, 2, 1, 384, 384, false, DType::bf16, Layout::bshd, plain, -1, -1,
                bottom_right, 0.0, false, 2},
           Case{1, 140, 260, 2, 1, 40, 40, true, DType::f32, Layout::bshd, plain, 64, -1,
-               bottom_right, 0.0, true, 1}};
+               bottom_right, 0.0, true, 1},
+          // ALiBi with the soft cap, whose gradient puts ALiBi's bias back
+          // into the logit it finds from P: every backward family (the wgmma
+          // kernels at D = 64 and 128, the split ones at 384, mma.sync at an
+          // odd D, fp32), with windows and sinks.
+          Case{1, 300, 333, 4, 2, 128, 128, true, DType::bf16, Layout::bshd, plain, -1, -1,
+               bottom_right, 3.0, false, 1},
+          Case{2, 200, 130, 4, 1, 64, 64, false, DType::f16, Layout::bhsd, plain, 40, 30,
+               bottom_right, 2.0, true, 2},
+          Case{1, 200, 260, 2, 2, 127, 127, true, DType::bf16, Layout::padded, plain, 64, -1,
+               top_left, 5.0, false, 1},
+          Case{1, 130, 200, 2, 1, 384, 384, false, DType::bf16, Layout::bshd, plain, -1, -1,
+               bottom_right, 1.5, false, 2},
+          Case{1, 140, 260, 2, 1, 40, 72, true, DType::f32, Layout::bshd, plain, -1, -1,
+               bottom_right, 4.0, true, 1}};
 }
 
 // User masks (user_masks.hpp) on every kind of shape: packed documents with

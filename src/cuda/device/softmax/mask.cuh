@@ -107,6 +107,31 @@ struct FragmentPositions {
   }
 };
 
+// ALiBi's bias (log2 domain) of each element of a warp's block of fragments
+// (FragmentPositions' layout) of (batch, head) `site`: slope·|key − query −
+// diagonal|. The logits subtract it; the soft cap's gradient puts it back
+// (subtract_rows_times). Nothing is computed without ALiBi.
+template <class C, bool kTransposed>
+struct AlibiBias {
+  typedef FragmentPositions<kTransposed> At;
+  float slope = 0.0f;
+  int distance0 = 0;  // of element [0][0][0]
+  __device__ __forceinline__ AlibiBias(const AttentionParams& p, const At& at,
+                                       const ScoreSite& site) {
+    if constexpr (C::kAlibi) {
+      slope = site.slope;
+      distance0 = at.key0 - at.query0 - p.diagonal_offset;
+    }
+  }
+  __device__ __forceinline__ AlibiBias(const AttentionParams& p, int row0, int col0, int lane,
+                                       const ScoreSite& site)
+      : AlibiBias(p, At(row0, col0, lane), site) {}
+  __device__ __forceinline__ float operator()(int rt, int ct, int i) const {
+    const int step = At::key_step(rt, ct, i) - At::query_step(rt, ct, i);
+    return slope * static_cast<float>(abs(distance0 + step));
+  }
+};
+
 // A user mask's verdicts on a warp's block of accumulator fragments
 // (FragmentPositions' layout), as bits. The warp evaluates the block a row
 // at a time, lane l the columns l, l + 32, ..., and __ballot_sync gathers
@@ -250,11 +275,8 @@ __device__ __forceinline__ void positioned_logits(float (&s)[kRowTiles][kColTile
   to_logits<C>(s, p);
   const At at(row0, col0, lane);
   if constexpr (C::kAlibi) {
-    const int distance0 = at.key0 - at.query0 - p.diagonal_offset;
-    for_each_element(s, [&](float& x, int rt, int ct, int i) {
-      const int step = At::key_step(rt, ct, i) - At::query_step(rt, ct, i);
-      x -= site.slope * static_cast<float>(abs(distance0 + step));
-    });
+    const AlibiBias<C, kTransposed> bias(p, at, site);
+    for_each_element(s, [&](float& x, int rt, int ct, int i) { x -= bias(rt, ct, i); });
   }
   const int queries = 8 * (kTransposed ? kColTiles : 2 * kRowTiles);
   const int keys = 8 * (kTransposed ? 2 * kRowTiles : kColTiles);

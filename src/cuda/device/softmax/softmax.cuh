@@ -153,10 +153,10 @@ __device__ __forceinline__ void exp2_columns(float (&st)[kRowTiles][kQueryTiles]
 
 // The factor by which the gradient of a logit reaches its score (beyond the
 // scale): 1 − t² through the soft cap, t = tanh(s·scale / c), found from the
-// probability P = exp2(c·t·log2(e) − L2) so that no kernel keeps the
-// logits: t = (log2 P + L2) / (c·log2(e)), clamped to [−1, 1] (P = 0, a
-// masked or vanishing pair, gives 0, whose gradient is 0 anyway). 1 without
-// a soft cap.
+// probability P = exp2(c·t·log2(e) − bias − L2) so that no kernel keeps the
+// logits: t = (log2 P + L2 + bias) / (c·log2(e)), clamped to [−1, 1] (P =
+// 0, a masked or vanishing pair, gives 0, whose gradient is 0 anyway); `l2`
+// is L2 + bias, the bias ALiBi's (0 without). 1 without a soft cap.
 template <class C>
 __device__ __forceinline__ float logit_slope(float prob, float l2, const AttentionParams& p) {
   if constexpr (C::kSoftcap) {
@@ -170,15 +170,19 @@ __device__ __forceinline__ float logit_slope(float prob, float l2, const Attenti
 }
 
 // dSᵀ = Pᵀ ∘ (dPᵀ − Dterm[query]) (times the logit's slope), in place in
-// dpt; l2: L2 per query.
-template <class C, int kRowTiles, int kQueryTiles>
+// dpt; l2: L2 per query; bias(rt, nt, i): ALiBi's bias of an element, which
+// the soft cap's slope puts back (AlibiBias, softmax/mask.cuh).
+template <class C, int kRowTiles, int kQueryTiles, class Bias>
 __device__ __forceinline__ void subtract_columns_times(float (&dpt)[kRowTiles][kQueryTiles][4],
                                                        const float (&pt)[kRowTiles][kQueryTiles][4],
                                                        const float* l2, const float* dterm,
-                                                       const AttentionParams& p, int lane) {
+                                                       const AttentionParams& p, int lane,
+                                                       const Bias& bias) {
   for_each_with_column(dpt, dterm, lane, [&](float& x, float d, int rt, int nt, int i) {
     const float prob = pt[rt][nt][i];
-    x = prob * (x - d) * logit_slope<C>(prob, l2[nt * 8 + 2 * (lane & 3) + (i & 1)], p);
+    const float l2_of = l2[nt * 8 + 2 * (lane & 3) + (i & 1)];
+    x = prob * (x - d) *
+        logit_slope<C>(prob, C::kSoftcap && C::kAlibi ? l2_of + bias(rt, nt, i) : l2_of, p);
   });
 }
 
@@ -195,21 +199,26 @@ __device__ __forceinline__ void exp2_rows(float (&s)[kRowTiles][kKeyTiles][4],
       for (int i = 0; i < 4; ++i) s[rt][nt][i] = fast_exp2(s[rt][nt][i] - l2[rt][i >> 1]);
 }
 
-// dS = P ∘ (dP − Dterm[row]) (times the logit's slope), in place in dp.
-template <class C, int kRowTiles, int kKeyTiles>
+// dS = P ∘ (dP − Dterm[row]) (times the logit's slope), in place in dp;
+// bias as subtract_columns_times'.
+template <class C, int kRowTiles, int kKeyTiles, class Bias>
 __device__ __forceinline__ void subtract_rows_times(float (&dp)[kRowTiles][kKeyTiles][4],
                                                     const float (&pr)[kRowTiles][kKeyTiles][4],
                                                     const float (&l2)[kRowTiles][2],
                                                     const float (&dterm)[kRowTiles][2],
-                                                    const AttentionParams& p) {
+                                                    const AttentionParams& p, const Bias& bias) {
 #pragma unroll
   for (int rt = 0; rt < kRowTiles; ++rt)
 #pragma unroll
     for (int nt = 0; nt < kKeyTiles; ++nt)
 #pragma unroll
-      for (int i = 0; i < 4; ++i)
-        dp[rt][nt][i] = pr[rt][nt][i] * (dp[rt][nt][i] - dterm[rt][i >> 1]) *
-                        logit_slope<C>(pr[rt][nt][i], l2[rt][i >> 1], p);
+      for (int i = 0; i < 4; ++i) {
+        const float l2_of = l2[rt][i >> 1];
+        dp[rt][nt][i] =
+            pr[rt][nt][i] * (dp[rt][nt][i] - dterm[rt][i >> 1]) *
+            logit_slope<C>(pr[rt][nt][i],
+                           C::kSoftcap && C::kAlibi ? l2_of + bias(rt, nt, i) : l2_of, p);
+      }
 }
 
 }  // namespace flashgen_device

@@ -135,7 +135,8 @@ struct BackwardKeyValue {
         gemm_acc_kn<E, kRowTiles, kDvChunk / 8, kBlockN / 16>(dv, st, smem.grad_o + dv0,
                                                               kVStride, lane);
         // dSᵀ = Pᵀ ∘ (dPᵀ − Dterm), kept in dpt; dK += dSᵀ·Q
-        subtract_columns_times<C>(dpt, st, smem.lse_log2, smem.dterm, p, lane);
+        subtract_columns_times<C>(dpt, st, smem.lse_log2, smem.dterm, p, lane,
+                                  AlibiBias<C, true>(p, warp_key0, query0, lane, site));
         gemm_acc_kn<E, kRowTiles, kDkChunk / 8, kBlockN / 16>(dk, dpt, smem.q + dk0, kQKStride,
                                                               lane);
         if constexpr (kAtomicGradQ) {

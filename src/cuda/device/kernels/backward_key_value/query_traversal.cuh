@@ -29,6 +29,20 @@ __device__ __forceinline__ void transposed_probabilities(float (&st)[1][kQueryTi
   exp2_columns(st, l2, lane);
 }
 
+// dSᵀ = Pᵀ ∘ (dPᵀ − Dterm[query]) in dpt for the same warp and block
+// (subtract_columns_times, ALiBi's bias found from the block's positions).
+template <class C, int kQueryTiles, class Traversal>
+__device__ __forceinline__ void transposed_score_gradients(float (&dpt)[1][kQueryTiles][4],
+                                                           const float (&pt)[1][kQueryTiles][4],
+                                                           const float* l2, const float* dterm,
+                                                           const AttentionParams& p,
+                                                           const Traversal& walk, int j,
+                                                           int warp_key0, int lane) {
+  const AlibiBias<C, true> bias(p, warp_key0, walk.query0_of(j), lane,
+                                score_site<C>(p, walk.batch, walk.head_of(j)));
+  subtract_columns_times<C>(dpt, pt, l2, dterm, p, lane, bias);
+}
+
 // Copies a key/value CTA's kKeyRows rows of K and V, from key0 on, into
 // their core-matrix tiles of kTileQK and kTileV columns, kThreads threads
 // from `thread` on sharing them: rows aligned to 4 bytes or more by

@@ -170,8 +170,8 @@ struct BackwardKeyValueWgmmaDims : BackwardKeyValueWgmmaDimsSteps<C> {
         [&](float(&dpt)[1][kQueryTiles][4], float(&st)[1][kQueryTiles][4], int j) {
           sum_partials(smem.partial, kPartialsBarrier, group, group_thread, st, dpt);
           probabilities(st, smem, p, walk, j, warp_key0, lane);
-          subtract_columns_times<C>(dpt, st, smem.lse_log2[j % kStages], smem.dterm[j % kStages], p,
-                                    lane);
+          transposed_score_gradients<C>(dpt, st, smem.lse_log2[j % kStages],
+                                        smem.dterm[j % kStages], p, walk, j, warp_key0, lane);
         },
         group, group_thread);
   }

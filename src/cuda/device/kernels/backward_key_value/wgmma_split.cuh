@@ -106,7 +106,7 @@ struct BackwardKeyValueWgmmaSplit {
                                    p.seq_kv - warp_key0, C::kDimV, lane, shifts.v);
     } else {
       float dk[1][kDimQK / 8][4];
-      accumulate_keys(smem, p, walk, dk, group_thread, lane);
+      accumulate_keys(smem, p, walk, dk, warp_key0, group_thread, lane);
       store_rows_times<E, C::kVec>(p.grad_k, batch, kv_head, warp_key0, 0, dk, p.scale,
                                    p.seq_kv - warp_key0, C::kDimQK, lane, shifts.qk);
     }
@@ -136,7 +136,8 @@ struct BackwardKeyValueWgmmaSplit {
                                                          const AttentionParams& p,
                                                          const Traversal& walk,
                                                          float (&dk)[1][kDimQK / 8][4],
-                                                         int group_thread, int lane) {
+                                                         int warp_key0, int group_thread,
+                                                         int lane) {
     const u64 v_desc = matrix_descriptor(smem.v, 128, kDimV * 16);
     traverse(
         smem, walk.total, dk,
@@ -147,7 +148,7 @@ struct BackwardKeyValueWgmmaSplit {
           key_product(dk, dst_frag, smem.q[j % kStages]);
         },
         [&](float(&dpt)[1][kQueryTiles][4], int j) {
-          take_over(smem, dpt, p, walk, j, group_thread, lane);
+          take_over(smem, dpt, p, walk, j, warp_key0, group_thread, lane);
         },
         lane);
   }
@@ -268,8 +269,8 @@ struct BackwardKeyValueWgmmaSplit {
   static __device__ __forceinline__ void take_over(SharedStorage& smem,
                                                    float (&dpt)[1][kQueryTiles][4],
                                                    const AttentionParams& p,
-                                                   const Traversal& walk, int j, int group_thread,
-                                                   int lane) {
+                                                   const Traversal& walk, int j, int warp_key0,
+                                                   int group_thread, int lane) {
     const int buffer = j & 1;
     named_barrier_sync(ready_barrier(buffer), kHandoffThreads);
     float pt[1][kQueryTiles][4];
@@ -278,8 +279,8 @@ struct BackwardKeyValueWgmmaSplit {
 #pragma unroll
     for (int i = 0; i < kHandoverFloats; ++i) values[i] = in[i * kGroupThreads];
     if (j + 2 < walk.total) named_barrier_arrive(free_barrier(buffer), kHandoffThreads);
-    subtract_columns_times<C>(dpt, pt, smem.lse_log2[j % kStages], smem.dterm[j % kStages], p,
-                              lane);
+    transposed_score_gradients<C>(dpt, pt, smem.lse_log2[j % kStages], smem.dterm[j % kStages], p,
+                                  walk, j, warp_key0, lane);
   }
 };
 

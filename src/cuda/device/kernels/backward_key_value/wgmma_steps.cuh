@@ -74,7 +74,8 @@ struct BackwardKeyValueWgmmaSteps {
     const int stage = j % kStages;
     transposed_probabilities<C>(st, smem.lse_log2[stage], p, walk, j, warp_key0,
                                          lane);
-    subtract_columns_times<C>(dpt, st, smem.lse_log2[stage], smem.dterm[stage], p, lane);
+    transposed_score_gradients<C>(dpt, st, smem.lse_log2[stage], smem.dterm[stage], p, walk, j,
+                                  warp_key0, lane);
   }
 
   static __device__ __forceinline__ void pack(u32 (&pt_frag)[kBlockN / 16][1][4],

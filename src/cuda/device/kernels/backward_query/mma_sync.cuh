@@ -125,7 +125,8 @@ struct BackwardQuery {
       gemm_smem_nk<E, kRowTiles, kKeyTiles, kDimV / 16>(dp, grad_o_warp, kVStride, smem.v,
                                                         kVStride, lane);
       // dS = P ∘ (dP − Dterm), kept in dp.
-      subtract_rows_times<C>(dp, s, l2_of_row, dterm_of_row, p);
+      subtract_rows_times<C>(dp, s, l2_of_row, dterm_of_row, p,
+                             AlibiBias<C, false>(p, warp_row0, key0, lane, site));
 
       // dQ += dS·K (this chunk's columns of K)
       gemm_acc_kn<E, kRowTiles, kDqChunk / 8, kBlockN / 16>(dq, dp, smem.k + dq0, kQKStride,

@@ -289,7 +289,8 @@ struct BackwardQueryWgmma {
                                                     const ScoreSite& site) {
     logits<C>(s, p, warp_row0, key0, lane, site);
     exp2_rows(s, l2_of_row);
-    subtract_rows_times<C>(dp, s, l2_of_row, dterm_of_row, p);
+    subtract_rows_times<C>(dp, s, l2_of_row, dterm_of_row, p,
+                           AlibiBias<C, false>(p, warp_row0, key0, lane, site));
   }
 
   static __device__ __forceinline__ void pack(u32 (&ds_frag)[kBlockN / 16][1][4],

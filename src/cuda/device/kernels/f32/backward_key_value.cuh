@@ -97,7 +97,11 @@ struct BackwardKeyValueF32 {
                       ? exp2f(logit<C>(st[r], p) - alibi_bias<C>(slope, p, query, warp_key0 + r) -
                               l2)
                       : 0.0f;  // Pᵀ
-          dpt[r] = st[r] * (dpt[r] - dterm) * logit_slope<C>(st[r], l2, p);     // dSᵀ
+          // The soft cap's slope finds the logit from Pᵀ with ALiBi's bias put back.
+          const float known = C::kSoftcap && C::kAlibi
+                                  ? l2 + alibi_bias<C>(slope, p, query, warp_key0 + r)
+                                  : l2;
+          dpt[r] = st[r] * (dpt[r] - dterm) * logit_slope<C>(st[r], known, p);  // dSᵀ
         }
         accumulate_product<kDvChunk, kGradOCols>(dv, st, smem.grad_o + dv0, lane);
         accumulate_product<kDkChunk, kQCols>(dk, dpt, smem.q + dk0, lane);

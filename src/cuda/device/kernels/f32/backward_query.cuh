@@ -93,7 +93,10 @@ struct BackwardQueryF32 {
             visible<C>(p, batch, head, warp_row0 + r, key)
                 ? exp2f(logit<C>(s[r], p) - alibi_bias<C>(slope, p, warp_row0 + r, key) - l2)
                 : 0.0f;
-        s[r] = prob * (dp[r] - smem.dterm[local]) * logit_slope<C>(prob, l2, p);  // dS
+        // The soft cap's slope finds the logit from P with ALiBi's bias put back.
+        const float known =
+            C::kSoftcap && C::kAlibi ? l2 + alibi_bias<C>(slope, p, warp_row0 + r, key) : l2;
+        s[r] = prob * (dp[r] - smem.dterm[local]) * logit_slope<C>(prob, known, p);  // dS
       }
       accumulate_product<kDqChunk, kKCols>(dq, s, smem.k + dq0, lane);
     }
