@@ -140,6 +140,14 @@ __device__ __forceinline__ bool appends_rows(const AttentionParams& p, const Cta
          tile.head % p.group_size == 0;
 }
 
+// An appended element x (16-bit, of type E) as an fp8 cache stores it:
+// x / scale rounded to e4m3 (append_head_rows writes it, the quantized
+// copy attends it).
+template <int E>
+__device__ __forceinline__ u8 stored_as_e4m3(u16 x, float scale) {
+  return float_to_e4m3(to_float<E>(x) / scale);
+}
+
 // Appended rows of (batch, head) of K (kValues: V; `dim` columns) written
 // into the cache after its cached rows, element by element (a few rows a
 // call); into an fp8 cache as x / scale rounded to e4m3.
@@ -147,7 +155,6 @@ template <class C, bool kValues>
 __device__ __forceinline__ void append_head_rows(const AttentionParams& p, int batch, int head,
                                                  int dim, int thread, int threads) {
   const auto rows = traversed_rows<C, kValues>(p, batch, head, 0);
-  const index_t col_stride = (kValues ? p.v : p.k).stride_dim;
   const index_t appended_col_stride = (kValues ? p.v_new : p.k_new).stride_dim;
 #pragma unroll 1
   for (int e = thread; e < p.seq_new * dim; e += threads) {
@@ -156,9 +163,9 @@ __device__ __forceinline__ void append_head_rows(const AttentionParams& p, int b
     if (to == nullptr) continue;
     const u16 x = rows.appended[i * rows.appended_stride + d * appended_col_stride];
     if constexpr (C::kFp8Cache)
-      to[d * col_stride] = float_to_e4m3(to_float<C::kElement>(x) / rows.scale);
+      to[d * rows.col_stride] = stored_as_e4m3<C::kElement>(x, rows.scale);
     else
-      to[d * col_stride] = x;
+      to[d * rows.col_stride] = x;
   }
 }
 

@@ -137,8 +137,7 @@ struct QuantizedCacheCopy {
     u64 bytes = 0;
 #pragma unroll 1
     for (int e = 0; e < valid; ++e)
-      bytes |= u64(float_to_e4m3(to_float<E>(source[(col + e) * rows.col_stride]) / rows.scale))
-               << (8 * e);
+      bytes |= u64(stored_as_e4m3<E>(source[(col + e) * rows.col_stride], rows.scale)) << (8 * e);
     return bytes;
   }
 };
