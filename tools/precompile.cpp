@@ -53,6 +53,10 @@ Problem problem_of(std::int64_t d, DType dtype, bool causal, std::int64_t seq, c
   if (a.given("sinks")) p.sinks = HeadVectorView::heads(unread, 1);
   if (a.given("alibi")) p.alibi_slopes = HeadVectorView::heads(unread, 1);
   p.mask = mask;
+  // Packed sequences (the plain kernels per sequence under a user mask):
+  // the offsets are stand-ins that nothing reads.
+  static const std::int32_t kStandIn = 0;
+  if (a.given("varlen") && !mask) p.sequences.q_begin = p.sequences.k_begin = &kStandIn;
   return p;
 }
 
@@ -92,6 +96,7 @@ std::vector<KernelSpec> decode_specs(const Problem& base, std::int64_t group, in
                                      const std::string& arch,
                                      const std::vector<KeyCache>& caches, bool fp8) {
   Problem p = base;
+  p.sequences = {};  // a decode step is a plain or KV-cache call
   p.seq_q = 1;
   p.heads_q = group;
   // The problem as the kernels see it: query heads packed as rows where they pack.
@@ -120,7 +125,7 @@ int precompile_command(const std::vector<std::string>& words) {
               "                      [--kinds forward,backward,backward_atomic] [--decode G,...]\n"
               "                      [--kv-cache contiguous|paged|both] [--fp8-cache]\n"
               "                      [--seqs N,...] [--window L,R] [--softcap C] [--sinks] [--alibi]\n"
-              "                      [--mask-mod EXPR --mask-arrays doc:i,...] [--threads N]",
+              "                      [--varlen] [--mask-mod EXPR --mask-arrays doc:i,...] [--threads N]",
               "Compiles the kernels that problems of these head dimensions (packed tensors, "
               "Dqk = Dv = D, the lengths of --seqs) use on ARCH into the cache directory "
               "($FLASHGEN_CACHE_DIR or "
@@ -128,7 +133,8 @@ int precompile_command(const std::vector<std::string>& words) {
               "modifiers select the kernels of calls that pass them (a user mask is compiled "
               "for its expression); --decode adds the kernels of decode steps (one query, "
               "G query heads per key/value head), and with --kv-cache those of decode steps "
-              "over a KV cache (forward_with_kvcache).");
+              "over a KV cache (forward_with_kvcache); --varlen compiles the kernels of packed "
+              "sequences instead of the plain ones (--seqs the longest sequence).");
   declare_dims_options(a);
   a.option("dtype", "T", "bf16 (default) or f16");
   a.option("causal", "C", "0 (default), 1 or both");
@@ -144,6 +150,7 @@ int precompile_command(const std::vector<std::string>& words) {
   a.option("softcap", "C", "soft-capped logits (default 0: none)");
   a.flag("sinks", "a sink logit per query head");
   a.flag("alibi", "ALiBi slopes");
+  a.flag("varlen", "the kernels of packed sequences (forward_varlen, backward_varlen)");
   declare_mask_options(a);
   a.option("threads", "N", "compiler threads (default: hardware threads)");
   if (!a.parse(words)) return kExitOk;

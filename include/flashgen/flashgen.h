@@ -141,12 +141,16 @@ typedef struct {
 } fg_index;
 
 /* Varlen: q, k, v, o are [1, total, heads, dim]; lse [1, heads_q, total_q]
- * (NULL: not written); cu_seqlens_* [batch + 1]. */
+ * (NULL: not written); cu_seqlens_* [batch + 1].
+ * check_indices: nonzero checks device-resident cu_seqlens (and the
+ * max_seqlens) on the host first, waiting for the stream; 0 leaves them to
+ * the kernels (flashgen/sequences.hpp). */
 typedef struct {
   const fg_index* cu_seqlens_q;
   const fg_index* cu_seqlens_k;
   int64_t max_seqlen_q;
   int64_t max_seqlen_k;
+  int check_indices;
 } fg_varlen;
 
 int fg_forward_varlen(const fg_tensor* q, const fg_tensor* k, const fg_tensor* v,

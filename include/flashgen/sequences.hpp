@@ -67,6 +67,11 @@ struct VarlenForwardArgs {
   IndexView cu_seqlens_q, cu_seqlens_k;
   // At least the longest sequence; the GPU kernels size their grids by them.
   std::int64_t max_seqlen_q = 0, max_seqlen_k = 0;
+  // cu_seqlens on the GPU: true copies them to the host and checks them (and
+  // the max_seqlens) as host ones before anything runs (the call waits for
+  // options.stream, so it cannot be captured in a CUDA graph); false (the
+  // default) leaves them to the kernels.
+  bool check_indices = false;
 };
 
 struct VarlenBackwardArgs {
@@ -75,6 +80,7 @@ struct VarlenBackwardArgs {
   TensorView grad_q, grad_k, grad_v;  // outputs
   IndexView cu_seqlens_q, cu_seqlens_k;
   std::int64_t max_seqlen_q = 0, max_seqlen_k = 0;
+  bool check_indices = false;  // as VarlenForwardArgs'
 };
 
 struct KVCacheForwardArgs {
@@ -108,11 +114,17 @@ inline constexpr std::int64_t kPageSizeMultiple = 16;
 // argument and the rule). The options apply per sequence; options.grad_sinks
 // gets dL/dsink summed over the sequences; ALiBi slopes of shape [batch,
 // heads_q] only in forward_with_kvcache (a row per sequence).
-// CUDA tensors: forward_varlen and backward_varlen launch the plain kernels
-// once per sequence on options.stream. cu_seqlens may be in host memory
-// (read as they are) or on the tensors' device (read back first: the call
-// waits for the stream, so it cannot be captured in a CUDA graph);
-// backward_varlen refuses options.sinks there. forward_with_kvcache runs one
+// CUDA tensors with cu_seqlens on their device: forward_varlen and
+// backward_varlen launch each kernel once for the whole batch on
+// options.stream, and the kernels read the offsets themselves: the host
+// waits for nothing, so a training step can be captured in a CUDA graph.
+// There the offsets are not checked unless check_indices is set: the
+// kernels clamp them to the packed tensors (no byte outside them is read
+// or written), a sequence longer than max_seqlen is cut to it, and the
+// rows cut off are not written. With options.mask_mod, and with cu_seqlens
+// in host memory (read as they are, checked), the plain kernels run once
+// per sequence; backward_varlen refuses options.sinks there (dL/dsink is
+// summed on the host). forward_with_kvcache runs one
 // forward on options.stream whose kernels read cache_seqlens and
 // block_table (on the tensors' device) themselves, append and attend: the
 // host waits for nothing, so a decode step can be captured in a CUDA graph.

@@ -41,6 +41,7 @@ class Varlen(ctypes.Structure):
         ("cu_seqlens_k", _IndexP),
         ("max_seqlen_q", c_int64),
         ("max_seqlen_k", c_int64),
+        ("check_indices", ctypes.c_int),
     ]
 
 
@@ -116,13 +117,14 @@ def forward_with_kvcache(q, cache: KVCache, o, lse, options) -> None:
 
 
 def varlen(cu_seqlens_q: Index, cu_seqlens_k: Index, max_seqlen_q: int,
-           max_seqlen_k: int) -> Varlen:
+           max_seqlen_k: int, check_indices: bool = False) -> Varlen:
     """fg_varlen; keep the Index arguments alive while it is used."""
     s = Varlen()
     s.cu_seqlens_q = ctypes.pointer(cu_seqlens_q)
     s.cu_seqlens_k = ctypes.pointer(cu_seqlens_k)
     s.max_seqlen_q = int(max_seqlen_q)
     s.max_seqlen_k = int(max_seqlen_k)
+    s.check_indices = 1 if check_indices else 0
     return s
 
 

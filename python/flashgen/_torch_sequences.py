@@ -1,9 +1,9 @@
 """flashgen.attention_varlen and flashgen.attention_with_kvcache for torch
 tensors (flash-attn 2's layouts; see flashgen/_numpy_sequences.py). CPU
 tensors run on the CPU backend. attention_varlen runs CUDA tensors on the
-GPU, a launch per sequence (cu_seqlens on the CPU are read as they are; on
-the GPU they are read back, so the call synchronizes with the stream; sinks'
-gradient is refused there);
+GPU: with cu_seqlens on the GPU each kernel runs once for the whole batch
+and reads them itself (nothing waits); with cu_seqlens on the CPU, or a
+mask_mod, a launch per sequence (sinks' gradient is refused there);
 attention_with_kvcache runs CUDA tensors in one forward that reads the cache
 in place (cache_seqlens and block_table on the same device, read by the
 kernels: nothing waits, so a decode step can be captured in a CUDA graph)."""
@@ -57,15 +57,15 @@ def _packed(tensors: dict) -> dict:
 
 class _Varlen(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, q, k, v, sinks, cu_q, cu_k, max_q, max_k, causal, scale, deterministic,
-                score, alibi_slopes, mask_mod, mask_names, *mask_values):
+    def forward(ctx, q, k, v, sinks, cu_q, cu_k, max_q, max_k, check_indices, causal, scale,
+                deterministic, score, alibi_slopes, mask_mod, mask_names, *mask_values):
         t = _packed({"q": q, "k": k, "v": v})
         check_head_vector("alibi_slopes", alibi_slopes, q.device)
         check_head_vector("sinks", sinks, q.device)
         o = q.new_empty((q.shape[0], q.shape[1], v.shape[2]))
         lse = torch.empty((q.shape[1], q.shape[0]), dtype=torch.float32, device=q.device)
         indices = (_index("cu_seqlens_q", cu_q, 1), _index("cu_seqlens_k", cu_k, 1))
-        sequences = _capi_sequences.varlen(*indices, max_q, max_k)
+        sequences = _capi_sequences.varlen(*indices, max_q, max_k, check_indices)
         top_left, window, softcap = score
         options = options_for(q.device, causal=causal, scale=scale, deterministic=deterministic,
                               top_left=top_left, window=window, softcap=softcap,
@@ -76,6 +76,7 @@ class _Varlen(torch.autograd.Function):
                                        row_stats_view(lse.unsqueeze(0)), sequences, options)
         ctx.save_for_backward(q, k, v, o, lse, cu_q, cu_k, alibi_slopes, sinks, *mask_values)
         ctx.max_q, ctx.max_k, ctx.mask, ctx.score = max_q, max_k, (mask_mod, mask_names), score
+        ctx.check_indices = check_indices
         ctx.causal, ctx.scale, ctx.deterministic = causal, scale, deterministic
         ctx.mark_non_differentiable(lse)
         return o, lse
@@ -87,7 +88,7 @@ class _Varlen(torch.autograd.Function):
         grads = [torch.empty_like(x) for x in (q, k, v)]
         grad_sinks = None if sinks is None else torch.empty_like(sinks)
         indices = (_index("cu_seqlens_q", cu_q, 1), _index("cu_seqlens_k", cu_k, 1))
-        sequences = _capi_sequences.varlen(*indices, ctx.max_q, ctx.max_k)
+        sequences = _capi_sequences.varlen(*indices, ctx.max_q, ctx.max_k, ctx.check_indices)
         top_left, window, softcap = ctx.score
         options = options_for(q.device, causal=ctx.causal, scale=ctx.scale,
                               deterministic=ctx.deterministic, top_left=top_left, window=window,
@@ -98,13 +99,13 @@ class _Varlen(torch.autograd.Function):
                                         row_stats_view(lse.unsqueeze(0)),
                                         *(tensor_view(g.unsqueeze(0)) for g in grads),
                                         sequences, options)
-        return (*grads, grad_sinks, *[None] * (11 + len(mask_values)))
+        return (*grads, grad_sinks, *[None] * (12 + len(mask_values)))
 
 
 def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
                      causal=False, scale=None, deterministic=True, return_lse=False,
                      window_size=(-1, -1), softcap=0.0, alibi_slopes=None, sinks=None,
-                     mask_mod="", mask_tensors=None):
+                     mask_mod="", mask_tensors=None, check_indices=False):
     """Attention per sequence of a packed batch, differentiable.
 
     q [total_q, heads_q, dim_qk], k [total_k, heads_kv, dim_qk],
@@ -118,6 +119,11 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seql
     sequence's rows) as flashgen.attention's, per sequence.
     mask_mod / mask_tensors as flashgen.attention's, b being the sequence and
     q_idx, kv_idx positions within it.
+    CUDA tensors with cu_seqlens on the GPU: each kernel runs once for the
+    whole batch and reads the offsets itself (nothing waits, so a step can be
+    captured in a CUDA graph); the offsets are not checked unless
+    check_indices=True (which waits for the stream): the kernels clamp them
+    to the packed tensors and cut a sequence longer than max_seqlen to it.
     """
     (causal, top_left), scale = check_causal_mode(causal), check_scale(scale)
     score = (top_left, check_window(window_size), check_softcap(softcap))
@@ -126,8 +132,10 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seql
     mask_names, mask_values = mask_lists(mask_tensors)
     o, lse = _Varlen.apply(q, k, v, sinks, cu_seqlens_q, cu_seqlens_k,
                            check_int("max_seqlen_q", max_seqlen_q),
-                           check_int("max_seqlen_k", max_seqlen_k), causal, scale, deterministic,
-                           score, alibi_slopes, mask_mod or "", mask_names, *mask_values)
+                           check_int("max_seqlen_k", max_seqlen_k),
+                           check_bool("check_indices", check_indices), causal, scale,
+                           deterministic, score, alibi_slopes, mask_mod or "", mask_names,
+                           *mask_values)
     return (o, lse) if return_lse else o
 
 

@@ -261,6 +261,7 @@ int fg_forward_varlen(const fg_tensor* q, const fg_tensor* k, const fg_tensor* v
     args.cu_seqlens_q = view_of(require(s.cu_seqlens_q, "sequences->cu_seqlens_q"));
     args.cu_seqlens_k = view_of(require(s.cu_seqlens_k, "sequences->cu_seqlens_k"));
     args.max_seqlen_q = s.max_seqlen_q, args.max_seqlen_k = s.max_seqlen_k;
+    args.check_indices = s.check_indices != 0;
     forward_varlen(args, options_of(require(options, "options")));
   });
 }
@@ -279,6 +280,7 @@ int fg_backward_varlen(const fg_tensor* q, const fg_tensor* k, const fg_tensor* 
     args.cu_seqlens_q = view_of(require(s.cu_seqlens_q, "sequences->cu_seqlens_q"));
     args.cu_seqlens_k = view_of(require(s.cu_seqlens_k, "sequences->cu_seqlens_k"));
     args.max_seqlen_q = s.max_seqlen_q, args.max_seqlen_k = s.max_seqlen_k;
+    args.check_indices = s.check_indices != 0;
     backward_varlen(args, options_of(require(options, "options")));
   });
 }

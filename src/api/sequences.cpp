@@ -5,7 +5,8 @@
 // their zeros and -inf, as empty plain problems do. On the host a paged
 // cache is gathered per sequence into a packed buffer first
 // (cpu/kv_cache.hpp); on the GPU one forward reads the cache in place
-// (Problem::kv_cache).
+// (Problem::kv_cache), and the varlen kernels find each sequence's rows
+// themselves (Problem::sequences) where the offsets live on the GPU.
 #include "flashgen/sequences.hpp"
 
 #include <string>
@@ -39,12 +40,14 @@ RowStatsView rows_of(const RowStatsView& t, std::int64_t b, std::int64_t row0, s
 }
 
 // dL/dsink, a sum over the sequences, is summed on the host from each
-// one's share, so it wants host memory: not yet with CUDA tensors.
+// one's share where the plain kernels run per sequence, so it wants host
+// memory there (the kernels that find the sequences sum it themselves).
 void refuse_sinks_gradient_on_cuda(const Problem& packed, const TensorView& q) {
   if (q.memory == MemoryKind::cuda && packed.has_sinks())
     throw Error(ErrorCode::unsupported,
-                "backward_varlen: options.sinks with CUDA tensors is not supported yet; use host "
-                "(CPU) tensors or the plain backward per sequence");
+                "backward_varlen: options.sinks with CUDA tensors needs cu_seqlens on the GPU "
+                "and no options.mask_mod (the kernels then sum dL/dsink over the sequences); "
+                "or use host (CPU) tensors");
 }
 
 }  // namespace
@@ -85,6 +88,11 @@ void slice_sequence(const PackedArgs& args, const api::VarlenProblem& vp, std::i
 
 void forward_varlen(const VarlenForwardArgs& args, const Options& options) {
   const api::VarlenProblem vp = api::validate_varlen_forward(args, options);
+  if (api::kernels_find_sequences(args.q, args.cu_seqlens_q, args.cu_seqlens_k, options)) {
+    const Problem p = api::sequences_problem(vp, args.cu_seqlens_q, args.cu_seqlens_k,
+                                             args.max_seqlen_q, args.max_seqlen_k);
+    return api::run_forward(Backend::cuda, p, {args.q, args.k, args.v, args.o, args.lse}, options);
+  }
   for (std::int64_t b = 0; b < vp.batch(); ++b) {
     const Problem p = vp.sequence(b);
     ForwardArgs sequence;
@@ -95,6 +103,15 @@ void forward_varlen(const VarlenForwardArgs& args, const Options& options) {
 
 void backward_varlen(const VarlenBackwardArgs& args, const Options& options) {
   const api::VarlenProblem vp = api::validate_varlen_backward(args, options);
+  if (api::kernels_find_sequences(args.q, args.cu_seqlens_q, args.cu_seqlens_k, options)) {
+    const Problem p = api::sequences_problem(vp, args.cu_seqlens_q, args.cu_seqlens_k,
+                                             args.max_seqlen_q, args.max_seqlen_k);
+    BackwardArgs packed;
+    packed.q = args.q, packed.k = args.k, packed.v = args.v, packed.o = args.o;
+    packed.grad_o = args.grad_o, packed.lse = args.lse;
+    packed.grad_q = args.grad_q, packed.grad_k = args.grad_k, packed.grad_v = args.grad_v;
+    return api::run_backward(Backend::cuda, p, packed, options);
+  }
   refuse_sinks_gradient_on_cuda(vp.packed, args.q);
   // With sinks, each sequence writes its share of dL/dsink here; the shares
   // are summed in sequence order (the same bits for any thread count).

@@ -52,7 +52,8 @@ void check_max_seqlen(const char* name, std::int64_t max_seqlen,
 // the plain call's rules (as a problem of batch 1).
 VarlenProblem check_varlen(const Problem& packed, const TensorView& q,
                            const IndexView& cu_seqlens_q, const IndexView& cu_seqlens_k,
-                           std::int64_t max_seqlen_q, std::int64_t max_seqlen_k, void* stream) {
+                           std::int64_t max_seqlen_q, std::int64_t max_seqlen_k,
+                           bool check_indices, const Options& options) {
   if (packed.batch != 1)
     fail("q.shape[0] (batch = %lld) must be 1: varlen tensors hold the sequences' tokens one "
          "after another along axis 1 ([1, total_q, heads_q, dim_qk])",
@@ -79,9 +80,13 @@ VarlenProblem check_varlen(const Problem& packed, const TensorView& q,
   if (q.memory == MemoryKind::cuda) check_cuda_reachable(packed, q);
   VarlenProblem out;
   out.packed = packed;
+  // Offsets the kernels read are read back only when asked to be checked.
+  if (kernels_find_sequences(q, cu_seqlens_q, cu_seqlens_k, options) && !check_indices)
+    return out;
   std::vector<std::int32_t> copy;
-  out.q_begin =
-      read_cu_seqlens("cu_seqlens_q", readable_on_host(cu_seqlens_q, copy, stream), "q", packed.seq_q);
+  void* stream = options.stream;
+  out.q_begin = read_cu_seqlens("cu_seqlens_q", readable_on_host(cu_seqlens_q, copy, stream), "q",
+                                packed.seq_q);
   out.k_begin = read_cu_seqlens("cu_seqlens_k", readable_on_host(cu_seqlens_k, copy, stream), "k",
                                 packed.seq_kv);
   check_max_seqlen("max_seqlen_q", max_seqlen_q, out.q_begin);
@@ -90,6 +95,29 @@ VarlenProblem check_varlen(const Problem& packed, const TensorView& q,
 }
 
 }  // namespace
+
+bool kernels_find_sequences(const TensorView& q, const IndexView& cu_seqlens_q,
+                            const IndexView& cu_seqlens_k, const Options& options) {
+  return q.memory == MemoryKind::cuda && cu_seqlens_q.memory == MemoryKind::cuda &&
+         cu_seqlens_k.memory == MemoryKind::cuda && options.mask_mod.empty();
+}
+
+Problem sequences_problem(const VarlenProblem& vp, const IndexView& cu_seqlens_q,
+                          const IndexView& cu_seqlens_k, std::int64_t max_seqlen_q,
+                          std::int64_t max_seqlen_k) {
+  Problem p = vp.packed;
+  p.batch = cu_seqlens_q.shape[0] - 1;
+  p.seq_q = max_seqlen_q;
+  p.seq_kv = max_seqlen_k;
+  PackedSequences& s = p.sequences;
+  s.q_begin = cu_seqlens_q.data;
+  s.k_begin = cu_seqlens_k.data;
+  s.q_begin_stride = cu_seqlens_q.stride[0];
+  s.k_begin_stride = cu_seqlens_k.stride[0];
+  s.total_q = vp.packed.seq_q;
+  s.total_kv = vp.packed.seq_kv;
+  return p;
+}
 
 IndexView readable_on_host(const IndexView& t, std::vector<std::int32_t>& copy, void* stream) {
   if (t.memory != MemoryKind::cuda || t.shape[0] == 0) return t;
@@ -130,7 +158,7 @@ VarlenProblem validate_varlen_forward(const VarlenForwardArgs& a, const Options&
   refuse_slopes_per_batch_row("forward_varlen", options);
   const Problem packed = validate_forward({a.q, a.k, a.v, a.o, a.lse}, options);
   return check_varlen(packed, a.q, a.cu_seqlens_q, a.cu_seqlens_k, a.max_seqlen_q,
-                      a.max_seqlen_k, options.stream);
+                      a.max_seqlen_k, a.check_indices, options);
 }
 
 VarlenProblem validate_varlen_backward(const VarlenBackwardArgs& a, const Options& options) {
@@ -141,7 +169,7 @@ VarlenProblem validate_varlen_backward(const VarlenBackwardArgs& a, const Option
   packed_args.grad_q = a.grad_q, packed_args.grad_k = a.grad_k, packed_args.grad_v = a.grad_v;
   const Problem packed = validate_backward(packed_args, options);
   return check_varlen(packed, a.q, a.cu_seqlens_q, a.cu_seqlens_k, a.max_seqlen_q,
-                      a.max_seqlen_k, options.stream);
+                      a.max_seqlen_k, a.check_indices, options);
 }
 
 }  // namespace flashgen::api

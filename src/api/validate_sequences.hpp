@@ -15,12 +15,27 @@ namespace flashgen::api {
 
 struct VarlenProblem {
   Problem packed;  // batch 1, seq_q = total_q, seq_kv = total_k; heads, dims, dtype, scale, causal
-  std::vector<std::int64_t> q_begin, k_begin;  // [batch + 1], from cu_seqlens_q / cu_seqlens_k
+  // [batch + 1], from cu_seqlens_q / cu_seqlens_k; empty where the kernels
+  // read them unchecked (kernels_find_sequences, no check_indices).
+  std::vector<std::int64_t> q_begin, k_begin;
 
   std::int64_t batch() const { return static_cast<std::int64_t>(q_begin.size()) - 1; }
   // Sequence b as a plain problem of batch 1.
   Problem sequence(std::int64_t b) const;
 };
+
+// Whether the GPU kernels find the sequences themselves (one launch of each
+// kernel for the whole batch, Problem::sequences): CUDA tensors with
+// cu_seqlens on their device and no mask expression (whose cells are
+// counted per problem). Otherwise the plain kernels run per sequence.
+bool kernels_find_sequences(const TensorView& q, const IndexView& cu_seqlens_q,
+                            const IndexView& cu_seqlens_k, const Options& options);
+
+// The packed call as one problem whose batch entries are the sequences
+// (kernels_find_sequences): batch, the longest lengths, the device offsets.
+Problem sequences_problem(const VarlenProblem& vp, const IndexView& cu_seqlens_q,
+                          const IndexView& cu_seqlens_k, std::int64_t max_seqlen_q,
+                          std::int64_t max_seqlen_k);
 
 struct KVCacheProblem {
   Problem base;  // batch, seq_q, heads, dims, dtype, scale, causal (seq_kv per sequence)

@@ -22,6 +22,19 @@ const char* element_constant(DType dtype) {
   return "fg::kBF16";
 }
 
+// The entry's call of the kernel: over the grid's tile, or (varlen) over
+// the tile's sequence, found from the grid as block_grid lays it out.
+std::string entry_call(const KernelSpec& spec, const TuningParams& t, bool tensor_maps) {
+  const std::string maps = tensor_maps ? ", maps" : "";
+  if (!spec.varlen) return "Kernel::run(params" + maps + ", shared);";
+  std::ostringstream s;
+  s << "fg::run_sequence<Kernel, " << (spec.dtype == DType::f32 ? 4 : 2) << ", "
+    << (spec.causal ? "true" : "false") << ", "
+    << (spec.kind == KernelKind::backward_key_value ? "true" : "false") << ", " << t.block_rows
+    << ", " << head_chunks_of(spec, t) << ">(params, shared" << maps << ");";
+  return s.str();
+}
+
 }  // namespace
 
 GeneratedKernel generate(const KernelSpec& spec, const TuningParams& t) {
@@ -36,7 +49,8 @@ GeneratedKernel generate(const KernelSpec& spec, const TuningParams& t) {
 
   std::ostringstream s;
   s << "// flashgen kernel: " << g.name << "\n"
-    << "#include \"" << kind.header << "\"\n\n"
+    << "#include \"" << kind.header << "\"\n"
+    << (spec.varlen ? "#include \"scheduler/sequences.cuh\"\n" : "") << "\n"
     << "namespace fg = flashgen_device;\n\n";
   const bool mask = !spec.mask_mod.empty();
   if (mask) s << user_mask_source(spec);
@@ -98,7 +112,7 @@ GeneratedKernel generate(const KernelSpec& spec, const TuningParams& t) {
     << (g.tensor_maps ? ", const __grid_constant__ fg::TraversedTensorMaps maps" : "") << ") {\n"
     << "  extern __shared__ __align__(" << (t.swizzle != 0 ? 1024 : 128)
     << ") unsigned char shared[];\n"
-    << "  Kernel::run(params, " << (g.tensor_maps ? "maps, " : "") << "shared);\n"
+    << "  " << entry_call(spec, t, g.tensor_maps) << "\n"
     << "}\n";
   g.source = s.str();
   return g;

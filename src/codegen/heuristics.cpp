@@ -291,12 +291,26 @@ static TuningParams f32_tuning(const KernelSpec& spec, std::size_t shared_limit)
 // default_tuning, `tma` saying whether TMA may read the traversed tensors.
 static TuningParams default_tuning_of(const KernelSpec& spec, std::size_t shared_limit, bool tma);
 
+// The wgmma key/value kernel copied by every thread keeps the copies'
+// addresses live beside dK and dV: under the soft cap or ALiBi its 96- and
+// 128-query blocks spilled 8-12 bytes (D = 40 and 64, compiled by the
+// spread test), so it takes 64-query blocks there.
+static TuningParams with_room_without_producer(const KernelSpec& spec, TuningParams t) {
+  if (spec.kind == KernelKind::backward_key_value && t.wgmma && !t.producer &&
+      (spec.softcap || spec.alibi) && t.block_cols > 64)
+    t.block_cols = 64;
+  return t;
+}
+
 TuningParams tuning_without_tma(const KernelSpec& spec, const TuningParams& t,
                                 std::size_t shared_limit) {
-  if (!t.tma) return t;
+  // Packed sequences' kernels (KernelSpec::varlen) take this path for every
+  // tuning, and keep their sequence's offsets live besides.
+  if (!t.tma) return spec.varlen ? with_room_without_producer(spec, t) : t;
   // 16-byte rows under a kernel whose warpgroups own their rows: the same
   // shape, copied by every thread.
-  if (spec.vec == 8 && t.split == WarpgroupSplit::rows) return without_producer(t);
+  if (spec.vec == 8 && t.split == WarpgroupSplit::rows)
+    return with_room_without_producer(spec, without_producer(t));
   // Elsewhere the default without TMA: the warpgroup splits copy by TMA
   // only (on 16-byte rows, the default of 8-byte ones, valid there too), and
   // token rows are shaped for their wider tiles (those TMA cannot read:
@@ -304,7 +318,7 @@ TuningParams tuning_without_tma(const KernelSpec& spec, const TuningParams& t,
   // key/value kernel's, query heads grouped).
   KernelSpec untiled = spec;
   if (untiled.vec == 8) untiled.vec = 4;
-  return default_tuning_of(untiled, shared_limit, false);
+  return with_room_without_producer(spec, default_tuning_of(untiled, shared_limit, false));
 }
 
 // The window's second diagonal, the soft cap and ALiBi keep more values live

@@ -41,6 +41,7 @@ std::string KernelSpec::to_string() const {
   if (split_keys) s << " split_keys";
   if (cache != KeyCache::none) s << " kv_cache=" << flashgen::to_string(cache);
   if (fp8_cache) s << " e4m3";
+  if (varlen) s << " varlen";
   if (!mask_mod.empty()) {
     // FNV-1a: a short name for logs and file names; caches key on the source.
     std::uint64_t h = 0xcbf29ce484222325ull;

@@ -63,10 +63,15 @@ struct KernelSpec {
   // keys and values are fp8 (e4m3) bytes with scales where fp8_cache.
   KeyCache cache = KeyCache::none;
   bool fp8_cache = false;
+  // Packed sequences (forward_varlen, backward_varlen on the GPU): each CTA
+  // runs over its batch entry's sequence (device/scheduler/sequences.cuh).
+  // The tile kernels (forward, backward_query, backward_key_value), copied
+  // without TMA.
+  bool varlen = false;
 
   // "forward bf16 dqk=127 dv=127 causal=0 vec=1 sm_90a" (" window",
   // " softcap", " sinks", " alibi", " split_keys", " kv_cache=contiguous|paged"
-  // (" e4m3" after it for an fp8 cache)
+  // (" e4m3" after it for an fp8 cache), " varlen"
   // and " mask=<16 hex digits of the mask's text>" after it when set)
   std::string to_string() const;
   bool operator==(const KernelSpec&) const = default;

@@ -50,6 +50,22 @@ struct KeyValueCache {
   bool paged() const { return block_table != nullptr; }
 };
 
+// Packed sequences the GPU kernels find themselves (forward_varlen and
+// backward_varlen on CUDA tensors): the problem's batch entries are the
+// sequences, its seq_q and seq_kv the longest of them (max_seqlen_q,
+// max_seqlen_k), and its tensors [1, total, heads, dim] (the LSE [1, heads,
+// total_q]); sequence b's rows are [q_begin[b], q_begin[b + 1]) of the
+// query-side tensors and [k_begin[b], k_begin[b + 1]) of the key-side ones.
+// The offsets in device memory, read by the kernels only.
+struct PackedSequences {
+  const std::int32_t* q_begin = nullptr;  // cu_seqlens_q [batch + 1]; null: not packed
+  const std::int32_t* k_begin = nullptr;  // cu_seqlens_k [batch + 1]
+  std::int64_t q_begin_stride = 1, k_begin_stride = 1;
+  std::int64_t total_q = 0, total_kv = 0;
+
+  bool given() const { return q_begin != nullptr; }
+};
+
 struct Problem {
   std::int64_t batch = 0;
   std::int64_t seq_q = 0, seq_kv = 0;
@@ -70,6 +86,7 @@ struct Problem {
   std::shared_ptr<const mask::BoundMask> mask;
   std::int64_t mask_batch0 = 0;
   KeyValueCache kv_cache;  // the GPU's KV-cache forward only
+  PackedSequences sequences;  // the GPU's varlen calls only
 
   // Query heads per kv head (0 where there are no heads at all).
   std::int64_t group_size() const { return heads_kv > 0 ? heads_q / heads_kv : 0; }

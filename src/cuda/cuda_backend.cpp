@@ -27,11 +27,12 @@ namespace flashgen::cuda {
 namespace {
 
 // Atomic only where the caller allows it and it is expected to be faster
-// (never for fp32, whose backward is the deterministic one).
+// (never for fp32, whose backward is the deterministic one, nor for packed
+// sequences, whose kernels are the deterministic backward's).
 // FLASHGEN_BACKWARD=atomic or =two_kernel overrides the expectation (for
 // benchmarks and tests of both variants); deterministic calls never use atomics.
 bool use_atomic(const Problem& p, bool deterministic) {
-  if (deterministic || p.dtype == DType::f32) return false;  // fp32: no atomic kernel
+  if (deterministic || p.dtype == DType::f32 || p.sequences.given()) return false;
   const char* forced = std::getenv("FLASHGEN_BACKWARD");
   if (forced != nullptr && *forced != '\0') {
     if (std::strcmp(forced, "atomic") == 0) return true;
@@ -53,6 +54,7 @@ int backward_vec(const BackwardArgs& a) {
 // key/value head has one query head (it sums dK over the group's query
 // heads, whose columns would start at different shifts).
 bool backward_tma_readable(KernelKind kind, const Problem& p, const BackwardArgs& a, int vec) {
+  if (p.sequences.given()) return false;  // varlen kernels copy with every thread
   if (vec == 8)
     return tma_can_read(a.q) && tma_can_read(a.k) && tma_can_read(a.v) && tma_can_read(a.grad_o);
   if (vec < 1) return false;
@@ -132,6 +134,7 @@ flashgen_device::AttentionParams attention_params(const Problem& p, const Args& 
   params.v = tensor_arg(args.v);
   params.o = tensor_arg(args.o);
   params.lse = row_stats_arg(args.lse);
+  place_sequences(p, params);
   return params;
 }
 
@@ -149,6 +152,7 @@ flashgen_device::AttentionParams backward_params(const Problem& p, const Backwar
   params.grad_q_accum = atomic ? reinterpret_cast<float*>(workspace + dterm_bytes(p)) : nullptr;
   params.grad_sinks = p.grad_sinks.data;
   params.grad_sinks_stride = p.grad_sinks.stride[0];
+  place_sequences(p, params);  // the gradients' batch strides too
   return params;
 }
 
@@ -217,6 +221,7 @@ void prepare_user_mask(const Problem& p, int vec, int ordinal, DevicePtr scratch
 }  // namespace
 
 std::vector<KernelKind> backward_kinds(const Problem& p, bool atomic) {
+  atomic = atomic && !p.sequences.given();  // packed sequences: the deterministic kernels
   std::vector<KernelKind> kinds =
       atomic ? std::vector<KernelKind>{KernelKind::backward_prepare, KernelKind::backward_atomic,
                                        KernelKind::convert_grad_q}
@@ -256,7 +261,7 @@ std::vector<std::string> forward_kernel_names(const Problem& problem, const Forw
     return names;
   }
   names.push_back(
-      choose(KernelKind::forward, p, vec, forward_tma_readable(args, vec), ordinal).generated->name);
+      choose(KernelKind::forward, p, vec, forward_tma_readable(p, args, vec), ordinal).generated->name);
   return names;
 }
 
@@ -299,7 +304,7 @@ void forward(const Problem& problem, const ForwardArgs& call, void* stream) {
     return forward_split_keys(p, args, vec, split, route.splits, params, stream);
   }
   const ResolvedKernel r =
-      resolve(KernelKind::forward, p, vec, forward_tma_readable(args, vec), ordinal);
+      resolve(KernelKind::forward, p, vec, forward_tma_readable(p, args, vec), ordinal);
   launch_resolved(r, block_grid(r.choice, p.seq_q, p.heads_q, p.batch), params, stream, args.k,
                   args.v);
 }

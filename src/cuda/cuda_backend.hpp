@@ -35,7 +35,8 @@ std::size_t backward_workspace_bytes(const Problem& p, bool deterministic);
 // The backward as a list of launches. Two-kernel: backward_query (dQ and
 // Dterm) then backward_key_value (dK, dV). Atomic: backward_prepare (Dterm,
 // zeroed fp32 dQ), backward_atomic (dK, dV, dQ partials), convert_grad_q.
-// With sinks, backward_sinks (their gradient, from Dterm) last.
+// With sinks, backward_sinks (their gradient, from Dterm) last. Packed
+// sequences (Problem::sequences) take the two-kernel backward.
 std::vector<KernelKind> backward_kinds(const Problem& p, bool atomic);
 
 // The tuning a spec gets for a problem: a tuning-table row, else the

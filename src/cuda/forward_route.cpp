@@ -72,6 +72,8 @@ int key_splits(const Problem& p, int vec, int ordinal) {
 }  // namespace
 
 ForwardRoute route_forward(const Problem& problem, const ForwardArgs& call) {
+  // Packed sequences run the whole forward over each sequence's own blocks.
+  if (problem.sequences.given()) return {{problem, call}, 0, forward_vec(call)};
   ForwardRoute route{pack_query_heads(problem, call)};
   if (problem.kv_cache.given()) {
     // The split-key kernel alone reads a KV cache, with one share at least.
@@ -92,7 +94,8 @@ ForwardRoute route_forward(const Problem& problem, const ForwardArgs& call) {
   return route;
 }
 
-bool forward_tma_readable(const ForwardArgs& a, int vec) {
+bool forward_tma_readable(const Problem& p, const ForwardArgs& a, int vec) {
+  if (p.sequences.given()) return false;  // varlen kernels copy with every thread
   if (vec == 8) return tma_can_read(a.k) && tma_can_read(a.v);
   return vec >= 1 && tma_can_read_token_rows(a.k) && tma_can_read_token_rows(a.v);
 }

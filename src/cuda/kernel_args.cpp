@@ -72,6 +72,34 @@ void place_key_cache(const Problem& p, flashgen_device::AttentionParams& a) {
 
 }  // namespace
 
+void place_sequences(const Problem& p, flashgen_device::AttentionParams& a) {
+  const PackedSequences& s = p.sequences;
+  if (!s.given()) return;
+  a.q_begin = s.q_begin;
+  a.k_begin = s.k_begin;
+  a.q_begin_stride = s.q_begin_stride;
+  a.k_begin_stride = s.k_begin_stride;
+  a.total_q = static_cast<int>(s.total_q);
+  a.total_kv = static_cast<int>(s.total_kv);
+  // mask_diagonals' terms, measured from each sequence's diagonal sk − sq:
+  // past = min(0 (top-left causal), sk − sq (bottom-right causal), sk − sq
+  // + right (a window's right edge)); before = sk − sq − left. Where the
+  // problem has no such edge the kernels do not read the field.
+  constexpr int kFar = 1 << 30;
+  const bool top_left = p.causal_alignment == CausalAlignment::top_left;
+  int relative = kFar;
+  if (p.causal && !top_left) relative = 0;
+  if (p.window_right >= 0) relative = std::min<std::int64_t>(relative, p.window_right);
+  a.sequence_past_fixed = p.causal && top_left ? 0 : std::numeric_limits<int>::max();
+  a.sequence_past_relative = relative;
+  a.sequence_before_relative =
+      p.window_left >= 0 ? static_cast<int>(-p.window_left) : -kFar;
+  for (flashgen_device::TensorArg* t :
+       {&a.q, &a.k, &a.v, &a.o, &a.grad_o, &a.grad_q, &a.grad_k, &a.grad_v})
+    t->stride_batch = 0;
+  a.lse.stride_batch = 0;
+}
+
 flashgen_device::AttentionParams problem_params(const Problem& p) {
   flashgen_device::AttentionParams a{};
   a.batch = static_cast<int>(p.batch);

@@ -27,6 +27,11 @@ MaskDiagonals mask_diagonals(const Problem& p);
 // Problem-wide scalars (sizes, scale, the mask's diagonals); tensors left null.
 flashgen_device::AttentionParams problem_params(const Problem& p);
 
+// Packed sequences (Problem::sequences): their offsets and diagonals, and the
+// batch strides of the tensors already placed in `a` set to 0 (each
+// sequence's rows are found from its offsets instead). Nothing otherwise.
+void place_sequences(const Problem& p, flashgen_device::AttentionParams& a);
+
 // The widest copy (in elements: 8, 4, 2 or 1) every tensor allows: base
 // pointers and all non-dim strides aligned to it; 0 when a dim stride is not 1.
 int alignment_class(std::initializer_list<const TensorView*> tensors);

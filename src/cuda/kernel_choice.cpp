@@ -77,7 +77,7 @@ struct Signature {
   int dim_qk, dim_v, vec, ordinal;
   bool causal, window, softcap, sinks, alibi, tma_readable, split_keys;
   KeyCache cache;
-  bool fp8_cache;
+  bool fp8_cache, varlen;
   std::int64_t seq, window_left, window_right;
   std::uint64_t tables;
   std::string mask;  // the user mask's arrays and canonical text ("" without one)
@@ -95,7 +95,7 @@ struct SignatureHash {
               std::uint64_t(s.window) << 3 | std::uint64_t(s.split_keys) << 2 |
               std::uint64_t(s.causal) << 1 | std::uint64_t(s.tma_readable),
           std::uint64_t(s.seq), std::uint64_t(s.window_left), std::uint64_t(s.window_right),
-          std::uint64_t(s.cache) << 1 | std::uint64_t(s.fp8_cache),
+          std::uint64_t(s.cache) << 2 | std::uint64_t(s.fp8_cache) << 1 | std::uint64_t(s.varlen),
           s.tables, std::uint64_t(std::hash<std::string>()(s.mask))})
       h = (h ^ field) * 0x100000001b3ull;  // FNV-1a over the fields
     return h;
@@ -127,14 +127,19 @@ KernelSpec spec_of(KernelKind kind, const Problem& p, int vec, const std::string
   }
   spec.cache = key_cache_of(kind, p, split_keys);
   spec.fp8_cache = spec.cache != KeyCache::none && p.kv_cache.fp8;
+  spec.varlen = p.sequences.given() && (kind == KernelKind::forward ||
+                                        kind == KernelKind::backward_query ||
+                                        kind == KernelKind::backward_key_value);
   spec.vec = vec;
   spec.arch = arch;
   return spec;
 }
 
 TuningParams tuning_of(const KernelSpec& spec, const Problem& p, std::size_t shared_limit) {
-  return spec.split_keys ? split_keys_tuning_for(spec, p, shared_limit)
-                         : tuning_for(spec, p, shared_limit);
+  if (spec.split_keys) return split_keys_tuning_for(spec, p, shared_limit);
+  const TuningParams t = tuning_for(spec, p, shared_limit);
+  // Packed sequences' kernels copy with every thread (KernelSpec::varlen).
+  return spec.varlen ? tuning_without_tma(spec, t, shared_limit) : t;
 }
 
 KernelChoice choose(KernelKind kind, const Problem& p, int vec, bool tma_readable, int ordinal,
@@ -173,6 +178,7 @@ ResolvedKernel resolve(KernelKind kind, const Problem& p, int vec, bool tma_read
                       split_keys,
                       key_cache_of(kind, p, split_keys),
                       p.kv_cache.fp8,
+                      p.sequences.given(),
                       std::max(p.seq_q, p.seq_kv),
                       p.window_left,
                       p.window_right,

@@ -21,7 +21,8 @@ KernelSpec spec_of(KernelKind kind, const Problem& p, int vec, const std::string
 
 // Its tuning on a device allowing `shared_limit` bytes of shared memory per
 // CTA: a forced tuning, a tuning-table row or the heuristic (the split-key
-// forward: a forced one or the heuristic, the tables timing whole forwards).
+// forward: a forced one or the heuristic, the tables timing whole forwards;
+// packed sequences: without TMA).
 TuningParams tuning_of(const KernelSpec& spec, const Problem& p, std::size_t shared_limit);
 
 // Everything needed to launch one generated kernel.

@@ -32,6 +32,7 @@ struct SpreadCase {
   int mask = 0;
   KeyCache cache = KeyCache::none;  // the split-key forward over a KV cache
   bool fp8_cache = false;           // ... of e4m3 bytes
+  bool varlen = false;              // packed sequences (copied without TMA)
 };
 
 const char* const kSpreadMasks[] = {
@@ -48,7 +49,7 @@ std::string name_of(const SpreadCase& c) {
                      (c.sinks ? "_sinks" : "") + (c.alibi ? "_alibi" : "") +
                      (c.mask ? "_mask" + std::to_string(c.mask) : "") +
                      (c.cache != KeyCache::none ? std::string("_cache_") + to_string(c.cache) : "") +
-                     (c.fp8_cache ? "_e4m3" : "");
+                     (c.fp8_cache ? "_e4m3" : "") + (c.varlen ? "_varlen" : "");
   return name;
 }
 
@@ -167,6 +168,22 @@ std::vector<SpreadCase> spread() {
       c.vec = dim % 8 ? 1 : (k % 3 == 2 ? 0 : 8);
       cases.push_back(c);
     }
+  // Packed sequences: the three tile kernels narrow to wide, every
+  // alignment class, both archs, fp32, with the masks and modifiers.
+  int v = 0;
+  for (int dim : {1, 40, 64, 127, 128, 199, 256, 385, 512})
+    for (KernelKind kind :
+         {KernelKind::forward, KernelKind::backward_query, KernelKind::backward_key_value}) {
+      SpreadCase c{kind, dim, v % 5 == 4 ? DType::f32 : (v % 2 ? DType::f16 : DType::bf16),
+                   v % 3 != 1, v % 4 == 3 ? "sm_80" : "sm_90a", dim % 8 ? 1 : (v % 7 == 5 ? 4 : 8)};
+      c.varlen = true;
+      c.window = v % 4 == 1;
+      c.softcap = v % 3 == 2;
+      c.alibi = v % 5 == 1;
+      c.sinks = kind == KernelKind::forward && v % 2 == 0;
+      cases.push_back(c);
+      ++v;
+    }
   SpreadCase combine_with_sinks{KernelKind::forward_combine, 128, DType::bf16, false, "sm_90a", 8};
   combine_with_sinks.sinks = true;
   cases.push_back(combine_with_sinks);
@@ -200,6 +217,7 @@ TEST_P(CompileSpread, CompilesWithoutSpills) {
   spec.alibi = c.alibi;
   spec.cache = c.cache;
   spec.fp8_cache = c.fp8_cache;
+  spec.varlen = c.varlen;
   if (c.mask > 0) {
     const std::vector<mask::ArrayName> arrays = {{"doc", false}, {"bias", true}};
     spec.mask_mod = mask::Expression::parse(kSpreadMasks[c.mask], arrays).canonical();
@@ -208,9 +226,11 @@ TEST_P(CompileSpread, CompilesWithoutSpills) {
   // The tuning a call gets without a table row: the default, walking its
   // tiles wherever the walk can run (calls walk on short problems), its
   // warpgroups taking turns wherever they can.
+  // Packed sequences then without TMA (cuda::tuning_of).
   const std::size_t limit = shared_limit_of_arch(c.arch);
-  const TuningParams tuning =
+  TuningParams tuning =
       with_gemm_turns(spec, with_persistent_tiles(spec, default_tuning(spec, limit), limit));
+  if (c.varlen) tuning = tuning_without_tma(spec, tuning, limit);
   const GeneratedKernel g = generate(spec, tuning);
   EXPECT_LE(g.shared_bytes, limit) << g.name;
   if (!compiles_without_spills(g, c.arch)) GTEST_SKIP() << "NVRTC not available";

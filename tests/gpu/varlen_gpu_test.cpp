@@ -1,7 +1,8 @@
-// forward_varlen / backward_varlen on CUDA tensors (cu_seqlens in device
-// memory, or in host memory) against the fp64 reference run per sequence: the cases the CPU
-// backend runs, the deterministic and the atomic backward, and what is
-// refused with a clear error.
+// forward_varlen / backward_varlen on CUDA tensors against the fp64
+// reference run per sequence: cu_seqlens in device memory (the kernels find
+// the sequences), or in host memory (the plain kernels per sequence); the
+// cases the CPU backend runs, the deterministic and the atomic backward,
+// offsets the kernels clamp, and what is refused with a clear error.
 #include <gtest/gtest.h>
 
 #include "device_storage.hpp"
@@ -38,32 +39,67 @@ TEST_P(GpuVarlen, AtomicBackwardMatchesTheReferencePerSequence) {
   check_varlen_backward(GetParam(), kGpu, gpu_options(GetParam(), false));
 }
 
-// cu_seqlens in host memory with CUDA tensors: read as they are.
+// cu_seqlens in host memory with CUDA tensors: read as they are (the
+// sinks' gradient is refused there, below).
 TEST_P(GpuVarlen, HostOffsetsServeCudaTensors) {
   FLASHGEN_SKIP_WITHOUT_GPU();
   check_varlen_forward(GetParam(), kGpu, gpu_options(GetParam()), true);
-  check_varlen_backward(GetParam(), kGpu, gpu_options(GetParam()), true);
+  if (!GetParam().sinks) check_varlen_backward(GetParam(), kGpu, gpu_options(GetParam()), true);
+}
+
+// check_indices: device offsets read back and checked as host ones.
+TEST_P(GpuVarlen, CheckedDeviceOffsets) {
+  FLASHGEN_SKIP_WITHOUT_GPU();
+  Options options = gpu_options(GetParam());
+  VarlenTensors t(GetParam(), kGpu);
+  VarlenForwardArgs args = t.forward_args(GetParam());
+  args.check_indices = true;
+  EXPECT_NO_THROW(forward_varlen(args, t.with_score_options(GetParam(), options)));
 }
 
 INSTANTIATE_TEST_SUITE_P(Cases, GpuVarlen, ::testing::ValuesIn(varlen_cases()),
                          [](const auto& info) { return info.param.name; });
 
-// dL/dsink sums the sequences' shares on the host: refused on CUDA tensors,
-// naming the option, before anything runs.
-TEST(GpuVarlenSinks, TheBackwardRefusesSinksOnCudaTensors) {
+// Where the plain kernels run per sequence (cu_seqlens in host memory),
+// dL/dsink would be summed on the host from device shares: refused, naming
+// the option, before anything runs. (Device offsets: GpuVarlen's sinks case.)
+TEST(GpuVarlenSinks, HostOffsetsRefuseTheSinksGradientOnCudaTensors) {
   FLASHGEN_SKIP_WITHOUT_GPU();
-  const VarlenCase c{"sinks", {40, 7}, {40, 9}, 2, 1, 64, 64, true};
-  VarlenTensors t(c, kGpu);
-  std::unique_ptr<Storage> sinks = make_storage(kGpu, 2 * sizeof(float));
-  std::unique_ptr<Storage> grad_sinks = make_storage(kGpu, 2 * sizeof(float));
-  const float values[2] = {0.5f, -1.0f};
-  sinks->upload(values, sizeof values);
-  Options options = gpu_options(c);
-  options.sinks = HeadVectorView::heads(static_cast<float*>(sinks->data()), 2, kGpu);
-  options.grad_sinks = HeadVectorView::heads(static_cast<float*>(grad_sinks->data()), 2, kGpu);
+  VarlenCase c{"sinks", {40, 7}, {40, 9}, 2, 1, 64, 64, true};
+  c.sinks = true;
+  VarlenTensors t(c, kGpu, true);
+  const Options options = t.with_score_options(c, gpu_options(c));
   EXPECT_NO_THROW(forward_varlen(t.forward_args(c), options));
   EXPECT_TRUE(fails_with(ErrorCode::unsupported, "options.sinks",
                          [&] { backward_varlen(t.backward_args(c), options); }));
+}
+
+// Offsets the kernels read unchecked may be anything: decreasing, past the
+// packed length, sequences longer than max_seqlen. The kernels clamp them to
+// the packed tensors, so no byte outside the tensors changes and nothing
+// faults (the sanitizer sweep runs this too).
+TEST(GpuVarlenUnchecked, OffsetsOutOfRuleStayInsideTheTensors) {
+  FLASHGEN_SKIP_WITHOUT_GPU();
+  const VarlenCase c{"unchecked", {30, 50, 20}, {30, 50, 20}, 2, 1, 64, 64, true};
+  VarlenTensors t(c, kGpu);
+  const std::vector<std::int32_t> bad_q = {0, 90, 10, 1000}, bad_k = {-5, 60, 40, 100};
+  t.cu_q_storage->upload(bad_q.data(), bad_q.size() * sizeof(std::int32_t));
+  t.cu_k_storage->upload(bad_k.data(), bad_k.size() * sizeof(std::int32_t));
+  VarlenBackwardArgs args = t.backward_args(c);
+  args.max_seqlen_q = args.max_seqlen_k = 40;  // shorter than some
+  const Options options = gpu_options(c);
+  forward_varlen({args.q, args.k, args.v, args.o, args.lse, args.cu_seqlens_q,
+                  args.cu_seqlens_k, args.max_seqlen_q, args.max_seqlen_k},
+                 options);
+  backward_varlen(args, options);
+  for (const TestTensor* out : {&t.o, &t.lse, &t.grad_q, &t.grad_k, &t.grad_v})
+    EXPECT_EQ(out->check_outside_unchanged(out->download()), "");
+  for (const TestTensor* input : {&t.q, &t.k, &t.v, &t.grad_o})
+    EXPECT_EQ(input->check_unchanged(input->download()), "");
+  // Checked, the same offsets are refused by name.
+  args.check_indices = true;
+  EXPECT_TRUE(fails_with(ErrorCode::invalid_argument, "cu_seqlens_q",
+                         [&] { backward_varlen(args, options); }));
 }
 
 }  // namespace

@@ -51,6 +51,11 @@ std::vector<VarlenCase> varlen_cases() {
        Layout::padded},
       {"query_longer_than_keys_causal", {20, 4}, {3, 8}, 2, 2, 16, 16, true},
       {"all_empty", {0, 0}, {0, 0}},
+      {"blocks_d128_gqa_causal", {700, 129, 0, 1000}, {700, 300, 5, 1000}, 8, 2, 128, 128, true},
+      {"window_softcap_sinks_gqa", {90, 3, 257}, {120, 3, 200}, 4, 2, 64, 64, true, DType::bf16,
+       Layout::bshd, false, 48, 0, 30.0, true},
+      {"top_left_window_d80_f16", {70, 1, 33}, {40, 9, 100}, 2, 1, 80, 80, true, DType::f16,
+       Layout::bshd, true, 20, 8},
   };
 }
 
@@ -68,7 +73,12 @@ VarlenTensors::VarlenTensors(const VarlenCase& c, MemoryKind memory_, bool host_
       lse(TestTensor::row_stats(memory_, 1, c.heads_q, cu_q.back())),
       grad_q(memory_, c.dtype, 1, cu_q.back(), c.heads_q, c.dim_qk, c.layout),
       grad_k(memory_, c.dtype, 1, cu_k.back(), c.heads_kv, c.dim_qk, c.layout),
-      grad_v(memory_, c.dtype, 1, cu_k.back(), c.heads_kv, c.dim_v, c.layout) {
+      grad_v(memory_, c.dtype, 1, cu_k.back(), c.heads_kv, c.dim_v, c.layout),
+      sinks(TestTensor::row_stats(memory_, 1, c.heads_q, 1)),
+      grad_sinks(TestTensor::row_stats(memory_, 1, c.heads_q, 1)) {
+  sinks.fill_random(seed_from(c.name + "/sinks"));
+  grad_sinks.poison();
+  for (double s : sinks.values(sinks.download())) sinks_host.push_back(static_cast<float>(s));
   q.fill_random(seed_from(c.name + "/q"));
   k.fill_random(seed_from(c.name + "/k"));
   v.fill_random(seed_from(c.name + "/v"));
@@ -97,6 +107,19 @@ VarlenBackwardArgs VarlenTensors::backward_args(const VarlenCase& c) const {
   return a;
 }
 
+Options VarlenTensors::with_score_options(const VarlenCase& c, Options options) const {
+  options.causal_alignment =
+      c.top_left ? CausalAlignment::top_left : CausalAlignment::bottom_right;
+  options.window_left = c.window_left, options.window_right = c.window_right;
+  options.softcap = c.softcap;
+  if (c.sinks) {
+    const RowStatsView s = sinks.stats_view(), g = grad_sinks.stats_view();
+    options.sinks = HeadVectorView::heads(s.data, c.heads_q, s.memory, s.device);
+    options.grad_sinks = HeadVectorView::heads(g.data, c.heads_q, g.memory, g.device);
+  }
+  return options;
+}
+
 cpu::Sequences VarlenTensors::sequences() const {
   return {{cu_q.begin(), cu_q.end()}, {cu_k.begin(), cu_k.end()}};
 }
@@ -110,6 +133,11 @@ Problem packed_problem(const VarlenCase& c, const VarlenTensors& t) {
   p.dtype = c.dtype;
   p.scale = 1.0 / std::sqrt(static_cast<double>(c.dim_qk));
   p.causal = c.causal;
+  p.causal_alignment = c.top_left ? CausalAlignment::top_left : CausalAlignment::bottom_right;
+  p.window_left = c.window_left, p.window_right = c.window_right;
+  p.softcap = c.softcap;
+  if (c.sinks)  // the reference reads host memory
+    p.sinks = HeadVectorView::heads(const_cast<float*>(t.sinks_host.data()), c.heads_q);
   return p;
 }
 
@@ -122,7 +150,7 @@ void expect_rule(const char* name, const TestTensor& t, const std::vector<double
 void check_varlen_forward(const VarlenCase& c, MemoryKind memory, const Options& options,
                           bool host_offsets) {
   VarlenTensors t(c, memory, host_offsets);
-  forward_varlen(t.forward_args(c), options);
+  forward_varlen(t.forward_args(c), t.with_score_options(c, options));
   const Problem p = packed_problem(c, t);
   const cpu::PackedInputs in = packed_inputs(t, false);
   const cpu::ForwardResult ref = reference_forward_varlen(p, t.sequences(), in, cpu::Oracle::fp64);
@@ -137,9 +165,10 @@ void check_varlen_forward(const VarlenCase& c, MemoryKind memory, const Options&
 void check_varlen_backward(const VarlenCase& c, MemoryKind memory, const Options& options,
                            bool host_offsets) {
   VarlenTensors t(c, memory, host_offsets);
-  forward_varlen(t.forward_args(c), options);
+  const Options call = t.with_score_options(c, options);
+  forward_varlen(t.forward_args(c), call);
   t.o.snapshot(), t.lse.snapshot();
-  backward_varlen(t.backward_args(c), options);
+  backward_varlen(t.backward_args(c), call);
   const Problem p = packed_problem(c, t);
   const cpu::PackedInputs in = packed_inputs(t, true);
   const cpu::BackwardResult ref =
@@ -149,6 +178,7 @@ void check_varlen_backward(const VarlenCase& c, MemoryKind memory, const Options
   expect_rule("grad_q", t.grad_q, ref.grad_q, naive.grad_q, c.dtype);
   expect_rule("grad_k", t.grad_k, ref.grad_k, naive.grad_k, c.dtype);
   expect_rule("grad_v", t.grad_v, ref.grad_v, naive.grad_v, c.dtype);
+  if (c.sinks) expect_rule("grad_sinks", t.grad_sinks, ref.grad_sinks, naive.grad_sinks, DType::f32);
   for (const TestTensor* input : {&t.q, &t.k, &t.v, &t.grad_o, &t.o, &t.lse})
     EXPECT_EQ(input->check_unchanged(input->download()), "");
 }

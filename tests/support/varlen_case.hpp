@@ -23,13 +23,20 @@ struct VarlenCase {
   bool causal = false;
   DType dtype = DType::bf16;
   Layout layout = Layout::bshd;
+  // Score options (flashgen::Options'), given to the call and the reference
+  // alike: each sequence measures them from its own lengths.
+  bool top_left = false;
+  std::int64_t window_left = -1, window_right = -1;
+  double softcap = 0.0;
+  bool sinks = false;  // a sink logit per query head, and its gradient
 };
 
 inline void PrintTo(const VarlenCase& c, std::ostream* os) { *os << c.name; }
 
 // Shapes every backend runs: mixed lengths with empty and one-token
 // sequences, causal, GQA and MQA, odd D, Dv != Dqk, f32, padded rows, more
-// queries than keys, all sequences empty.
+// queries than keys, all sequences empty, windows, soft cap and sinks,
+// sequences of several blocks at D = 128.
 std::vector<VarlenCase> varlen_cases();
 
 // The packed tensors of a case in `memory`, cu_seqlens there too or, with
@@ -39,11 +46,16 @@ struct VarlenTensors {
   VarlenForwardArgs forward_args(const VarlenCase& c) const;
   VarlenBackwardArgs backward_args(const VarlenCase& c) const;
   cpu::Sequences sequences() const;
+  // `options` with the case's score options (sinks and their gradient in
+  // the tensors' memory).
+  Options with_score_options(const VarlenCase& c, Options options) const;
 
   MemoryKind offsets_memory;
   std::vector<std::int32_t> cu_q, cu_k;  // host copies
   std::unique_ptr<Storage> cu_q_storage, cu_k_storage;  // where the calls read them
   TestTensor q, k, v, grad_o, o, lse, grad_q, grad_k, grad_v;
+  TestTensor sinks, grad_sinks;  // [1, heads_q, 1]: read and written only where c.sinks
+  std::vector<float> sinks_host;  // the sinks' values, for the reference
 };
 
 // The packed problem (batch 1) of a case, for the reference.

@@ -128,6 +128,19 @@ struct AttentionParams {
   const float* k_scale;
   const float* v_scale;
   index_t k_scale_stride, v_scale_stride;
+  // Packed sequences (varlen, scheduler/sequences.cuh): batch entry b's query
+  // rows are rows [q_begin[b], q_begin[b + 1]) of q, o, dO, dQ and the LSE
+  // (whose tensors' batch strides are 0), its keys rows [k_begin[b],
+  // k_begin[b + 1]) of k, v, dK and dV (offsets taken at a stride of
+  // *_begin_stride, clamped to [0, total_q] and [0, total_kv]); seq_q and
+  // seq_kv are the grid's most rows of any sequence. Each sequence measures
+  // its diagonals from its own lengths (sq, sk): past = min(past_fixed,
+  // sk − sq + past_relative), before = sk − sq + before_relative.
+  const int* q_begin;
+  const int* k_begin;
+  index_t q_begin_stride, k_begin_stride;
+  int total_q, total_kv;
+  int sequence_past_fixed, sequence_past_relative, sequence_before_relative;
 };
 
 // A TMA descriptor (CUtensorMap of the driver API: 128 opaque bytes, 64-byte

@@ -9,6 +9,7 @@
 #include "epilogue/store.cuh"
 #include "softmax/row_stats.cuh"
 #include "scheduler/cta_tile.cuh"
+#include "scheduler/sequences.cuh"
 
 namespace flashgen_device {
 
@@ -113,8 +114,16 @@ struct SinkGradients {
     float sum = 0.0f;
     for (int r = threadIdx.x; r < rows; r += kRowKernelWarps * 32) {
       const int batch = r / p.seq_q, row = r % p.seq_q;
+      // Packed sequences: the rows of batch entry `batch` start at its
+      // first packed row, and its Dterm holds none past its length.
+      int first = 0;
+      if (p.q_begin != nullptr) {
+        const PackedRows q = packed_rows(p.q_begin, p.q_begin_stride, batch, p.total_q);
+        if (row >= q.end - q.first) continue;
+        first = q.first;
+      }
       const float lse = p.lse.data[batch * p.lse.stride_batch + head * p.lse.stride_heads +
-                                   row * p.lse.stride_seq];
+                                   (first + row) * p.lse.stride_seq];
       const float dterm = p.dterm.data[batch * p.dterm.stride_batch +
                                        head * p.dterm.stride_heads + row * p.dterm.stride_seq];
       sum += expf(sink - lse) * dterm;
