@@ -34,16 +34,26 @@ const GeneratedKernel& generated_kernel(const KernelSpec& spec, const TuningPara
   return kernels->emplace(std::move(key), std::move(g)).first->second;  // node-based: stable
 }
 
+// Query rows past which the split-key forward takes four warps of 16 rows
+// per CTA instead of one: a KV cache's chunked prefill (hundreds of query
+// rows per call) would otherwise read each key/value block once per 16 rows.
+constexpr std::int64_t kSplitKeysWarpRows = 32;
+
 // The split-key forward's tuning: a forced forward tuning (ScopedTuningOverride,
 // FLASHGEN_TUNING; may_split_keys lets only mma.sync ones through), else the
 // heuristic's (the tables' rows time the forward over all keys, not this
-// kernel).
+// kernel), with four warps where the query rows fill them.
 TuningParams split_keys_tuning_for(const KernelSpec& spec, const Problem& p,
                                    std::size_t shared_limit) {
   if (tuning_overridden(KernelKind::forward))
     if (const std::optional<TuningParams> forced = lookup_tuning(spec, p, shared_limit))
       return *forced;
-  return default_tuning(spec, shared_limit);
+  const TuningParams t = default_tuning(spec, shared_limit);
+  if (p.seq_q <= kSplitKeysWarpRows) return t;
+  TuningParams wide = t;
+  wide.block_rows = 4 * t.block_rows;
+  wide.warps = 4 * t.warps;
+  return shared_bytes(spec, wide) <= shared_limit ? wide : t;
 }
 
 // Where the kernel reads K and V: a KV cache only the split-key forward reads.

@@ -33,6 +33,7 @@ struct SpreadCase {
   KeyCache cache = KeyCache::none;  // the split-key forward over a KV cache
   bool fp8_cache = false;           // ... of e4m3 bytes
   bool varlen = false;              // packed sequences (copied without TMA)
+  bool chunked = false;             // the split-key forward's four warps (chunked prefill)
 };
 
 const char* const kSpreadMasks[] = {
@@ -49,7 +50,8 @@ std::string name_of(const SpreadCase& c) {
                      (c.sinks ? "_sinks" : "") + (c.alibi ? "_alibi" : "") +
                      (c.mask ? "_mask" + std::to_string(c.mask) : "") +
                      (c.cache != KeyCache::none ? std::string("_cache_") + to_string(c.cache) : "") +
-                     (c.fp8_cache ? "_e4m3" : "") + (c.varlen ? "_varlen" : "");
+                     (c.fp8_cache ? "_e4m3" : "") + (c.varlen ? "_varlen" : "") +
+                     (c.chunked ? "_chunked" : "");
   return name;
 }
 
@@ -167,6 +169,12 @@ std::vector<SpreadCase> spread() {
       c.fp8_cache = true;
       c.vec = dim % 8 ? 1 : (k % 3 == 2 ? 0 : 8);
       cases.push_back(c);
+      // A chunked prefill's four warps (cuda::tuning_of past 32 query rows).
+      if (dim == 40 || dim == 128 || dim == 256 || dim == 512) {
+        c.chunked = true;
+        c.fp8_cache = cache == KeyCache::paged;
+        cases.push_back(c);
+      }
     }
   // Packed sequences: the three tile kernels narrow to wide, every
   // alignment class, both archs, fp32, with the masks and modifiers.
@@ -231,6 +239,7 @@ TEST_P(CompileSpread, CompilesWithoutSpills) {
   TuningParams tuning =
       with_gemm_turns(spec, with_persistent_tiles(spec, default_tuning(spec, limit), limit));
   if (c.varlen) tuning = tuning_without_tma(spec, tuning, limit);
+  if (c.chunked) tuning.block_rows *= 4, tuning.warps *= 4;
   const GeneratedKernel g = generate(spec, tuning);
   EXPECT_LE(g.shared_bytes, limit) << g.name;
   if (!compiles_without_spills(g, c.arch)) GTEST_SKIP() << "NVRTC not available";

@@ -60,6 +60,15 @@ std::vector<KVCase> gpu_cases() {
                           2);
   fp8_window.window_left = 1000, fp8_window.softcap = 30.0;
   cases.push_back(fp8_window);
+  // Chunked prefill: hundreds of query rows appended and attended causally,
+  // the split-key forward in CTAs of four warps.
+  cases.push_back({"paged16_chunked_prefill_append_causal_gqa4", {700, 0, 33}, 200, 200, 16, 1024,
+                   8, 2, 128, 128, true});
+  KVCase fp8_chunk = fp8({"fp8_contiguous_chunked_prefill_window_d64", {300, 64}, 96, 96, 0, 512,
+                          4, 2, 64, 64, true},
+                         2);
+  fp8_chunk.window_left = 50;
+  cases.push_back(fp8_chunk);
   return cases;
 }
 
