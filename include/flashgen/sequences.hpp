@@ -121,19 +121,20 @@ inline constexpr std::int64_t kPageSizeMultiple = 16;
 // There the offsets are not checked unless check_indices is set: the
 // kernels clamp them to the packed tensors (no byte outside them is read
 // or written), a sequence longer than max_seqlen is cut to it, and the
-// rows cut off are not written. With options.mask_mod, and with cu_seqlens
-// in host memory (read as they are, checked), the plain kernels run once
-// per sequence; backward_varlen refuses options.sinks there (dL/dsink is
-// summed on the host). forward_with_kvcache runs one
+// rows cut off are not written. With cu_seqlens in host memory (read as
+// they are, checked), the plain kernels run once per sequence;
+// backward_varlen refuses options.sinks there (dL/dsink is summed on the
+// host). forward_with_kvcache runs one
 // forward on options.stream whose kernels read cache_seqlens and
 // block_table (on the tensors' device) themselves, append and attend: the
 // host waits for nothing, so a decode step can be captured in a CUDA graph.
 // There a length is clamped to what the cache holds (seq_cache, or max_pages
 // · page_size, less seq_new) and a block_table entry outside [0, num_pages)
 // is never dereferenced (its rows read as zeros, appends to it are dropped);
-// host tensors get an error for either instead. float32 tensors and
-// options.mask_mod with a cache run on host tensors only
-// (ErrorCode::unsupported).
+// host tensors get an error for either instead. float32 tensors with a
+// cache run on host tensors only (ErrorCode::unsupported). A mask
+// expression's b is the sequence, q_idx and kv_idx positions within it
+// (kv_idx counting cache positions), on every path.
 void forward_varlen(const VarlenForwardArgs& args, const Options& options = {});
 void backward_varlen(const VarlenBackwardArgs& args, const Options& options = {});
 void forward_with_kvcache(const KVCacheForwardArgs& args, const Options& options = {});

@@ -2,8 +2,8 @@
 tensors (flash-attn 2's layouts; see flashgen/_numpy_sequences.py). CPU
 tensors run on the CPU backend. attention_varlen runs CUDA tensors on the
 GPU: with cu_seqlens on the GPU each kernel runs once for the whole batch
-and reads them itself (nothing waits); with cu_seqlens on the CPU, or a
-mask_mod, a launch per sequence (sinks' gradient is refused there);
+and reads them itself (nothing waits); with cu_seqlens on the CPU a launch
+per sequence (sinks' gradient is refused there);
 attention_with_kvcache runs CUDA tensors in one forward that reads the cache
 in place (cache_seqlens and block_table on the same device, read by the
 kernels: nothing waits, so a decode step can be captured in a CUDA graph)."""

@@ -46,8 +46,7 @@ void refuse_sinks_gradient_on_cuda(const Problem& packed, const TensorView& q) {
   if (q.memory == MemoryKind::cuda && packed.has_sinks())
     throw Error(ErrorCode::unsupported,
                 "backward_varlen: options.sinks with CUDA tensors needs cu_seqlens on the GPU "
-                "and no options.mask_mod (the kernels then sum dL/dsink over the sequences); "
-                "or use host (CPU) tensors");
+                "(the kernels then sum dL/dsink over the sequences), or host (CPU) tensors");
 }
 
 }  // namespace
@@ -88,7 +87,7 @@ void slice_sequence(const PackedArgs& args, const api::VarlenProblem& vp, std::i
 
 void forward_varlen(const VarlenForwardArgs& args, const Options& options) {
   const api::VarlenProblem vp = api::validate_varlen_forward(args, options);
-  if (api::kernels_find_sequences(args.q, args.cu_seqlens_q, args.cu_seqlens_k, options)) {
+  if (api::kernels_find_sequences(args.q, args.cu_seqlens_q, args.cu_seqlens_k)) {
     const Problem p = api::sequences_problem(vp, args.cu_seqlens_q, args.cu_seqlens_k,
                                              args.max_seqlen_q, args.max_seqlen_k);
     return api::run_forward(Backend::cuda, p, {args.q, args.k, args.v, args.o, args.lse}, options);
@@ -103,7 +102,7 @@ void forward_varlen(const VarlenForwardArgs& args, const Options& options) {
 
 void backward_varlen(const VarlenBackwardArgs& args, const Options& options) {
   const api::VarlenProblem vp = api::validate_varlen_backward(args, options);
-  if (api::kernels_find_sequences(args.q, args.cu_seqlens_q, args.cu_seqlens_k, options)) {
+  if (api::kernels_find_sequences(args.q, args.cu_seqlens_q, args.cu_seqlens_k)) {
     const Problem p = api::sequences_problem(vp, args.cu_seqlens_q, args.cu_seqlens_k,
                                              args.max_seqlen_q, args.max_seqlen_k);
     BackwardArgs packed;

@@ -81,7 +81,7 @@ VarlenProblem check_varlen(const Problem& packed, const TensorView& q,
   VarlenProblem out;
   out.packed = packed;
   // Offsets the kernels read are read back only when asked to be checked.
-  if (kernels_find_sequences(q, cu_seqlens_q, cu_seqlens_k, options) && !check_indices)
+  if (kernels_find_sequences(q, cu_seqlens_q, cu_seqlens_k) && !check_indices)
     return out;
   std::vector<std::int32_t> copy;
   void* stream = options.stream;
@@ -97,9 +97,9 @@ VarlenProblem check_varlen(const Problem& packed, const TensorView& q,
 }  // namespace
 
 bool kernels_find_sequences(const TensorView& q, const IndexView& cu_seqlens_q,
-                            const IndexView& cu_seqlens_k, const Options& options) {
+                            const IndexView& cu_seqlens_k) {
   return q.memory == MemoryKind::cuda && cu_seqlens_q.memory == MemoryKind::cuda &&
-         cu_seqlens_k.memory == MemoryKind::cuda && options.mask_mod.empty();
+         cu_seqlens_k.memory == MemoryKind::cuda;
 }
 
 Problem sequences_problem(const VarlenProblem& vp, const IndexView& cu_seqlens_q,

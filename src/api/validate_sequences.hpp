@@ -26,10 +26,9 @@ struct VarlenProblem {
 
 // Whether the GPU kernels find the sequences themselves (one launch of each
 // kernel for the whole batch, Problem::sequences): CUDA tensors with
-// cu_seqlens on their device and no mask expression (whose cells are
-// counted per problem). Otherwise the plain kernels run per sequence.
+// cu_seqlens on their device. Otherwise the plain kernels run per sequence.
 bool kernels_find_sequences(const TensorView& q, const IndexView& cu_seqlens_q,
-                            const IndexView& cu_seqlens_k, const Options& options);
+                            const IndexView& cu_seqlens_k);
 
 // The packed call as one problem whose batch entries are the sequences
 // (kernels_find_sequences): batch, the longest lengths, the device offsets.

@@ -1,8 +1,7 @@
 // What the CUDA kernels do not run: a mask expression reading more arrays
-// than the kernels take, and a KV cache of fp32 tensors or with a mask
-// expression run on the CPU backend (and the fp64 reference) only; a call
-// with one on CUDA tensors fails with this message instead of computing
-// something else.
+// than the kernels take, and a KV cache of fp32 tensors run on the CPU
+// backend (and the fp64 reference) only; a call with one on CUDA tensors
+// fails with this message instead of computing something else.
 #include <string>
 
 #include "cuda/cuda_backend.hpp"
@@ -15,12 +14,9 @@ std::string unsupported_option(const Problem& p) {
   if (p.has_mask() && p.mask->arrays.size() > flashgen_device::kMostMaskArrays)
     option = "mask_tensors with more than " + std::to_string(flashgen_device::kMostMaskArrays) +
              " arrays";
-  // The split-key kernel, which reads a cache, has no fp32 variant; a mask
-  // expression's cells (mask_blocks) are not counted per entry's keys.
+  // The split-key kernel, which reads a cache, has no fp32 variant.
   else if (p.kv_cache.given() && p.dtype == DType::f32)
     option = "forward_with_kvcache with float32 tensors";
-  else if (p.kv_cache.given() && p.has_mask())
-    option = "forward_with_kvcache with mask_mod";
   if (option.empty()) return "";
   return option +
          ": not supported by the CUDA backend yet; use the CPU backend (backend=cpu, tensors in "

@@ -15,10 +15,16 @@ using flashgen_device::MaskFault;
 
 std::int64_t cells(std::int64_t positions) { return (positions + kMaskCell - 1) / kMaskCell; }
 
-// Slots of the cell ranges: one per batch entry where the mask reads b, one
-// per query head where it reads h.
+// Whether each batch entry has lengths of its own (packed sequences, a KV
+// cache's entries), and with them its own diagonals.
+bool entries_have_lengths(const Problem& p) {
+  return p.sequences.given() || p.kv_cache.given();
+}
+
+// Slots of the cell ranges: one per batch entry where the mask reads b or
+// the entries have lengths of their own, one per query head where it reads h.
 std::int64_t batch_slots(const Problem& p) {
-  return p.mask->expression.uses(mask::Op::batch) ? p.batch : 1;
+  return p.mask->expression.uses(mask::Op::batch) || entries_have_lengths(p) ? p.batch : 1;
 }
 std::int64_t head_slots(const Problem& p) {
   return p.mask->expression.uses(mask::Op::head) ? p.heads_q : 1;
@@ -52,7 +58,8 @@ Range range_of(const Problem& p, const mask::Expression& e, int n) {
     case mask::Op::integer: return exactly(node.integer, node.integer);
     case mask::Op::batch: return exactly(p.mask_batch0, p.mask_batch0 + p.batch - 1);
     case mask::Op::head: return exactly(0, p.heads_q - 1);
-    case mask::Op::query:
+    case mask::Op::query:  // query + sk − sq of its entry (below 0 where sq > sk)
+      if (entries_have_lengths(p)) return exactly(-p.seq_q, p.seq_kv - 1);
       return exactly(p.diagonal_offset(), p.diagonal_offset() + p.seq_q - 1);
     case mask::Op::key: return exactly(0, p.seq_kv - 1);
     case mask::Op::index:  // an int32 element
@@ -115,6 +122,8 @@ void place_user_mask(const Problem& p, DevicePtr scratch,
   params.mask_batch_slots = static_cast<int>(batch_slots(p));
   params.mask_head_slots = static_cast<int>(head_slots(p));
   params.mask_fault = nullptr;
+  params.mask_rows_q = static_cast<int>(p.seq_q);
+  params.mask_rows_kv = static_cast<int>(p.seq_kv);
   const DevicePtr key_cells = scratch + align256(sizeof(MaskFault));
   const DevicePtr query_cells = key_cells + range_bytes(p, p.seq_q);
   params.mask_key_cells = reinterpret_cast<int*>(key_cells);
@@ -155,11 +164,14 @@ void check_mask_faults(const Problem& p, DevicePtr scratch, StreamHandle stream)
   MaskFault fault{};
   copy_to_host(&fault, scratch, sizeof fault, stream);
   if (fault.inverted_first == 0) return;
-  // The pair of the first fault (MaskFault): its slot's batch and head.
+  // The pair of the first fault (MaskFault's order over the grid's extents):
+  // its slot's batch and head, q_idx and kv_idx.
   const std::uint64_t order = ~fault.inverted_first;
-  const std::int64_t key = static_cast<std::int64_t>(order % p.seq_kv);
-  const std::int64_t query = static_cast<std::int64_t>(order / p.seq_kv % p.seq_q);
-  const std::int64_t slot = static_cast<std::int64_t>(order / p.seq_kv / p.seq_q);
+  const std::uint64_t rows_q = p.seq_q, rows_kv = p.seq_kv;
+  const std::int64_t key = static_cast<std::int64_t>(order % rows_kv);
+  const std::int64_t q_idx = static_cast<std::int64_t>(order / rows_kv % (rows_q + rows_kv)) -
+                             static_cast<std::int64_t>(rows_q);
+  const std::int64_t slot = static_cast<std::int64_t>(order / rows_kv / (rows_q + rows_kv));
   const std::int64_t batch = p.mask_batch0 + slot / head_slots(p), head = slot % head_slots(p);
   // The arrays on the host, so that the reference's evaluator words the
   // error for the recorded pair.
@@ -173,10 +185,10 @@ void check_mask_faults(const Problem& p, DevicePtr scratch, StreamHandle stream)
       copy_to_host(copies.back().data(), reinterpret_cast<DevicePtr>(a.data), 4 * elements, stream);
     a.data = copies.back().data();
   }
-  mask::attends(host, {batch, head, query + p.diagonal_offset(), key});
+  mask::attends(host, {batch, head, q_idx, key});
   throw Error(ErrorCode::runtime, "mask_mod: the GPU found a fault at b=" + std::to_string(batch) +
                                       ", h=" + std::to_string(head) +
-                                      ", q_idx=" + std::to_string(query + p.diagonal_offset()) +
+                                      ", q_idx=" + std::to_string(q_idx) +
                                       ", kv_idx=" + std::to_string(key) +
                                       " that the host's evaluation does not");
 }

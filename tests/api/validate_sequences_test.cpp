@@ -196,14 +196,15 @@ TEST(ValidateKVCache, RefusesPageSizesAndLengthsOutOfRule) {
 TEST(ValidateKVCache, TheCudaBackendRefusesWhatItsKernelsLackByName) {
   Paged t;
   KVCacheForwardArgs a = t.args();
-  for (TensorView* view : {&a.q, &a.k_cache, &a.v_cache, &a.k_new, &a.v_new, &a.o})
+  for (TensorView* view : {&a.q, &a.k_cache, &a.v_cache, &a.k_new, &a.v_new, &a.o}) {
     view->memory = MemoryKind::cuda;
+    view->dtype = DType::f32;
+  }
   a.cache_seqlens.memory = a.block_table.memory = MemoryKind::cuda;
-  Options options;
-  options.mask_mod = "kv_idx != 1";
   EXPECT_TRUE(fails_with(ErrorCode::unsupported,
-                         "forward_with_kvcache with mask_mod: not supported by the CUDA backend yet",
-                         [&] { forward_with_kvcache(a, options); }));
+                         "forward_with_kvcache with float32 tensors: not supported by the CUDA "
+                         "backend yet",
+                         [&] { forward_with_kvcache(a, {}); }));
 }
 
 // The options' per-head vectors the per-sequence runs cannot index are

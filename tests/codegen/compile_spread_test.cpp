@@ -173,6 +173,7 @@ std::vector<SpreadCase> spread() {
       if (dim == 40 || dim == 128 || dim == 256 || dim == 512) {
         c.chunked = true;
         c.fp8_cache = cache == KeyCache::paged;
+        c.mask = dim == 128 ? 1 : 0;  // a user mask's cells per entry
         cases.push_back(c);
       }
     }
@@ -189,6 +190,7 @@ std::vector<SpreadCase> spread() {
       c.softcap = v % 3 == 2;
       c.alibi = v % 5 == 1;
       c.sinks = kind == KernelKind::forward && v % 2 == 0;
+      c.mask = dim == 128 || dim == 385 ? 1 + v % 2 : 0;
       cases.push_back(c);
       ++v;
     }

@@ -151,6 +151,7 @@ KVOptions kv_options(const KVCase& c, std::int64_t batch, MemoryKind memory, int
   if (c.top_left) options.causal_alignment = CausalAlignment::top_left;
   options.window_left = c.window_left, options.window_right = c.window_right;
   options.softcap = c.softcap;
+  options.mask_mod = c.mask_mod;
   if (c.sinks) {
     std::vector<float> sinks;
     for (std::int64_t h = 0; h < c.heads_q; ++h) sinks.push_back(sink_value(h, c.heads_q));

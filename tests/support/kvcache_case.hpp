@@ -37,6 +37,8 @@ struct KVCase {
   // An fp8 (e4m3) cache, with scales: 0 none, 1 one ([1]), 2 per key/value head.
   bool fp8 = false;
   int scale_rank = 0;
+  // A mask expression over b, h, q_idx and kv_idx (no arrays).
+  std::string mask_mod;
 };
 
 inline void PrintTo(const KVCase& c, std::ostream* os) { *os << c.name; }

@@ -56,6 +56,10 @@ std::vector<VarlenCase> varlen_cases() {
        Layout::bshd, false, 48, 0, 30.0, true},
       {"top_left_window_d80_f16", {70, 1, 33}, {40, 9, 100}, 2, 1, 80, 80, true, DType::f16,
        Layout::bshd, true, 20, 8},
+      {"mask_b_causal_gqa", {150, 0, 64, 33}, {200, 7, 64, 20}, 4, 2, 64, 64, true, DType::bf16,
+       Layout::bshd, false, -1, -1, 0.0, false, "(kv_idx + b) % 5 != 2 && q_idx - kv_idx < 90"},
+      {"mask_without_b_d128", {300, 17}, {260, 40}, 2, 2, 128, 128, false, DType::bf16,
+       Layout::bshd, false, -1, -1, 0.0, false, "kv_idx / 16 % 3 != q_idx % 3"},
   };
 }
 
@@ -112,6 +116,7 @@ Options VarlenTensors::with_score_options(const VarlenCase& c, Options options) 
       c.top_left ? CausalAlignment::top_left : CausalAlignment::bottom_right;
   options.window_left = c.window_left, options.window_right = c.window_right;
   options.softcap = c.softcap;
+  options.mask_mod = c.mask_mod;
   if (c.sinks) {
     const RowStatsView s = sinks.stats_view(), g = grad_sinks.stats_view();
     options.sinks = HeadVectorView::heads(s.data, c.heads_q, s.memory, s.device);
@@ -138,6 +143,9 @@ Problem packed_problem(const VarlenCase& c, const VarlenTensors& t) {
   p.softcap = c.softcap;
   if (c.sinks)  // the reference reads host memory
     p.sinks = HeadVectorView::heads(const_cast<float*>(t.sinks_host.data()), c.heads_q);
+  Options mask;
+  mask.mask_mod = c.mask_mod;
+  p.mask = bind_mask(mask);
   return p;
 }
 

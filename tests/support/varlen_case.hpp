@@ -29,6 +29,7 @@ struct VarlenCase {
   std::int64_t window_left = -1, window_right = -1;
   double softcap = 0.0;
   bool sinks = false;  // a sink logit per query head, and its gradient
+  std::string mask_mod;  // over b, h, q_idx and kv_idx (no arrays)
 };
 
 inline void PrintTo(const VarlenCase& c, std::ostream* os) { *os << c.name; }

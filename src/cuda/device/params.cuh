@@ -15,8 +15,9 @@ constexpr int kMaskCell = 16;
 // The first pair whose mask expression faulted (an index outside its array,
 // an integer division by zero): written once by the mask_blocks kernel,
 // read by the host, which evaluates that pair again to word the error.
-// The first pair whose evaluation faulted, in the order of (slot, query,
-// key) as one number ((slot · seq_q + query) · seq_kv + key), kept
+// The first pair whose evaluation faulted, in the order of (slot, q_idx,
+// key) as one number ((slot · (rows_q + rows_kv) + q_idx + rows_q) · rows_kv
+// + key, rows_* the cells' extents mask_rows_q and mask_rows_kv), kept
 // inverted so that atomicMax over zeros finds it: 0 means no fault.
 struct MaskFault {
   unsigned long long inverted_first;
@@ -141,6 +142,10 @@ struct AttentionParams {
   index_t q_begin_stride, k_begin_stride;
   int total_q, total_kv;
   int sequence_past_fixed, sequence_past_relative, sequence_before_relative;
+  // The query and key positions the user mask's cells are laid out for: the
+  // grid's seq_q and seq_kv, which a packed sequence or a KV-cache entry
+  // (whose own seq_q and seq_kv may be fewer) indexes its slot's cells by.
+  int mask_rows_q, mask_rows_kv;
 };
 
 // A TMA descriptor (CUtensorMap of the driver API: 128 opaque bytes, 64-byte

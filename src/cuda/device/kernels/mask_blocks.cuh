@@ -10,10 +10,13 @@
 // first, so the faults are found (and the first one recorded) before they
 // run; where none can fault, what the mask reads of a query alone is read
 // once per lane and of a key alone once per cell (the sides,
-// softmax/user_mask.cuh).
+// softmax/user_mask.cuh). A packed sequence or a KV-cache entry (a slot per
+// batch entry then) is evaluated over its own lengths and diagonals.
 #pragma once
 
 #include "common.cuh"
+#include "copy/cache_rows.cuh"
+#include "scheduler/sequences.cuh"
 #include "softmax/mask.cuh"
 
 namespace flashgen_device {
@@ -23,14 +26,26 @@ struct MaskBlocks {
   static_assert(2 * kMaskCell == 32, "a warp holds two queries of a cell by its keys");
   static constexpr int kQueriesPerLane = kMaskCell / 2;
 
-  static __device__ void run(const AttentionParams& p, unsigned char*) {
-    const int query_cells = ceil_div(p.seq_q, kMaskCell), key_cells = ceil_div(p.seq_kv, kMaskCell);
+  // Batch entry `batch`'s parameters: a packed sequence's or a KV-cache
+  // entry's lengths and diagonals, else the problem's.
+  static __device__ __forceinline__ AttentionParams entry_params(const AttentionParams& p,
+                                                                 int batch) {
+    if (p.q_begin != nullptr) return packed_sequence_params<2>(p, batch);  // no tensor is read
+    if (p.cache_seqlens != nullptr) return sequence_params(p, batch);
+    return p;
+  }
+
+  static __device__ void run(const AttentionParams& problem, unsigned char*) {
+    const int head = blockIdx.y, batch = blockIdx.z;
+    const AttentionParams p = entry_params(problem, batch);
+    // The slot's cells are laid out for the grid's extents.
+    const int query_cells = ceil_div(p.mask_rows_q, kMaskCell);
+    const int key_cells = ceil_div(p.mask_rows_kv, kMaskCell);
     const int words = mask_full_words(p);
     const int lane = threadIdx.x % 32;
     const int warp = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
     if (warp >= query_cells * words) return;
     const int cell = warp / words, word = warp % words;
-    const int head = blockIdx.y, batch = blockIdx.z;
     const int slot = batch * p.mask_head_slots + head;
     const int row0 = cell * kMaskCell;
     const BlockRange seen_cells = diagonal_key_blocks<C, kMaskCell>(p, row0, kMaskCell);

@@ -73,14 +73,16 @@ template <class C>
 __device__ __forceinline__ bool user_attends(const AttentionParams& p, int batch, int head,
                                              int query, int key) {
   bool fault = false;
+  const mask_int q_idx = mask_int(query) + p.diagonal_offset;
   const bool attended =
-      C::Mask::attends(p, mask_int(p.mask_batch0) + batch, head,
-                       mask_int(query) + p.diagonal_offset, key, fault);
+      C::Mask::attends(p, mask_int(p.mask_batch0) + batch, head, q_idx, key, fault);
   if (!fault) return attended;
-  if (p.mask_fault != nullptr) {
+  if (p.mask_fault != nullptr) {  // MaskFault's order
     typedef unsigned long long u64;
     const u64 slot = u64(batch) * u64(p.mask_head_slots) + u64(head);
-    const u64 order = (slot * u64(p.seq_q) + u64(query)) * u64(p.seq_kv) + u64(key);
+    const u64 rows_q = u64(p.mask_rows_q), rows_kv = u64(p.mask_rows_kv);
+    const u64 order =
+        (slot * (rows_q + rows_kv) + u64(q_idx + mask_int(rows_q))) * rows_kv + u64(key);
     atomicMax(&p.mask_fault->inverted_first, ~order);
   }
   return false;
