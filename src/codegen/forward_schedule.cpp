@@ -14,6 +14,8 @@ std::string walk_refused(const KernelSpec& spec, const TuningParams& tuning) {
            "16-byte aligned rows (alignment class 8)";
   if (head_chunks_of(spec, tuning) != 1)
     return "schedule=persistent needs all value columns in one CTA (head = 0)";
+  if (spec.varlen)
+    return "schedule=persistent walks the tiles of one problem, not those of packed sequences";
   return "";
 }
 

@@ -67,7 +67,8 @@ GeneratedKernel generate(const KernelSpec& spec, const TuningParams& t) {
     << "  static constexpr int kVec = " << spec.vec << ";\n";
   if (mask) s << "  typedef UserMask Mask;\n";
   if (!is_row_kernel(spec.kind)) {
-    s << "  static constexpr int kWarps = " << t.warps << ";\n"
+    s << "  static constexpr bool kVarlen = " << (spec.varlen ? "true" : "false") << ";\n"
+      << "  static constexpr int kWarps = " << t.warps << ";\n"
       << "  static constexpr int kRowTiles = " << t.row_tiles() << ";\n"
       << "  static constexpr int kBlockN = " << t.block_cols << ";\n"
       << "  static constexpr int kHeadChunks = " << head_chunks_of(spec, t) << ";\n"

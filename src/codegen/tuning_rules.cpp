@@ -116,13 +116,14 @@ void check_tuning(const KernelSpec& spec, const TuningParams& t) {
   if (spec.cache != KeyCache::none && !spec.split_keys)
     fail("a KV cache (kv_cache=" + std::string(to_string(spec.cache)) +
          ") is read by the split-key forward");
-  if (spec.varlen && (spec.split_keys || spec.cache != KeyCache::none || t.tma ||
-                      t.persistent || (spec.kind != KernelKind::forward &&
-                                       spec.kind != KernelKind::backward_query &&
-                                       spec.kind != KernelKind::backward_key_value)))
-    fail("varlen (packed sequences) applies to the forward, backward_query and "
-         "backward_key_value, copied without TMA (copy != tma), one tile per CTA, no split keys "
-         "or KV cache");
+  if (spec.varlen &&
+      (spec.split_keys || spec.cache != KeyCache::none || t.persistent ||
+       (t.tma && spec.kind != KernelKind::forward) ||
+       (spec.kind != KernelKind::forward && spec.kind != KernelKind::backward_query &&
+        spec.kind != KernelKind::backward_key_value)))
+    fail("varlen (packed sequences) applies to the forward (copy=tma allowed), backward_query "
+         "and backward_key_value (copied without TMA), one tile per CTA, no split keys or KV "
+         "cache");
   if (t.persistent)
     if (const std::string refused = walk_refused(spec, t); !refused.empty()) fail(refused);
   if (t.pingpong)

@@ -260,8 +260,8 @@ std::vector<std::string> forward_kernel_names(const Problem& problem, const Forw
     names.push_back(choose(KernelKind::forward_combine, p, vec, false, ordinal).generated->name);
     return names;
   }
-  names.push_back(
-      choose(KernelKind::forward, p, vec, forward_tma_readable(p, args, vec), ordinal).generated->name);
+  names.push_back(choose(KernelKind::forward, p, vec, forward_tma_readable(args, vec), ordinal)
+                      .generated->name);
   return names;
 }
 
@@ -304,7 +304,7 @@ void forward(const Problem& problem, const ForwardArgs& call, void* stream) {
     return forward_split_keys(p, args, vec, split, route.splits, params, stream);
   }
   const ResolvedKernel r =
-      resolve(KernelKind::forward, p, vec, forward_tma_readable(p, args, vec), ordinal);
+      resolve(KernelKind::forward, p, vec, forward_tma_readable(args, vec), ordinal);
   launch_resolved(r, block_grid(r.choice, p.seq_q, p.heads_q, p.batch), params, stream, args.k,
                   args.v);
 }

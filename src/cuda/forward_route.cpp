@@ -94,8 +94,7 @@ ForwardRoute route_forward(const Problem& problem, const ForwardArgs& call) {
   return route;
 }
 
-bool forward_tma_readable(const Problem& p, const ForwardArgs& a, int vec) {
-  if (p.sequences.given()) return false;  // varlen kernels copy with every thread
+bool forward_tma_readable(const ForwardArgs& a, int vec) {
   if (vec == 8) return tma_can_read(a.k) && tma_can_read(a.v);
   return vec >= 1 && tma_can_read_token_rows(a.k) && tma_can_read_token_rows(a.v);
 }

@@ -23,8 +23,7 @@ ForwardRoute route_forward(const Problem& problem, const ForwardArgs& call);
 
 // Whether TMA can read the tensors the forward traverses (K and V) for a
 // kernel of alignment class `vec`: their own views on 16-byte rows (8),
-// their token-row views otherwise (tensor_maps.hpp); never for packed
-// sequences (Problem::sequences).
-bool forward_tma_readable(const Problem& p, const ForwardArgs& a, int vec);
+// their token-row views otherwise (tensor_maps.hpp).
+bool forward_tma_readable(const ForwardArgs& a, int vec);
 
 }  // namespace flashgen::cuda

@@ -147,9 +147,12 @@ KernelSpec spec_of(KernelKind kind, const Problem& p, int vec, const std::string
 
 TuningParams tuning_of(const KernelSpec& spec, const Problem& p, std::size_t shared_limit) {
   if (spec.split_keys) return split_keys_tuning_for(spec, p, shared_limit);
-  const TuningParams t = tuning_for(spec, p, shared_limit);
-  // Packed sequences' kernels copy with every thread (KernelSpec::varlen).
-  return spec.varlen ? tuning_without_tma(spec, t, shared_limit) : t;
+  TuningParams t = tuning_for(spec, p, shared_limit);
+  if (!spec.varlen) return t;
+  // Packed sequences (KernelSpec::varlen): a CTA per tile of its sequence
+  // (a table row's walk dropped); the backward kernels copy with every thread.
+  t.persistent = false;
+  return spec.kind == KernelKind::forward ? t : tuning_without_tma(spec, t, shared_limit);
 }
 
 KernelChoice choose(KernelKind kind, const Problem& p, int vec, bool tma_readable, int ordinal,

@@ -5,6 +5,10 @@
 // offsets the kernels clamp, and what is refused with a clear error.
 #include <gtest/gtest.h>
 
+#include <limits>
+#include <string>
+#include <vector>
+
 #include "device_storage.hpp"
 #include "fails_with.hpp"
 #include "varlen_case.hpp"
@@ -72,6 +76,28 @@ TEST(GpuVarlenSinks, HostOffsetsRefuseTheSinksGradientOnCudaTensors) {
   EXPECT_NO_THROW(forward_varlen(t.forward_args(c), options));
   EXPECT_TRUE(fails_with(ErrorCode::unsupported, "options.sinks",
                          [&] { backward_varlen(t.backward_args(c), options); }));
+}
+
+// TMA reads a sequence's last key block whole, into the next sequence's
+// rows: an Inf in the next sequence's keys and a NaN in its values must not
+// reach this sequence's outputs, which stay bit for bit those of the same
+// call without them (forward; the backward copies only its own rows).
+TEST(GpuVarlenNeighbours, AnInfOrNanInOneSequenceReachesNoOther) {
+  FLASHGEN_SKIP_WITHOUT_GPU();
+  for (const std::int64_t dim : {64, 128, 40}) {
+    const VarlenCase c{"neighbours_d" + std::to_string(dim), {100, 50}, {100, 70}, 4, 2, dim,
+                       dim, false};
+    VarlenTensors clean(c, kGpu), poisoned(c, kGpu);
+    poisoned.k.fill_rows(100, 170, std::numeric_limits<float>::infinity());
+    poisoned.v.fill_rows(100, 170, std::numeric_limits<float>::quiet_NaN());
+    forward_varlen(clean.forward_args(c), gpu_options(c));
+    forward_varlen(poisoned.forward_args(c), gpu_options(c));
+    const std::vector<double> want = clean.o.values(clean.o.download());
+    const std::vector<double> got = poisoned.o.values(poisoned.o.download());
+    const std::size_t first_sequence = 100 * c.heads_q * c.dim_v;
+    for (std::size_t i = 0; i < first_sequence; ++i)
+      ASSERT_EQ(want[i], got[i]) << c.name << ": o element " << i << " of the first sequence";
+  }
 }
 
 // Offsets the kernels read unchecked may be anything: decreasing, past the

@@ -171,6 +171,15 @@ void TestTensor::fill_head(std::int64_t head, float value) {
   upload_image();
 }
 
+void TestTensor::fill_rows(std::int64_t first, std::int64_t end, float value) {
+  for (std::size_t i = 0; i < element_offsets_.size(); ++i) {
+    const std::int64_t row = static_cast<std::int64_t>(i) / (shape_[3] * shape_[2]) % shape_[1];
+    if (row >= first && row < end)
+      store_from_float(image_.data() + element_offsets_[i], dtype_, 0, value);
+  }
+  upload_image();
+}
+
 void TestTensor::snapshot() { image_ = download(); }
 
 std::vector<unsigned char> TestTensor::download() const {

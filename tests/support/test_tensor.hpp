@@ -66,6 +66,9 @@ class TestTensor {
   void poison();
   // Every element of head `head` (rank 4) set to `value` (an Inf, a NaN).
   void fill_head(std::int64_t head, float value);
+  // Every element of rows [first, end) along axis 1 (rank 4: tokens of a
+  // packed sequence) set to `value`.
+  void fill_rows(std::int64_t first, std::int64_t end, float value);
 
   // Takes the storage's current contents as what check_unchanged expects
   // (after a forward wrote the O and LSE a backward then reads).

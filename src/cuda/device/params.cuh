@@ -142,6 +142,10 @@ struct AttentionParams {
   index_t q_begin_stride, k_begin_stride;
   int total_q, total_kv;
   int sequence_past_fixed, sequence_past_relative, sequence_before_relative;
+  // A sequence's first query and key rows in the packed tensors (0 for the
+  // problem itself): where TMA, which reads the packed tensors through their
+  // own maps, finds the sequence's rows.
+  int sequence_q_row0, sequence_kv_row0;
   // The query and key positions the user mask's cells are laid out for: the
   // grid's seq_q and seq_kv, which a packed sequence or a KV-cache entry
   // (whose own seq_q and seq_kv may be fewer) indexes its slot's cells by.

@@ -272,6 +272,21 @@ __device__ __forceinline__ void tma_load_traversed_block(u16* first_tile, u16* s
                                                 row0, head, batch, full);
 }
 
+// Zeroes rows [first_row, kRows) of every slice of a tile of kCols columns
+// in the layout TMA writes, 16 bytes at a time (a row's bytes stay within
+// the row under the 32-byte swizzle); `threads` threads from `thread` on
+// share the work.
+template <int kRows, int kCols, int kSliceCols>
+__device__ __forceinline__ void zero_rows_from(u16* tile, int first_row, int thread,
+                                               int threads) {
+  static_assert(kCols % kSliceCols == 0 && kSliceCols % 8 == 0, "whole slices of 16 bytes");
+  const int chunks = (kRows - first_row) * (kSliceCols / 8);  // of one slice
+  for (int i = thread; i < kCols / kSliceCols * chunks; i += threads) {
+    u16* rows = tile + (i / chunks * kRows + first_row) * kSliceCols;
+    reinterpret_cast<uint4*>(rows)[i % chunks] = make_uint4(0, 0, 0, 0);
+  }
+}
+
 // Zeroes columns [first_col, kCols) of every stage (first_col a multiple
 // of the slices' width): the columns past a tensor's last slice up to the
 // tile's width, which TMA never writes. `threads` threads from `thread` on

@@ -52,6 +52,8 @@ __device__ __forceinline__ AttentionParams packed_sequence_params(const Attentio
   advance_rows<T>(s.grad_k, k.first);
   advance_rows<T>(s.grad_v, k.first);
   if (s.lse.data != nullptr) s.lse.data += q.first * s.lse.stride_seq;
+  s.sequence_q_row0 = q.first;
+  s.sequence_kv_row0 = k.first;
   const int diagonal = s.seq_kv - s.seq_q;
   s.diagonal_offset = diagonal;
   s.causal_offset = min_of(p.sequence_past_fixed, diagonal + p.sequence_past_relative);

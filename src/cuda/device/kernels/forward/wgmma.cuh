@@ -76,6 +76,9 @@ struct ForwardWgmma : ForwardWgmmaSteps<C> {
     // Token rows: where the head's columns start in the K and V tiles (and
     // so in Q's tile and O's accumulators); 0 elsewhere.
     int key_shift, value_shift;
+    // TMA's coordinates of key 0: its row and batch in the maps (packed
+    // sequences: the sequence's first row of the packed tensors, batch 0).
+    int tma_key_row0, tma_batch;
     const u16* q;    // first row of the block
     const u16* k;    // key row 0
     const u16* v;    // key row 0, first column of the chunk
@@ -107,6 +110,8 @@ struct ForwardWgmma : ForwardWgmmaSteps<C> {
     // sectors keep the L2 reads as few as on aligned rows).
     w.key_shift = kTokenRows ? kv_head * C::kDimQK % kTokenRowAlign : 0;
     w.value_shift = kTokenRows ? (kv_head * C::kDimV + w.dv0) % kTokenRowAlign : 0;
+    w.tma_key_row0 = C::kVarlen ? p.sequence_kv_row0 : 0;
+    w.tma_batch = C::kVarlen ? 0 : w.batch;
     const BlockRange blocks = key_blocks_for_rows<C, kBlockN>(p, w.row0, kBlockM, w.batch, w.head);
     w.n_blocks = blocks.count();
     w.first_key = blocks.first * kBlockN;

@@ -166,7 +166,10 @@ struct ForwardWgmmaProducer {
           },
           [&](int block) { smem.keys.release(block, lane); },
           [&](int block) { smem.values.release(block, lane); },
-          [&] { smem.values.wait_full(block0 + w.n_blocks - 1); });
+          [&] {
+            smem.values.wait_full(block0 + w.n_blocks - 1);
+            if constexpr (C::kVarlen) zero_values_past_keys(smem, p, w, block0, warp);
+          });
     else
       Base::template attend<Turns>(
           p, w.n_blocks, w.first_key, block0, site, q_desc, smem.k, smem.v, o, softmax, warp_row0,
@@ -174,6 +177,25 @@ struct ForwardWgmmaProducer {
           [&](int block) { smem.keys.release(block, lane); },
           [] {});  // V[n-1] arrived with K[n-1]
     Base::store_outputs(p, w, o, softmax, warp_row0, lane);
+  }
+
+  // Packed sequences: TMA copies the last key block's rows past the
+  // sequence's keys from the next sequence's. P is 0 there, but 0 · Inf is
+  // NaN, so each computing warpgroup zeroes those rows of V's stage before
+  // its last P·V (the same zeros whichever warpgroup writes them, and the
+  // stage is not refilled within the tile), then makes its stores visible
+  // to its wgmma (the async proxy) and waits for its four warps.
+  static __device__ __forceinline__ void zero_values_past_keys(SharedStorage& smem,
+                                                               const AttentionParams& p,
+                                                               const typename Base::Work& w,
+                                                               int block0, int warp) {
+    const int last_key0 = w.first_key + (w.n_blocks - 1) * kBlockN;
+    const int keys = p.seq_kv - last_key0;
+    if (keys >= kBlockN) return;
+    zero_rows_from<kBlockN, kDimV, kSliceCols>(
+        smem.v[(block0 + w.n_blocks - 1) % kStages], max_of(keys, 0), threadIdx.x & 127, 128);
+    fence_async_shared();
+    named_barrier_sync(1 + warp / 4, 128);
   }
 
   // schedule=persistent: the CTA's tiles of the walk (walk_step_tile; the
@@ -285,31 +307,32 @@ struct ForwardWgmmaProducer {
     const int value_slice_count = value_slices(w);
     for (int n_block = 0; n_block < w.n_blocks; ++n_block) {
       const int j = block0 + n_block;
-      const int stage = j % kStages, key0 = w.first_key + n_block * kBlockN;
+      const int stage = j % kStages;
+      const int key0 = w.tma_key_row0 + w.first_key + n_block * kBlockN;  // TMA's row
       smem.keys.wait_empty(j);
       if constexpr (kTokenRows) {  // head kv_head's columns of the token rows, a copy per slice
         tma_load_announced_token_row_slices<kBlockN, kSliceCols>(
             smem.k[stage], &maps.first, key_slices(w), w.kv_head * C::kDimQK - w.key_shift, key0,
-            w.batch, smem.keys.full_barrier(j));
+            w.tma_batch, smem.keys.full_barrier(j));
         smem.values.wait_empty(j);
         tma_load_announced_token_row_slices<kBlockN, kSliceCols>(
             smem.v[stage], &maps.second, value_slice_count,
-            w.kv_head * C::kDimV + w.dv0 - w.value_shift, key0, w.batch,
+            w.kv_head * C::kDimV + w.dv0 - w.value_shift, key0, w.tma_batch,
             smem.values.full_barrier(j));
         continue;
       }
-      tma_load_announced_tile<kBlockN, kSliceCols, C::kDimQK>(smem.k[stage], &maps.first_sliced,
-                                                              &maps.first, key0, w.kv_head, w.batch,
-                                                              smem.keys.full_barrier(j));
+      tma_load_announced_tile<kBlockN, kSliceCols, C::kDimQK>(
+          smem.k[stage], &maps.first_sliced, &maps.first, key0, w.kv_head, w.tma_batch,
+          smem.keys.full_barrier(j));
       smem.values.wait_empty(j);
       if constexpr (C::kHeadChunks == 1)  // all of V: its whole slices in one copy
         tma_load_announced_tile<kBlockN, kSliceCols, C::kDimV>(
-            smem.v[stage], &maps.second_sliced, &maps.second, key0, w.kv_head, w.batch,
+            smem.v[stage], &maps.second_sliced, &maps.second, key0, w.kv_head, w.tma_batch,
             smem.values.full_barrier(j));
       else  // this CTA's chunk of V's columns, a copy per slice
         tma_load_announced_slices<kBlockN, kSliceCols>(smem.v[stage], &maps.second,
                                                        value_slice_count, w.dv0, key0, w.kv_head,
-                                                       w.batch, smem.values.full_barrier(j));
+                                                       w.tma_batch, smem.values.full_barrier(j));
     }
   }
 
