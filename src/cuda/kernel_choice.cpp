@@ -37,6 +37,10 @@ const GeneratedKernel& generated_kernel(const KernelSpec& spec, const TuningPara
 // Query rows past which the split-key forward takes four warps of 16 rows
 // per CTA instead of one: a KV cache's chunked prefill (hundreds of query
 // rows per call) would otherwise read each key/value block once per 16 rows.
+// An fp8 cache takes them at any length: its bytes are converted into the
+// 16-bit tiles by the CTA's threads between the copies and the GEMMs, and
+// its staging leaves room for three CTAs per SM, which one warp each left
+// latency-bound (an fp8 decode measured 4x slower than a bf16 one).
 constexpr std::int64_t kSplitKeysWarpRows = 32;
 
 // The split-key forward's tuning: a forced forward tuning (ScopedTuningOverride,
@@ -49,7 +53,7 @@ TuningParams split_keys_tuning_for(const KernelSpec& spec, const Problem& p,
     if (const std::optional<TuningParams> forced = lookup_tuning(spec, p, shared_limit))
       return *forced;
   const TuningParams t = default_tuning(spec, shared_limit);
-  if (p.seq_q <= kSplitKeysWarpRows) return t;
+  if (p.seq_q <= kSplitKeysWarpRows && !spec.fp8_cache) return t;
   TuningParams wide = t;
   wide.block_rows = 4 * t.block_rows;
   wide.warps = 4 * t.warps;
