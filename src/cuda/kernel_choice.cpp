@@ -37,11 +37,14 @@ const GeneratedKernel& generated_kernel(const KernelSpec& spec, const TuningPara
 // Query rows past which the split-key forward takes four warps of 16 rows
 // per CTA instead of one: a KV cache's chunked prefill (hundreds of query
 // rows per call) would otherwise read each key/value block once per 16 rows.
-// An fp8 cache takes them at any length: its bytes are converted into the
-// 16-bit tiles by the CTA's threads between the copies and the GEMMs, and
-// its staging leaves room for three CTAs per SM, which one warp each left
-// latency-bound (an fp8 decode measured 4x slower than a bf16 one).
+// An fp8 cache takes them at any length, over 32-key blocks: its bytes are
+// converted into the 16-bit tiles by the CTA's threads between the copies
+// and the GEMMs, and its staging of 64-key blocks left room for three CTAs
+// of one warp per SM, latency-bound (H100, decode of 16k keys, B = 16, GQA
+// 32/8: 1.327 ms one warp, 1.040 four warps over 64 keys, 1.202 eight,
+// 0.794 four over 32 keys; bf16 0.397; docs/decisions.md).
 constexpr std::int64_t kSplitKeysWarpRows = 32;
+constexpr int kFp8KeyBlock = 32;
 
 // The split-key forward's tuning: a forced forward tuning (ScopedTuningOverride,
 // FLASHGEN_TUNING; may_split_keys lets only mma.sync ones through), else the
@@ -57,6 +60,7 @@ TuningParams split_keys_tuning_for(const KernelSpec& spec, const Problem& p,
   TuningParams wide = t;
   wide.block_rows = 4 * t.block_rows;
   wide.warps = 4 * t.warps;
+  if (spec.fp8_cache) wide.block_cols = std::min(wide.block_cols, kFp8KeyBlock);
   return shared_bytes(spec, wide) <= shared_limit ? wide : t;
 }
 
