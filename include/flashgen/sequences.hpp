@@ -113,7 +113,7 @@ inline constexpr std::int64_t kPageSizeMultiple = 16;
 // Throw flashgen::Error on bad input or failure (the message names the
 // argument and the rule). The options apply per sequence; options.grad_sinks
 // gets dL/dsink summed over the sequences; ALiBi slopes of shape [batch,
-// heads_q] only in forward_with_kvcache (a row per sequence).
+// heads_q] have a row per sequence.
 // CUDA tensors with cu_seqlens on their device: forward_varlen and
 // backward_varlen launch each kernel once for the whole batch on
 // options.stream, and the kernels read the offsets themselves: the host

@@ -56,7 +56,8 @@ def forward_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q: int, max_s
     [cu_seqlens_k[b], cu_seqlens_k[b + 1]) of k and v; causal is aligned
     bottom-right per sequence (causal="top_left": top-left). A row that sees
     no key gives o = 0, lse = -inf. window_size, softcap, alibi_slopes
-    ([heads_q]) and sinks as flashgen.numpy.forward's, applied per sequence.
+    ([heads_q] or [batch, heads_q]: a row per sequence) and sinks as
+    flashgen.numpy.forward's, applied per sequence.
     mask_mod sees b as the sequence and q_idx, kv_idx as positions within it.
     """
     options = _options(causal, scale, cpu_threads, window_size, softcap, alibi_slopes, sinks,

@@ -114,8 +114,8 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seql
     longest sequence. causal is bottom-right per sequence. Returns o
     [total_q, heads_q, dim_v], and lse float32 [heads_q, total_q] with
     return_lse=True. A row that sees no key gives o = 0, lse = -inf.
-    causal="top_left", window_size, softcap, alibi_slopes (float32 [heads_q],
-    not differentiated) and sinks (float32 [heads_q]; its gradient sums every
+    causal="top_left", window_size, softcap, alibi_slopes (float32 [heads_q]
+    or [batch, heads_q], a row per sequence; not differentiated) and sinks (float32 [heads_q]; its gradient sums every
     sequence's rows) as flashgen.attention's, per sequence.
     mask_mod / mask_tensors as flashgen.attention's, b being the sequence and
     q_idx, kv_idx positions within it.

@@ -7,7 +7,7 @@ bottom-right; [batch, seq, heads, dim]; varlen [total, heads, dim] with
 cu_seqlens; flash_attn_with_kvcache's k=, v= appended into the caches in
 place). window_size, softcap and alibi_slopes work as flash-attn's:
 flash_attn_func on CPU and CUDA tensors; the varlen function on CPU and CUDA tensors, per sequence
-(alibi_slopes of shape [heads_q]); the KV-cache function on CPU tensors and
+(alibi_slopes of shape [heads_q] or [batch, heads_q]); the KV-cache function on CPU tensors and
 on CUDA tensors (16-bit, read in place by one forward, CUDA-graph
 capturable). What flashgen does not do
 is refused with ValueError, never ignored: dropout_p other than 0,

@@ -50,6 +50,23 @@ SCORE_KEYWORDS = [
 ]
 
 
+def test_varlen_slopes_of_rank_two_have_a_row_per_sequence():
+    rng = np.random.default_rng(3)
+    lengths = [9, 0, 1, 30]
+    cu = _cumulative(lengths)
+    q, k, v = (_random(rng, cu[-1], 4, 16) for _ in range(3))
+    slopes = rng.random((len(lengths), 4)).astype(np.float32)
+    o, lse = fgn.forward_varlen(q, k, v, cu, cu, 30, 30, causal=True, alibi_slopes=slopes)
+    for b in range(len(lengths)):
+        rows = slice(cu[b], cu[b + 1])
+        o_b, lse_b = fgn.forward(q[None, rows], k[None, rows], v[None, rows], causal=True,
+                                 alibi_slopes=slopes[b])
+        np.testing.assert_array_equal(o[rows], o_b[0])
+        np.testing.assert_array_equal(lse[:, rows], lse_b[0])
+    with pytest.raises(ValueError, match=r"the number of sequences \(4"):
+        fgn.forward_varlen(q, k, v, cu, cu, 30, 30, alibi_slopes=slopes[:3])
+
+
 @pytest.mark.parametrize("keywords", SCORE_KEYWORDS, ids=lambda k: "-".join(sorted(k)))
 def test_varlen_score_keywords_apply_per_sequence(keywords):
     rng = np.random.default_rng(2)

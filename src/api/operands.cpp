@@ -221,12 +221,17 @@ Operand operand_of(const char* name, const MaskTensorView& t) {
 }
 
 // [heads_q] or [batch, heads_q] of the problem q defines.
-void check_head_vector_shape(const Operand& op, const Operand& q) {
+void check_head_vector_shape(const Operand& op, const Operand& q, std::int64_t sequences) {
   if (op.rank == 1) {
     check_extent(op, 0, q, 2);  // heads_q
     return;
   }
-  check_extent(op, 0, q, 0);  // batch
+  if (sequences < 0)
+    check_extent(op, 0, q, 0);  // batch
+  else if (op.shape[0] != sequences)
+    fail("%s.shape[0] (%lld) must equal the number of sequences (%lld, cu_seqlens_q.shape[0] - "
+         "1): a row per sequence",
+         op.name, static_cast<long long>(op.shape[0]), static_cast<long long>(sequences));
   check_extent(op, 1, q, 2);  // heads_q
 }
 

@@ -89,8 +89,9 @@ struct HeadVectors {
   std::vector<Operand*> given;
 };
 // A per-head vector is [heads_q] or [batch, heads_q] of the problem q
-// ([batch, seq_q, heads_q, dim]) defines.
-void check_head_vector_shape(const Operand& op, const Operand& q);
+// ([batch, seq_q, heads_q, dim]) defines; of packed sequences (varlen:
+// `sequences` >= 0), [heads_q] or [sequences, heads_q].
+void check_head_vector_shape(const Operand& op, const Operand& q, std::int64_t sequences = -1);
 
 // Lower bound of an axis: batch, heads and sequences may be empty, the head
 // dimensions ("dim...") may not.

@@ -75,7 +75,8 @@ bool elements_are_distinct(int rank, const std::int64_t* shape, const std::int64
   return true;
 }
 
-Problem validate_forward(const ForwardArgs& args, const Options& options) {
+Problem validate_forward(const ForwardArgs& args, const Options& options,
+                         std::int64_t sequences) {
   check_options(options);
   const std::pair<const char*, DType> dtypes[] = {
       {"q", args.q.dtype}, {"k", args.k.dtype}, {"v", args.v.dtype}, {"o", args.o.dtype}};
@@ -99,13 +100,14 @@ Problem validate_forward(const ForwardArgs& args, const Options& options) {
 
   check_attention_shapes(q, k, v, o);
   if (has_lse) check_row_stats_shape(lse, q);
-  for (const Operand* op : heads.given) check_head_vector_shape(*op, q);
+  for (const Operand* op : heads.given) check_head_vector_shape(*op, q, sequences);
 
   check_outputs_do_not_overlap({all.begin(), all.end()});
   return problem_of(args.q, args.k, args.v, options);
 }
 
-Problem validate_backward(const BackwardArgs& args, const Options& options) {
+Problem validate_backward(const BackwardArgs& args, const Options& options,
+                          std::int64_t sequences) {
   check_options(options);
   const std::pair<const char*, DType> dtypes[] = {
       {"q", args.q.dtype},           {"k", args.k.dtype},
@@ -142,7 +144,7 @@ Problem validate_backward(const BackwardArgs& args, const Options& options) {
   check_same_shape(grad_q, q);
   check_same_shape(grad_k, k);
   check_same_shape(grad_v, v);
-  for (const Operand* op : heads.given) check_head_vector_shape(*op, q);
+  for (const Operand* op : heads.given) check_head_vector_shape(*op, q, sequences);
 
   // A caller-provided device workspace is scratch the kernels write.
   Operand workspace;  // rank 0: a plain byte range

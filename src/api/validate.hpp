@@ -18,8 +18,12 @@ namespace flashgen::api {
 // causal alignment, window, soft cap, and the rank of the per-head vectors.
 void check_options(const Options& options);
 
-Problem validate_forward(const ForwardArgs& args, const Options& options);
-Problem validate_backward(const BackwardArgs& args, const Options& options);
+// `sequences` >= 0: the tensors pack that many sequences (varlen), whose
+// per-head vectors of rank 2 have a row per sequence.
+Problem validate_forward(const ForwardArgs& args, const Options& options,
+                         std::int64_t sequences = -1);
+Problem validate_backward(const BackwardArgs& args, const Options& options,
+                          std::int64_t sequences = -1);
 
 // The rules on options alone (for entry points that validate their tensors
 // themselves).

@@ -5,6 +5,7 @@
 // there; cache_seqlens and block_table, host memory only for now).
 #include "api/validate_sequences.hpp"
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -94,6 +95,11 @@ VarlenProblem check_varlen(const Problem& packed, const TensorView& q,
   return out;
 }
 
+// Sequences cu_seqlens_q gives (its shape checked later; 0 where it has no entry).
+std::int64_t sequence_count(const IndexView& cu_seqlens_q) {
+  return std::max<std::int64_t>(cu_seqlens_q.shape[0] - 1, 0);
+}
+
 }  // namespace
 
 bool kernels_find_sequences(const TensorView& q, const IndexView& cu_seqlens_q,
@@ -135,6 +141,7 @@ Problem VarlenProblem::sequence(std::int64_t b) const {
   p.seq_q = q_begin[b + 1] - q_begin[b];
   p.seq_kv = k_begin[b + 1] - k_begin[b];
   p.mask_batch0 = b;  // the mask's b is the sequence
+  p.alibi_slopes = slopes_of_row(packed.alibi_slopes, b);  // [sequences, heads_q]: its row
   return p;
 }
 
@@ -147,27 +154,19 @@ Problem KVCacheProblem::sequence(std::int64_t b) const {
   return p;
 }
 
-void refuse_slopes_per_batch_row(const char* call, const Options& options) {
-  if (options.alibi_slopes.given() && options.alibi_slopes.rank == 2)
-    throw Error(ErrorCode::unsupported,
-                std::string(call) + ": options.alibi_slopes of shape [batch, heads_q] is not "
-                                    "supported yet; pass [heads_q] slopes");
-}
-
 VarlenProblem validate_varlen_forward(const VarlenForwardArgs& a, const Options& options) {
-  refuse_slopes_per_batch_row("forward_varlen", options);
-  const Problem packed = validate_forward({a.q, a.k, a.v, a.o, a.lse}, options);
+  const Problem packed =
+      validate_forward({a.q, a.k, a.v, a.o, a.lse}, options, sequence_count(a.cu_seqlens_q));
   return check_varlen(packed, a.q, a.cu_seqlens_q, a.cu_seqlens_k, a.max_seqlen_q,
                       a.max_seqlen_k, a.check_indices, options);
 }
 
 VarlenProblem validate_varlen_backward(const VarlenBackwardArgs& a, const Options& options) {
-  refuse_slopes_per_batch_row("backward_varlen", options);
   BackwardArgs packed_args;
   packed_args.q = a.q, packed_args.k = a.k, packed_args.v = a.v, packed_args.o = a.o;
   packed_args.grad_o = a.grad_o, packed_args.lse = a.lse;
   packed_args.grad_q = a.grad_q, packed_args.grad_k = a.grad_k, packed_args.grad_v = a.grad_v;
-  const Problem packed = validate_backward(packed_args, options);
+  const Problem packed = validate_backward(packed_args, options, sequence_count(a.cu_seqlens_q));
   return check_varlen(packed, a.q, a.cu_seqlens_q, a.cu_seqlens_k, a.max_seqlen_q,
                       a.max_seqlen_k, a.check_indices, options);
 }

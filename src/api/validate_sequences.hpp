@@ -53,12 +53,6 @@ VarlenProblem validate_varlen_forward(const VarlenForwardArgs& args, const Optio
 VarlenProblem validate_varlen_backward(const VarlenBackwardArgs& args, const Options& options);
 KVCacheProblem validate_kvcache_forward(const KVCacheForwardArgs& args, const Options& options);
 
-// The varlen calls run one plain call per sequence of a packed batch of
-// one, whose slopes per batch row ([batch, heads_q]) would not be indexed by
-// sequence: Error(unsupported) names them. (The KV-cache call takes them:
-// its batch rows are its sequences.)
-void refuse_slopes_per_batch_row(const char* call, const Options& options);
-
 // An index array as the host reads it: the caller's host memory, or a copy
 // of its device memory (in the order of `stream`: the call waits) into `copy`.
 IndexView readable_on_host(const IndexView& t, std::vector<std::int32_t>& copy, void* stream);

@@ -207,16 +207,20 @@ TEST(ValidateKVCache, TheCudaBackendRefusesWhatItsKernelsLackByName) {
                          [&] { forward_with_kvcache(a, {}); }));
 }
 
-// The options' per-head vectors the per-sequence runs cannot index are
-// refused by name, never applied to the wrong sequence.
-TEST(ValidateVarlen, RefusesSlopesPerBatchRow) {
+// ALiBi slopes of rank 2 have a row per sequence (not per row of the packed
+// tensors' batch of one); another count is refused by name.
+TEST(ValidateVarlen, SlopesOfRankTwoHaveARowPerSequence) {
   Varlen t;
-  std::vector<float> slopes(6, 0.5f);
+  std::vector<float> slopes(8, 0.5f);
   Options options;
   options.alibi_slopes = HeadVectorView::batch_heads(slopes.data(), 3, 2);
-  EXPECT_TRUE(fails_with(ErrorCode::unsupported,
-                         "forward_varlen: options.alibi_slopes of shape [batch, heads_q] is not "
-                         "supported yet",
+  EXPECT_NO_THROW(forward_varlen(t.args(), options));
+  options.alibi_slopes = HeadVectorView::batch_heads(slopes.data(), 4, 2);
+  EXPECT_TRUE(fails_with(ErrorCode::invalid_argument,
+                         "options.alibi_slopes.shape[0] (4) must equal the number of sequences (3",
+                         [&] { forward_varlen(t.args(), options); }));
+  options.alibi_slopes = HeadVectorView::batch_heads(slopes.data(), 1, 2);
+  EXPECT_TRUE(fails_with(ErrorCode::invalid_argument, "the number of sequences (3",
                          [&] { forward_varlen(t.args(), options); }));
   options.alibi_slopes = HeadVectorView::heads(slopes.data(), 2);
   EXPECT_NO_THROW(forward_varlen(t.args(), options));

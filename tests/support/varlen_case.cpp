@@ -60,6 +60,10 @@ std::vector<VarlenCase> varlen_cases() {
        Layout::bshd, false, -1, -1, 0.0, false, "(kv_idx + b) % 5 != 2 && q_idx - kv_idx < 90"},
       {"mask_without_b_d128", {300, 17}, {260, 40}, 2, 2, 128, 128, false, DType::bf16,
        Layout::bshd, false, -1, -1, 0.0, false, "kv_idx / 16 % 3 != q_idx % 3"},
+      {"alibi_rows_softcap_gqa", {80, 0, 130}, {100, 4, 90}, 4, 2, 64, 64, true, DType::bf16,
+       Layout::bshd, false, -1, -1, 20.0, false, "", 2},
+      {"alibi_heads_f32_d40", {33, 70}, {50, 70}, 2, 1, 40, 40, false, DType::f32, Layout::bshd,
+       false, -1, -1, 0.0, false, "", 1},
   };
 }
 
@@ -79,10 +83,14 @@ VarlenTensors::VarlenTensors(const VarlenCase& c, MemoryKind memory_, bool host_
       grad_k(memory_, c.dtype, 1, cu_k.back(), c.heads_kv, c.dim_qk, c.layout),
       grad_v(memory_, c.dtype, 1, cu_k.back(), c.heads_kv, c.dim_v, c.layout),
       sinks(TestTensor::row_stats(memory_, 1, c.heads_q, 1)),
-      grad_sinks(TestTensor::row_stats(memory_, 1, c.heads_q, 1)) {
+      grad_sinks(TestTensor::row_stats(memory_, 1, c.heads_q, 1)),
+      slopes(TestTensor::row_stats(memory_, std::max<std::int64_t>(1, cu_q.size() - 1),
+                                   c.heads_q, 1)) {
   sinks.fill_random(seed_from(c.name + "/sinks"));
   grad_sinks.poison();
   for (double s : sinks.values(sinks.download())) sinks_host.push_back(static_cast<float>(s));
+  slopes.fill_random(seed_from(c.name + "/slopes"));
+  for (double s : slopes.values(slopes.download())) slopes_host.push_back(static_cast<float>(s));
   q.fill_random(seed_from(c.name + "/q"));
   k.fill_random(seed_from(c.name + "/k"));
   v.fill_random(seed_from(c.name + "/v"));
@@ -117,6 +125,13 @@ Options VarlenTensors::with_score_options(const VarlenCase& c, Options options) 
   options.window_left = c.window_left, options.window_right = c.window_right;
   options.softcap = c.softcap;
   options.mask_mod = c.mask_mod;
+  if (c.alibi_rank > 0) {
+    const RowStatsView s = slopes.stats_view();
+    options.alibi_slopes =
+        c.alibi_rank == 2 ? HeadVectorView::batch_heads(s.data, s.shape[0], c.heads_q, s.memory,
+                                                        s.device)
+                          : HeadVectorView::heads(s.data, c.heads_q, s.memory, s.device);
+  }
   if (c.sinks) {
     const RowStatsView s = sinks.stats_view(), g = grad_sinks.stats_view();
     options.sinks = HeadVectorView::heads(s.data, c.heads_q, s.memory, s.device);
@@ -146,6 +161,10 @@ Problem packed_problem(const VarlenCase& c, const VarlenTensors& t) {
   Options mask;
   mask.mask_mod = c.mask_mod;
   p.mask = bind_mask(mask);
+  float* slopes = const_cast<float*>(t.slopes_host.data());  // host memory, for the reference
+  const std::int64_t sequences = static_cast<std::int64_t>(t.cu_q.size()) - 1;
+  if (c.alibi_rank == 2) p.alibi_slopes = HeadVectorView::batch_heads(slopes, sequences, c.heads_q);
+  if (c.alibi_rank == 1) p.alibi_slopes = HeadVectorView::heads(slopes, c.heads_q);
   return p;
 }
 

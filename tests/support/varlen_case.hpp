@@ -30,6 +30,7 @@ struct VarlenCase {
   double softcap = 0.0;
   bool sinks = false;  // a sink logit per query head, and its gradient
   std::string mask_mod;  // over b, h, q_idx and kv_idx (no arrays)
+  int alibi_rank = 0;    // ALiBi slopes: 0 none, 1 [heads_q], 2 [sequences, heads_q]
 };
 
 inline void PrintTo(const VarlenCase& c, std::ostream* os) { *os << c.name; }
@@ -57,6 +58,8 @@ struct VarlenTensors {
   TestTensor q, k, v, grad_o, o, lse, grad_q, grad_k, grad_v;
   TestTensor sinks, grad_sinks;  // [1, heads_q, 1]: read and written only where c.sinks
   std::vector<float> sinks_host;  // the sinks' values, for the reference
+  TestTensor slopes;              // [sequences, heads_q, 1]: read only where c.alibi_rank
+  std::vector<float> slopes_host;
 };
 
 // The packed problem (batch 1) of a case, for the reference.
