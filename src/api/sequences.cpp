@@ -105,11 +105,7 @@ void backward_varlen(const VarlenBackwardArgs& args, const Options& options) {
   if (api::kernels_find_sequences(args.q, args.cu_seqlens_q, args.cu_seqlens_k)) {
     const Problem p = api::sequences_problem(vp, args.cu_seqlens_q, args.cu_seqlens_k,
                                              args.max_seqlen_q, args.max_seqlen_k);
-    BackwardArgs packed;
-    packed.q = args.q, packed.k = args.k, packed.v = args.v, packed.o = args.o;
-    packed.grad_o = args.grad_o, packed.lse = args.lse;
-    packed.grad_q = args.grad_q, packed.grad_k = args.grad_k, packed.grad_v = args.grad_v;
-    return api::run_backward(Backend::cuda, p, packed, options);
+    return api::run_backward(Backend::cuda, p, api::packed_backward_args(args), options);
   }
   refuse_sinks_gradient_on_cuda(vp.packed, args.q);
   // With sinks, each sequence writes its share of dL/dsink here; the shares

@@ -112,7 +112,7 @@ Problem sequences_problem(const VarlenProblem& vp, const IndexView& cu_seqlens_q
                           const IndexView& cu_seqlens_k, std::int64_t max_seqlen_q,
                           std::int64_t max_seqlen_k) {
   Problem p = vp.packed;
-  p.batch = cu_seqlens_q.shape[0] - 1;
+  p.batch = sequence_count(cu_seqlens_q);
   p.seq_q = max_seqlen_q;
   p.seq_kv = max_seqlen_k;
   PackedSequences& s = p.sequences;
@@ -161,12 +161,17 @@ VarlenProblem validate_varlen_forward(const VarlenForwardArgs& a, const Options&
                       a.max_seqlen_k, a.check_indices, options);
 }
 
+BackwardArgs packed_backward_args(const VarlenBackwardArgs& a) {
+  BackwardArgs packed;
+  packed.q = a.q, packed.k = a.k, packed.v = a.v, packed.o = a.o;
+  packed.grad_o = a.grad_o, packed.lse = a.lse;
+  packed.grad_q = a.grad_q, packed.grad_k = a.grad_k, packed.grad_v = a.grad_v;
+  return packed;
+}
+
 VarlenProblem validate_varlen_backward(const VarlenBackwardArgs& a, const Options& options) {
-  BackwardArgs packed_args;
-  packed_args.q = a.q, packed_args.k = a.k, packed_args.v = a.v, packed_args.o = a.o;
-  packed_args.grad_o = a.grad_o, packed_args.lse = a.lse;
-  packed_args.grad_q = a.grad_q, packed_args.grad_k = a.grad_k, packed_args.grad_v = a.grad_v;
-  const Problem packed = validate_backward(packed_args, options, sequence_count(a.cu_seqlens_q));
+  const Problem packed =
+      validate_backward(packed_backward_args(a), options, sequence_count(a.cu_seqlens_q));
   return check_varlen(packed, a.q, a.cu_seqlens_q, a.cu_seqlens_k, a.max_seqlen_q,
                       a.max_seqlen_k, a.check_indices, options);
 }

@@ -49,6 +49,10 @@ struct KVCacheProblem {
   Problem sequence(std::int64_t b) const;
 };
 
+// The packed tensors of a varlen backward as the plain call's arguments
+// (a problem of batch 1, or of the sequences with Problem::sequences).
+BackwardArgs packed_backward_args(const VarlenBackwardArgs& args);
+
 VarlenProblem validate_varlen_forward(const VarlenForwardArgs& args, const Options& options);
 VarlenProblem validate_varlen_backward(const VarlenBackwardArgs& args, const Options& options);
 KVCacheProblem validate_kvcache_forward(const KVCacheForwardArgs& args, const Options& options);

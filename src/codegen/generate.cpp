@@ -28,7 +28,7 @@ std::string entry_call(const KernelSpec& spec, const TuningParams& t, bool tenso
   const std::string maps = tensor_maps ? ", maps" : "";
   if (!spec.varlen) return "Kernel::run(params" + maps + ", shared);";
   std::ostringstream s;
-  s << "fg::run_sequence<Kernel, " << (spec.dtype == DType::f32 ? 4 : 2) << ", "
+  s << "fg::run_sequence<Kernel, " << size_of(spec.dtype) << ", "
     << (spec.causal ? "true" : "false") << ", "
     << (spec.kind == KernelKind::backward_key_value ? "true" : "false") << ", " << t.block_rows
     << ", " << head_chunks_of(spec, t) << ">(params, shared" << maps << ");";
