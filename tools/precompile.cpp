@@ -53,10 +53,9 @@ Problem problem_of(std::int64_t d, DType dtype, bool causal, std::int64_t seq, c
   if (a.given("sinks")) p.sinks = HeadVectorView::heads(unread, 1);
   if (a.given("alibi")) p.alibi_slopes = HeadVectorView::heads(unread, 1);
   p.mask = mask;
-  // Packed sequences (the plain kernels per sequence under a user mask):
-  // the offsets are stand-ins that nothing reads.
+  // Packed sequences: the offsets are stand-ins that nothing reads.
   static const std::int32_t kStandIn = 0;
-  if (a.given("varlen") && !mask) p.sequences.q_begin = p.sequences.k_begin = &kStandIn;
+  if (a.given("varlen")) p.sequences.q_begin = p.sequences.k_begin = &kStandIn;
   return p;
 }
 
