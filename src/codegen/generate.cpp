@@ -88,6 +88,10 @@ GeneratedKernel generate(const KernelSpec& spec, const TuningParams& t) {
     if (t.wgmma && spec.kind == KernelKind::forward)
       s << "  static constexpr int kStages = " << wgmma_forward_stages(t) << ";\n"
         << "  static constexpr bool kPersistent = " << (t.persistent ? "true" : "false") << ";\n";
+    else if (spec.kind == KernelKind::forward)
+      s << "  static constexpr int kStages = " << t.stages << ";\n"
+        << "  static constexpr bool kKeySplit = "
+        << (t.split == WarpgroupSplit::keys ? "true" : "false") << ";\n";
     if (t.wgmma)
       s << "  static constexpr bool kTma = " << (t.tma ? "true" : "false") << ";\n"
         << "  static constexpr int kSwizzle = " << t.swizzle << ";\n"

@@ -87,6 +87,7 @@ const char* to_string(WarpgroupSplit split) {
     case WarpgroupSplit::rows: return "rows";
     case WarpgroupSplit::dims: return "dims";
     case WarpgroupSplit::outputs: return "outputs";
+    case WarpgroupSplit::keys: return "keys";
   }
   return "rows";
 }
@@ -129,6 +130,7 @@ TuningParams parse_tuning(const std::string& text) {
       else if (key == "split" && value == "rows") t.split = WarpgroupSplit::rows;
       else if (key == "split" && value == "dims") t.split = WarpgroupSplit::dims;
       else if (key == "split" && value == "outputs") t.split = WarpgroupSplit::outputs;
+      else if (key == "split" && value == "keys") t.split = WarpgroupSplit::keys;
       else if (key == "split") throw Error(ErrorCode::invalid_argument, "tuning: split must be rows, dims or outputs, got '" + value + "'");
       else if (key == "copy") throw Error(ErrorCode::invalid_argument, "tuning: copy must be async or tma, got '" + value + "'");
       else if (key == "schedule" && (value == "persistent" || value == "grid")) t.persistent = value == "persistent";

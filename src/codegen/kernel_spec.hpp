@@ -86,7 +86,8 @@ enum CachedOperand : unsigned {
   kCacheGradO = 1u << 3,
 };
 
-// What the computing warpgroups of a wgmma CTA divide among them.
+// What the computing warpgroups of a wgmma CTA (the warps of an mma.sync
+// forward, split=keys) divide among them.
 enum class WarpgroupSplit {
   rows,  // each owns its own 64 rows (the default)
   // The wide-head backward kernels (rows=64 warps=8 head=0, TMA), where two
@@ -98,6 +99,11 @@ enum class WarpgroupSplit {
   // warpgroups over the same 64 keys, one computing Sᵀ and dV, the other
   // dPᵀ and dK (kernels/backward_key_value/wgmma_split.cuh).
   outputs,
+  // The mma.sync forward over one 16-row tile (rows=16): its warps share
+  // the rows and split each key block, each with its own softmax and output
+  // over its keys, merged at the end. Decode's few rows (a GQA group's query
+  // heads) then take a CTA's warps without each warp repeating the GEMMs.
+  keys,
 };
 const char* to_string(WarpgroupSplit split);
 
@@ -111,8 +117,9 @@ struct TuningParams {
   // (kernels/forward/wgmma.cuh, kernels/backward_key_value/wgmma.cuh) instead of mma.sync;
   // one 16-row tile per warp, whole warpgroups.
   bool wgmma = false;
-  // Pipeline stages of the traversed K and V tiles in the wgmma forward
-  // (copies run this many blocks minus one ahead); 0: the kernel's default, 2.
+  // Pipeline stages of the traversed K and V tiles in the forward (copies
+  // run this many blocks minus one ahead); 0: the kernel's default (wgmma:
+  // 2; mma.sync: one K and one V buffer, each copied while the other is read).
   int stages = 0;
   // A wgmma kernel with one more warpgroup whose first warp only copies the
   // traversed tiles (*_wgmma_producer.cuh):
@@ -147,7 +154,7 @@ struct TuningParams {
     return split == WarpgroupSplit::rows ? block_rows / (16 * warps) : 1;
   }
   // "rows=128 cols=64 head=128 warps=4 cache=Q" [" mma=wgmma"] [" stages=3"]
-  // [" producer=warp"] [" copy=tma"] [" split=dims|outputs"] [" swizzle=32"]
+  // [" producer=warp"] [" copy=tma"] [" split=dims|outputs|keys"] [" swizzle=32"]
   // [" schedule=persistent"] [" pingpong=1"]
   std::string to_string() const;
   bool operator==(const TuningParams&) const = default;

@@ -29,6 +29,8 @@ static fd::SharedShape shared_shape(const KernelSpec& spec, const TuningParams& 
     s.stages = backward_dims_split_stages(spec, t);
   else if (t.wgmma && spec.kind == KernelKind::forward)
     s.stages = wgmma_forward_stages(t);
+  else if (spec.kind == KernelKind::forward)
+    s.stages = t.stages;  // the mma.sync forward's ring (0: its two buffers)
   return s;
 }
 

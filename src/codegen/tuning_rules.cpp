@@ -93,9 +93,21 @@ static void check_backward_dims_split_tuning(const KernelSpec& spec, const Tunin
   if (t.stages != 0 && (t.stages < 2 || t.stages > 4)) fail(name + " needs stages=2, 3 or 4");
 }
 
+// The mma.sync forward whose warps split the keys of one 16-row tile.
+static void check_keys_split_tuning(const KernelSpec& spec, const TuningParams& t,
+                                    const std::function<void(const std::string&)>& fail) {
+  if (spec.kind != KernelKind::forward || t.wgmma || t.producer)
+    fail("split=keys applies to the mma.sync forward only");
+  if (t.block_rows != 16) fail("split=keys needs rows=16 (one row tile its warps share)");
+  if (t.warps < 2) fail("split=keys needs warps >= 2");
+  if (t.block_cols % (16 * t.warps) != 0)
+    fail("split=keys needs cols a multiple of 16 * warps (16 keys or more a warp)");
+}
+
 // The kernels whose warpgroups do not each own their own rows.
 static void check_split_tuning(const KernelSpec& spec, const TuningParams& t,
                                const std::function<void(const std::string&)>& fail) {
+  if (t.split == WarpgroupSplit::keys) return check_keys_split_tuning(spec, t, fail);
   if (t.split == WarpgroupSplit::outputs) return check_outputs_split_tuning(spec, t, fail);
   if (spec.kind != KernelKind::backward_query && spec.kind != KernelKind::backward_key_value)
     fail("split=dims applies to the wgmma backward_query and backward_key_value only");
@@ -109,10 +121,13 @@ void check_tuning(const KernelSpec& spec, const TuningParams& t) {
   };
   if (is_row_kernel(spec.kind)) return;
   if (spec.dim_qk < 1 || spec.dim_v < 1) fail("dims must be >= 1");
-  if (spec.split_keys && (spec.kind != KernelKind::forward || spec.dtype == DType::f32 ||
-                          t.wgmma || t.producer || t.split != WarpgroupSplit::rows))
+  if (spec.split_keys &&
+      (spec.kind != KernelKind::forward || spec.dtype == DType::f32 || t.wgmma || t.producer ||
+       (t.split != WarpgroupSplit::rows && t.split != WarpgroupSplit::keys)))
     fail("split_keys is a forward of the mma.sync kernel (f16, bf16; no mma=wgmma, producer or "
-         "split)");
+         "split but split=keys)");
+  if (t.split == WarpgroupSplit::keys && spec.dtype == DType::f32)
+    fail("split=keys applies to the mma.sync forward only (16-bit tensors)");
   if (spec.cache != KeyCache::none && !spec.split_keys)
     fail("a KV cache (kv_cache=" + std::string(to_string(spec.cache)) +
          ") is read by the split-key forward");
@@ -179,11 +194,11 @@ void check_tuning(const KernelSpec& spec, const TuningParams& t) {
       fail("mma=wgmma splits no output dims in the backward (head must be 0)");
   }
   if (t.stages != 0) {
-    if (!(t.wgmma && spec.kind == KernelKind::forward))
-      fail("stages applies to the wgmma forward only (leave it out elsewhere)");
+    if (spec.kind != KernelKind::forward || spec.dtype == DType::f32)
+      fail("stages applies to the forward of 16-bit tensors only (leave it out elsewhere)");
     if (t.stages < 2 || t.stages > 4) fail("stages must be 2, 3 or 4");
     // Rows only 2-byte aligned go through one staging area (no TMA): two stages.
-    if (spec.vec == 1 && !t.tma && t.stages != 2)
+    if (t.wgmma && spec.vec == 1 && !t.tma && t.stages != 2)
       fail("stages must be 2 on rows only 2-byte aligned (unless copy=tma)");
   }
   if (t.producer) {

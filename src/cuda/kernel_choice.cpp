@@ -34,29 +34,62 @@ const GeneratedKernel& generated_kernel(const KernelSpec& spec, const TuningPara
   return kernels->emplace(std::move(key), std::move(g)).first->second;  // node-based: stable
 }
 
-// Query rows past which the split-key forward takes four warps of 16 rows
-// per CTA instead of one: a KV cache's chunked prefill (hundreds of query
-// rows per call) would otherwise read each key/value block once per 16 rows.
-// An fp8 cache takes them at any length, over 32-key blocks: its bytes are
-// converted into the 16-bit tiles by the CTA's threads between the copies
-// and the GEMMs, and its staging of 64-key blocks left room for three CTAs
-// of one warp per SM, latency-bound (H100, decode of 16k keys, B = 16, GQA
-// 32/8: 1.327 ms one warp, 1.040 four warps over 64 keys, 1.202 eight,
-// 0.794 four over 32 keys; bf16 0.397; docs/decisions.md).
+// Query rows up to which the split-key forward's CTA is one 16-row tile
+// whose warps split each key block (split=keys): decode's rows are a GQA
+// group's query heads, a few, and warps of their own rows would each repeat
+// the block's GEMMs over rows that hold nothing. Past them (a KV cache's
+// chunked prefill, hundreds of query rows) four warps of 16 rows each, so
+// that each key/value block is read once per 64 rows.
 constexpr std::int64_t kSplitKeysWarpRows = 32;
+// An fp8 cache's chunked prefill: 32-key blocks, whose converted tiles and
+// staging leave room for more CTAs (docs/decisions.md).
 constexpr int kFp8KeyBlock = 32;
+
+// Shapes of the split=keys CTA (keys per block, warps, stages of the ring),
+// the first of which three CTAs fit an SM's shared memory: a CTA waits on
+// its copies' latency (a KV cache's rows found through its block table
+// before they are copied, the staging of an fp8 cache's bytes), which only
+// other CTAs hide. Decode on an H100 (16k keys, B = 16, GQA 32/8, D = 128;
+// ms; docs/decisions.md): plain / 16-row pages / fp8 cache, one warp over 64
+// keys (the former shape) 0.387 / 0.421 / 0.795 (four warps of their own
+// rows over 32 keys); two over 32 keys in 3 stages 0.369 / 0.389 / 0.798;
+// four over 64 keys in 2 stages 0.373 / 0.467 / 0.487; four over 128 keys
+// in 2 stages (one CTA an SM) 0.352 / 1.116 / -. cuDNN 0.339 plain.
+struct KeySplitShape {
+  int cols, warps, stages;
+};
+constexpr KeySplitShape kKeySplitShapes[] = {{32, 2, 3}, {32, 2, 2}, {32, 2, 0}};
+constexpr KeySplitShape kFp8KeySplitShapes[] = {{64, 4, 2}, {32, 2, 2}, {32, 2, 0}};
+constexpr std::size_t kKeySplitCtasPerSm = 3;
+constexpr std::size_t kSharedReservedPerCta = 1024;  // the runtime's, out of the SM's
 
 // The split-key forward's tuning: a forced forward tuning (ScopedTuningOverride,
 // FLASHGEN_TUNING; may_split_keys lets only mma.sync ones through), else the
 // heuristic's (the tables' rows time the forward over all keys, not this
-// kernel), with four warps where the query rows fill them.
+// kernel) shaped for the query rows.
 TuningParams split_keys_tuning_for(const KernelSpec& spec, const Problem& p,
                                    std::size_t shared_limit) {
   if (tuning_overridden(KernelKind::forward))
     if (const std::optional<TuningParams> forced = lookup_tuning(spec, p, shared_limit))
       return *forced;
   const TuningParams t = default_tuning(spec, shared_limit);
-  if (p.seq_q <= kSplitKeysWarpRows && !spec.fp8_cache) return t;
+  if (p.seq_q <= kSplitKeysWarpRows) {
+    const auto try_shapes = [&](const auto& shapes) {
+      for (const KeySplitShape& shape : shapes) {
+        TuningParams keys = t;
+        keys.block_cols = shape.cols;
+        keys.warps = shape.warps;
+        keys.stages = shape.stages;
+        keys.split = WarpgroupSplit::keys;
+        // shared_limit, an SM's less one reserve, stands for the SM's.
+        const std::size_t sm = shared_limit + kSharedReservedPerCta;
+        if (kKeySplitCtasPerSm * (shared_bytes(spec, keys) + kSharedReservedPerCta) <= sm)
+          return keys;
+      }
+      return t;
+    };
+    return spec.fp8_cache ? try_shapes(kFp8KeySplitShapes) : try_shapes(kKeySplitShapes);
+  }
   TuningParams wide = t;
   wide.block_rows = 4 * t.block_rows;
   wide.warps = 4 * t.warps;

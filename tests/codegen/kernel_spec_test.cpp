@@ -64,7 +64,7 @@ TEST(TuningParams, StagesAreNamedOnlyWhenSet) {
   EXPECT_EQ(parse_tuning(t.to_string()), t);
 }
 
-TEST(Generate, StagesOnlyForTheWgmmaForward) {
+TEST(Generate, StagesOnlyForTheForward) {
   TuningParams t{192, 64, 0, 12, 0, true};
   const KernelSpec s = spec_of(KernelKind::forward, 128, 128);
   const std::size_t two = shared_bytes(s, t);
@@ -75,8 +75,49 @@ TEST(Generate, StagesOnlyForTheWgmmaForward) {
   refused(s, t, "stages must be 2, 3 or 4");
   t.stages = 3;
   refused(spec_of(KernelKind::forward, 127, 127, 1), t, "stages must be 2 on rows only 2-byte");
-  refused(spec_of(KernelKind::backward_query, 128, 128), t, "wgmma forward only");
-  refused(s, TuningParams{64, 64, 0, 4, 0, false, 3}, "wgmma forward only");
+  refused(spec_of(KernelKind::backward_query, 128, 128), t, "forward of 16-bit tensors only");
+}
+
+// The mma.sync forward's ring: `stages` K and V tiles, or on staged rows
+// (here 2-byte aligned) one of each and `stages` staging areas.
+TEST(Generate, StagesOfTheMmaSyncForwardAreARing) {
+  TuningParams t{16, 64, 0, 1, 0};
+  const KernelSpec aligned = spec_of(KernelKind::forward, 128, 128);
+  const std::size_t two_buffers = shared_bytes(aligned, t);
+  t.stages = 3;
+  EXPECT_EQ(shared_bytes(aligned, t), two_buffers + 2u * 2 * 64 * (128 + 8) * 2);
+  EXPECT_NE(generate(aligned, t).source.find("kStages = 3;"), std::string::npos);
+  const KernelSpec staged = spec_of(KernelKind::forward, 127, 127, 1);
+  t.stages = 0;
+  const std::size_t one_staging = shared_bytes(staged, t);
+  t.stages = 3;
+  const std::size_t staging = 2u * 64 * (128 / 8 + 1) * 8 * 2;  // K's and V's, 2 bytes each
+  EXPECT_EQ(shared_bytes(staged, t), one_staging + 2 * staging);
+  KernelSpec f32 = aligned;
+  f32.dtype = DType::f32;
+  refused(f32, TuningParams{32, 32, 0, 4, 0, false, 3}, "stages");
+}
+
+// split=keys: the mma.sync forward's warps share one 16-row tile and split
+// each key block between them.
+TEST(Generate, KeySplitIsTheMmaSyncForwardsOverOneRowTile) {
+  TuningParams t{16, 64, 0, 4, 0};
+  t.split = WarpgroupSplit::keys;
+  t.stages = 2;
+  EXPECT_EQ(t.to_string(), "rows=16 cols=64 head=0 warps=4 cache=none stages=2 split=keys");
+  EXPECT_EQ(parse_tuning(t.to_string()), t);
+  const KernelSpec s = spec_of(KernelKind::forward, 127, 127, 1);
+  EXPECT_NE(generate(s, t).source.find("kKeySplit = true;"), std::string::npos);
+  TuningParams rows = t;
+  rows.block_rows = 64;
+  refused(s, rows, "split=keys needs rows=16");
+  TuningParams one = t;
+  one.warps = 1;
+  refused(s, one, "warps >= 2");
+  TuningParams narrow = t;
+  narrow.block_cols = 32;  // 8 keys a warp
+  refused(s, narrow, "cols a multiple of 16 * warps");
+  refused(spec_of(KernelKind::backward_query, 64, 64), t, "mma.sync forward only");
 }
 
 TEST(TuningParams, ProducerIsNamedOnlyWhenSet) {

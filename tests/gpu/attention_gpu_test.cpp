@@ -308,6 +308,29 @@ TEST_P(GpuForwardWgmmaStages, MatchesReference) {
   }
 }
 
+// The mma.sync forward with K and V in a ring (stages=2, 3), its warps
+// over rows of their own or splitting each key block (split=keys: 2 and 4
+// warps, 16 and 32 keys each), on the same cases: decode steps take the
+// split-key kernel, the others the whole forward, whose sinks and
+// normalisation follow the warps' merge.
+class GpuForwardMmaSyncRing : public ::testing::TestWithParam<Case> {};
+
+TEST_P(GpuForwardMmaSyncRing, MatchesReference) {
+  FLASHGEN_SKIP_WITHOUT_GPU();
+  TuningParams rows{64, 32, 0, 4, kCacheQ};
+  for (int stages : {2, 3}) {
+    rows.stages = stages;
+    expect_forward_with(rows, GetParam());
+  }
+  for (const TuningParams& keys : {TuningParams{16, 64, 0, 4, 0}, TuningParams{16, 64, 0, 2, 0}}) {
+    TuningParams t = keys;
+    t.split = WarpgroupSplit::keys;
+    expect_forward_with(t, GetParam());
+    t.stages = 2;
+    expect_forward_with(t, GetParam());
+  }
+}
+
 // The wgmma forward with a producer warpgroup (tuning producer=warp), two
 // and three computing warpgroups, on the same cases.
 class GpuForwardWgmmaProducer : public ::testing::TestWithParam<Case> {};
@@ -949,6 +972,8 @@ INSTANTIATE_TEST_SUITE_P(Forced, GpuBackwardWgmmaKeyValueProducer,
                          ::testing::ValuesIn(with_masks(with_rows_aligned_to_four_bytes(
                              wgmma_backward_cases(true)))),
                          CaseName());
+INSTANTIATE_TEST_SUITE_P(Forced, GpuForwardMmaSyncRing,
+                         ::testing::ValuesIn(with_masks(wgmma_stages_cases())), CaseName());
 INSTANTIATE_TEST_SUITE_P(Forced, GpuForwardWgmmaProducer,
                          ::testing::ValuesIn(with_masks(wgmma_stages_cases())), CaseName());
 INSTANTIATE_TEST_SUITE_P(Forced, GpuForwardWgmmaTma, ::testing::ValuesIn(with_masks(wgmma_tma_cases())),

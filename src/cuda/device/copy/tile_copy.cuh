@@ -344,18 +344,20 @@ struct TileCopy {
 
 // Shared storage of a kernel whose traversed tiles arrive through two
 // TileCopy copies: its Tiles, then both copies' staging areas when they stage
-// (alignment classes 1, 2, 4), nothing otherwise.
-template <class Tiles, class FirstCopy, class SecondCopy, bool kStaged = FirstCopy::kStaged>
+// (alignment classes 1, 2, 4; an fp8 cache's), kCount of each (a ring of
+// staged copies in flight), nothing otherwise.
+template <class Tiles, class FirstCopy, class SecondCopy, bool kStaged = FirstCopy::kStaged,
+          int kCount = 1>
 struct WithStaging : Tiles {
-  u16 first_stage[FirstCopy::kStageElements];
-  u16 second_stage[SecondCopy::kStageElements];
-  __device__ __forceinline__ u16* first_staging() { return first_stage; }
-  __device__ __forceinline__ u16* second_staging() { return second_stage; }
+  u16 first_stage[kCount][FirstCopy::kStageElements];
+  u16 second_stage[kCount][SecondCopy::kStageElements];
+  __device__ __forceinline__ u16* first_staging(int i = 0) { return first_stage[i]; }
+  __device__ __forceinline__ u16* second_staging(int i = 0) { return second_stage[i]; }
 };
-template <class Tiles, class FirstCopy, class SecondCopy>
-struct WithStaging<Tiles, FirstCopy, SecondCopy, false> : Tiles {
-  __device__ __forceinline__ u16* first_staging() { return nullptr; }
-  __device__ __forceinline__ u16* second_staging() { return nullptr; }
+template <class Tiles, class FirstCopy, class SecondCopy, int kCount>
+struct WithStaging<Tiles, FirstCopy, SecondCopy, false, kCount> : Tiles {
+  __device__ __forceinline__ u16* first_staging(int = 0) { return nullptr; }
+  __device__ __forceinline__ u16* second_staging(int = 0) { return nullptr; }
 };
 
 }  // namespace flashgen_device

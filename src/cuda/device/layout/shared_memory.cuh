@@ -116,14 +116,19 @@ constexpr unsigned long long producer_barrier_bytes(const SharedShape& s, int pi
 // ---- forward ----
 
 // mma.sync (kernels/forward/mma_sync.cuh): q [rows][dqk], k [cols][dqk],
-// v [cols][dv chunk], rows padded; staged (or an fp8 cache's): k, then v.
+// v [cols][dv chunk], rows padded, `stages` of k and v in a ring (0: one);
+// staged (or an fp8 cache's): one k and v, and the stages' staging: k's,
+// then v's.
 constexpr unsigned long long forward_mma_sync_shared_bytes(const SharedShape& s) {
   const int dqk = layout_round_up(s.dim_qk, 16), dv = layout_chunk_width(s.dim_v, s.head_chunks);
+  const unsigned long long stages = s.stages >= 2 ? s.stages : 1;
+  const unsigned long long staging =
+      traversed_staging_elements(s, s.cols, dqk) + traversed_staging_elements(s, s.cols, dv);
+  const unsigned long long tile_stages = staging != 0 ? 1 : stages;
   return kTileElementBytes *
          ((unsigned long long)s.rows * (dqk + kSharedRowPad) +
-          (unsigned long long)s.cols * (dqk + kSharedRowPad) +
-          (unsigned long long)s.cols * (dv + kSharedRowPad) +
-          traversed_staging_elements(s, s.cols, dqk) + traversed_staging_elements(s, s.cols, dv));
+          tile_stages * s.cols * (dqk + kSharedRowPad) +
+          tile_stages * s.cols * (dv + kSharedRowPad) + stages * staging);
 }
 
 // wgmma (kernels/forward/wgmma.cuh, wgmma_producer.cuh): q [rows][dqk]

@@ -5,8 +5,11 @@
 //   P = exp2(S·scale·log2e − m), m the running row max (log2 domain)
 //   O = O·correction + P·V
 //
-// Pipeline: K[j] and V[j] have one shared buffer each; V[j] loads while S is
-// computed, and K[j+1] loads while P·V runs.
+// Pipeline: by default K[j] and V[j] have one shared buffer each; V[j]
+// loads while S is computed, and K[j+1] loads while P·V runs. With kStages
+// (2 to 4) the blocks' K and V go round a ring of that many stages, copies
+// running kStages - 1 blocks ahead: decode, whose CTAs are few warps, has
+// that many blocks' bytes in flight rather than one tile's.
 #pragma once
 
 #include "common.cuh"
@@ -26,6 +29,10 @@ namespace flashgen_device {
 // tiles per warp), kBlockN, kHeadChunks (CTAs splitting the value columns),
 // kVec (alignment class in elements), kCausal, kCacheQ (Q fragments held in
 // registers rather than re-read from shared memory every key block),
+// kStages (0: the two buffers; 2 to 4: the ring), kKeySplit (the warps
+// share one 16-row tile and split each key block: each warp keeps its own
+// softmax and output over its keys, merged into warp 0's at the end;
+// decode's few rows take four warps without four copies of its GEMMs),
 // kSplitKeys (the CTAs of a query block share its key blocks and write fp32
 // partial results for the combine kernel: decode, where the query blocks
 // alone cannot fill the GPU), kKeyCache / kPagedCache / kFp8Cache
@@ -36,18 +43,21 @@ struct Forward {
   static constexpr int E = C::kElement;
   static constexpr int kThreads = C::kWarps * 32;
   static constexpr int kRowTiles = C::kRowTiles;
-  static constexpr int kBlockM = C::kWarps * 16 * kRowTiles;
+  static constexpr bool kKeySplit = C::kKeySplit;
+  static constexpr int kRowWarps = kKeySplit ? 1 : C::kWarps;  // warps over distinct rows
+  static constexpr int kBlockM = kRowWarps * 16 * kRowTiles;
   static constexpr int kBlockN = C::kBlockN;
+  static constexpr int kWarpKeys = kKeySplit ? kBlockN / C::kWarps : kBlockN;  // a warp's keys
   static constexpr int kDimQK = round_up(C::kDimQK, 16);  // the k of S = Q·Kᵀ, zero-filled
   static constexpr int kDvChunk = chunk_width(C::kDimV, C::kHeadChunks);  // value columns per CTA
   static constexpr int kKSteps = kDimQK / 16;
-  static constexpr int kScoreTiles = kBlockN / 8;   // n-tiles of S
+  static constexpr int kScoreTiles = kWarpKeys / 8;  // n-tiles of a warp's S
   static constexpr int kOutTiles = kDvChunk / 8;    // n-tiles of O
   // +8 elements (16 bytes) per row: the 8 rows one ldmatrix reads fall in
   // distinct bank groups.
   static constexpr int kQKStride = kDimQK + 8;
   static constexpr int kVStride = kDvChunk + 8;
-  static_assert(kBlockN % 16 == 0 && kDvChunk % 16 == 0, "tiles are whole 16x16 blocks");
+  static_assert(kWarpKeys % 16 == 0 && kDvChunk % 16 == 0, "tiles are whole 16x16 blocks");
 
   // An fp8 cache's tiles are converted on their way in (copy/quantized_cache.cuh).
   typedef typename select_type<
@@ -57,13 +67,19 @@ struct Forward {
       C::kFp8Cache, QuantizedCacheCopy<kBlockN, kDvChunk, kVStride, kThreads, E, C::kVec == 0>,
       TileCopy<kBlockN, kDvChunk, kVStride, C::kVec, kThreads>>::type VCopy;
   static constexpr bool kStaged = KCopy::kStaged;
+  static constexpr bool kRing = C::kStages >= 2;
+  static constexpr int kStages = kRing ? C::kStages : 1;
+  // Staged copies land in their stage's staging and are converted into the
+  // one K and V tile just before they are read: the ring is the staging's.
+  static constexpr int kTileStages = kStaged ? 1 : kStages;
 
   struct Tiles {
-    u16 q[kBlockM * kQKStride];  // [kBlockM][kDimQK]
-    u16 k[kBlockN * kQKStride];  // [kBlockN][kDimQK]
-    u16 v[kBlockN * kVStride];   // [kBlockN][kDvChunk]
+    u16 q[kBlockM * kQKStride];                // [kBlockM][kDimQK]
+    u16 k[kTileStages][kBlockN * kQKStride];   // [kBlockN][kDimQK]
+    u16 v[kTileStages][kBlockN * kVStride];    // [kBlockN][kDvChunk]
   };
-  typedef WithStaging<Tiles, KCopy, VCopy> SharedStorage;  // staging: K, then V
+  // staging: K's stages, then V's
+  typedef WithStaging<Tiles, KCopy, VCopy, kStaged, kStages> SharedStorage;
 
   static_assert(C::kSplitKeys || !C::kKeyCache, "a KV cache is read by the split-key forward");
   static_assert(C::kKeyCache || !C::kFp8Cache, "fp8 is a KV cache's storage");
@@ -87,7 +103,9 @@ struct Forward {
     const int thread = threadIdx.x, lane = thread & 31, warp = thread >> 5;
     const int head = tile.head, kv_head = tile.kv_head, batch = tile.batch, row0 = tile.row0;
     const int chunk = tile.chunk;
-    const int warp_row0 = row0 + warp * 16 * kRowTiles;
+    const int warp_rows = kKeySplit ? 0 : warp * 16 * kRowTiles;  // the warp's first, in the tile
+    const int warp_row0 = row0 + warp_rows;
+    const int warp_key = kKeySplit ? warp * kWarpKeys : 0;        // of each block
     const int dv0 = chunk * kDvChunk;
 
     const u16* q = head_slice<const u16>(p.q, batch, head) + row0 * p.q.stride_seq;
@@ -101,12 +119,6 @@ struct Forward {
 
     load_tile<kBlockM, kDimQK, kQKStride, C::kVec, kThreads>(
         smem.q, q, p.q.stride_seq, p.q.stride_dim, p.seq_q - row0, C::kDimQK, thread);
-    if (n_blocks > first_block) {
-      const int first_key = first_block * kBlockN;
-      KCopy::issue(smem.k, smem.first_staging(), keys.from(first_key), p.k.stride_dim,
-                   p.seq_kv - first_key, C::kDimQK, thread);
-    }
-    cp_async_commit();
 
     float o[kRowTiles][kOutTiles][4];  // O accumulator: [row tile][dv n-tile][C fragment]
     zero(o);
@@ -115,64 +127,119 @@ struct Forward {
 
     // Q fragments kept in registers when the tuning says so.
     u32 q_frag[C::kCacheQ ? kKSteps : 1][kRowTiles][4];  // [k step][row tile][A fragment]
-    const u16* q_warp = smem.q + (warp * 16 * kRowTiles) * kQKStride;
+    const u16* q_warp = smem.q + warp_rows * kQKStride;
 
-    for (int n_block = first_block; n_block < n_blocks; ++n_block) {
-      const int key0 = n_block * kBlockN;
-      // V[j] streams in while S = Q·K[j]ᵀ is computed.
-      VCopy::issue(smem.v, smem.second_staging(), values.from(key0), p.v.stride_dim,
-                   p.seq_kv - key0, C::kDimV - dv0, thread);
-      cp_async_commit();
-      cp_async_wait<1>();
-      __syncthreads();
-      if (kStaged) {
-        KCopy::finish(smem.k, smem.first_staging(), keys.from(key0), p.seq_kv - key0, C::kDimQK,
-                      thread);
-        __syncthreads();
-      }
-
+    // The copies of block `block`'s K or V into stage `stage`.
+    const auto issue_keys = [&](int block, int stage) {
+      const int key0 = block * kBlockN;
+      KCopy::issue(smem.k[kStaged ? 0 : stage], smem.first_staging(stage), keys.from(key0),
+                   p.k.stride_dim, p.seq_kv - key0, C::kDimQK, thread);
+    };
+    const auto issue_values = [&](int block, int stage) {
+      const int key0 = block * kBlockN;
+      VCopy::issue(smem.v[kStaged ? 0 : stage], smem.second_staging(stage), values.from(key0),
+                   p.v.stride_dim, p.seq_kv - key0, C::kDimV - dv0, thread);
+    };
+    // S = Q·K[j]ᵀ ([row tile][key n-tile][C fragment]) over the warp's keys
+    // of tile k, made probabilities by the online softmax, O rescaled to its
+    // new maxima.
+    const auto probabilities = [&](float (&s)[kRowTiles][kScoreTiles][4], const u16* tile,
+                                   int n_block) {
+      const int key0 = n_block * kBlockN + warp_key;
+      const u16* k = tile + warp_key * kQKStride;
       if (C::kCacheQ && n_block == first_block) {
 #pragma unroll
         for (int ks = 0; ks < kKSteps; ++ks)
           load_a_rows(q_frag[C::kCacheQ ? ks : 0], q_warp, kQKStride, ks * 16, lane);
       }
-
-      // S = Q·Kᵀ: [row tile][key n-tile][C fragment]
-      float s[kRowTiles][kScoreTiles][4];
       zero(s);
       if (C::kCacheQ) {
 #pragma unroll
         for (int ks = 0; ks < kKSteps; ++ks)
-          mma_k_step<E, false>(s, q_frag[C::kCacheQ ? ks : 0], smem.k, kQKStride, ks * 16, lane);
+          mma_k_step<E, false>(s, q_frag[C::kCacheQ ? ks : 0], k, kQKStride, ks * 16, lane);
       } else {
-        gemm_smem_nk<E, kRowTiles, kScoreTiles, kKSteps>(s, q_warp, kQKStride, smem.k, kQKStride,
+        gemm_smem_nk<E, kRowTiles, kScoreTiles, kKSteps>(s, q_warp, kQKStride, k, kQKStride,
                                                          lane);
       }
-
       logits<C>(s, p, warp_row0, key0, lane, site);
       float correction[kRowTiles][2];
       softmax.update(s, correction);
       scale_rows(o, correction);
+    };
 
-      cp_async_wait<0>();
-      __syncthreads();  // V[j] is in, and every warp is done reading K[j]
-      if (kStaged) {
-        VCopy::finish(smem.v, smem.second_staging(), values.from(key0), p.seq_kv - key0,
-                      C::kDimV - dv0, thread);
+    if constexpr (kRing) {
+      // Blocks first_block .. first_block + kStages - 2 ahead (a commit
+      // group each, empty past the share: the waits count groups).
+#pragma unroll
+      for (int i = 0; i < kStages - 1; ++i) {
+        if (first_block + i < n_blocks) {
+          issue_keys(first_block + i, i);
+          issue_values(first_block + i, i);
+        }
+        cp_async_commit();
+      }
+      for (int n_block = first_block; n_block < n_blocks; ++n_block) {
+        const int i = n_block - first_block, stage = i % kStages;
+        // The stage block n_block - 1 was read from: free since the
+        // __syncthreads that ended its iteration.
+        const int ahead = n_block + kStages - 1;
+        if (ahead < n_blocks) {
+          issue_keys(ahead, (i + kStages - 1) % kStages);
+          issue_values(ahead, (i + kStages - 1) % kStages);
+        }
+        cp_async_commit();
+        cp_async_wait<kStages - 1>();
         __syncthreads();
+        if (kStaged) {
+          const int key0 = n_block * kBlockN;
+          KCopy::finish(smem.k[0], smem.first_staging(stage), keys.from(key0), p.seq_kv - key0,
+                        C::kDimQK, thread);
+          VCopy::finish(smem.v[0], smem.second_staging(stage), values.from(key0),
+                        p.seq_kv - key0, C::kDimV - dv0, thread);
+          __syncthreads();
+        }
+        float s[kRowTiles][kScoreTiles][4];
+        probabilities(s, smem.k[kStaged ? 0 : stage], n_block);
+        attend_values(o, s, smem.v[kStaged ? 0 : stage], warp_key, lane);
+        __syncthreads();  // every warp is done reading the stage before it is refilled
       }
-      if (n_block + 1 < n_blocks) {
-        const int next = key0 + kBlockN;
-        KCopy::issue(smem.k, smem.first_staging(), keys.from(next), p.k.stride_dim,
-                     p.seq_kv - next, C::kDimQK, thread);
-      }
+    } else {
+      if (n_blocks > first_block) issue_keys(first_block, 0);
       cp_async_commit();
+      for (int n_block = first_block; n_block < n_blocks; ++n_block) {
+        const int key0 = n_block * kBlockN;
+        // V[j] streams in while S = Q·K[j]ᵀ is computed.
+        issue_values(n_block, 0);
+        cp_async_commit();
+        cp_async_wait<1>();
+        __syncthreads();
+        if (kStaged) {
+          KCopy::finish(smem.k[0], smem.first_staging(), keys.from(key0), p.seq_kv - key0,
+                        C::kDimQK, thread);
+          __syncthreads();
+        }
+        float s[kRowTiles][kScoreTiles][4];
+        probabilities(s, smem.k[0], n_block);
 
-      // O += P·V: P goes from the S accumulator layout straight into A fragments.
-      gemm_acc_kn<E, kRowTiles, kOutTiles, kBlockN / 16>(o, s, smem.v, kVStride, lane);
-      __syncthreads();  // every warp is done reading V[j] before it is overwritten
+        cp_async_wait<0>();
+        __syncthreads();  // V[j] is in, and every warp is done reading K[j]
+        if (kStaged) {
+          VCopy::finish(smem.v[0], smem.second_staging(), values.from(key0), p.seq_kv - key0,
+                        C::kDimV - dv0, thread);
+          __syncthreads();
+        }
+        if (n_block + 1 < n_blocks) issue_keys(n_block + 1, 0);
+        cp_async_commit();
+
+        attend_values(o, s, smem.v[0], warp_key, lane);
+        __syncthreads();  // every warp is done reading V[j] before it is overwritten
+      }
     }
     cp_async_wait<0>();
+    if constexpr (kKeySplit) {
+      merge_key_warps(smem, softmax, o, warp, lane);
+      if (warp != 0) return;  // warp 0 stores the tile
+    }
 
     float inverse_sum[kRowTiles][2], lse[kRowTiles][2];
     static_assert(!(C::kSplitKeys && C::kSinks), "a share's partial results hold no sink");
@@ -185,6 +252,89 @@ struct Forward {
       store_rows<E, C::kVec>(p.o, batch, head, warp_row0, dv0, o, inverse_sum,
                              p.seq_q - warp_row0, C::kDimV - dv0, lane);
       if (chunk == 0) store_lse_rows(p, batch, head, warp_row0, lse, lane);
+    }
+  }
+
+  // O += P·V over the warp's keys of tile v: P goes from the S accumulator
+  // layout straight into A fragments.
+  static __device__ __forceinline__ void attend_values(float (&o)[kRowTiles][kOutTiles][4],
+                                                       const float (&s)[kRowTiles][kScoreTiles][4],
+                                                       const u16* v, int warp_key, int lane) {
+    gemm_acc_kn<E, kRowTiles, kOutTiles, kWarpKeys / 16>(o, s, v + warp_key * kVStride, kVStride,
+                                                          lane);
+  }
+
+  // kKeySplit: the warps' results over their own keys merged into warp 0's.
+  // Each warp's rows are rescaled to the rows' maxima over all warps; the
+  // others' outputs and sums then go through shared memory (the K and V
+  // tiles', read by no one any more) into warp 0's, in warp order.
+  static constexpr int kMergeFloats = C::kWarps * kBlockM +  // the warps' row maxima
+                                      (C::kWarps - 1) * 32 * kRowTiles * (4 * kOutTiles + 2);
+  static_assert(!kKeySplit || kMergeFloats * 4 <= sizeof(Tiles::k) + sizeof(Tiles::v),
+                "the merge fits in the K and V tiles");
+
+  static __device__ __forceinline__ void merge_key_warps(SharedStorage& smem,
+                                                         OnlineSoftmax<kRowTiles>& softmax,
+                                                         float (&o)[kRowTiles][kOutTiles][4],
+                                                         int warp, int lane) {
+    float* maxima = reinterpret_cast<float*>(smem.k);  // [warp][row]
+    float* partials = maxima + C::kWarps * kBlockM;     // [warp - 1][element][lane]
+    constexpr int kPartial = 32 * kRowTiles * (4 * kOutTiles + 2);
+    const int g = lane >> 2;
+    __syncthreads();  // every warp is done with the tiles (none read them without a block)
+    if ((lane & 3) == 0)
+#pragma unroll
+      for (int rt = 0; rt < kRowTiles; ++rt)
+#pragma unroll
+        for (int h = 0; h < 2; ++h)
+          maxima[warp * kBlockM + rt * 16 + g + 8 * h] = softmax.row_max[rt][h];
+    __syncthreads();
+#pragma unroll
+    for (int rt = 0; rt < kRowTiles; ++rt)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        float row_max = kMaskedScore;
+#pragma unroll
+        for (int w = 0; w < C::kWarps; ++w)
+          row_max = max_of(row_max, maxima[w * kBlockM + rt * 16 + g + 8 * h]);
+        // As OnlineSoftmax::update's correction: 0 for a warp that saw no key.
+        const float factor = fast_exp2(softmax.row_max[rt][h] - softmax_base(row_max));
+        softmax.row_max[rt][h] = row_max;
+        softmax.row_sum[rt][h] *= factor;
+#pragma unroll
+        for (int nt = 0; nt < kOutTiles; ++nt) {
+          o[rt][nt][2 * h] *= factor;
+          o[rt][nt][2 * h + 1] *= factor;
+        }
+      }
+    if (warp != 0) {
+      float* mine = partials + (warp - 1) * kPartial + lane;
+#pragma unroll
+      for (int rt = 0; rt < kRowTiles; ++rt) {
+#pragma unroll
+        for (int nt = 0; nt < kOutTiles; ++nt)
+#pragma unroll
+          for (int i = 0; i < 4; ++i) mine[32 * ((rt * kOutTiles + nt) * 4 + i)] = o[rt][nt][i];
+#pragma unroll
+        for (int h = 0; h < 2; ++h)
+          mine[32 * (kRowTiles * kOutTiles * 4 + rt * 2 + h)] = softmax.row_sum[rt][h];
+      }
+    }
+    __syncthreads();
+    if (warp != 0) return;
+#pragma unroll 1
+    for (int w = 1; w < C::kWarps; ++w) {
+      const float* theirs = partials + (w - 1) * kPartial + lane;
+#pragma unroll
+      for (int rt = 0; rt < kRowTiles; ++rt) {
+#pragma unroll
+        for (int nt = 0; nt < kOutTiles; ++nt)
+#pragma unroll
+          for (int i = 0; i < 4; ++i) o[rt][nt][i] += theirs[32 * ((rt * kOutTiles + nt) * 4 + i)];
+#pragma unroll
+        for (int h = 0; h < 2; ++h)
+          softmax.row_sum[rt][h] += theirs[32 * (kRowTiles * kOutTiles * 4 + rt * 2 + h)];
+      }
     }
   }
 };
