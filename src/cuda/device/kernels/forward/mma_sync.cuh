@@ -59,16 +59,32 @@ struct Forward {
   static constexpr int kVStride = kDvChunk + 8;
   static_assert(kWarpKeys % 16 == 0 && kDvChunk % 16 == 0, "tiles are whole 16x16 blocks");
 
-  // An fp8 cache's tiles are converted on their way in (copy/quantized_cache.cuh).
-  typedef typename select_type<
-      C::kFp8Cache, QuantizedCacheCopy<kBlockN, kDimQK, kQKStride, kThreads, E, C::kVec == 0>,
-      TileCopy<kBlockN, kDimQK, kQKStride, C::kVec, kThreads>>::type KCopy;
-  typedef typename select_type<
-      C::kFp8Cache, QuantizedCacheCopy<kBlockN, kDvChunk, kVStride, kThreads, E, C::kVec == 0>,
-      TileCopy<kBlockN, kDvChunk, kVStride, C::kVec, kThreads>>::type VCopy;
-  static constexpr bool kStaged = KCopy::kStaged;
   static constexpr bool kRing = C::kStages >= 2;
   static constexpr int kStages = kRing ? C::kStages : 1;
+  // Warps that split the keys in a ring each copy (and convert) their own
+  // keys of every block and wait for them alone (__syncwarp): they run
+  // apart, each through its own stages, with no barrier of the CTA in the
+  // loop. Otherwise the CTA's threads copy each block together.
+  static constexpr bool kWarpCopies = kKeySplit && kRing;
+  static constexpr int kCopyRows = kWarpCopies ? kWarpKeys : kBlockN;
+  static constexpr int kCopyThreads = kWarpCopies ? 32 : kThreads;
+
+  // The copies of [rows][cols] tiles: an fp8 cache's are converted on their
+  // way in (copy/quantized_cache.cuh).
+  template <int kRows, int kCols, int kStride, int kBy>
+  using TileCopyOf = typename select_type<
+      C::kFp8Cache, QuantizedCacheCopy<kRows, kCols, kStride, kBy, E, C::kVec == 0>,
+      TileCopy<kRows, kCols, kStride, C::kVec, kBy>>::type;
+  typedef TileCopyOf<kCopyRows, kDimQK, kQKStride, kCopyThreads> KCopy;
+  typedef TileCopyOf<kCopyRows, kDvChunk, kVStride, kCopyThreads> VCopy;
+  static constexpr bool kStaged = KCopy::kStaged;
+  // A whole block's copies: the staging each stage holds (a warp's copies
+  // take their share of it, in warp order).
+  typedef TileCopyOf<kBlockN, kDimQK, kQKStride, kThreads> KBlockCopy;
+  typedef TileCopyOf<kBlockN, kDvChunk, kVStride, kThreads> VBlockCopy;
+  static_assert(!kWarpCopies || (C::kWarps * KCopy::kStageElements <= KBlockCopy::kStageElements &&
+                                 C::kWarps * VCopy::kStageElements <= VBlockCopy::kStageElements),
+                "the warps' staging fits the block's");
   // Staged copies land in their stage's staging and are converted into the
   // one K and V tile just before they are read: the ring is the staging's.
   static constexpr int kTileStages = kStaged ? 1 : kStages;
@@ -79,7 +95,7 @@ struct Forward {
     u16 v[kTileStages][kBlockN * kVStride];    // [kBlockN][kDvChunk]
   };
   // staging: K's stages, then V's
-  typedef WithStaging<Tiles, KCopy, VCopy, kStaged, kStages> SharedStorage;
+  typedef WithStaging<Tiles, KBlockCopy, VBlockCopy, kStaged, kStages> SharedStorage;
 
   static_assert(C::kSplitKeys || !C::kKeyCache, "a KV cache is read by the split-key forward");
   static_assert(C::kKeyCache || !C::kFp8Cache, "fp8 is a KV cache's storage");
@@ -119,6 +135,11 @@ struct Forward {
 
     load_tile<kBlockM, kDimQK, kQKStride, C::kVec, kThreads>(
         smem.q, q, p.q.stride_seq, p.q.stride_dim, p.seq_q - row0, C::kDimQK, thread);
+    if constexpr (kWarpCopies) {
+      cp_async_commit();  // Q in before the warps part ways
+      cp_async_wait<0>();
+      __syncthreads();
+    }
 
     float o[kRowTiles][kOutTiles][4];  // O accumulator: [row tile][dv n-tile][C fragment]
     zero(o);
@@ -129,16 +150,37 @@ struct Forward {
     u32 q_frag[C::kCacheQ ? kKSteps : 1][kRowTiles][4];  // [k step][row tile][A fragment]
     const u16* q_warp = smem.q + warp_rows * kQKStride;
 
+    // What this thread's copies cover: with kWarpCopies the warp's keys of
+    // each block (its rows of the tiles, its share of the staging), else
+    // the whole block.
+    const int copy_row = kWarpCopies ? warp_key : 0;
+    const int copier = kWarpCopies ? lane : thread;
+    const int staging_share = kWarpCopies ? warp : 0;
+    const auto k_tile = [&](int stage) { return smem.k[kStaged ? 0 : stage] + copy_row * kQKStride; };
+    const auto v_tile = [&](int stage) { return smem.v[kStaged ? 0 : stage] + copy_row * kVStride; };
+    const auto k_staging = [&](int stage) {
+      return smem.first_staging(stage) + staging_share * KCopy::kStageElements;
+    };
+    const auto v_staging = [&](int stage) {
+      return smem.second_staging(stage) + staging_share * VCopy::kStageElements;
+    };
     // The copies of block `block`'s K or V into stage `stage`.
     const auto issue_keys = [&](int block, int stage) {
-      const int key0 = block * kBlockN;
-      KCopy::issue(smem.k[kStaged ? 0 : stage], smem.first_staging(stage), keys.from(key0),
-                   p.k.stride_dim, p.seq_kv - key0, C::kDimQK, thread);
+      const int key0 = block * kBlockN + copy_row;
+      KCopy::issue(k_tile(stage), k_staging(stage), keys.from(key0), p.k.stride_dim,
+                   p.seq_kv - key0, C::kDimQK, copier);
     };
     const auto issue_values = [&](int block, int stage) {
-      const int key0 = block * kBlockN;
-      VCopy::issue(smem.v[kStaged ? 0 : stage], smem.second_staging(stage), values.from(key0),
-                   p.v.stride_dim, p.seq_kv - key0, C::kDimV - dv0, thread);
+      const int key0 = block * kBlockN + copy_row;
+      VCopy::issue(v_tile(stage), v_staging(stage), values.from(key0), p.v.stride_dim,
+                   p.seq_kv - key0, C::kDimV - dv0, copier);
+    };
+    // Until the copies are seen: by the warp where it copies its own keys.
+    const auto copies_sync = [] {
+      if constexpr (kWarpCopies)
+        __syncwarp();
+      else
+        __syncthreads();
     };
     // S = Q·K[j]ᵀ ([row tile][key n-tile][C fragment]) over the warp's keys
     // of tile k, made probabilities by the online softmax, O rescaled to its
@@ -189,19 +231,19 @@ struct Forward {
         }
         cp_async_commit();
         cp_async_wait<kStages - 1>();
-        __syncthreads();
+        copies_sync();
         if (kStaged) {
-          const int key0 = n_block * kBlockN;
-          KCopy::finish(smem.k[0], smem.first_staging(stage), keys.from(key0), p.seq_kv - key0,
-                        C::kDimQK, thread);
-          VCopy::finish(smem.v[0], smem.second_staging(stage), values.from(key0),
-                        p.seq_kv - key0, C::kDimV - dv0, thread);
-          __syncthreads();
+          const int key0 = n_block * kBlockN + copy_row;
+          KCopy::finish(k_tile(0), k_staging(stage), keys.from(key0), p.seq_kv - key0,
+                        C::kDimQK, copier);
+          VCopy::finish(v_tile(0), v_staging(stage), values.from(key0), p.seq_kv - key0,
+                        C::kDimV - dv0, copier);
+          copies_sync();
         }
         float s[kRowTiles][kScoreTiles][4];
         probabilities(s, smem.k[kStaged ? 0 : stage], n_block);
         attend_values(o, s, smem.v[kStaged ? 0 : stage], warp_key, lane);
-        __syncthreads();  // every warp is done reading the stage before it is refilled
+        copies_sync();  // the stage is read before it is refilled
       }
     } else {
       if (n_blocks > first_block) issue_keys(first_block, 0);
