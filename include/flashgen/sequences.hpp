@@ -93,7 +93,10 @@ struct KVCacheForwardArgs {
   TensorView k_new, v_new;
   // An fp8 cache (k_cache and v_cache of DType::e4m3; q, o, k_new, v_new of
   // the dtype attention computes in): each element stands for its value
-  // times its scale, rounded to that dtype before attention; an appended
+  // times its scale (the CPU backend rounds that to the dtype before
+  // attention, as a computation in the dtype holds it; the GPU's kernels
+  // take the e4m3 value exactly, in f16, and apply the scale to the scores
+  // and outputs in fp32); an appended
   // element x is stored as x / scale rounded to e4m3 (to nearest, ±448 at
   // most) and attended as stored. fp32 [1] (one scale) or [heads_kv] (one
   // per key/value head); not given: 1. Only with e4m3 caches.

@@ -166,10 +166,11 @@ def attention_with_kvcache(q, k_cache, v_cache, cache_seqlens, block_table=None,
 
     fp8 caches: k_cache and v_cache of torch.float8_e4m3fn with float32
     k_scale / v_scale of [1] or [heads_kv] (None: 1), on q's device; a
-    cached element is its value times its scale, rounded to q's dtype, and
-    an appended row is stored as k / k_scale rounded to e4m3. On the GPU
-    the kernel converts the bytes as it reads them (half the bytes of a
-    16-bit cache).
+    cached element is its value times its scale (rounded to q's dtype on
+    the CPU), and an appended row is stored as k / k_scale rounded to e4m3.
+    On the GPU the kernel converts the bytes to f16 exactly as it reads them
+    (half the bytes of a 16-bit cache) and applies the scales to the scores
+    and outputs in fp32.
     """
     (causal, top_left), scale = check_causal_mode(causal), check_scale(scale)
     window, softcap = check_window(window_size), check_softcap(softcap)

@@ -93,7 +93,8 @@ BackwardResult reference_backward_varlen(const Problem& packed, const Sequences&
   return out;
 }
 
-KVCacheAsVarlen kvcache_as_varlen(const KVCacheForwardArgs& a, const Problem& per_sequence) {
+KVCacheAsVarlen kvcache_as_varlen(const KVCacheForwardArgs& a, const Problem& per_sequence,
+                                  bool rounded) {
   const std::int64_t batch = per_sequence.batch, seq_q = per_sequence.seq_q;
   const std::int64_t heads = per_sequence.heads_kv;
   const bool paged = a.block_table.data != nullptr;
@@ -115,8 +116,9 @@ KVCacheAsVarlen kvcache_as_varlen(const KVCacheForwardArgs& a, const Problem& pe
     const auto first = from.begin() + (row * heads + h) * dim;
     to.insert(to.end(), first, first + dim);
   };
-  // An e4m3 cache's values as the call reads them (rounded to q's dtype),
-  // appended ones as stored, from out.k / out.v's last `dim` values.
+  // An e4m3 cache's values as the call defines them (rounded to q's dtype
+  // where `rounded`), appended ones as stored, from out.k / out.v's last
+  // `dim` values.
   const bool quantized = a.k_cache.dtype == DType::e4m3;
   const auto dequantize = [&](std::vector<double>& to, std::int64_t dim, const HeadVectorView& s,
                               std::int64_t h, bool appended) {
@@ -125,7 +127,8 @@ KVCacheAsVarlen kvcache_as_varlen(const KVCacheForwardArgs& a, const Problem& pe
     for (auto it = to.end() - dim; it != to.end(); ++it) {
       const float stored = appended ? round_to_dtype(static_cast<float>(*it) / scale, DType::e4m3)
                                     : static_cast<float>(*it);
-      *it = round_to_dtype(stored * scale, per_sequence.dtype);
+      const double value = static_cast<double>(stored) * scale;
+      *it = rounded ? round_to_dtype(static_cast<float>(value), per_sequence.dtype) : value;
     }
   };
   for (std::int64_t b = 0; b < batch; ++b) {

@@ -36,12 +36,15 @@ BackwardResult reference_backward_varlen(const Problem& packed, const Sequences&
 // call (which writes the cache). `packed` gets batch 1 and the totals. An
 // e4m3 cache's values are taken as the call defines them
 // (KVCacheForwardArgs::k_scale): cached e4m3 · scale, appended rows as
-// stored (x / scale in e4m3) times the scale, each rounded to q's dtype.
+// stored (x / scale in e4m3) times the scale; `rounded`: each then rounded
+// to q's dtype, as a computation in that dtype holds them (the naive
+// oracle's inputs), otherwise exact (the fp64 reference's).
 struct KVCacheAsVarlen {
   Problem packed;
   Sequences sequences;
   PackedInputs in;
 };
-KVCacheAsVarlen kvcache_as_varlen(const KVCacheForwardArgs& args, const Problem& per_sequence);
+KVCacheAsVarlen kvcache_as_varlen(const KVCacheForwardArgs& args, const Problem& per_sequence,
+                                  bool rounded);
 
 }  // namespace flashgen::cpu

@@ -191,7 +191,11 @@ void check_kvcache_forward(const KVCase& c, KVTensors& t, const Options& options
   const KVOptions host_options = kv_options(c, t.batch, MemoryKind::host, 0, Backend::cpu);
   Problem p = per_sequence_problem(c, t.batch);
   copy_score_options(host_options.options, p);
-  const cpu::KVCacheAsVarlen varlen = cpu::kvcache_as_varlen(host, p);  // before the call
+  // Before the call. An fp8 cache's values: exact for the reference, rounded
+  // to q's dtype for the naive same-dtype computation (as the CPU backend
+  // holds them; the GPU's kernels take them exactly).
+  const cpu::KVCacheAsVarlen varlen = cpu::kvcache_as_varlen(host, p, false);
+  const cpu::KVCacheAsVarlen rounded = cpu::kvcache_as_varlen(host, p, true);
   const std::vector<double> k_before = t.k_cache.values(t.k_cache.download());
   const std::vector<double> v_before = t.v_cache.values(t.v_cache.download());
 
@@ -200,7 +204,7 @@ void check_kvcache_forward(const KVCase& c, KVTensors& t, const Options& options
   const cpu::ForwardResult ref = cpu::reference_forward_varlen(
       varlen.packed, varlen.sequences, varlen.in, cpu::Oracle::fp64);
   const cpu::ForwardResult naive = cpu::reference_forward_varlen(
-      varlen.packed, varlen.sequences, varlen.in, cpu::Oracle::naive_same_dtype);
+      rounded.packed, rounded.sequences, rounded.in, cpu::Oracle::naive_same_dtype);
   // lse [batch, heads, seq_q] from the reference's [1, heads, batch · seq_q].
   std::vector<double> ref_lse(ref.lse.size()), naive_lse(ref.lse.size());
   for (std::int64_t b = 0; b < t.batch; ++b)

@@ -77,21 +77,16 @@ __device__ __forceinline__ float e4m3_to_float(u32 byte) {
   return (byte & 0x80) ? -value : value;
 }
 
-// Two e4m3 values (the low byte first) as two 16-bit floats of type E,
-// each value · scale rounded to E.
-template <int E>
-__device__ __forceinline__ u32 e4m3_pair_to(u32 pair, float scale) {
-  float lo, hi;
+// Two e4m3 values (the low byte first) as an f16 pair, exactly: every
+// e4m3 value is an f16.
+__device__ __forceinline__ u32 e4m3_pair_to_f16(u32 pair) {
 #if __CUDA_ARCH__ >= 890
-  u32 halves;  // exact: every e4m3 value is an f16
+  u32 halves;
   asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(halves) : "h"(static_cast<u16>(pair)));
-  asm("cvt.f32.f16 %0, %1;" : "=f"(lo) : "h"(static_cast<u16>(halves)));
-  asm("cvt.f32.f16 %0, %1;" : "=f"(hi) : "h"(static_cast<u16>(halves >> 16)));
+  return halves;
 #else
-  lo = e4m3_to_float(pair & 0xff);
-  hi = e4m3_to_float((pair >> 8) & 0xff);
+  return pack2<kF16>(e4m3_to_float(pair & 0xff), e4m3_to_float((pair >> 8) & 0xff));
 #endif
-  return pack2<E>(lo * scale, hi * scale);
 }
 
 // x rounded to e4m3: to nearest, ties to even, saturating at ±448 (infinity

@@ -1,11 +1,13 @@
 // The tiles of an fp8 (e4m3) KV cache (kFp8Cache), as the split-key forward
 // reads them. issue copies each cached row's bytes, as the aligned 16-byte
 // chunks around them, by cp.async into a staging area, and notes where the
-// row starts in its first chunk; finish writes the tile's 16-bit elements,
-// each value · scale rounded to the kernel's type, as the call defines them
-// (KVCacheForwardArgs::k_scale). Appended rows (16-bit, in k_new / v_new; a
-// few a call) are read by finish where they are and attended as the cache
-// stores them: x / scale rounded to e4m3, times the scale. Rows past
+// row starts in its first chunk; finish writes the tile's elements as f16,
+// each the e4m3 value itself (exact; one conversion a pair): the kernel
+// computes over an fp8 cache in f16 and applies the scale
+// (KVCacheForwardArgs::k_scale) to its scores and outputs. Appended rows
+// (16-bit, of type E, in k_new / v_new; a few a call) are read by finish
+// where they are and attended as the cache stores them: x / scale rounded
+// to e4m3. Rows past
 // valid_rows, rows of a page the block table does not name and columns past
 // valid_cols are zeros. A dim stride other than 1 (kStrided) is read element
 // by element in finish.
@@ -101,8 +103,8 @@ struct QuantizedCacheCopy {
       }
       const u32 lo = static_cast<u32>(bytes), hi = static_cast<u32>(bytes >> 32);
       *reinterpret_cast<uint4*>(shared + row * kSharedStride + col) =
-          make_uint4(e4m3_pair_to<E>(lo & 0xffff, rows.scale), e4m3_pair_to<E>(lo >> 16, rows.scale),
-                     e4m3_pair_to<E>(hi & 0xffff, rows.scale), e4m3_pair_to<E>(hi >> 16, rows.scale));
+          make_uint4(e4m3_pair_to_f16(lo & 0xffff), e4m3_pair_to_f16(lo >> 16),
+                     e4m3_pair_to_f16(hi & 0xffff), e4m3_pair_to_f16(hi >> 16));
     }
   }
 
@@ -141,5 +143,38 @@ struct QuantizedCacheCopy {
     return bytes;
   }
 };
+
+// The Q tile of a kernel over an fp8 cache ([kRows][kCols], rows kStride
+// apart, elements of type E) made f16 in place, times the power of two 2^s
+// that puts its largest magnitude in [2^13, 2^14): f16 holds every bf16
+// value of that range exactly, and the products with the cache's f16 values
+// stay far from fp32's subnormals. Returns 2^-s, which brings the scores
+// back. Called by all kThreads threads; every warp finds the maximum over
+// the whole tile (once a CTA), and the tile is written between barriers.
+template <int E, int kRows, int kCols, int kStride, int kThreads>
+__device__ __forceinline__ float q_tile_to_f16(u16* q, int thread) {
+  if constexpr (E == kF16) return 1.0f;
+  float largest = 0.0f;
+#pragma unroll 4
+  for (int e = thread & 31; e < kRows * kCols; e += 32)
+    largest = fmaxf(largest, fabsf(to_float<E>(q[(e / kCols) * kStride + e % kCols])));
+#pragma unroll
+  for (int offset = 16; offset >= 1; offset /= 2)
+    largest = fmaxf(largest, __shfl_xor_sync(0xffffffffu, largest, offset));
+  int s = 0;  // an empty tile, or an infinite value, as it is
+  if (largest > 0.0f && largest <= 3.402823466e38f) {
+    const int exponent = ((__float_as_int(largest) >> 23) & 0xff) - 127;
+    s = min_of(max_of(13 - exponent, -126), 127);
+  }
+  const float up = ldexpf(1.0f, s);
+  __syncthreads();  // every warp has read the tile
+#pragma unroll 4
+  for (int e = thread; e < kRows * kCols; e += kThreads) {
+    u16& x = q[(e / kCols) * kStride + e % kCols];
+    x = from_float<kF16>(to_float<E>(x) * up);
+  }
+  __syncthreads();
+  return ldexpf(1.0f, -s);
+}
 
 }  // namespace flashgen_device

@@ -41,6 +41,10 @@ namespace flashgen_device {
 template <class C>
 struct Forward {
   static constexpr int E = C::kElement;
+  // The GEMMs' element type: over an fp8 cache f16, whatever E is (its
+  // values convert to f16 exactly, one instruction a pair, and Q's tile is
+  // made f16 at a power-of-two scale: q_tile_to_f16).
+  static constexpr int kMmaE = C::kFp8Cache ? int(kF16) : E;
   static constexpr int kThreads = C::kWarps * 32;
   static constexpr int kRowTiles = C::kRowTiles;
   static constexpr bool kKeySplit = C::kKeySplit;
@@ -135,11 +139,17 @@ struct Forward {
 
     load_tile<kBlockM, kDimQK, kQKStride, C::kVec, kThreads>(
         smem.q, q, p.q.stride_seq, p.q.stride_dim, p.seq_q - row0, C::kDimQK, thread);
-    if constexpr (kWarpCopies) {
-      cp_async_commit();  // Q in before the warps part ways
+    if constexpr (kWarpCopies || C::kFp8Cache) {
+      cp_async_commit();  // Q in before the warps part ways, or is made f16
       cp_async_wait<0>();
       __syncthreads();
     }
+    // Over an fp8 cache the scores come back by Q's scale and the keys'
+    // (the tiles hold the cache's e4m3 values themselves).
+    float score_factor = 1.0f;
+    if constexpr (C::kFp8Cache)
+      score_factor = keys.scale *
+                     q_tile_to_f16<E, kBlockM, kDimQK, kQKStride, kThreads>(smem.q, thread);
 
     float o[kRowTiles][kOutTiles][4];  // O accumulator: [row tile][dv n-tile][C fragment]
     zero(o);
@@ -198,11 +208,12 @@ struct Forward {
       if (C::kCacheQ) {
 #pragma unroll
         for (int ks = 0; ks < kKSteps; ++ks)
-          mma_k_step<E, false>(s, q_frag[C::kCacheQ ? ks : 0], k, kQKStride, ks * 16, lane);
+          mma_k_step<kMmaE, false>(s, q_frag[C::kCacheQ ? ks : 0], k, kQKStride, ks * 16, lane);
       } else {
-        gemm_smem_nk<E, kRowTiles, kScoreTiles, kKSteps>(s, q_warp, kQKStride, k, kQKStride,
+        gemm_smem_nk<kMmaE, kRowTiles, kScoreTiles, kKSteps>(s, q_warp, kQKStride, k, kQKStride,
                                                          lane);
       }
+      if constexpr (C::kFp8Cache) scale_scores(s, score_factor);
       logits<C>(s, p, warp_row0, key0, lane, site);
       float correction[kRowTiles][2];
       softmax.update(s, correction);
@@ -286,6 +297,11 @@ struct Forward {
     float inverse_sum[kRowTiles][2], lse[kRowTiles][2];
     static_assert(!(C::kSplitKeys && C::kSinks), "a share's partial results hold no sink");
     softmax.template finish<C::kSinks>(inverse_sum, lse, sink_log2<C>(p, head));
+    if constexpr (C::kFp8Cache)  // the values' scale, out of the tiles
+#pragma unroll
+      for (int rt = 0; rt < kRowTiles; ++rt)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) inverse_sum[rt][h] *= values.scale;
     if (C::kSplitKeys) {
       store_partial_rows(p, tile.split, batch, head, warp_row0, dv0, o, inverse_sum,
                          p.seq_q - warp_row0, C::kDimV - dv0, lane);
@@ -302,7 +318,7 @@ struct Forward {
   static __device__ __forceinline__ void attend_values(float (&o)[kRowTiles][kOutTiles][4],
                                                        const float (&s)[kRowTiles][kScoreTiles][4],
                                                        const u16* v, int warp_key, int lane) {
-    gemm_acc_kn<E, kRowTiles, kOutTiles, kWarpKeys / 16>(o, s, v + warp_key * kVStride, kVStride,
+    gemm_acc_kn<kMmaE, kRowTiles, kOutTiles, kWarpKeys / 16>(o, s, v + warp_key * kVStride, kVStride,
                                                           lane);
   }
 
