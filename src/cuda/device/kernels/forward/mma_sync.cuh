@@ -19,6 +19,7 @@
 #include "epilogue/store.cuh"
 #include "softmax/mask.cuh"
 #include "arch/mma.cuh"
+#include "softmax/key_split_merge.cuh"
 #include "softmax/softmax.cuh"
 #include "arch/warp_gemm.cuh"
 #include "scheduler/cta_tile.cuh"
@@ -100,6 +101,11 @@ struct Forward {
   };
   // staging: K's stages, then V's
   typedef WithStaging<Tiles, KBlockCopy, VBlockCopy, kStaged, kStages> SharedStorage;
+  // kKeySplit: the warps' results merge through the K and V tiles' shared
+  // memory, read by no one any more by then.
+  static_assert(!kKeySplit || KeySplitMerge<C::kWarps, kRowTiles, kOutTiles>::kBytes <=
+                                  sizeof(Tiles::k) + sizeof(Tiles::v),
+                "the warps' merge fits in the K and V tiles");
 
   static_assert(C::kSplitKeys || !C::kKeyCache, "a KV cache is read by the split-key forward");
   static_assert(C::kKeyCache || !C::kFp8Cache, "fp8 is a KV cache's storage");
@@ -290,7 +296,8 @@ struct Forward {
     }
     cp_async_wait<0>();
     if constexpr (kKeySplit) {
-      merge_key_warps(smem, softmax, o, warp, lane);
+      KeySplitMerge<C::kWarps, kRowTiles, kOutTiles>::merge(reinterpret_cast<float*>(smem.k),
+                                                            softmax, o, warp, lane);
       if (warp != 0) return;  // warp 0 stores the tile
     }
 
@@ -320,80 +327,6 @@ struct Forward {
                                                        const u16* v, int warp_key, int lane) {
     gemm_acc_kn<kMmaE, kRowTiles, kOutTiles, kWarpKeys / 16>(o, s, v + warp_key * kVStride, kVStride,
                                                           lane);
-  }
-
-  // kKeySplit: the warps' results over their own keys merged into warp 0's.
-  // Each warp's rows are rescaled to the rows' maxima over all warps; the
-  // others' outputs and sums then go through shared memory (the K and V
-  // tiles', read by no one any more) into warp 0's, in warp order.
-  static constexpr int kMergeFloats = C::kWarps * kBlockM +  // the warps' row maxima
-                                      (C::kWarps - 1) * 32 * kRowTiles * (4 * kOutTiles + 2);
-  static_assert(!kKeySplit || kMergeFloats * 4 <= sizeof(Tiles::k) + sizeof(Tiles::v),
-                "the merge fits in the K and V tiles");
-
-  static __device__ __forceinline__ void merge_key_warps(SharedStorage& smem,
-                                                         OnlineSoftmax<kRowTiles>& softmax,
-                                                         float (&o)[kRowTiles][kOutTiles][4],
-                                                         int warp, int lane) {
-    float* maxima = reinterpret_cast<float*>(smem.k);  // [warp][row]
-    float* partials = maxima + C::kWarps * kBlockM;     // [warp - 1][element][lane]
-    constexpr int kPartial = 32 * kRowTiles * (4 * kOutTiles + 2);
-    const int g = lane >> 2;
-    __syncthreads();  // every warp is done with the tiles (none read them without a block)
-    if ((lane & 3) == 0)
-#pragma unroll
-      for (int rt = 0; rt < kRowTiles; ++rt)
-#pragma unroll
-        for (int h = 0; h < 2; ++h)
-          maxima[warp * kBlockM + rt * 16 + g + 8 * h] = softmax.row_max[rt][h];
-    __syncthreads();
-#pragma unroll
-    for (int rt = 0; rt < kRowTiles; ++rt)
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        float row_max = kMaskedScore;
-#pragma unroll
-        for (int w = 0; w < C::kWarps; ++w)
-          row_max = max_of(row_max, maxima[w * kBlockM + rt * 16 + g + 8 * h]);
-        // As OnlineSoftmax::update's correction: 0 for a warp that saw no key.
-        const float factor = fast_exp2(softmax.row_max[rt][h] - softmax_base(row_max));
-        softmax.row_max[rt][h] = row_max;
-        softmax.row_sum[rt][h] *= factor;
-#pragma unroll
-        for (int nt = 0; nt < kOutTiles; ++nt) {
-          o[rt][nt][2 * h] *= factor;
-          o[rt][nt][2 * h + 1] *= factor;
-        }
-      }
-    if (warp != 0) {
-      float* mine = partials + (warp - 1) * kPartial + lane;
-#pragma unroll
-      for (int rt = 0; rt < kRowTiles; ++rt) {
-#pragma unroll
-        for (int nt = 0; nt < kOutTiles; ++nt)
-#pragma unroll
-          for (int i = 0; i < 4; ++i) mine[32 * ((rt * kOutTiles + nt) * 4 + i)] = o[rt][nt][i];
-#pragma unroll
-        for (int h = 0; h < 2; ++h)
-          mine[32 * (kRowTiles * kOutTiles * 4 + rt * 2 + h)] = softmax.row_sum[rt][h];
-      }
-    }
-    __syncthreads();
-    if (warp != 0) return;
-#pragma unroll 1
-    for (int w = 1; w < C::kWarps; ++w) {
-      const float* theirs = partials + (w - 1) * kPartial + lane;
-#pragma unroll
-      for (int rt = 0; rt < kRowTiles; ++rt) {
-#pragma unroll
-        for (int nt = 0; nt < kOutTiles; ++nt)
-#pragma unroll
-          for (int i = 0; i < 4; ++i) o[rt][nt][i] += theirs[32 * ((rt * kOutTiles + nt) * 4 + i)];
-#pragma unroll
-        for (int h = 0; h < 2; ++h)
-          softmax.row_sum[rt][h] += theirs[32 * (kRowTiles * kOutTiles * 4 + rt * 2 + h)];
-      }
-    }
   }
 };
 
