@@ -159,6 +159,16 @@ IndexView view_of(const fg_index& t) {
   return view;
 }
 
+// The packed sequences' offsets, the same fields in the forward's and the
+// backward's varlen arguments.
+template <class VarlenArgs>
+void set_sequences(VarlenArgs& args, const fg_varlen& s) {
+  args.cu_seqlens_q = view_of(require(s.cu_seqlens_q, "sequences->cu_seqlens_q"));
+  args.cu_seqlens_k = view_of(require(s.cu_seqlens_k, "sequences->cu_seqlens_k"));
+  args.max_seqlen_q = s.max_seqlen_q, args.max_seqlen_k = s.max_seqlen_k;
+  args.check_indices = s.check_indices != 0;
+}
+
 // Runs `body` and turns every exception into a status and a message.
 template <class Body>
 int guarded(Body&& body) {
@@ -255,13 +265,9 @@ int fg_forward_varlen(const fg_tensor* q, const fg_tensor* k, const fg_tensor* v
                       const fg_options* options) {
   return guarded([&] {
     const ForwardArgs plain = forward_args_of(q, k, v, o, lse);
-    const fg_varlen& s = require(sequences, "sequences");
     VarlenForwardArgs args;
     args.q = plain.q, args.k = plain.k, args.v = plain.v, args.o = plain.o, args.lse = plain.lse;
-    args.cu_seqlens_q = view_of(require(s.cu_seqlens_q, "sequences->cu_seqlens_q"));
-    args.cu_seqlens_k = view_of(require(s.cu_seqlens_k, "sequences->cu_seqlens_k"));
-    args.max_seqlen_q = s.max_seqlen_q, args.max_seqlen_k = s.max_seqlen_k;
-    args.check_indices = s.check_indices != 0;
+    set_sequences(args, require(sequences, "sequences"));
     forward_varlen(args, options_of(require(options, "options")));
   });
 }
@@ -272,15 +278,11 @@ int fg_backward_varlen(const fg_tensor* q, const fg_tensor* k, const fg_tensor* 
                        const fg_varlen* sequences, const fg_options* options) {
   return guarded([&] {
     const BackwardArgs plain = backward_args_of(q, k, v, o, grad_o, lse, grad_q, grad_k, grad_v);
-    const fg_varlen& s = require(sequences, "sequences");
     VarlenBackwardArgs args;
     args.q = plain.q, args.k = plain.k, args.v = plain.v, args.o = plain.o;
     args.grad_o = plain.grad_o, args.lse = plain.lse;
     args.grad_q = plain.grad_q, args.grad_k = plain.grad_k, args.grad_v = plain.grad_v;
-    args.cu_seqlens_q = view_of(require(s.cu_seqlens_q, "sequences->cu_seqlens_q"));
-    args.cu_seqlens_k = view_of(require(s.cu_seqlens_k, "sequences->cu_seqlens_k"));
-    args.max_seqlen_q = s.max_seqlen_q, args.max_seqlen_k = s.max_seqlen_k;
-    args.check_indices = s.check_indices != 0;
+    set_sequences(args, require(sequences, "sequences"));
     backward_varlen(args, options_of(require(options, "options")));
   });
 }
