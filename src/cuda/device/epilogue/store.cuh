@@ -7,6 +7,23 @@
 
 namespace flashgen_device {
 
+// Calls store_row(rt, h, row, t) for each row a lane holds of a warp's
+// accumulator tile (C layout: rows 16·rt + {g, g+8}, columns 2t + {0, 1} of
+// each n-tile; g = lane / 4, t = lane % 4) that is below `valid_rows`: the
+// row loop of the stores below.
+template <int kRowTiles, class StoreRow>
+__device__ __forceinline__ void for_each_held_row(int valid_rows, int lane, StoreRow&& store_row) {
+  const int g = lane >> 2, t = lane & 3;
+#pragma unroll
+  for (int rt = 0; rt < kRowTiles; ++rt) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int row = rt * 16 + g + 8 * h;
+      if (row < valid_rows) store_row(rt, h, row, t);
+    }
+  }
+}
+
 // Writes a warp's fp32 accumulator tile [kRowTiles][kNTiles][4] (C layout)
 // to a strided global matrix in the element type, times `scale`: rows
 // row0 + 16·rt + {g, g+8} (first `valid_rows` only), columns col0 + 8·nt +
@@ -21,28 +38,21 @@ __device__ __forceinline__ void store_acc_tile(u16* global, index_t row_stride, 
                                                const float (&row_scale)[kRowTiles][2],
                                                int valid_rows, int valid_cols, int lane,
                                                int shift = 0) {
-  const int g = lane >> 2, t = lane & 3;
+  for_each_held_row<kRowTiles>(valid_rows, lane, [&](int rt, int h, int row, int t) {
+    u16* out = global + row * row_stride;
 #pragma unroll
-  for (int rt = 0; rt < kRowTiles; ++rt) {
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int row = rt * 16 + g + 8 * h;
-      if (row >= valid_rows) continue;
-      u16* out = global + row * row_stride;
-#pragma unroll
-      for (int nt = 0; nt < kNTiles; ++nt) {
-        const int col = nt * 8 + 2 * t - shift;  // of the output
-        const float x0 = acc[rt][nt][2 * h] * row_scale[rt][h];
-        const float x1 = acc[rt][nt][2 * h + 1] * row_scale[rt][h];
-        if (kVec >= 2 && col >= 0 && col + 1 < valid_cols) {
-          *reinterpret_cast<u32*>(out + col) = pack2<E>(x0, x1);
-        } else {
-          if (col >= 0 && col < valid_cols) out[col * col_stride] = from_float<E>(x0);
-          if (col + 1 >= 0 && col + 1 < valid_cols) out[(col + 1) * col_stride] = from_float<E>(x1);
-        }
+    for (int nt = 0; nt < kNTiles; ++nt) {
+      const int col = nt * 8 + 2 * t - shift;  // of the output
+      const float x0 = acc[rt][nt][2 * h] * row_scale[rt][h];
+      const float x1 = acc[rt][nt][2 * h + 1] * row_scale[rt][h];
+      if (kVec >= 2 && col >= 0 && col + 1 < valid_cols) {
+        *reinterpret_cast<u32*>(out + col) = pack2<E>(x0, x1);
+      } else {
+        if (col >= 0 && col < valid_cols) out[col * col_stride] = from_float<E>(x0);
+        if (col + 1 >= 0 && col + 1 < valid_cols) out[(col + 1) * col_stride] = from_float<E>(x1);
       }
     }
-  }
+  });
 }
 
 // The same for one batch and head of a [batch, seq, heads, dim] tensor:
@@ -108,22 +118,15 @@ __device__ __forceinline__ void store_partial_rows(const AttentionParams& p, int
                                                    const float (&acc)[kRowTiles][kNTiles][4],
                                                    const float (&row_scale)[kRowTiles][2],
                                                    int valid_rows, int valid_cols, int lane) {
-  const int g = lane >> 2, t = lane & 3;
+  for_each_held_row<kRowTiles>(valid_rows, lane, [&](int rt, int h, int row, int t) {
+    float* out = p.partial_o + partial_row(p, split, batch, head, row0 + row) * p.dim_v + col0;
 #pragma unroll
-  for (int rt = 0; rt < kRowTiles; ++rt) {
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int row = rt * 16 + g + 8 * h;
-      if (row >= valid_rows) continue;
-      float* out = p.partial_o + partial_row(p, split, batch, head, row0 + row) * p.dim_v + col0;
-#pragma unroll
-      for (int nt = 0; nt < kNTiles; ++nt) {
-        const int col = nt * 8 + 2 * t;
-        if (col < valid_cols) out[col] = acc[rt][nt][2 * h] * row_scale[rt][h];
-        if (col + 1 < valid_cols) out[col + 1] = acc[rt][nt][2 * h + 1] * row_scale[rt][h];
-      }
+    for (int nt = 0; nt < kNTiles; ++nt) {
+      const int col = nt * 8 + 2 * t;
+      if (col < valid_cols) out[col] = acc[rt][nt][2 * h] * row_scale[rt][h];
+      if (col + 1 < valid_cols) out[col + 1] = acc[rt][nt][2 * h + 1] * row_scale[rt][h];
     }
-  }
+  });
 }
 
 // The LSE of a warp's rows over its share of the keys (-inf where the share
