@@ -30,6 +30,19 @@
 
 namespace flashgen_device {
 
+// The tiles of the query wgmma kernels (this one and the producer's): the
+// CTA's Q and dO rows, K and V of the traversed blocks in stages, and the
+// rows' L2 and Dterm.
+template <int kBlockM, int kBlockN, int kDimQK, int kDimV, int kKeyStages, int kValueStages>
+struct QueryWgmmaTiles {
+  u16 q[kBlockM * kDimQK];  // core-matrix layout (arch/wgmma.cuh)
+  u16 grad_o[kBlockM * kDimV];
+  u16 k[kKeyStages][kBlockN * kDimQK];
+  u16 v[kValueStages][kBlockN * kDimV];
+  float lse_log2[kBlockM];
+  float dterm[kBlockM];
+};
+
 // C (generated): kElement, kDimQK, kDimV, kWarps (a multiple of 4), kBlockN,
 // kVec (8, 4, 2 or 1), kCausal, kTma (K and V tiles in the layout TMA
 // writes: kernels/backward_query/wgmma_producer.cuh with copy=tma).
@@ -64,14 +77,7 @@ struct BackwardQueryWgmma {
   typedef TileCopy<kBlockN, kDimQK, 0, 1, kThreads, true> KCopy;
   typedef TileCopy<kBlockN, kDimV, 0, 1, kThreads, true> VCopy;
 
-  struct Tiles {
-    u16 q[kBlockM * kDimQK];  // core-matrix layout (arch/wgmma.cuh)
-    u16 grad_o[kBlockM * kDimV];
-    u16 k[kKeyStages][kBlockN * kDimQK];
-    u16 v[kValueStages][kBlockN * kDimV];
-    float lse_log2[kBlockM];
-    float dterm[kBlockM];
-  };
+  typedef QueryWgmmaTiles<kBlockM, kBlockN, kDimQK, kDimV, kKeyStages, kValueStages> Tiles;
   typedef WithStaging<Tiles, KCopy, VCopy, kStaged> SharedStorage;  // staging (class 1): K, V
 
   static __device__ void run(const AttentionParams& p, unsigned char* shared_bytes) {

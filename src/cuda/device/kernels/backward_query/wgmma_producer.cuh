@@ -48,14 +48,7 @@ struct BackwardQueryWgmmaProducer {
   static constexpr int kConsumerThreads = C::kWarps * 32;
   static_assert(C::kVec >= 2 || C::kTma, "the producer copies straight into the tiles");
 
-  struct Tiles {
-    u16 q[kBlockM * kDimQK];  // core-matrix layout (arch/wgmma.cuh)
-    u16 grad_o[kBlockM * kDimV];
-    u16 k[kStages][kBlockN * kDimQK];
-    u16 v[kStages][kBlockN * kDimV];
-    float lse_log2[kBlockM];
-    float dterm[kBlockM];
-  };
+  typedef QueryWgmmaTiles<kBlockM, kBlockN, kDimQK, kDimV, kStages, kStages> Tiles;
   // The tiles, (token rows) the fixed stages' barriers, then a full and an
   // empty barrier per stage.
   struct SharedStorage : Tiles, FixedStages<kTokenRows, kStages> {
