@@ -55,14 +55,8 @@ struct BackwardKeyValueWgmma : BackwardKeyValueWgmmaSteps<C> {
   typedef TileCopy<kBlockN, kDimQK, 0, 1, kThreads, true> QCopy;
   typedef TileCopy<kBlockN, kDimV, 0, 1, kThreads, true> GradOCopy;
 
-  struct Tiles {
-    u16 k[kBlockM * kDimQK];                 // core-matrix layout (arch/wgmma.cuh)
-    u16 v[kBlockM * kDimV];
-    u16 q[kStages][kBlockN * kDimQK];
-    u16 grad_o[kStages][kBlockN * kDimV];
-    float lse_log2[kStages][kBlockN];
-    float dterm[kStages][kBlockN];
-  };
+  typedef KeyValueWgmmaTiles<kBlockM * kDimQK, kBlockM * kDimV, kBlockN, kDimQK, kDimV, kStages>
+      Tiles;
   typedef WithStaging<Tiles, QCopy, GradOCopy, kStaged> SharedStorage;  // staging (class 1): Q, dO
 
   static __device__ void run(const AttentionParams& p, unsigned char* shared_bytes) {

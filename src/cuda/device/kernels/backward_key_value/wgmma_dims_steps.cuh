@@ -44,13 +44,8 @@ struct BackwardKeyValueWgmmaDimsSteps {
   static constexpr int kScoreFloats = other_rows_floats<kQueryTiles>();
   static constexpr int kFragmentWords = own_words<kBlockN / 16>();
 
-  struct SharedStorage {
-    u16 k[kKeyTileElements];  // core-matrix layout (arch/wgmma.cuh)
-    u16 v[kValueTileElements];
-    u16 q[kStages][kBlockN * kDimQK];  // TMA's layout (TraversedTile)
-    u16 grad_o[kStages][kBlockN * kDimV];
-    float lse_log2[kStages][kBlockN];
-    float dterm[kStages][kBlockN];
+  struct SharedStorage : KeyValueWgmmaTiles<kKeyTileElements, kValueTileElements, kBlockN, kDimQK,
+                                            kDimV, kStages> {
     float partial[2][2 * kScoreFloats][kWarpgroupThreads];
     u32 fragments[2][kFragmentWords][kWarpgroupThreads];
     StagePipeline<kStages> pipeline;  // a full and an empty barrier per stage

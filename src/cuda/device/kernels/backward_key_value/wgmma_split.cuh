@@ -54,13 +54,8 @@ struct BackwardKeyValueWgmmaSplit {
   static constexpr int kGroupThreads = 128;
   static constexpr int kHandoffThreads = 2 * kGroupThreads;
 
-  struct Tiles {
-    u16 k[kBlockM * kDimQK];  // core-matrix layout (arch/wgmma.cuh)
-    u16 v[kBlockM * kDimV];
-    u16 q[kStages][kBlockN * kDimQK];  // TMA's layout (TraversedTile)
-    u16 grad_o[kStages][kBlockN * kDimV];
-    float lse_log2[kStages][kBlockN];
-    float dterm[kStages][kBlockN];
+  struct Tiles
+      : KeyValueWgmmaTiles<kBlockM * kDimQK, kBlockM * kDimV, kBlockN, kDimQK, kDimV, kStages> {
     float handover[2][kHandoverFloats * kGroupThreads];
   };
   // The tiles, (token rows) the fixed stages' barriers, then a full and an

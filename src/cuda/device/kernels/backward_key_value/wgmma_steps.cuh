@@ -17,6 +17,20 @@
 
 namespace flashgen_device {
 
+// The tiles of the key/value wgmma kernels: the CTA's K and V rows
+// (core-matrix layout, arch/wgmma.cuh; fewer elements where a kernel holds
+// them in registers), Q and dO of the traversed blocks in stages (the layout
+// their copies write: TraversedTile), and those rows' L2 and Dterm.
+template <int kKeyElements, int kValueElements, int kBlockN, int kDimQK, int kDimV, int kStages>
+struct KeyValueWgmmaTiles {
+  u16 k[kKeyElements];
+  u16 v[kValueElements];
+  u16 q[kStages][kBlockN * kDimQK];
+  u16 grad_o[kStages][kBlockN * kDimV];
+  float lse_log2[kStages][kBlockN];
+  float dterm[kStages][kBlockN];
+};
+
 // C (generated): as for BackwardKeyValueWgmma.
 template <class C>
 struct BackwardKeyValueWgmmaSteps {
