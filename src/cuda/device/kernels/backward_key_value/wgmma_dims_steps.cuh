@@ -14,16 +14,14 @@ namespace flashgen_device {
 
 // C (generated): as for BackwardKeyValueWgmmaDims.
 template <class C>
-struct BackwardKeyValueWgmmaDimsSteps {
-  static constexpr int E = C::kElement;
-  static constexpr int kBlockM = 64;  // key rows per CTA, shared by both warpgroups
-  static constexpr int kBlockN = C::kBlockN;
-  static constexpr int kDimQK = round_up(C::kDimQK, 32), kDimV = round_up(C::kDimV, 32);
-  static constexpr int kHalfQK = kDimQK / 2, kHalfV = kDimV / 2;
+struct BackwardKeyValueWgmmaDimsSteps : SplitDimsShape<C> {
+  typedef SplitDimsShape<C> Shape;  // 64 key rows
+  using Shape::E, Shape::kBlockM, Shape::kBlockN, Shape::kDimQK, Shape::kDimV, Shape::kHalfQK;
+  using Shape::kHalfV;
+  typedef typename Shape::TraversedQK Queries;
+  typedef typename Shape::TraversedV GradOs;
   static constexpr int kStages = C::kStages;
   static constexpr int kQueryTiles = kBlockN / 8;
-  static constexpr int kConsumerWarps = C::kWarps;
-  static constexpr int kBothGroups = 2 * kWarpgroupThreads;
   static constexpr bool kKeysInRegisters = C::kCacheK, kValuesInRegisters = C::kCacheV;
   // The dK CTA reads K's tile even where the dV CTA holds K.
   static constexpr int kKeyTileElements = kBlockM * kDimQK;
@@ -32,12 +30,7 @@ struct BackwardKeyValueWgmmaDimsSteps {
                 "two warpgroups over the same 64 keys; a dV and a dK CTA per key block");
   static_assert(kBlockN % 16 == 0 && kBlockN <= 256 && kHalfQK <= 256 && kHalfV <= 256,
                 "wgmma n is 16..256; half of dK (dV) lives in each warpgroup's registers");
-  static_assert(C::kTma && C::kVec == 8, "Q and dO are copied by TMA");
-  typedef WarpSpecialized<C::kWarps, true> Roles;
-  typedef typename Roles::Registers Registers;
   typedef QueryTraversal<kBlockN> Traversal;
-  typedef TraversedTile<kBlockN, kDimQK, true, C::kSwizzle> Queries;
-  typedef TraversedTile<kBlockN, kDimV, true, C::kSwizzle> GradOs;
 
   // Exchanged per thread: the partial Sᵀ and dPᵀ of the other warpgroup's
   // rows, then the words of Pᵀ's (dSᵀ's) A fragments of its own.

@@ -16,24 +16,18 @@ namespace flashgen_device {
 
 // C (generated): as for BackwardQueryWgmmaSplit.
 template <class C>
-struct BackwardQueryWgmmaSplitSteps {
-  static constexpr int E = C::kElement;
-  static constexpr int kBlockM = 64;  // query rows per CTA, shared by both warpgroups
-  static constexpr int kBlockN = C::kBlockN;
-  static constexpr int kDimQK = round_up(C::kDimQK, 32), kDimV = round_up(C::kDimV, 32);
-  static constexpr int kHalfQK = kDimQK / 2, kHalfV = kDimV / 2;
+struct BackwardQueryWgmmaSplitSteps : SplitDimsShape<C> {
+  typedef SplitDimsShape<C> Shape;  // 64 query rows
+  using Shape::E, Shape::kBlockM, Shape::kBlockN, Shape::kDimQK, Shape::kDimV, Shape::kHalfQK;
+  using Shape::kHalfV;
+  typedef typename Shape::TraversedQK Keys;
+  typedef typename Shape::TraversedV Values;
   static constexpr int kKeyStages = C::kKeyStages, kValueStages = C::kValueStages;
   static constexpr int kKeyTiles = kBlockN / 8;
-  static constexpr int kConsumerWarps = C::kWarps;
-  static constexpr int kGroupThreads = kWarpgroupThreads, kBothGroups = 256;
+  static constexpr int kGroupThreads = kWarpgroupThreads;
   static_assert(C::kWarps == 8 && C::kHeadChunks == 1, "two warpgroups over the same 64 rows");
   static_assert(kBlockN % 16 == 0 && kBlockN <= 256 && kHalfQK <= 256,
                 "wgmma n is 16..256; half of dQ lives in each warpgroup's registers");
-  static_assert(C::kTma && C::kVec == 8, "K and V are copied by TMA");
-  typedef WarpSpecialized<C::kWarps, true> Roles;
-  typedef typename Roles::Registers Registers;
-  typedef TraversedTile<kBlockN, kDimQK, true, C::kSwizzle> Keys;
-  typedef TraversedTile<kBlockN, kDimV, true, C::kSwizzle> Values;
   static constexpr bool kQueriesInRegisters = C::kCacheQ, kGradOsInRegisters = C::kCacheGradO;
   static constexpr int kQueryTileElements = held_tile_elements(kQueriesInRegisters, kBlockM * kDimQK);
   static constexpr int kGradOTileElements = held_tile_elements(kGradOsInRegisters, kBlockM * kDimV);
