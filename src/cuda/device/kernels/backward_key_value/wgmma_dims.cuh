@@ -56,7 +56,7 @@ struct BackwardKeyValueWgmmaDims : BackwardKeyValueWgmmaDimsSteps<C> {
   using typename Steps::Queries, typename Steps::GradOs, typename Steps::SharedStorage;
   using Steps::key_half_descriptor, Steps::value_half_descriptor, Steps::query_half;
   using Steps::grad_o_half, Steps::half_scores, Steps::half_grad_scores;
-  using Steps::half_value_product, Steps::half_key_product, Steps::probabilities;
+  using Steps::half_value_product, Steps::half_key_product;
 
   static __device__ void run(const AttentionParams& p, const TraversedTensorMaps& maps,
                              unsigned char* shared_bytes) {
@@ -135,7 +135,7 @@ struct BackwardKeyValueWgmmaDims : BackwardKeyValueWgmmaDimsSteps<C> {
         },
         [&](float(&st)[1][kQueryTiles][4], float(&)[1][kQueryTiles][4], int j) {
           sum_partials(smem.partial, kPartialsBarrier, group, group_thread, st);
-          probabilities(st, smem, p, walk, j, warp_key0, lane);
+          transposed_probabilities<C>(st, smem.lse_log2[j % kStages], p, walk, j, warp_key0, lane);
         },
         group, group_thread);
   }
@@ -169,7 +169,7 @@ struct BackwardKeyValueWgmmaDims : BackwardKeyValueWgmmaDimsSteps<C> {
         },
         [&](float(&dpt)[1][kQueryTiles][4], float(&st)[1][kQueryTiles][4], int j) {
           sum_partials(smem.partial, kPartialsBarrier, group, group_thread, st, dpt);
-          probabilities(st, smem, p, walk, j, warp_key0, lane);
+          transposed_probabilities<C>(st, smem.lse_log2[j % kStages], p, walk, j, warp_key0, lane);
           transposed_score_gradients<C>(dpt, st, smem.lse_log2[j % kStages],
                                         smem.dterm[j % kStages], p, walk, j, warp_key0, lane);
         },

@@ -94,16 +94,6 @@ struct BackwardKeyValueWgmmaDimsSteps : SplitDimsShape<C> {
     const u64 q_desc = Queries::mn_major(q_tile) + q_half;
     gemm_accumulate<E, Queries::kMnMajorStep>(flat(dk), dst_frag, q_desc);
   }
-
-  // Pᵀ = exp2(Sᵀ·scale·log2e − L2[query]) in st, masked (sequence ends, causal).
-  static __device__ __forceinline__ void probabilities(float (&st)[1][kQueryTiles][4],
-                                                       const SharedStorage& smem,
-                                                       const AttentionParams& p,
-                                                       const Traversal& walk, int j, int warp_key0,
-                                                       int lane) {
-    transposed_probabilities<C>(st, smem.lse_log2[j % kStages], p, walk, j,
-                                         warp_key0, lane);
-  }
 };
 
 }  // namespace flashgen_device

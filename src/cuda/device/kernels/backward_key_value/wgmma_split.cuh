@@ -119,7 +119,7 @@ struct BackwardKeyValueWgmmaSplit {
           value_product(dv, pt_frag, smem.grad_o[j % kStages]);
         },
         [&](float(&st)[1][kQueryTiles][4], int j) {
-          probabilities(st, smem, p, walk, j, warp_key0, lane);
+          transposed_probabilities<C>(st, smem.lse_log2[j % kStages], p, walk, j, warp_key0, lane);
           hand_over(smem, st, j, group_thread);
         },
         lane);
@@ -233,16 +233,6 @@ struct BackwardKeyValueWgmmaSplit {
                                                      const u16* q_tile) {
     const u64 q_desc = Queries::mn_major(q_tile);
     gemm_accumulate<E, Queries::kMnMajorStep>(flat(dk), dst_frag, q_desc);
-  }
-
-  // Pᵀ = exp2(Sᵀ·scale·log2e − L2[query]) in st, masked (sequence ends, causal).
-  static __device__ __forceinline__ void probabilities(float (&st)[1][kQueryTiles][4],
-                                                       const SharedStorage& smem,
-                                                       const AttentionParams& p,
-                                                       const Traversal& walk, int j, int warp_key0,
-                                                       int lane) {
-    transposed_probabilities<C>(st, smem.lse_log2[j % kStages], p, walk, j,
-                                         warp_key0, lane);
   }
 
   // Warpgroup 0 writes Pᵀ(j) into buffer j % 2, once warpgroup 1 has read
