@@ -66,10 +66,11 @@ int key_splits(const Problem& p, int vec, int ordinal) {
                               p.batch * head_chunks_of(split, tuning);
   if (blocks >= (p.kv_cache.given() ? kSplitCtasPerSm * sms : sms)) return 1;
   std::int64_t wanted = (kSplitCtasPerSm * sms + blocks - 1) / blocks;
-  // No more CTAs than the SMs hold at once (by shared memory; 1 KB of it
-  // reserved per CTA): a second, partial wave would run on few SMs.
+  // No more CTAs than the SMs hold at once (by shared memory): a second,
+  // partial wave would run on few SMs.
   const std::int64_t resident =
-      sms * static_cast<std::int64_t>(device.shared_per_sm / (shared_bytes(split, tuning) + 1024));
+      sms * static_cast<std::int64_t>(device.shared_per_sm /
+                                      (shared_bytes(split, tuning) + kSharedReservedPerCta));
   while (wanted > 1 && blocks * wanted > resident) --wanted;
   const std::int64_t most = std::min(kMostKeyShares, p.seq_kv / kLeastKeysPerShare);
   return static_cast<int>(std::max<std::int64_t>(1, std::min(wanted, most)));

@@ -52,16 +52,17 @@ constexpr int kFp8KeyBlock = 32;
 // other CTAs hide. Decode on an H100 (16k keys, B = 16, GQA 32/8, D = 128;
 // ms; docs/decisions.md): plain / 16-row pages / fp8 cache, one warp over 64
 // keys (the former shape) 0.387 / 0.421 / 0.795 (four warps of their own
-// rows over 32 keys); two over 32 keys in 3 stages 0.369 / 0.389 / 0.798;
-// four over 64 keys in 2 stages 0.373 / 0.467 / 0.487; four over 128 keys
-// in 2 stages (one CTA an SM) 0.352 / 1.116 / -. cuDNN 0.339 plain.
+// rows over 32 keys); two over 32 keys in 3 stages 0.369 / 0.389 / -; four
+// over 64 keys in 2 stages 0.373 / 0.467 / 0.487; four over 128 keys in 2
+// stages (one CTA an SM) 0.352 / 1.116 / 0.945. cuDNN 0.339 plain. Measured
+// with the CTA's threads copying together, before each warp copied its own
+// keys.
 struct KeySplitShape {
   int cols, warps, stages;
 };
 constexpr KeySplitShape kKeySplitShapes[] = {{32, 2, 3}, {32, 2, 2}, {32, 2, 0}};
 constexpr KeySplitShape kFp8KeySplitShapes[] = {{64, 4, 2}, {32, 2, 2}, {32, 2, 0}};
 constexpr std::size_t kKeySplitCtasPerSm = 3;
-constexpr std::size_t kSharedReservedPerCta = 1024;  // the runtime's, out of the SM's
 
 // The split-key forward's tuning: a forced forward tuning (ScopedTuningOverride,
 // FLASHGEN_TUNING; may_split_keys lets only mma.sync ones through), else the

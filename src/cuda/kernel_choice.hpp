@@ -19,6 +19,10 @@ namespace flashgen::cuda {
 KernelSpec spec_of(KernelKind kind, const Problem& p, int vec, const std::string& arch,
                    bool split_keys = false);
 
+// Shared memory the runtime reserves per resident CTA, out of the SM's: how
+// many CTAs an SM holds is shared_per_sm / (a CTA's bytes + this).
+constexpr std::size_t kSharedReservedPerCta = 1024;
+
 // Its tuning on a device allowing `shared_limit` bytes of shared memory per
 // CTA: a forced tuning, a tuning-table row or the heuristic (the split-key
 // forward: a forced one or the heuristic, the tables timing whole forwards;

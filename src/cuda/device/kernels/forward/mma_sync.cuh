@@ -240,7 +240,7 @@ struct Forward {
       for (int n_block = first_block; n_block < n_blocks; ++n_block) {
         const int i = n_block - first_block, stage = i % kStages;
         // The stage block n_block - 1 was read from: free since the
-        // __syncthreads that ended its iteration.
+        // copies_sync that ended its iteration.
         const int ahead = n_block + kStages - 1;
         if (ahead < n_blocks) {
           issue_keys(ahead, (i + kStages - 1) % kStages);
@@ -262,7 +262,7 @@ struct Forward {
         attend_values(o, s, smem.v[kStaged ? 0 : stage], warp_key, lane);
         copies_sync();  // the stage is read before it is refilled
       }
-    } else {
+    } else {  // the CTA copies together (copy_row 0, copier = thread)
       if (n_blocks > first_block) issue_keys(first_block, 0);
       cp_async_commit();
       for (int n_block = first_block; n_block < n_blocks; ++n_block) {
@@ -273,8 +273,8 @@ struct Forward {
         cp_async_wait<1>();
         __syncthreads();
         if (kStaged) {
-          KCopy::finish(smem.k[0], smem.first_staging(), keys.from(key0), p.seq_kv - key0,
-                        C::kDimQK, thread);
+          KCopy::finish(k_tile(0), k_staging(0), keys.from(key0), p.seq_kv - key0, C::kDimQK,
+                        copier);
           __syncthreads();
         }
         float s[kRowTiles][kScoreTiles][4];
@@ -283,8 +283,8 @@ struct Forward {
         cp_async_wait<0>();
         __syncthreads();  // V[j] is in, and every warp is done reading K[j]
         if (kStaged) {
-          VCopy::finish(smem.v[0], smem.second_staging(), values.from(key0), p.seq_kv - key0,
-                        C::kDimV - dv0, thread);
+          VCopy::finish(v_tile(0), v_staging(0), values.from(key0), p.seq_kv - key0,
+                        C::kDimV - dv0, copier);
           __syncthreads();
         }
         if (n_block + 1 < n_blocks) issue_keys(n_block + 1, 0);
