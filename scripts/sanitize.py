@@ -174,6 +174,10 @@ CASES = [
      {}),
     ("decode-d127-causal-split", "--dim 127 --seq 16 --seq-kv 1100 --causal --heads 4 --heads-kv 2",
      {}),
+    # Rows of tens of shares, merged by 8 and 4 warps each (the combine).
+    ("decode-d64-many-shares", "--dim 64 --seq 1 --seq-kv 16500 --causal --heads 4 --heads-kv 1", {}),
+    ("decode-d128-sinks-shares-by-parts",
+     "--dim 128 --seq 1 --seq-kv 9000 --sinks --heads 8 --heads-kv 2", {}),
     # User masks (written without spaces: the arguments split at them).
     ("d64-documents-causal-gqa",
      "--dim 64 --seq 300 --causal --mask-mod doc[kv_idx]==doc[q_idx] --heads 4 --heads-kv 2", {}),

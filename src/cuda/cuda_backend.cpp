@@ -194,8 +194,9 @@ void forward_split_keys(const Problem& p, const ForwardArgs& args, int vec,
   // The shares of a query block adjacent.
   launch_resolved(split, block_grid(split.choice, p.seq_q, p.heads_q, p.batch, splits), params,
                   stream, args.k, args.v);
-  launch_resolved(combine, block_grid(combine.choice, p.seq_q, p.heads_q, p.batch), params,
-                  stream, args.k, args.v);
+  const int parts = flashgen_device::combine_warps_per_row(splits);  // warps a row
+  launch_resolved(combine, block_grid(combine.choice, p.seq_q * parts, p.heads_q, p.batch),
+                  params, stream, args.k, args.v);
 }
 
 // A user mask's ranges of attended cells, computed by the mask_blocks kernel

@@ -895,6 +895,11 @@ std::vector<Case> decode_cases() {
                        CausalAlignment::top_left});
   cases.push_back(Case{40, 1, 600, 16, 4, 128, 128, false, DType::bf16, Layout::bshd, plain, -1,
                        -1, bottom_right, 0.0, true});
+  // Tens of shares a row, merged by several warps each (combine_warps_per_row):
+  // 64 shares over 8 warps, and 35 (unevenly over 4) with sinks by row.
+  cases.push_back(Case{1, 1, 16500, 4, 1, 64, 64, true, DType::bf16, Layout::bshd});
+  cases.push_back(Case{1, 1, 9000, 8, 2, 128, 128, false, DType::bf16, Layout::bshd, plain, -1,
+                       -1, bottom_right, 0.0, true});
   Case keys_alone{3, 1, 1500, 8, 2, 128, 128, true, DType::bf16, Layout::bshd};
   keys_alone.user_mask = 7;
   cases.push_back(keys_alone);

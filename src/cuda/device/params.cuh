@@ -23,6 +23,16 @@ struct MaskFault {
   unsigned long long inverted_first;
 };
 
+// Warps of the combine kernel (forward_combine) per query row: a row of many
+// shares (a long decode step over few heads: a few rows, tens of shares) is
+// merged by several warps of one CTA, each over every `parts`-th share, so
+// that its shares are read by more SMs at once. A power of two up to the
+// CTA's 8 warps, so a row's warps share their CTA; the host launches
+// rows x parts warps.
+constexpr int combine_warps_per_row(int key_splits) {
+  return key_splits >= 64 ? 8 : key_splits >= 32 ? 4 : key_splits >= 16 ? 2 : 1;
+}
+
 // One [batch, seq, heads, dim] tensor: base pointer and element strides.
 struct TensorArg {
   void* data;

@@ -24,6 +24,13 @@ __device__ __forceinline__ float warp_sum(float x) {
   return x;
 }
 
+__device__ __forceinline__ float warp_max(float x) {
+#pragma unroll
+  for (int offset = 16; offset > 0; offset >>= 1)
+    x = max_of(x, __shfl_xor_sync(0xffffffffu, x, offset));
+  return x;
+}
+
 // Dterm of one row, summed by a whole warp in fp32 from the element type.
 template <int E, int kDimV>
 __device__ __forceinline__ float row_dterm(const u16* grad_o, index_t grad_o_stride_dim,

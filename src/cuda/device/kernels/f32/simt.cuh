@@ -50,13 +50,6 @@ __device__ __forceinline__ void zero_rows(float (&acc)[kSimtRowsPerWarp][kColumn
     for (int c = 0; c < kColumns / 32; ++c) acc[r][c] = 0.0f;
 }
 
-__device__ __forceinline__ float warp_max(float x) {
-#pragma unroll
-  for (int offset = 16; offset > 0; offset >>= 1)
-    x = max_of(x, __shfl_xor_sync(0xffffffffu, x, offset));
-  return x;
-}
-
 // Row width of the tiles a warp's rows live in: a multiple of 4 floats, so
 // they are read 16 bytes at a time (zero past the tensor's columns).
 constexpr __device__ __host__ int simt_row_width(int cols) { return round_up(cols, 4); }
