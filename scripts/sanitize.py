@@ -178,6 +178,9 @@ CASES = [
     ("decode-d64-many-shares", "--dim 64 --seq 1 --seq-kv 16500 --causal --heads 4 --heads-kv 1", {}),
     ("decode-d128-sinks-shares-by-parts",
      "--dim 128 --seq 1 --seq-kv 9000 --sinks --heads 8 --heads-kv 2", {}),
+    # gpt-oss's narrow window: the query kernel's 64-row mma.sync blocks.
+    ("d64-window128-sinks-query-blocks",
+     "--dim 64 --seq 1000 --causal --window-left 128 --sinks --heads 4 --heads-kv 1", {}),
     # User masks (written without spaces: the arguments split at them).
     ("d64-documents-causal-gqa",
      "--dim 64 --seq 300 --causal --mask-mod doc[kv_idx]==doc[q_idx] --heads 4 --heads-kv 2", {}),
@@ -189,6 +192,9 @@ CASES = [
      {}),
     ("f32-d40-documents", "--dim 40 --seq 130 --dtype f32 --mask-mod doc[kv_idx]==doc[q_idx] --heads 2",
      {}),
+    # A table row's key/value block narrowed for the mask (cuda::tuning_for).
+    ("d128-documents-causal-row", "--dim 128 --seq 600 --causal --mask-mod doc[kv_idx]==doc[q_idx] "
+     "--documents 512,88 --heads 2", {}),
     ("decode-d128-mask-split",
      "--dim 128 --seq 1 --seq-kv 1500 --mask-mod doc[kv_idx]!=2 --heads 8 --heads-kv 2", {}),
     # Documents longer than a block: whole blocks inside one document skip

@@ -57,9 +57,26 @@ TuningParams with_gemm_turns(const KernelSpec& spec, const TuningParams& tuning)
   return turns;
 }
 
+TuningParams query_blocks_for_window(const KernelSpec& spec, const Problem& p,
+                                     const TuningParams& tuning, std::size_t shared_limit) {
+  constexpr int kRows = 64, kKeys = 32, kWidestDim = 128;
+  const bool narrow_window = keys_per_query_block(p, kRows) < std::max(p.seq_q, p.seq_kv) &&
+                             keys_per_query_block(p, tuning.block_rows) <= kWalkMostKeys;
+  if (spec.kind != KernelKind::backward_query || spec.dtype == DType::f32 || !narrow_window ||
+      spec.dim_qk > kWidestDim || spec.dim_v > kWidestDim)
+    return tuning;
+  TuningParams blocks;  // mma.sync, no operand cached, one stage
+  blocks.block_rows = kRows;
+  blocks.block_cols = kKeys;
+  blocks.warps = 4;
+  return tuning_fits(spec, blocks, shared_limit) ? blocks : tuning;
+}
+
 TuningParams scheduled_as_run(const KernelSpec& spec, const Problem& p,
                               const TuningParams& tuning, std::size_t shared_limit) {
-  return with_gemm_turns(spec, walking_where_faster(spec, p, tuning, shared_limit));
+  return query_blocks_for_window(
+      spec, p, with_gemm_turns(spec, walking_where_faster(spec, p, tuning, shared_limit)),
+      shared_limit);
 }
 
 }  // namespace flashgen

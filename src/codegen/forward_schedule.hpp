@@ -1,9 +1,9 @@
-// How the wgmma forward with a producer schedules its work beyond the
-// table's tile shapes (kernels/forward/wgmma_producer.cuh): the persistent
-// walk (schedule=persistent: a CTA per SM walking the tiles) and the
+// How a call's kernels schedule their work beyond the table's tile shapes:
+// the wgmma forward's persistent walk (schedule=persistent: a CTA per SM
+// walking the tiles, kernels/forward/wgmma_producer.cuh) and its
 // warpgroups' GEMMs in turns (pingpong=1, which the backward kernels with a
 // producer also run when forced), where each can run and where a call
-// takes it.
+// takes it; and the query kernel's blocks under a narrow window.
 #pragma once
 
 #include <cstddef>
@@ -58,9 +58,18 @@ std::string turns_refused(const KernelSpec& spec, const TuningParams& tuning);
 // kernels gained or lost by shape (docs/decisions.md).
 TuningParams with_gemm_turns(const KernelSpec& spec, const TuningParams& tuning);
 
+// The query kernel's tuning where a window, not the sequence, bounds the
+// keys its query blocks traverse to kWalkMostKeys: 64-row mma.sync blocks
+// over 32 keys, whose narrower rows traverse fewer keys per row (the
+// window plus the block's rows) and whose small CTAs hide each other's
+// Q/dO loads and dQ stores. Else `tuning` itself. Measured on gpt-oss's
+// window of 128 at D = 64 (docs/decisions.md); Dqk and Dv up to 128.
+TuningParams query_blocks_for_window(const KernelSpec& spec, const Problem& p,
+                                     const TuningParams& tuning, std::size_t shared_limit);
+
 // What a call runs for a table row or default `tuning` (cuda::tuning_for,
 // the tuner, which times a row as it will run): walking_where_faster, then
-// with_gemm_turns.
+// with_gemm_turns; query_blocks_for_window.
 TuningParams scheduled_as_run(const KernelSpec& spec, const Problem& p,
                               const TuningParams& tuning, std::size_t shared_limit);
 

@@ -31,6 +31,9 @@ GeneratedKernel generate(const KernelSpec& spec, const TuningParams& tuning);
 // generate()'s rules alone, without building the source (cheap: for lookups
 // that try several tunings). Throws as generate() does.
 void check_tuning(const KernelSpec& spec, const TuningParams& tuning);
+// Whether `tuning` meets check_tuning's rules for `spec` and its shared
+// memory fits `shared_limit` bytes.
+bool tuning_fits(const KernelSpec& spec, const TuningParams& tuning, std::size_t shared_limit);
 
 // `t` with its traversed tiles copied by all threads (cp.async) instead of a
 // producer warpgroup, at the kernel's default stages: the same shape where a

@@ -229,6 +229,16 @@ void check_tuning(const KernelSpec& spec, const TuningParams& t) {
   }
 }
 
+bool tuning_fits(const KernelSpec& spec, const TuningParams& tuning, std::size_t shared_limit) {
+  try {
+    if (shared_bytes(spec, tuning) > shared_limit) return false;
+    check_tuning(spec, tuning);  // throws when the tuning breaks a rule for these dims
+    return true;
+  } catch (const Error&) {
+    return false;
+  }
+}
+
 int split_dim(const KernelSpec& spec) {
   switch (spec.kind) {
     case KernelKind::forward: return spec.dim_v;

@@ -231,11 +231,39 @@ std::vector<KernelKind> backward_kinds(const Problem& p, bool atomic) {
   return kinds;
 }
 
+// The tables' rows are timed without a user mask, whose verdicts and
+// expression values a kernel keeps live besides its own (softmax/mask.cuh);
+// under one, a row makes room (docs/decisions.md; the heuristic's defaults
+// narrow for a mask themselves, default_tuning):
+// - the forward of three computing warpgroups runs two over 128 keys, which
+//   get more registers each (documents, D = 128, 8k: 192 x 80 spilled 8
+//   bytes, causal 0.866 ms against 0.789, non-causal 1.380 against 1.224);
+// - the key/value kernel's key block one step of 16 narrower, not below 48
+//   (documents, causal: 128 x 64 spilled 156 bytes and took 1.67 ms, 128 x
+//   48 none and 1.40, 128 x 32 1.53).
+static TuningParams row_with_room_for_mask(const KernelSpec& spec, const TuningParams& row,
+                                           std::size_t shared_limit) {
+  if (spec.mask_mod.empty()) return row;
+  TuningParams room = row;
+  if (spec.kind == KernelKind::forward && row.wgmma && row.warps == 12) {
+    room.block_rows = 128;
+    room.block_cols = 128;
+    room.warps = 8;
+    room.stages = 0;  // the kernel's default, as measured
+  }
+  constexpr int kNarrowestKeys = 48;
+  if (spec.kind == KernelKind::backward_key_value && row.block_cols > kNarrowestKeys)
+    room.block_cols -= 16;
+  return tuning_fits(spec, room, shared_limit) ? room : row;
+}
+
 TuningParams tuning_for(const KernelSpec& spec, const Problem& p, std::size_t shared_limit) {
-  const TuningParams t =
-      lookup_tuning(spec, p, shared_limit).value_or(default_tuning(spec, shared_limit));
+  const std::optional<TuningParams> row = lookup_tuning(spec, p, shared_limit);
   // A forced tuning runs as forced (with or without the walk and the turns).
-  return tuning_overridden(spec.kind) ? t : scheduled_as_run(spec, p, t, shared_limit);
+  if (tuning_overridden(spec.kind)) return row.value_or(default_tuning(spec, shared_limit));
+  const TuningParams t =
+      row ? row_with_room_for_mask(spec, *row, shared_limit) : default_tuning(spec, shared_limit);
+  return scheduled_as_run(spec, p, t, shared_limit);
 }
 
 Availability availability() {

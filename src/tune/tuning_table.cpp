@@ -74,16 +74,6 @@ double octaves_outside(double x, double lo, double hi) {
   return 0.0;
 }
 
-bool valid_for(const TuningParams& tuning, const KernelSpec& spec, std::size_t shared_limit) {
-  try {
-    if (shared_bytes(spec, tuning) > shared_limit) return false;
-    check_tuning(spec, tuning);  // throws when the tuning breaks a rule for these dims
-    return true;
-  } catch (const Error&) {
-    return false;
-  }
-}
-
 bool same_class(const TuningRow& row, const KernelSpec& spec) {
   return row.kind == spec.kind && row.dtype == spec.dtype && row.causal == spec.causal;
 }
@@ -260,7 +250,7 @@ std::optional<RowMatch> find_row(const TuningTableSet& tables, const KernelSpec&
       if (!c.exact) break;
       continue;
     }
-    if (valid_for(c.row->tuning, spec, shared_limit)) return RowMatch{*c.row, c.user, c.exact};
+    if (tuning_fits(spec, c.row->tuning, shared_limit)) return RowMatch{*c.row, c.user, c.exact};
     if (!c.exact) break;
   }
   return std::nullopt;

@@ -12,6 +12,7 @@
 #include "codegen/heuristics.hpp"
 #include "codegen/forward_schedule.hpp"
 #include "codegen/user_mask.hpp"
+#include "cuda/cuda_backend.hpp"
 #include "cuda/runtime/runtime.hpp"
 #include "tune/tuning_table.hpp"
 
@@ -396,6 +397,53 @@ TEST(CompileTableRows, RowsCompileWithoutSpillsAsCallsRunThem) {
   }
   EXPECT_GT(walked, 0) << "no shipped row walks its tiles";
   EXPECT_GT(turned, 0) << "no shipped row takes turns";
+}
+
+// What calls run beyond the tables' shapes (cuda::tuning_for): under a
+// user mask a forward row of two warpgroups and a key/value row 16 keys
+// narrower, under gpt-oss's window the query kernel's 64-row mma.sync
+// blocks; each compiles without spills.
+TEST(CompileTableRows, MaskedAndWindowedCallsCompileWithoutSpills) {
+  const std::string arch = "sm_90a";
+  const std::size_t limit = shared_limit_of_arch(arch);
+  const std::vector<mask::ArrayName> arrays = {{"doc", false}};
+  struct Call {
+    KernelKind kind;
+    int dim;
+    bool mask;
+    std::int64_t window_left;
+    std::string expected;
+  };
+  const Call calls[] = {
+      {KernelKind::forward, 128, false, -1, "rows=192 cols=80 head=0 warps=12"},
+      {KernelKind::forward, 128, true, -1, "rows=128 cols=128 head=0 warps=8"},
+      {KernelKind::backward_key_value, 128, false, -1, "rows=128 cols=64"},
+      {KernelKind::backward_key_value, 128, true, -1, "rows=128 cols=48"},
+      {KernelKind::backward_query, 64, false, 128, "rows=64 cols=32 head=0 warps=4 cache=none"},
+      {KernelKind::backward_query, 128, false, 128, "rows=64 cols=32 head=0 warps=4 cache=none"},
+  };
+  for (const Call& c : calls) {
+    KernelSpec spec;
+    spec.kind = c.kind;
+    spec.dim_qk = spec.dim_v = c.dim;
+    spec.causal = true;
+    spec.window = c.window_left >= 0;
+    spec.vec = 8;
+    spec.arch = arch;
+    if (c.mask) {
+      spec.mask_mod = mask::Expression::parse("doc[kv_idx] == doc[q_idx]", arrays).canonical();
+      spec.mask_arrays = mask_arrays_text(arrays);
+    }
+    Problem p;
+    p.seq_q = p.seq_kv = 8192;
+    p.causal = true;
+    p.window_left = c.window_left;
+    const TuningParams run = cuda::tuning_for(spec, p, limit);
+    EXPECT_EQ(run.to_string().rfind(c.expected, 0), 0u) << run.to_string();
+    // (The plain row spills: the tables' choice, timed as it runs.)
+    if (c.mask || spec.window)
+      if (!compiles_without_spills(generate(spec, run), arch)) GTEST_SKIP() << "NVRTC not available";
+  }
 }
 
 }  // namespace

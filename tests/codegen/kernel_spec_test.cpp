@@ -377,6 +377,35 @@ TEST(Generate, WalksWhereQueryBlocksTraverseFewKeys) {
             without_producer(grid));
 }
 
+// Under a window of a few blocks the query kernel runs 64-row mma.sync
+// blocks over 32 keys (query_blocks_for_window); not where the sequence
+// bounds the traversal, a wide window, wide heads or other kernels.
+TEST(Generate, QueryKernelTakesNarrowBlocksUnderANarrowWindow) {
+  KernelSpec s = spec_of(KernelKind::backward_query, 64, 64);
+  s.causal = s.window = true;
+  const TuningParams table = with_tma_producer(TuningParams{192, 64, 0, 12, 0, true});
+  Problem p;
+  p.seq_q = p.seq_kv = 4096;
+  p.causal = true;
+  p.window_left = 128;
+  const TuningParams narrow = query_blocks_for_window(s, p, table, kHopperSharedLimit);
+  EXPECT_EQ(narrow.to_string(), "rows=64 cols=32 head=0 warps=4 cache=none");
+  EXPECT_EQ(scheduled_as_run(s, p, table, kHopperSharedLimit), narrow);
+  p.window_left = 4096;  // a wide window
+  EXPECT_EQ(query_blocks_for_window(s, p, table, kHopperSharedLimit), table);
+  p.window_left = -1;  // the sequence bounds it
+  p.seq_q = p.seq_kv = 257;
+  EXPECT_EQ(query_blocks_for_window(s, p, table, kHopperSharedLimit), table);
+  p.seq_q = p.seq_kv = 4096;
+  p.window_left = 128;
+  EXPECT_EQ(query_blocks_for_window(spec_of(KernelKind::backward_key_value, 64, 64), p, table,
+                                    kHopperSharedLimit),
+            table);
+  KernelSpec wide = s;
+  wide.dim_qk = wide.dim_v = 256;
+  EXPECT_EQ(query_blocks_for_window(wide, p, table, kHopperSharedLimit), table);
+}
+
 TEST(Generate, KeyValueBackwardSplitsItsOutputsAcrossTwoWarpgroups) {
   TuningParams t = with_tma_producer(TuningParams{64, 64, 0, 8, 0, true});
   t.split = WarpgroupSplit::outputs;
