@@ -131,7 +131,7 @@ TuningParams parse_tuning(const std::string& text) {
       else if (key == "split" && value == "dims") t.split = WarpgroupSplit::dims;
       else if (key == "split" && value == "outputs") t.split = WarpgroupSplit::outputs;
       else if (key == "split" && value == "keys") t.split = WarpgroupSplit::keys;
-      else if (key == "split") throw Error(ErrorCode::invalid_argument, "tuning: split must be rows, dims or outputs, got '" + value + "'");
+      else if (key == "split") throw Error(ErrorCode::invalid_argument, "tuning: split must be rows, dims, outputs or keys, got '" + value + "'");
       else if (key == "copy") throw Error(ErrorCode::invalid_argument, "tuning: copy must be async or tma, got '" + value + "'");
       else if (key == "schedule" && (value == "persistent" || value == "grid")) t.persistent = value == "persistent";
       else if (key == "schedule") throw Error(ErrorCode::invalid_argument, "tuning: schedule must be grid or persistent, got '" + value + "'");
