@@ -23,6 +23,14 @@ def test_suite_loads_and_filters():
     assert [w.dim_qk for w in only] == [127, 127]
 
 
+def test_probe_rows_load():
+    """bench/lab/probe_rows.json (bench/kernel_times.py --suite) holds valid rows."""
+    path = workloads.DEFAULT_SUITE.parent / "lab" / "probe_rows.json"
+    rows, host = workloads.load_suite(path)
+    assert rows and not host
+    assert any(w.window != (-1, -1) for w in rows) and any(w.documents for w in rows)
+
+
 def test_workload_defaults_and_errors():
     w = workloads.Workload(name="x", batch=1, heads_q=4, seq_q=10, dim_qk=8, causal=False)
     assert (w.heads_kv, w.seq_kv, w.dim_v) == (4, 10, 8)
