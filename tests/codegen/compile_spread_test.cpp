@@ -419,6 +419,7 @@ TEST(CompileTableRows, MaskedAndWindowedCallsCompileWithoutSpills) {
       {KernelKind::forward, 128, true, -1, "rows=128 cols=128 head=0 warps=8"},
       {KernelKind::backward_key_value, 128, false, -1, "rows=128 cols=64"},
       {KernelKind::backward_key_value, 128, true, -1, "rows=128 cols=48"},
+      {KernelKind::backward_key_value, 256, true, -1, "rows=64 cols=64"},  // split=outputs
       {KernelKind::backward_query, 64, false, 128, "rows=64 cols=32 head=0 warps=4 cache=none"},
       {KernelKind::backward_query, 128, false, 128, "rows=64 cols=32 head=0 warps=4 cache=none"},
   };
