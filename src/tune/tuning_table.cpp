@@ -308,7 +308,7 @@ void reload_tuning_tables() {
 std::uint64_t tuning_tables_generation() { return reload_count().load(std::memory_order_acquire); }
 
 bool tuning_overridden(KernelKind kind) {
-  return scoped_override(kind).has_value() || std::getenv("FLASHGEN_TUNING") != nullptr;
+  return scoped_override(kind).has_value() || environment_override(kind).has_value();
 }
 
 std::optional<TuningParams> lookup_tuning(const KernelSpec& spec, const Problem& p,

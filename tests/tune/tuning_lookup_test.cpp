@@ -349,6 +349,11 @@ TEST_F(LookupTest, EnvironmentOverrideBeatsTables) {
             (TuningParams{32, 16, 0, 2, 0}));
   // Used as given, even where no row would apply.
   EXPECT_EQ(*lookup_tuning(spec(KernelKind::forward, 500), problem(8192, 500)), kC);
+  // Only the kinds it names count as forced (the others keep what calls add
+  // to a row: the forward's walk and turns, the memo).
+  EXPECT_TRUE(tuning_overridden(KernelKind::forward));
+  EXPECT_TRUE(tuning_overridden(KernelKind::backward_query));
+  EXPECT_FALSE(tuning_overridden(KernelKind::backward_key_value));
 }
 
 TEST_F(LookupTest, MalformedEnvironmentOverrideIsAnError) {
