@@ -1,7 +1,8 @@
 // Small row-parallel kernels: one warp per query row.
 //   BackwardPrepare: Dterm = rowsum(dO ∘ O), and the fp32 dQ accumulator zeroed.
 //   ConvertGradQ:    dQ = scale · accumulator, in the element type.
-//   CombineSplits:   O and LSE from the split-key forward's partial results.
+//   CombineSplits:   O and LSE from the split-key forward's partial results
+//                    (2 to 8 warps a row where a row has 16 shares or more).
 //   SinkGradients:   dL/dsink per query head (a CTA per head).
 #pragma once
 
@@ -17,6 +18,7 @@ constexpr int kRowKernelWarps = 8;
 
 // The query row a warp of a row kernel owns (rows past seq_q in the last
 // CTA have none: the kernels return there), its head and batch, and the lane.
+// (The combine's grid has rows x parts warps: its `row` counts those.)
 struct WarpRow {
   int row, head, batch, lane;
 };
