@@ -68,9 +68,8 @@ int key_splits(const Problem& p, int vec, int ordinal) {
   std::int64_t wanted = (kSplitCtasPerSm * sms + blocks - 1) / blocks;
   // No more CTAs than the SMs hold at once (by shared memory): a second,
   // partial wave would run on few SMs.
-  const std::int64_t resident =
-      sms * static_cast<std::int64_t>(device.shared_per_sm /
-                                      (shared_bytes(split, tuning) + kSharedReservedPerCta));
+  const std::size_t per_sm = ctas_per_sm(shared_bytes(split, tuning), device.shared_per_sm);
+  const std::int64_t resident = sms * static_cast<std::int64_t>(per_sm);
   while (wanted > 1 && blocks * wanted > resident) --wanted;
   const std::int64_t most = std::min(kMostKeyShares, p.seq_kv / kLeastKeysPerShare);
   return static_cast<int>(std::max<std::int64_t>(1, std::min(wanted, most)));

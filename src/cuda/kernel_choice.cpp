@@ -84,8 +84,7 @@ TuningParams split_keys_tuning_for(const KernelSpec& spec, const Problem& p,
         keys.split = WarpgroupSplit::keys;
         // shared_limit, an SM's less one reserve, stands for the SM's.
         const std::size_t sm = shared_limit + kSharedReservedPerCta;
-        if (kKeySplitCtasPerSm * (shared_bytes(spec, keys) + kSharedReservedPerCta) <= sm)
-          return keys;
+        if (ctas_per_sm(shared_bytes(spec, keys), sm) >= kKeySplitCtasPerSm) return keys;
       }
       return t;
     };

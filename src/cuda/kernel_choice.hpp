@@ -19,9 +19,12 @@ namespace flashgen::cuda {
 KernelSpec spec_of(KernelKind kind, const Problem& p, int vec, const std::string& arch,
                    bool split_keys = false);
 
-// Shared memory the runtime reserves per resident CTA, out of the SM's: how
-// many CTAs an SM holds is shared_per_sm / (a CTA's bytes + this).
+// Shared memory the runtime reserves per resident CTA, out of the SM's.
 constexpr std::size_t kSharedReservedPerCta = 1024;
+// How many CTAs of `cta_bytes` of shared memory an SM of `sm_bytes` holds.
+constexpr std::size_t ctas_per_sm(std::size_t cta_bytes, std::size_t sm_bytes) {
+  return sm_bytes / (cta_bytes + kSharedReservedPerCta);
+}
 
 // Its tuning on a device allowing `shared_limit` bytes of shared memory per
 // CTA: a forced tuning, a tuning-table row or the heuristic (the split-key
