@@ -105,6 +105,37 @@ static TuningParams with_room_for_score_modifiers(const KernelSpec& spec, Tuning
   return t;
 }
 
+// The tables' rows are timed without a user mask, whose verdicts and
+// expression values a kernel keeps live besides its own (softmax/mask.cuh);
+// under one, a row makes room (docs/decisions.md; the defaults narrow for
+// a mask themselves, with_room_for_score_modifiers above):
+// - the forward of three computing warpgroups runs two over 128 keys, which
+//   get more registers each (documents, 8k, D = 128: 192 x 80 spilled 8
+//   bytes; causal 0.907 -> 0.819 ms, non-causal 1.440 -> 1.262; D = 64
+//   1.381 -> 1.249);
+// - the key/value kernel whose warpgroups own their keys (split=rows): its
+//   key block one step of 16 narrower, not below 48 (documents, causal, D =
+//   128: 128 x 64 spilled 156 bytes and took 1.67 ms, 128 x 48 none and
+//   1.40, 128 x 32 1.53; D = 64 even, 128 x 96 spilled 16 bytes). Not the
+//   wide heads' split=outputs rows, which do not spill: D = 256's 64 x 64
+//   took 1.70 ms, 64 x 48 1.89.
+TuningParams row_with_room_for_mask(const KernelSpec& spec, const TuningParams& row,
+                                    std::size_t shared_limit) {
+  if (spec.mask_mod.empty()) return row;
+  TuningParams room = row;
+  if (spec.kind == KernelKind::forward && row.wgmma && row.warps == 12) {
+    room.block_rows = 128;
+    room.block_cols = 128;
+    room.warps = 8;
+    room.stages = 0;  // the kernel's default, as measured
+  }
+  constexpr int kNarrowestKeys = 48;
+  if (spec.kind == KernelKind::backward_key_value && row.split == WarpgroupSplit::rows &&
+      row.block_cols > kNarrowestKeys)
+    room.block_cols -= 16;
+  return tuning_fits(spec, room, shared_limit) ? room : row;
+}
+
 TuningParams default_tuning(const KernelSpec& spec, std::size_t shared_limit) {
   return default_tuning_of(spec, shared_limit, true);
 }

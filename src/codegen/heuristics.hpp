@@ -19,6 +19,14 @@ TuningParams default_tuning(const KernelSpec& spec, std::size_t shared_limit);
 TuningParams tuning_without_tma(const KernelSpec& spec, const TuningParams& tuning,
                                 std::size_t shared_limit);
 
+// A table row of `spec`'s kind as a call under a user mask runs it: rows
+// are timed without one, whose values the kernels keep live besides their
+// own (a forward of two warpgroups, a narrower key/value block; the measured
+// cases in heuristics.cpp). Without a mask, or where the roomier shape does
+// not fit, the row itself.
+TuningParams row_with_room_for_mask(const KernelSpec& spec, const TuningParams& row,
+                                    std::size_t shared_limit);
+
 // Whether the atomic-dQ backward is expected to beat the two-kernel one
 // (when the caller allows non-determinism). Measured on the H200
 // (docs/decisions.md): only past 256 columns on rows that are not 16-byte
