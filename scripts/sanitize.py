@@ -77,6 +77,14 @@ TOKEN_ROWS = "; ".join([TOKEN_ROWS_FORWARD, TOKEN_ROWS_QUERY, TOKEN_ROWS_QUERY.r
 TOKEN_ROWS_SPLIT = "; ".join([TOKEN_ROWS_FORWARD, TOKEN_ROWS_QUERY, (
     "backward_key_value: rows=64 cols=64 head=0 warps=8 cache=none mma=wgmma producer=warp "
     "copy=tma split=outputs swizzle=32")])
+# Both backward kernels' warpgroups splitting the head dims on token rows,
+# with their own rows' operands in shared memory (the default holds them in
+# registers).
+TOKEN_ROWS_DIMS = "; ".join([
+    "backward_query: rows=64 cols=32 head=0 warps=8 cache=none mma=wgmma stages=2 "
+    "producer=warp copy=tma split=dims swizzle=32",
+    "backward_key_value: rows=64 cols=32 head=0 warps=8 cache=none mma=wgmma stages=3 "
+    "producer=warp copy=tma split=dims swizzle=32"])
 
 # (label, flashgen run arguments, environment). Small shapes whose lengths
 # are multiples of no tile (1, 2, 65, 130, 257, 300), causal and not, GQA,
@@ -123,6 +131,9 @@ CASES = [
      {"FLASHGEN_TUNING": TOKEN_ROWS_SPLIT}),
     ("d385-token-rows", "--dim 385 --seq 130 --heads 8",
      {"FLASHGEN_TUNING": TOKEN_ROWS_FORWARD.replace("cols=64 head=0", "cols=32 head=256")}),
+    ("d257-token-rows-dims-causal", "--dim 257 --seq 130 --seq-kv 200 --causal --heads 8",
+     {"FLASHGEN_TUNING": TOKEN_ROWS_DIMS}),
+    ("d385-token-rows-dims-gqa", "--dim 385 --seq 130 --heads 8 --heads-kv 2", {}),
     # Decode: query heads packed as rows, keys shared by CTAs and combined.
     # More tiles than SMs: the persistent forward's CTAs walk several each
     # (schedule=persistent: the default where query blocks traverse few keys,

@@ -84,6 +84,10 @@ int tile_width_v(const KernelSpec& spec, bool token_rows, int chunks = 1);
 // and dV in one warpgroup of the key/value kernel).
 int widest_token_row_tile(const KernelSpec& spec);
 int token_row_tiles_together(const KernelSpec& spec);
+// The tile widths of the split=dims backward kernels (multiples of 32; on
+// rows that are not 16-byte aligned, those of their token-row tiles).
+int split_dims_tile_qk(const KernelSpec& spec);
+int split_dims_tile_v(const KernelSpec& spec);
 // K/V pipeline stages of the wgmma forward under this tuning (its `stages`, or 2).
 int wgmma_forward_stages(const TuningParams& tuning);
 // Stages of the backward kernels with split=dims: of K in the query kernel

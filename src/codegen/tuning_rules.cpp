@@ -88,8 +88,10 @@ static void check_backward_dims_split_tuning(const KernelSpec& spec, const Tunin
     fail(name + " needs Dqk <= 512 and Dv <= 512 (half of each output in a warpgroup's registers)");
   if (!(t.producer && t.tma))
     fail(name + " needs producer=warp copy=tma (the traversed tiles copied by TMA)");
-  if (spec.vec != 8)
-    fail(name + " needs rows, strides and pointers aligned to 16 bytes (alignment class 8)");
+  if (spec.vec < 1) fail(name + " needs contiguous rows (alignment class 1, 2, 4 or 8)");
+  if (split_dims_tile_qk(spec) / 2 > 256 || split_dims_tile_v(spec) / 2 > 256)
+    fail("copy=tma on rows that are not 16-byte aligned widens the tiles past 512 columns "
+         "(half of each output in a warpgroup's registers)");
   if (t.stages != 0 && (t.stages < 2 || t.stages > 4)) fail(name + " needs stages=2, 3 or 4");
 }
 
@@ -307,6 +309,14 @@ int tile_width_qk(const KernelSpec& spec, bool token_rows) {
 
 int tile_width_v(const KernelSpec& spec, bool token_rows, int chunks) {
   return flashgen_device::forward_value_tile_width(spec.dim_v, chunks, spec.vec, token_rows);
+}
+
+int split_dims_tile_qk(const KernelSpec& spec) {
+  return flashgen_device::split_dims_tile_width(spec.dim_qk, spec.vec, spec.vec < 8);
+}
+
+int split_dims_tile_v(const KernelSpec& spec) {
+  return flashgen_device::split_dims_tile_width(spec.dim_v, spec.vec, spec.vec < 8);
 }
 
 int widest_token_row_tile(const KernelSpec& spec) {

@@ -33,6 +33,15 @@ bool reads_token_rows(const KernelSpec& spec, bool tma) {
   return tma && spec.vec >= 1 && spec.vec < 8 && widest_dim(spec) > 64;
 }
 
+// Heads past 256 columns whose split=dims tiles (token rows: widened) stay
+// within 512, half of each output in a warpgroup's registers; the caller
+// knows that TMA may read the traversed tensors.
+bool split_dims_fits(const KernelSpec& spec) {
+  const bool wide = round_up(spec.dim_qk, 32) > 256 || round_up(spec.dim_v, 32) > 256;
+  return spec.vec >= 1 && wide && split_dims_tile_qk(spec) <= 512 &&
+         split_dims_tile_v(spec) <= 512;
+}
+
 // Forward on Hopper's warpgroup MMA (sm_90a, any contiguous rows: rows only
 // 2-byte aligned are staged as the aligned 16-byte chunks around them).
 // Each warpgroup owns 64 query rows and holds O (Dv / 2 registers per
@@ -178,8 +187,9 @@ TuningParams wgmma_split_key_value_tuning() {
   return with_tma_producer(t);
 }
 
-// Query backward on wgmma past 256 columns (each dim up to 512, on 16-byte
-// aligned rows TMA may read): two warpgroups share 64 query rows and split the head dims
+// Query backward on wgmma past 256 columns (each dim up to 512, on rows TMA
+// may read: 16-byte aligned, or through token-row views with tiles up to
+// 512 columns): two warpgroups share 64 query rows and split the head dims
 // (split=dims), so S and dP are computed once where the mma.sync kernel
 // recomputes them per 256-column chunk of dQ. Q, the A operand of S, held
 // in registers (cache=Q): it leaves Q's tile out of shared memory, room
@@ -189,9 +199,8 @@ TuningParams wgmma_split_key_value_tuning() {
 // (mma.sync) / 24.8 (16 keys, Q in shared memory); 5.9 / 7.5 causal against
 // 7.2 / 13.0; at 512, 16 keys, 31.3 against 31.6.
 bool wgmma_split_query_fits(const KernelSpec& spec, bool tma) {
-  const int dqk = round_up(spec.dim_qk, 32), dv = round_up(spec.dim_v, 32);
   return spec.kind == KernelKind::backward_query && spec.arch == "sm_90a" && tma &&
-         spec.vec == 8 && (dqk > 256 || dv > 256) && dqk <= 512 && dv <= 512;
+         split_dims_fits(spec);
 }
 
 TuningParams wgmma_split_query_tuning() {
@@ -201,8 +210,8 @@ TuningParams wgmma_split_query_tuning() {
   return with_tma_producer(t, 3);
 }
 
-// Key/value backward past 256 columns (each dim up to 512, on 16-byte
-// aligned rows TMA may read): a dV and a dK CTA per block of 64 keys, whose two
+// Key/value backward past 256 columns (each dim up to 512, on rows TMA may
+// read, as the query kernel's): a dV and a dK CTA per block of 64 keys, whose two
 // warpgroups split the head dims (split=dims), so Sᵀ (and, in the dK CTA,
 // dPᵀ) is computed once per CTA where the mma.sync kernel recomputes both
 // per column chunk; the dV CTA's K and the dK CTA's V held in registers
@@ -212,13 +221,12 @@ TuningParams wgmma_split_query_tuning() {
 // column chunks. Query blocks of 32 to 448 columns (past that the kernel
 // spills), three stages deep where they fit, else two.
 bool wgmma_dims_key_value_fits(const KernelSpec& spec, bool tma) {
-  const int dqk = round_up(spec.dim_qk, 32), dv = round_up(spec.dim_v, 32);
   return spec.kind == KernelKind::backward_key_value && spec.arch == "sm_90a" && tma &&
-         spec.vec == 8 && (dqk > 256 || dv > 256) && dqk <= 512 && dv <= 512;
+         split_dims_fits(spec);
 }
 
 TuningParams wgmma_dims_key_value_tuning(const KernelSpec& spec) {
-  const int widest = round_up(spec.dim_qk > spec.dim_v ? spec.dim_qk : spec.dim_v, 32);
+  const int widest = std::max(split_dims_tile_qk(spec), split_dims_tile_v(spec));
   TuningParams t{64, widest > 448 ? 16 : 32, 0, 8, kCacheK | kCacheV};
   t.wgmma = true;
   t.split = WarpgroupSplit::dims;

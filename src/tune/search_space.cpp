@@ -100,14 +100,15 @@ std::vector<TuningParams> outputs_split_space(const KernelSpec& spec) {
 }
 
 // The backward past 256 columns on wgmma: two warpgroups over the same 64
-// rows, each with half of the head dims (split=dims, TMA copies). The query
+// rows, each with half of the head dims (split=dims, TMA copies; on token
+// rows, the widened tiles up to 512 columns). The query
 // kernel holds half of dQ per warpgroup, K two to four stages deep, Q and
 // dO (the A operands of S and dP) in shared memory or registers; the
 // key/value kernel a dV or a dK CTA per key block, Q and dO two or three
 // stages deep, K (dV CTA) and V (dK CTA) in shared memory or registers.
 std::vector<TuningParams> dims_split_space(const KernelSpec& spec) {
   std::vector<TuningParams> space;
-  if (spec.vec != 8 || round_up(spec.dim_qk, 32) > 512 || round_up(spec.dim_v, 32) > 512)
+  if (!tma_copies(spec) || split_dims_tile_qk(spec) > 512 || split_dims_tile_v(spec) > 512)
     return space;
   const bool query = spec.kind == KernelKind::backward_query;
   const std::vector<int> stage_counts = query ? std::vector<int>{2, 3, 4} : std::vector<int>{2, 3};

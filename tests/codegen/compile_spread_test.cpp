@@ -336,7 +336,14 @@ TEST(CompileWgmmaOptIn, CandidatesCompileWithoutSpills) {
                          Shape{query, 512, 64, 16, true, DType::bf16, 8, 3, true, true, dims, kCacheGradO},
                          Shape{key_value, 288, 64, 32, false, DType::bf16, 8, 3, true, true, dims, kv_held},
                          Shape{key_value, 320, 64, 32, true, DType::f16, 8, 3, true, true, dims, kv_held},
-                         Shape{key_value, 384, 64, 16, false, DType::bf16, 8, 3, true, true, dims, kv_held}}) {
+                         Shape{key_value, 384, 64, 16, false, DType::bf16, 8, 3, true, true, dims, kv_held},
+                         // split=dims on token rows (odd dims past 256, widened tiles)
+                         Shape{query, 385, 64, 32, false, DType::bf16, 1, 3, true, true, dims, kCacheQ},
+                         Shape{query, 257, 64, 32, true, DType::f16, 1, 2, true, true, dims},
+                         Shape{query, 386, 64, 16, true, DType::bf16, 2, 3, true, true, dims, kCacheGradO},
+                         Shape{key_value, 385, 64, 32, false, DType::bf16, 1, 2, true, true, dims, kv_held},
+                         Shape{key_value, 257, 64, 32, true, DType::bf16, 1, 3, true, true, dims},
+                         Shape{key_value, 300, 64, 32, false, DType::f16, 4, 3, true, true, dims, kCacheK}}) {
     KernelSpec spec;
     spec.kind = c.kind;
     spec.dtype = c.dtype;

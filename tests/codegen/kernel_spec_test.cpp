@@ -451,7 +451,15 @@ TEST(Generate, SplitDimsQueryBackwardSharesSixtyFourRows) {
   t.stages = 2;
   EXPECT_LE(shared_bytes(s, t), kHopperSharedLimit);
   refused(spec_of(KernelKind::backward_query, 520, 520), t, "Dqk <= 512 and Dv <= 512");
-  refused(spec_of(KernelKind::backward_query, 300, 300, 4), t, "alignment class 8");
+  // Rows that are not 16-byte aligned: token-row tiles, 15 columns wider
+  // (D = 385: 416), and the fixed stages' barriers (as deep as V's): two
+  // stages of k and v, 2 x (2 + 2 + 2) barriers.
+  const KernelSpec odd = spec_of(KernelKind::backward_query, 385, 385, 1);
+  EXPECT_EQ(shared_bytes(odd, t), 2u * (64 * 832 + 2 * 32 * 416 + 2 * 32 * 416) + 4u * 128 +
+                                      2u * 128 * 4 * (16 + 4) + 8u * 2 * 6);
+  EXPECT_NE(generate(odd, t).source.find("kVec = 1"), std::string::npos);
+  refused(spec_of(KernelKind::backward_query, 510, 510, 2), t, "past 512 columns");
+  refused(spec_of(KernelKind::backward_query, 300, 300, 0), t, "contiguous rows");
   TuningParams copying = t;
   copying.tma = false;
   copying.swizzle = 0;
@@ -479,7 +487,10 @@ TEST(Generate, SplitDimsKeyValueBackwardTakesTwoCtasPerKeyBlock) {
             2u * (64 + 2 * 32) * 768 + 4u * 2 * 2 * 32 + 2u * 128 * 4 * (16 + 4) + 8u * 2 * 2);
   EXPECT_LE(shared_bytes(s, t), kHopperSharedLimit);
   refused(spec_of(KernelKind::backward_key_value, 520, 520), t, "Dqk <= 512 and Dv <= 512");
-  refused(spec_of(KernelKind::backward_key_value, 300, 300, 4), t, "alignment class 8");
+  // Token rows: tiles of 416 columns at D = 385, the fixed stages' barriers.
+  EXPECT_EQ(shared_bytes(spec_of(KernelKind::backward_key_value, 385, 385, 1), t),
+            2u * (64 + 2 * 32) * 832 + 4u * 2 * 2 * 32 + 2u * 128 * 4 * (16 + 4) + 8u * 2 * 2 * 2);
+  refused(spec_of(KernelKind::backward_key_value, 300, 300, 0), t, "contiguous rows");
   // V held in registers (the dK CTA): V's tile leaves shared memory, a
   // 1024-byte placeholder keeps the tiles after it aligned.
   TuningParams held = t;
@@ -619,18 +630,22 @@ TEST(DefaultTuning, WgmmaBackwardWhereItApplies) {
     EXPECT_EQ(d.block_cols, 32) << dim;
     EXPECT_EQ(d.stages, 3) << dim;
   }
-  EXPECT_EQ(default_tuning(spec_of(KernelKind::backward_query, 400, 400, 4), kHopperSharedLimit)
-                .head_block,
-            256)
-      << "past 256 columns, chunks of dQ where split=dims cannot run";
+  // On rows that are not 16-byte aligned too, through token-row views; where
+  // TMA cannot read them, chunks of dQ on the mma.sync kernel.
+  const KernelSpec odd_wide = spec_of(KernelKind::backward_query, 400, 400, 4);
+  const TuningParams odd_wide_split = default_tuning(odd_wide, kHopperSharedLimit);
+  EXPECT_EQ(odd_wide_split.split, WarpgroupSplit::dims);
+  EXPECT_EQ(odd_wide_split.cached, unsigned(kCacheQ));
+  const TuningParams odd_wide_chunks =
+      tuning_without_tma(odd_wide, odd_wide_split, kHopperSharedLimit);
+  EXPECT_FALSE(odd_wide_chunks.wgmma);
+  EXPECT_EQ(odd_wide_chunks.head_block, 256);
   const TuningParams d512 =
       default_tuning(spec_of(KernelKind::backward_query, 512, 512), kHopperSharedLimit);
   EXPECT_EQ(d512.block_cols, 16);
   EXPECT_EQ(d512.stages, 3);
   EXPECT_FALSE(default_tuning(spec_of(KernelKind::backward_query, 512, 512), 100000).wgmma)
       << "the mma.sync kernel where not even 16-key blocks fit";
-  EXPECT_FALSE(
-      default_tuning(spec_of(KernelKind::backward_query, 400, 400, 4), kHopperSharedLimit).wgmma);
   // Staged 2-byte rows: measured past 64 columns only.
   const TuningParams odd_query =
       default_tuning(spec_of(KernelKind::backward_query, 127, 127, 1), kHopperSharedLimit);
@@ -679,9 +694,12 @@ TEST(DefaultTuning, WgmmaBackwardWhereItApplies) {
   EXPECT_EQ(kv512.split, WarpgroupSplit::dims);
   EXPECT_EQ(kv512.block_cols, 16);
   EXPECT_EQ(kv512.stages, 3);
-  EXPECT_FALSE(
-      default_tuning(spec_of(KernelKind::backward_key_value, 288, 288, 4), kHopperSharedLimit)
-          .wgmma);
+  // Token rows too (one query head per key/value head), else the mma.sync kernel.
+  const KernelSpec kv_odd = spec_of(KernelKind::backward_key_value, 385, 385, 1);
+  const TuningParams kv_odd_split = default_tuning(kv_odd, kHopperSharedLimit);
+  EXPECT_EQ(kv_odd_split.split, WarpgroupSplit::dims);
+  EXPECT_EQ(kv_odd_split.cached, unsigned(kCacheK | kCacheV));
+  EXPECT_FALSE(tuning_without_tma(kv_odd, kv_odd_split, kHopperSharedLimit).wgmma);
 }
 
 TEST(DefaultTuning, TokenRowsOrACopyingProducerOnRowsNotSixteenByteAligned) {

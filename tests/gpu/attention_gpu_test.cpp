@@ -596,14 +596,25 @@ TEST(GpuAttention, BackwardTokenRowsIgnoreTheNextHeadsColumns) {
   constexpr std::int64_t kSeq = 300, kHeads = 8, kPoisoned = 3;
   const float inf = std::numeric_limits<float>::infinity();
   const float nan = std::numeric_limits<float>::quiet_NaN();
-  for (int dim : {127, 100, 199}) {
-    // Past 128 columns the key/value kernel whose warpgroups split dK and dV.
+  for (int dim : {127, 100, 199, 257, 385}) {
+    // Past 128 columns the key/value kernel whose warpgroups split dK and dV;
+    // past 256 both kernels' warpgroups split the head dims (at 385 with the
+    // own rows' operands held in registers).
     TuningParams query{128, 32, 0, 8, 0, true};
     TuningParams key_value = dim > 128 ? TuningParams{64, 64, 0, 8, 0, true} : query;
     if (dim > 128) key_value.split = WarpgroupSplit::outputs;
-    const ScopedTuningOverride force_query(KernelKind::backward_query, with_tma_producer(query));
+    int stages = 0;
+    if (dim > 256) {
+      const bool held = dim > 384;
+      query = TuningParams{64, 32, 0, 8, held ? kCacheQ : 0u, true};
+      key_value = TuningParams{64, 32, 0, 8, held ? kCacheK | kCacheV : 0u, true};
+      query.split = key_value.split = WarpgroupSplit::dims;
+      stages = 2;
+    }
+    const ScopedTuningOverride force_query(KernelKind::backward_query,
+                                           with_tma_producer(query, stages));
     const ScopedTuningOverride force_key_value(KernelKind::backward_key_value,
-                                               with_tma_producer(key_value));
+                                               with_tma_producer(key_value, stages));
     auto tensor = [&] {
       return TestTensor(MemoryKind::cuda, DType::bf16, 1, kSeq, kHeads, dim, Layout::bshd);
     };
@@ -784,13 +795,14 @@ struct DimsSplitShape {
 };
 
 // Checks the backward with `kind` forced to split=dims over each of `shapes`
-// that fits the shared memory.
+// that fits the shared memory (odd dims: that of token-row tiles).
 void check_backward_dims_split(KernelKind kind, const Case& c,
                                std::initializer_list<DimsSplitShape> shapes) {
   KernelSpec spec;
   spec.kind = kind;
   spec.dim_qk = c.dim_qk;
   spec.dim_v = c.dim_v;
+  if (c.dim_qk % 8 != 0 || c.dim_v % 8 != 0) spec.vec = 1;
   int checked = 0;
   for (const DimsSplitShape& shape : shapes) {
     TuningParams tuning = with_tma_producer(TuningParams{64, shape.cols, 0, 8, shape.cached, true},
@@ -841,6 +853,24 @@ std::vector<Case> wgmma_query_split_cases() {
           Case{1, 65, 200, 2, 2, 448, 256, false, DType::bf16, Layout::bshd},
           Case{1, 150, 263, 2, 2, 136, 200, false, DType::bf16, Layout::bshd},
           Case{1, 300, 64, 2, 1, 64, 64, true, DType::f16, Layout::bshd}};
+}
+
+// The same on rows that are not 16-byte aligned: through token-row views
+// (packed layouts whose token rows are whole 16-byte sectors; the key/value
+// kernel where each key/value head has one query head), else the plan
+// copies without TMA, which these cases check too (GQA, three heads of 385,
+// heads-major).
+std::vector<Case> token_row_split_cases() {
+  // batch, seq_q, seq_kv, heads_q, heads_kv, dim_qk, dim_v, causal, dtype, layout
+  return {Case{1, 150, 263, 8, 8, 257, 257, true, DType::bf16, Layout::bshd},
+          Case{1, 100, 170, 8, 8, 385, 385, false, DType::bf16, Layout::bshd},
+          Case{1, 77, 120, 4, 4, 300, 300, false, DType::f16, Layout::bshd},
+          Case{1, 64, 100, 8, 8, 386, 386, true, DType::bf16, Layout::bshd},
+          Case{1, 90, 140, 8, 8, 385, 257, false, DType::bf16, Layout::bshd},
+          Case{1, 1, 300, 8, 8, 385, 385, false, DType::bf16, Layout::bshd},
+          Case{1, 130, 200, 8, 2, 385, 385, true, DType::bf16, Layout::bshd},
+          Case{1, 100, 90, 3, 3, 385, 385, false, DType::bf16, Layout::bshd},
+          Case{1, 100, 130, 4, 4, 385, 385, true, DType::bf16, Layout::bhsd}};
 }
 
 // dQ in registers: Dqk <= 256; dK and dV: Dqk + Dv <= 256.
@@ -1005,6 +1035,10 @@ INSTANTIATE_TEST_SUITE_P(Forced, GpuBackwardWgmmaQuerySplit,
                          ::testing::ValuesIn(with_masks(wgmma_query_split_cases())), CaseName());
 INSTANTIATE_TEST_SUITE_P(Forced, GpuBackwardWgmmaKeyValueDims,
                          ::testing::ValuesIn(with_masks(wgmma_query_split_cases())), CaseName());
+INSTANTIATE_TEST_SUITE_P(TokenRows, GpuBackwardWgmmaQuerySplit,
+                         ::testing::ValuesIn(with_masks(token_row_split_cases())), CaseName());
+INSTANTIATE_TEST_SUITE_P(TokenRows, GpuBackwardWgmmaKeyValueDims,
+                         ::testing::ValuesIn(with_masks(token_row_split_cases())), CaseName());
 INSTANTIATE_TEST_SUITE_P(Forced, GpuBackwardWgmmaKeyValueSplit,
                          ::testing::ValuesIn(with_masks(wgmma_key_value_split_cases())), CaseName());
 INSTANTIATE_TEST_SUITE_P(Forced, GpuForwardWgmmaOptIn,

@@ -106,7 +106,7 @@ TEST(SearchSpace, WgmmaKernelsWhereTheyApply) {
       << "two warpgroups splitting the head dims";
   KernelSpec unaligned_query = spec(KernelKind::backward_query, 300);
   unaligned_query.vec = 4;
-  EXPECT_EQ(wgmma_heads(unaligned_query), (std::set<int>{})) << "split=dims copies by TMA only";
+  EXPECT_EQ(wgmma_heads(unaligned_query), (std::set<int>{0})) << "split=dims through token rows";
   EXPECT_EQ(wgmma_heads(spec(KernelKind::backward_key_value, 128)), (std::set<int>{0}));
   EXPECT_EQ(wgmma_heads(spec(KernelKind::backward_key_value, 144)), (std::set<int>{0}))
       << "two warpgroups splitting dK and dV";
@@ -114,7 +114,8 @@ TEST(SearchSpace, WgmmaKernelsWhereTheyApply) {
       << "a dV and a dK CTA, two warpgroups splitting the head dims";
   KernelSpec unaligned_key_value = spec(KernelKind::backward_key_value, 300);
   unaligned_key_value.vec = 4;
-  EXPECT_EQ(wgmma_heads(unaligned_key_value), (std::set<int>{})) << "split=dims copies by TMA only";
+  EXPECT_EQ(wgmma_heads(unaligned_key_value), (std::set<int>{0}))
+      << "split=dims through token rows";
   KernelSpec unaligned = spec(KernelKind::backward_key_value, 140);
   unaligned.vec = 4;
   EXPECT_EQ(wgmma_heads(unaligned), (std::set<int>{0})) << "split=outputs through token rows";

@@ -32,34 +32,47 @@ __device__ __forceinline__ void load_a_rows(u32 (&a)[kRowTiles][4], const u16* t
 }
 
 // A-fragments of kSteps k steps (16 columns each, from column col0) of a
-// warp's 16 rows, read straight from global memory (contiguous columns,
-// 4-byte aligned pairs): for operands a CTA loads once and keeps. Rows at or
-// past valid_rows and columns at or past valid_cols (an even count) read as
-// zero.
-template <int kSteps>
+// warp's 16 rows, read straight from global memory (contiguous columns):
+// for operands a CTA loads once and keeps. Rows at or past valid_rows and
+// columns at or past valid_cols read as zero. `shift`: the fragments'
+// column of the rows' first (token-row tiles; a multiple of kVec), the
+// columns before it zero. Rows aligned to 4 bytes or more (kVec >= 2; an
+// even valid_cols) are read in pairs, others element by element.
+template <int kSteps, int kVec = 8>
 __device__ __forceinline__ void load_a_fragments_global(u32 (&a)[kSteps][4], const u16* rows,
                                                         index_t row_stride, int valid_rows,
-                                                        int col0, int valid_cols, int lane) {
-  const int row = lane >> 2, col = col0 + (lane & 3) * 2;
+                                                        int col0, int valid_cols, int lane,
+                                                        int shift = 0) {
+  const int row = lane >> 2, col = col0 + (lane & 3) * 2 - shift;
 #pragma unroll
   for (int ks = 0; ks < kSteps; ++ks)
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
       // The A layout: rows g and g + 8, columns 2t and 2t + 8 (i = 0..3).
       const int r = row + (i & 1) * 8, c = col + ks * 16 + (i >> 1) * 8;
-      a[ks][i] = r < valid_rows && c < valid_cols
-                     ? *reinterpret_cast<const u32*>(rows + r * row_stride + c)
-                     : 0u;
+      const u16* pair = rows + r * row_stride + c;
+      if constexpr (kVec >= 2) {
+        a[ks][i] = r < valid_rows && c >= 0 && c < valid_cols
+                       ? *reinterpret_cast<const u32*>(pair)
+                       : 0u;
+      } else {
+        const u32 lo = r < valid_rows && c >= 0 && c < valid_cols ? pair[0] : 0u;
+        const u32 hi = r < valid_rows && c + 1 >= 0 && c + 1 < valid_cols ? pair[1] : 0u;
+        a[ks][i] = lo | (hi << 16);
+      }
     }
 }
 
 // The same for the 16 rows from row0 of one head of `t` (sequence length seq_len).
-template <int kSteps>
+template <int kSteps, int kVec = 8>
 __device__ __forceinline__ void load_a_fragments_global(u32 (&a)[kSteps][4], const TensorArg& t,
                                                         int batch, int head, int row0, int seq_len,
-                                                        int col0, int valid_cols, int lane) {
-  load_a_fragments_global(a, head_slice<const u16>(t, batch, head) + row0 * t.stride_seq,
-                          t.stride_seq, seq_len - row0, col0, valid_cols, lane);
+                                                        int col0, int valid_cols, int lane,
+                                                        int shift = 0) {
+  load_a_fragments_global<kSteps, kVec>(a, head_slice<const u16>(t, batch, head) +
+                                               row0 * t.stride_seq,
+                                        t.stride_seq, seq_len - row0, col0, valid_cols, lane,
+                                        shift);
 }
 
 // A-fragments for one k step (16 columns) from fp32 accumulators of the same

@@ -139,4 +139,19 @@ __device__ __forceinline__ void copy_core_matrix_tile(u16* tile, const u16* glob
   }
 }
 
+// A head's rows into a core-matrix tile: by copy_core_matrix_tile (issued
+// only), or into a token-row tile (kTokenRows: rows of any alignment) by
+// load_tile_shifted, each row's first element at column `shift`.
+template <int kRows, int kCols, int kVec, int kThreads, bool kTokenRows>
+__device__ __forceinline__ void copy_head_rows(u16* tile, const u16* global, index_t row_stride,
+                                               int valid_rows, int valid_cols, int shift,
+                                               int thread) {
+  if constexpr (kTokenRows)
+    load_tile_shifted<kRows, kCols, kThreads>(tile, global, row_stride, valid_rows, valid_cols,
+                                              shift, thread);
+  else
+    copy_core_matrix_tile<kRows, kCols, kVec, kThreads>(tile, global, row_stride, valid_rows,
+                                                        valid_cols, thread);
+}
+
 }  // namespace flashgen_device

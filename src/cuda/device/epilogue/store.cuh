@@ -83,6 +83,19 @@ __device__ __forceinline__ void store_rows_times(const TensorArg& t, int batch, 
                       shift);
 }
 
+// The same for the columns of a tile from its column tile_col0 on (a
+// warpgroup's half of the head dims, split=dims), whose column `shift` is
+// the output's first (token-row tiles; 0 elsewhere): `cols` columns in all.
+template <int E, int kVec, int kRowTiles, int kNTiles>
+__device__ __forceinline__ void store_tile_columns_times(
+    const TensorArg& t, int batch, int head, int row0, int tile_col0,
+    const float (&acc)[kRowTiles][kNTiles][4], float factor, int valid_rows, int cols, int lane,
+    int shift) {
+  const int first = max_of(tile_col0 - shift, 0);  // the output's first column stored here
+  store_rows_times<E, kVec>(t, batch, head, row0, first, acc, factor, valid_rows, cols - first,
+                            lane, first - tile_col0 + shift);
+}
+
 // The forward's LSE of a warp's rows from row0 (natural log; rows past the
 // sequence end are not written): the first lane of each quad holds its
 // two rows' values per row tile.

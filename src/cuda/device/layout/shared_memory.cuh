@@ -61,6 +61,12 @@ constexpr int token_row_tile_width(int cols, int vec) {
 constexpr int head_tile_width(int cols, int vec, bool token_rows) {
   return token_rows ? token_row_tile_width(cols, vec) : layout_round_up(cols, 16);
 }
+// The width of a split=dims kernel's tile of a head's `cols` columns: a
+// multiple of 32, so that each warpgroup's half is whole k steps (token
+// rows: widened first).
+constexpr int split_dims_tile_width(int cols, int vec, bool token_rows) {
+  return layout_round_up(head_tile_width(cols, vec, token_rows), 32);
+}
 constexpr int forward_value_tile_width(int dim_v, int chunks, int vec, bool token_rows) {
   const int chunk = layout_chunk_width(dim_v, chunks);
   return token_rows ? token_row_tile_width(chunk < dim_v ? chunk : dim_v, vec) : chunk;
@@ -186,11 +192,13 @@ constexpr unsigned long long dims_exchange_bytes(int cols) {
 }
 
 // split=dims (kernels/backward_query/wgmma_split.cuh): q [64][dqk], dO
-// [64][dv] (dims rounded up to 32; a held one a placeholder); `stages`
+// [64][dv] (split_dims_tile_width; a held one a placeholder); `stages`
 // stages of k [cols][dqk], two of v [cols][dv]; lse and dterm [64]; the
-// exchanges; the barriers of the K and the V pipelines.
+// exchanges; the barriers of the K and the V pipelines (on token rows the
+// fixed stages' before them, as deep as V's).
 constexpr unsigned long long backward_query_dims_shared_bytes(const SharedShape& s) {
-  const int dqk = layout_round_up(s.dim_qk, 32), dv = layout_round_up(s.dim_v, 32);
+  const int dqk = split_dims_tile_width(s.dim_qk, s.vec, s.token_rows);
+  const int dv = split_dims_tile_width(s.dim_v, s.vec, s.token_rows);
   const int value_stages = 2;
   return kTileElementBytes *
              ((unsigned long long)held_tile_elements(s.cache_q, s.rows * dqk) +
@@ -198,7 +206,8 @@ constexpr unsigned long long backward_query_dims_shared_bytes(const SharedShape&
               (unsigned long long)s.stages * s.cols * dqk +
               (unsigned long long)value_stages * s.cols * dv) +
          kStatBytes * 2 * s.rows + dims_exchange_bytes(s.cols) +
-         pipeline_barrier_bytes(true, s.stages) + pipeline_barrier_bytes(true, value_stages);
+         pipeline_barrier_bytes(true, s.stages) +
+         (s.token_rows ? 2 : 1) * pipeline_barrier_bytes(true, value_stages);
 }
 
 // ---- backward_key_value and backward_atomic ----
@@ -250,17 +259,18 @@ constexpr unsigned long long backward_key_value_outputs_shared_bytes(const Share
 }
 
 // split=dims (kernels/backward_key_value/wgmma_dims.cuh): k [64][dqk], v
-// [64][dv] (dims rounded up to 32; V held: a placeholder); `stages` stages
+// [64][dv] (split_dims_tile_width; V held: a placeholder); `stages` stages
 // of q [cols][dqk], dO [cols][dv], lse and dterm [cols]; the exchanges; the
-// barriers of one pipeline.
+// barriers of one pipeline (two on token rows, the fixed stages' first).
 constexpr unsigned long long backward_key_value_dims_shared_bytes(const SharedShape& s) {
-  const int dqk = layout_round_up(s.dim_qk, 32), dv = layout_round_up(s.dim_v, 32);
+  const int dqk = split_dims_tile_width(s.dim_qk, s.vec, s.token_rows);
+  const int dv = split_dims_tile_width(s.dim_v, s.vec, s.token_rows);
   const int query_buffers = s.persistent ? 2 : 1;
   return kTileElementBytes * ((unsigned long long)query_buffers * s.rows * dqk +
                               held_tile_elements(s.cache_v, s.rows * dv) +
                               (unsigned long long)s.stages * s.cols * (dqk + dv)) +
          kStatBytes * s.stages * 2ull * s.cols + dims_exchange_bytes(s.cols) +
-         pipeline_barrier_bytes(true, s.stages);
+         producer_barrier_bytes(s, 1, s.stages);
 }
 
 // ---- fp32 (kernels/f32/) ----

@@ -245,9 +245,20 @@ struct FixedStages<true, kStages> {
   // own stores) on the stage's `fixed` barrier.
   template <class Fix>
   __device__ __forceinline__ void fix_each(StagePipeline<kStages>& landed, int n_blocks, Fix fix) {
-    for (int j = 0; j < n_blocks; ++j) {
+    fix_each_block(n_blocks, [&](int j) {
       landed.wait_full(j);
       fix(j % kStages);
+    });
+  }
+
+  // The same where the tiles of a block land in pipelines of their own,
+  // each at least kStages deep (one refills a stage only once the computing
+  // warps have released it, after their wait here for the block it held):
+  // land_and_fix(j) waits for block j's copies and zeroes them.
+  template <class LandAndFix>
+  __device__ __forceinline__ void fix_each_block(int n_blocks, LandAndFix land_and_fix) {
+    for (int j = 0; j < n_blocks; ++j) {
+      land_and_fix(j);
       fixed.signal_full(j);
     }
   }

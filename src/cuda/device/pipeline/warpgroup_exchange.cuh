@@ -19,6 +19,7 @@
 
 #include "common.cuh"
 #include "arch/wgmma.cuh"
+#include "layout/shared_memory.cuh"
 #include "pipeline/producer_pipeline.cuh"
 #include "pipeline/warp_specialized.cuh"
 
@@ -29,18 +30,23 @@ constexpr int kWarpgroupThreads = 128;
 // The shape the split=dims kernels (key/value and query side) share: two
 // computing warpgroups over the CTA's 64 rows beside a producer warpgroup,
 // each contracting over half of the head dims (widths rounded up to 32, so
-// that each half is whole k steps); the traversed tiles copied by TMA.
+// that each half is whole k steps); the traversed tiles copied by TMA, on
+// rows that are not 16-byte aligned through their token-row views (the
+// tiles widened, a head's columns from its shift on; the producer
+// warpgroup's second warp zeroes the other heads' columns of each stage).
 template <class C>
 struct SplitDimsShape {
   static constexpr int E = C::kElement;
   static constexpr int kBlockM = 64;  // rows per CTA, shared by both warpgroups
   static constexpr int kBlockN = C::kBlockN;
-  static constexpr int kDimQK = round_up(C::kDimQK, 32), kDimV = round_up(C::kDimV, 32);
+  static constexpr bool kTokenRows = C::kVec < 8;
+  static constexpr int kDimQK = split_dims_tile_width(C::kDimQK, C::kVec, kTokenRows);
+  static constexpr int kDimV = split_dims_tile_width(C::kDimV, C::kVec, kTokenRows);
   static constexpr int kHalfQK = kDimQK / 2, kHalfV = kDimV / 2;
   static constexpr int kConsumerWarps = C::kWarps;
   static constexpr int kBothGroups = 2 * kWarpgroupThreads;
-  static_assert(C::kTma && C::kVec == 8, "the traversed tiles are copied by TMA");
-  typedef WarpSpecialized<C::kWarps, true> Roles;
+  static_assert(C::kTma && C::kVec >= 1, "the traversed tiles are copied by TMA");
+  typedef WarpSpecialized<C::kWarps, true, kTokenRows ? 32 : 24> Roles;
   typedef typename Roles::Registers Registers;
   typedef TraversedTile<kBlockN, kDimQK, true, C::kSwizzle> TraversedQK;  // Q's or K's
   typedef TraversedTile<kBlockN, kDimV, true, C::kSwizzle> TraversedV;    // dO's or V's

@@ -6,6 +6,7 @@
 
 #include "common.cuh"
 #include "copy/tile_copy.cuh"
+#include "arch/wgmma.cuh"
 #include "softmax/mask.cuh"
 #include "softmax/row_stats.cuh"
 #include "softmax/softmax.cuh"
@@ -57,17 +58,10 @@ __device__ __forceinline__ void copy_key_value_rows(u16* k_tile, u16* v_tile,
                                                     HeadShifts shifts = {0, 0}) {
   const u16* k = head_slice<const u16>(p.k, batch, kv_head) + key0 * p.k.stride_seq;
   const u16* v = head_slice<const u16>(p.v, batch, kv_head) + key0 * p.v.stride_seq;
-  if constexpr (kTokenRows) {
-    load_tile_shifted<kKeyRows, kTileQK, kThreads>(k_tile, k, p.k.stride_seq, p.seq_kv - key0,
-                                                   C::kDimQK, shifts.qk, thread);
-    load_tile_shifted<kKeyRows, kTileV, kThreads>(v_tile, v, p.v.stride_seq, p.seq_kv - key0,
-                                                  C::kDimV, shifts.v, thread);
-  } else {
-    copy_core_matrix_tile<kKeyRows, kTileQK, C::kVec, kThreads>(k_tile, k, p.k.stride_seq,
-                                                                p.seq_kv - key0, C::kDimQK, thread);
-    copy_core_matrix_tile<kKeyRows, kTileV, C::kVec, kThreads>(v_tile, v, p.v.stride_seq,
-                                                               p.seq_kv - key0, C::kDimV, thread);
-  }
+  copy_head_rows<kKeyRows, kTileQK, C::kVec, kThreads, kTokenRows>(
+      k_tile, k, p.k.stride_seq, p.seq_kv - key0, C::kDimQK, shifts.qk, thread);
+  copy_head_rows<kKeyRows, kTileV, C::kVec, kThreads, kTokenRows>(
+      v_tile, v, p.v.stride_seq, p.seq_kv - key0, C::kDimV, shifts.v, thread);
 }
 
 }  // namespace flashgen_device

@@ -29,6 +29,13 @@
 // Q's, and shared memory bandwidth, not the tensor cores, set the pace. A
 // V in registers also leaves V's tile out of shared memory, room for a
 // deeper pipeline.
+//
+// Rows that are not 16-byte aligned (odd head dims) go by TMA too where the
+// heads are adjacent in each token's row and every key/value head has one
+// query head, as in kernels/backward_key_value/wgmma_producer.cuh: Q and dO
+// through token-row views, K and dK shifted as Q, V and dV as dO, and the
+// producer warpgroup's second warp zeroes the other heads' columns of each
+// Q and dO stage.
 #pragma once
 
 #include "kernels/backward_key_value/wgmma_producer.cuh"
@@ -41,7 +48,8 @@
 namespace flashgen_device {
 
 // C (generated): kElement, kDimQK, kDimV, kWarps (8: two computing
-// warpgroups), kBlockN, kVec (8), kCausal, kTma (true), kSwizzle, kStages,
+// warpgroups), kBlockN, kVec (8; 4, 2 or 1: token rows), kCausal, kTma
+// (true), kSwizzle, kStages,
 // kHeadChunks (2: the dV and the dK CTA of each key block), kCacheK (the
 // dV CTA's K in registers), kCacheV (the dK CTA's V in registers).
 template <class C>
@@ -51,7 +59,7 @@ struct BackwardKeyValueWgmmaDims : BackwardKeyValueWgmmaDimsSteps<C> {
   using Steps::kHalfV, Steps::kStages, Steps::kQueryTiles, Steps::kConsumerWarps;
   using Steps::kBothGroups, Steps::kKeysInRegisters, Steps::kValuesInRegisters;
   using Steps::kKeyTileElements, Steps::kValueTileElements, Steps::kScoreFloats;
-  using Steps::kFragmentWords, Steps::kPartialsBarrier, Steps::kFragmentsBarrier;
+  using Steps::kFragmentWords, Steps::kPartialsBarrier, Steps::kFragmentsBarrier, Steps::kTokenRows;
   using typename Steps::Roles, typename Steps::Registers, typename Steps::Traversal;
   using typename Steps::Queries, typename Steps::GradOs, typename Steps::SharedStorage;
   using Steps::key_half_descriptor, Steps::value_half_descriptor, Steps::query_half;
@@ -67,21 +75,26 @@ struct BackwardKeyValueWgmmaDims : BackwardKeyValueWgmmaDimsSteps<C> {
     const int kv_head = tile.head, batch = tile.batch, key0 = tile.row0;
     const bool grad_keys = tile.chunk == 1;  // this CTA's output: dK, else dV
     const Traversal walk = Traversal::template of<C>(p, tile, kBlockM);
+    // Token rows: one query head, the kv head's (the host's rule).
+    const HeadShifts shifts = head_shifts<C, kTokenRows>(walk.first_head);  // Q's and dO's
 
-    if (thread == 0) smem.pipeline.init(kConsumerWarps * 32, kQueryBlockArrivals);
+    if (thread == 0) {
+      smem.pipeline.init(kConsumerWarps * 32, kQueryBlockArrivals);
+      if constexpr (kTokenRows) smem.fixed.init(1, 32);  // each lane of the fixing warp
+    }
     if (warp < kConsumerWarps) {
       const u16* k = head_slice<const u16>(p.k, batch, kv_head) + key0 * p.k.stride_seq;
       if (grad_keys || !kKeysInRegisters)
-        copy_core_matrix_tile<kBlockM, kDimQK, C::kVec, kBothGroups>(
-            smem.k, k, p.k.stride_seq, p.seq_kv - key0, C::kDimQK, thread);
+        copy_head_rows<kBlockM, kDimQK, C::kVec, kBothGroups, kTokenRows>(
+            smem.k, k, p.k.stride_seq, p.seq_kv - key0, C::kDimQK, shifts.qk, thread);
       if (grad_keys && !kValuesInRegisters) {
         const u16* v = head_slice<const u16>(p.v, batch, kv_head) + key0 * p.v.stride_seq;
-        copy_core_matrix_tile<kBlockM, kDimV, C::kVec, kBothGroups>(
-            smem.v, v, p.v.stride_seq, p.seq_kv - key0, C::kDimV, thread);
+        copy_head_rows<kBlockM, kDimV, C::kVec, kBothGroups, kTokenRows>(
+            smem.v, v, p.v.stride_seq, p.seq_kv - key0, C::kDimV, shifts.v, thread);
       }
     }
     if (!start_query_block_producer<kDimQK, kDimV, C::kDimQK, C::kDimV, C::kSwizzle, Roles,
-                                    false>(smem, maps, p, walk, batch, HeadShifts{0, 0}, thread))
+                                    kTokenRows>(smem, maps, p, walk, batch, shifts, thread))
       return;
     // The warpgroup, broadcast so that the compiler sees a warp-uniform
     // value: the branches on it hold wgmma instructions.
@@ -90,22 +103,18 @@ struct BackwardKeyValueWgmmaDims : BackwardKeyValueWgmmaDimsSteps<C> {
     const int warp_key0 = key0 + (warp & 3) * 16;  // both warpgroups cover the same keys
     if (grad_keys) {
       float dk[1][kHalfQK / 8][4];
-      accumulate_keys(smem, p, walk, dk, batch, kv_head, group, group_thread, warp_key0, lane);
-      const float scale[1][2] = {{p.scale, p.scale}};
-      const int col0 = group * kHalfQK;
-      store_acc_tile<E, C::kVec>(head_slice<u16>(p.grad_k, batch, kv_head) +
-                                     warp_key0 * p.grad_k.stride_seq + col0 * p.grad_k.stride_dim,
-                                 p.grad_k.stride_seq, p.grad_k.stride_dim, dk, scale,
-                                 p.seq_kv - warp_key0, C::kDimQK - col0, lane);
+      accumulate_keys(smem, p, walk, dk, batch, kv_head, shifts, group, group_thread, warp_key0,
+                      lane);
+      store_tile_columns_times<E, C::kVec>(p.grad_k, batch, kv_head, warp_key0, group * kHalfQK,
+                                           dk, p.scale, p.seq_kv - warp_key0, C::kDimQK, lane,
+                                           shifts.qk);
     } else {
       float dv[1][kHalfV / 8][4];
-      accumulate_values(smem, p, walk, dv, batch, kv_head, group, group_thread, warp_key0, lane);
-      const float ones[1][2] = {{1.0f, 1.0f}};
-      const int col0 = group * kHalfV;
-      store_acc_tile<E, C::kVec>(head_slice<u16>(p.grad_v, batch, kv_head) +
-                                     warp_key0 * p.grad_v.stride_seq + col0 * p.grad_v.stride_dim,
-                                 p.grad_v.stride_seq, p.grad_v.stride_dim, dv, ones,
-                                 p.seq_kv - warp_key0, C::kDimV - col0, lane);
+      accumulate_values(smem, p, walk, dv, batch, kv_head, shifts, group, group_thread, warp_key0,
+                        lane);
+      store_tile_columns_times<E, C::kVec>(p.grad_v, batch, kv_head, warp_key0, group * kHalfV,
+                                           dv, 1.0f, p.seq_kv - warp_key0, C::kDimV, lane,
+                                           shifts.v);
     }
   }
 
@@ -114,14 +123,16 @@ struct BackwardKeyValueWgmmaDims : BackwardKeyValueWgmmaDimsSteps<C> {
                                                            const AttentionParams& p,
                                                            const Traversal& walk,
                                                            float (&dv)[1][kHalfV / 8][4], int batch,
-                                                           int kv_head, int group, int group_thread,
+                                                           int kv_head, const HeadShifts& shifts,
+                                                           int group, int group_thread,
                                                            int warp_key0, int lane) {
     const u64 k_desc = key_half_descriptor(smem, group);
     const int q_half = query_half(group), o_half = grad_o_half(group);
     u32 k_frag[kHalfQK / 16][4];  // unused (no registers) unless K is held
     if constexpr (kKeysInRegisters)
-      load_a_fragments_global(k_frag, p.k, batch, kv_head, warp_key0, p.seq_kv, group * kHalfQK,
-                              C::kDimQK, lane);
+      load_a_fragments_global<kHalfQK / 16, C::kVec>(k_frag, p.k, batch, kv_head, warp_key0,
+                                                     p.seq_kv, group * kHalfQK, C::kDimQK, lane,
+                                                     shifts.qk);
     traverse(
         smem, walk.total, dv,
         [&](float(&st)[1][kQueryTiles][4], float(&)[1][kQueryTiles][4], int j) {
@@ -145,15 +156,17 @@ struct BackwardKeyValueWgmmaDims : BackwardKeyValueWgmmaDimsSteps<C> {
                                                          const AttentionParams& p,
                                                          const Traversal& walk,
                                                          float (&dk)[1][kHalfQK / 8][4], int batch,
-                                                         int kv_head, int group, int group_thread,
+                                                         int kv_head, const HeadShifts& shifts,
+                                                         int group, int group_thread,
                                                          int warp_key0, int lane) {
     const u64 k_desc = key_half_descriptor(smem, group);
     const u64 v_desc = value_half_descriptor(smem, group);
     const int q_half = query_half(group), o_half = grad_o_half(group);
     u32 v_frag[kHalfV / 16][4];  // unused (no registers) unless V is held
     if constexpr (kValuesInRegisters)
-      load_a_fragments_global(v_frag, p.v, batch, kv_head, warp_key0, p.seq_kv, group * kHalfV,
-                              C::kDimV, lane);
+      load_a_fragments_global<kHalfV / 16, C::kVec>(v_frag, p.v, batch, kv_head, warp_key0,
+                                                    p.seq_kv, group * kHalfV, C::kDimV, lane,
+                                                    shifts.v);
     // dPᵀ (then dSᵀ, the product's A operand) first, Sᵀ (then Pᵀ) second.
     traverse(
         smem, walk.total, dk,
@@ -191,7 +204,7 @@ struct BackwardKeyValueWgmmaDims : BackwardKeyValueWgmmaDimsSteps<C> {
     zero(acc);
     u32 frag[kBlockN / 16][1][4];  // block j−1's A fragments
     if (total > 0) {
-      smem.pipeline.wait_full(0);
+      query_block_ready<kTokenRows>(smem, 0);
       float a[1][kQueryTiles][4], b[1][kQueryTiles][4];
       wgmma_fence();
       gemms(a, b, 0);
@@ -203,7 +216,7 @@ struct BackwardKeyValueWgmmaDims : BackwardKeyValueWgmmaDimsSteps<C> {
       pack_and_exchange(smem, frag, a, group, group_thread);
     }
     for (int j = 1; j < total; ++j) {
-      smem.pipeline.wait_full(j);
+      query_block_ready<kTokenRows>(smem, j);
       float a[1][kQueryTiles][4], b[1][kQueryTiles][4];
       fence_registers(flat(acc));
       wgmma_fence();

@@ -37,11 +37,15 @@ struct BackwardKeyValueWgmmaDimsSteps : SplitDimsShape<C> {
   static constexpr int kScoreFloats = other_rows_floats<kQueryTiles>();
   static constexpr int kFragmentWords = own_words<kBlockN / 16>();
 
-  struct SharedStorage : KeyValueWgmmaTiles<kKeyTileElements, kValueTileElements, kBlockN, kDimQK,
-                                            kDimV, kStages> {
+  struct Tiles : KeyValueWgmmaTiles<kKeyTileElements, kValueTileElements, kBlockN, kDimQK, kDimV,
+                                     kStages> {
     float partial[2][2 * kScoreFloats][kWarpgroupThreads];
     u32 fragments[2][kFragmentWords][kWarpgroupThreads];
-    StagePipeline<kStages> pipeline;  // a full and an empty barrier per stage
+  };
+  // The tiles, (token rows) the fixed stages' barriers, then a full and an
+  // empty barrier per stage.
+  struct SharedStorage : Tiles, FixedStages<Shape::kTokenRows, kStages> {
+    StagePipeline<kStages> pipeline;
   };
 
   // Named barriers of the exchanges (0 is __syncthreads').

@@ -92,19 +92,11 @@ struct BackwardQueryWgmmaProducer {
       const u16* q = head_slice<const u16>(p.q, batch, head) + row0 * p.q.stride_seq;
       const u16* grad_o = head_slice<const u16>(p.grad_o, batch, head) + row0 * p.grad_o.stride_seq;
       const u16* o = head_slice<const u16>(p.o, batch, head) + row0 * p.o.stride_seq;
-      if constexpr (kTokenRows) {  // shifted as K and V are
-        load_tile_shifted<kBlockM, kDimQK, kConsumerThreads>(smem.q, q, p.q.stride_seq,
-                                                             p.seq_q - row0, C::kDimQK,
-                                                             shifts.qk, thread);
-        load_tile_shifted<kBlockM, kDimV, kConsumerThreads>(smem.grad_o, grad_o,
-                                                            p.grad_o.stride_seq, p.seq_q - row0,
-                                                            C::kDimV, shifts.v, thread);
-      } else {
-        copy_core_matrix_tile<kBlockM, kDimQK, C::kVec, kConsumerThreads>(
-            smem.q, q, p.q.stride_seq, p.seq_q - row0, C::kDimQK, thread);
-        copy_core_matrix_tile<kBlockM, kDimV, C::kVec, kConsumerThreads>(
-            smem.grad_o, grad_o, p.grad_o.stride_seq, p.seq_q - row0, C::kDimV, thread);
-      }
+      // Token rows: shifted as K and V are.
+      copy_head_rows<kBlockM, kDimQK, C::kVec, kConsumerThreads, kTokenRows>(
+          smem.q, q, p.q.stride_seq, p.seq_q - row0, C::kDimQK, shifts.qk, thread);
+      copy_head_rows<kBlockM, kDimV, C::kVec, kConsumerThreads, kTokenRows>(
+          smem.grad_o, grad_o, p.grad_o.stride_seq, p.seq_q - row0, C::kDimV, shifts.v, thread);
       // Dterm and L2 of the CTA's rows while Q and dO stream in.
       stage_query_rows<Base::E, C::kDimV, kBlockM, kConsumerWarps>(
           p, batch, head, row0, grad_o, o, smem.dterm, smem.lse_log2, true, warp, lane);

@@ -24,6 +24,13 @@
 // memory (Dqk / 4, Dv / 4 registers a thread beside half of dQ), so those
 // GEMMs read only the key (value) tile from shared memory, and the held
 // tile leaves shared memory (as the key/value kernel's cache=K / cache=V).
+//
+// Rows that are not 16-byte aligned (odd head dims) go by TMA too where the
+// heads are adjacent in each token's row, as in kernels/backward_query/
+// wgmma_producer.cuh: K and V through token-row views from the 32-byte
+// boundary before the key/value head's columns, Q and dQ shifted as K, dO
+// as V, and the producer warpgroup's second warp zeroes the other heads'
+// columns of each K and V stage before the computing warps read it.
 #pragma once
 
 #include "kernels/backward_query/wgmma.cuh"
@@ -37,8 +44,9 @@
 namespace flashgen_device {
 
 // C (generated): kElement, kDimQK, kDimV, kWarps (8: two computing
-// warpgroups), kBlockN, kVec (8), kCausal, kTma (true), kSwizzle,
-// kKeyStages, kValueStages, kCacheQ and kCacheGradO (Q, dO in registers).
+// warpgroups), kBlockN, kVec (8; 4, 2 or 1: token rows), kCausal, kTma
+// (true), kSwizzle, kKeyStages, kValueStages, kCacheQ and kCacheGradO (Q,
+// dO in registers).
 template <class C>
 struct BackwardQueryWgmmaSplit : BackwardQueryWgmmaSplitSteps<C> {
   typedef BackwardQueryWgmmaSplitSteps<C> Steps;
@@ -48,16 +56,18 @@ struct BackwardQueryWgmmaSplit : BackwardQueryWgmmaSplitSteps<C> {
   using Steps::kQueriesInRegisters, Steps::kGradOsInRegisters, Steps::kQueryTileElements;
   using Steps::kGradOTileElements, Steps::kPartialFloats, Steps::kGradWords;
   using Steps::kPartialsBarrier, Steps::kGradScoresBarrier;
-  using Steps::kSliceCols, Steps::kKeySlices, Steps::kValueSlices;
+  using Steps::kSliceCols, Steps::kTokenRows;
   using typename Steps::Roles, typename Steps::Registers, typename Steps::Keys;
   using typename Steps::Values, typename Steps::SharedStorage;
   using Steps::half_scores, Steps::half_contraction, Steps::half_product;
 
   // BackwardQueryWgmma over one warpgroup's half of the head dims: its
   // masking, P and dS, fragment packing and stores.
+  // (Its tiles are this kernel's, so it reads them as 16-byte rows.)
   struct HalfConfig : C {
     static constexpr int kDimQK = BackwardQueryWgmmaSplit::kHalfQK;
     static constexpr int kDimV = BackwardQueryWgmmaSplit::kHalfV;
+    static constexpr int kVec = 8;
   };
   typedef BackwardQueryWgmma<HalfConfig> Half;
 
@@ -68,32 +78,40 @@ struct BackwardQueryWgmmaSplit : BackwardQueryWgmmaSplitSteps<C> {
     const CtaTile tile = query_tile<kBlockM, 1, false, C::kCausal>(p);
     const int head = tile.head, kv_head = tile.kv_head, batch = tile.batch, row0 = tile.row0;
     const BlockRange blocks = key_blocks_for_rows<C, kBlockN>(p, row0, kBlockM, batch, head);
+    const HeadShifts shifts = head_shifts<C, kTokenRows>(kv_head);  // K's and V's
 
     if (thread == 0) {
       smem.keys.init(kConsumerWarps);
       smem.values.init(kConsumerWarps);
+      if constexpr (kTokenRows) smem.fixed.init(1, 32);  // each lane of the fixing warp
     }
     if (warp < kConsumerWarps) {
       const u16* q = head_slice<const u16>(p.q, batch, head) + row0 * p.q.stride_seq;
       const u16* grad_o = head_slice<const u16>(p.grad_o, batch, head) + row0 * p.grad_o.stride_seq;
       const u16* o = head_slice<const u16>(p.o, batch, head) + row0 * p.o.stride_seq;
+      // Token rows: shifted as K and V are.
       if (!kQueriesInRegisters)
-        copy_core_matrix_tile<kBlockM, kDimQK, C::kVec, kBothGroups>(
-            smem.q, q, p.q.stride_seq, p.seq_q - row0, C::kDimQK, thread);
+        copy_head_rows<kBlockM, kDimQK, C::kVec, kBothGroups, kTokenRows>(
+            smem.q, q, p.q.stride_seq, p.seq_q - row0, C::kDimQK, shifts.qk, thread);
       if (!kGradOsInRegisters)
-        copy_core_matrix_tile<kBlockM, kDimV, C::kVec, kBothGroups>(
-            smem.grad_o, grad_o, p.grad_o.stride_seq, p.seq_q - row0, C::kDimV, thread);
+        copy_head_rows<kBlockM, kDimV, C::kVec, kBothGroups, kTokenRows>(
+            smem.grad_o, grad_o, p.grad_o.stride_seq, p.seq_q - row0, C::kDimV, shifts.v,
+            thread);
       // Dterm and L2 of the CTA's rows while Q and dO stream in.
       stage_query_rows<E, C::kDimV, kBlockM, kConsumerWarps>(
           p, batch, head, row0, grad_o, o, smem.dterm, smem.lse_log2, true, warp, lane);
     }
-    zero_columns_from<kBlockN, kDimQK>(smem.k, kKeySlices * kSliceCols, thread,
-                                       Registers::kThreads);
-    zero_columns_from<kBlockN, kDimV>(smem.v, kValueSlices * kSliceCols, thread,
-                                      Registers::kThreads);
+    zero_columns_from<kBlockN, kDimQK>(
+        smem.k, slices_holding<kSliceCols>(shifts.qk, C::kDimQK) * kSliceCols, thread,
+        Registers::kThreads);
+    zero_columns_from<kBlockN, kDimV>(
+        smem.v, slices_holding<kSliceCols>(shifts.v, C::kDimV) * kSliceCols, thread,
+        Registers::kThreads);
     if (Roles::split_roles(warp)) {  // Q, dO and the row stats are ready after it
       if (Roles::copies(warp) && Roles::producer_thread(thread) == 0)
-        produce(smem, maps, batch, kv_head, blocks);
+        produce(smem, maps, batch, kv_head, blocks, shifts);
+      if constexpr (kTokenRows)
+        if (Roles::fixes(warp)) fix_stages(smem, shifts, blocks.count(), lane);
       return;
     }
     // The warpgroup, broadcast so that the compiler sees a warp-uniform
@@ -102,32 +120,66 @@ struct BackwardQueryWgmmaSplit : BackwardQueryWgmmaSplitSteps<C> {
     const int group_thread = thread & (kGroupThreads - 1);
     const int warp_row0 = row0 + (warp & 3) * 16;  // both warpgroups cover the same rows
     float dq[1][kHalfQK / 8][4];
-    traverse(smem, p, blocks, dq, batch, head, group, group_thread, warp & 3, warp_row0, lane);
-    const float scale[1][2] = {{p.scale, p.scale}};
-    const int col0 = group * kHalfQK;
-    store_acc_tile<E, C::kVec>(head_slice<u16>(p.grad_q, batch, head) +
-                                   warp_row0 * p.grad_q.stride_seq + col0 * p.grad_q.stride_dim,
-                               p.grad_q.stride_seq, p.grad_q.stride_dim, dq, scale,
-                               p.seq_q - warp_row0, C::kDimQK - col0, lane);
+    traverse(smem, p, blocks, dq, batch, head, shifts, group, group_thread, warp & 3, warp_row0,
+             lane);
+    store_tile_columns_times<E, C::kVec>(p.grad_q, batch, head, warp_row0, group * kHalfQK, dq,
+                                         p.scale, p.seq_q - warp_row0, C::kDimQK, lane, shifts.qk);
   }
 
   // The producer warp's first lane: K[j] and V[j] (block j of `blocks`) into
-  // their pipelines, each
-  // tensor's whole slices in one TMA copy (rows past the sequence end arrive
-  // as zeros).
+  // their pipelines, each tensor's whole slices in one TMA copy (token rows:
+  // a copy per slice of the key/value head's columns); rows past the
+  // sequence end arrive as zeros.
   static __device__ __forceinline__ void produce(SharedStorage& smem,
                                                  const TraversedTensorMaps& maps, int batch,
-                                                 int kv_head, BlockRange blocks) {
+                                                 int kv_head, BlockRange blocks,
+                                                 const HeadShifts& shifts) {
     for (int j = 0; j < blocks.count(); ++j) {
       const int key0 = (blocks.first + j) * kBlockN;
+      u16* k = smem.k[j % kKeyStages];
+      u16* v = smem.v[j % kValueStages];
       smem.keys.wait_empty(j);
-      tma_load_announced_tile<kBlockN, kSliceCols, C::kDimQK>(
-          smem.k[j % kKeyStages], &maps.first_sliced, &maps.first, key0, kv_head, batch,
-          smem.keys.full_barrier(j));
+      if constexpr (kTokenRows)
+        tma_load_announced_token_row_slices<kBlockN, kSliceCols>(
+            k, &maps.first, slices_holding<kSliceCols>(shifts.qk, C::kDimQK),
+            kv_head * C::kDimQK - shifts.qk, key0, batch, smem.keys.full_barrier(j));
+      else
+        tma_load_announced_tile<kBlockN, kSliceCols, C::kDimQK>(
+            k, &maps.first_sliced, &maps.first, key0, kv_head, batch, smem.keys.full_barrier(j));
       smem.values.wait_empty(j);
-      tma_load_announced_tile<kBlockN, kSliceCols, C::kDimV>(
-          smem.v[j % kValueStages], &maps.second_sliced, &maps.second, key0, kv_head, batch,
-          smem.values.full_barrier(j));
+      if constexpr (kTokenRows)
+        tma_load_announced_token_row_slices<kBlockN, kSliceCols>(
+            v, &maps.second, slices_holding<kSliceCols>(shifts.v, C::kDimV),
+            kv_head * C::kDimV - shifts.v, key0, batch, smem.values.full_barrier(j));
+      else
+        tma_load_announced_tile<kBlockN, kSliceCols, C::kDimV>(
+            v, &maps.second_sliced, &maps.second, key0, kv_head, batch,
+            smem.values.full_barrier(j));
+    }
+  }
+
+  // The fixing warp (token rows): the other heads' columns of K[j] and V[j]
+  // become zero once both have landed.
+  static __device__ __forceinline__ void fix_stages(SharedStorage& smem, const HeadShifts& shifts,
+                                                    int n_blocks, int lane) {
+    smem.fix_each_block(n_blocks, [&](int j) {
+      smem.keys.wait_full(j);
+      smem.values.wait_full(j);
+      zero_neighbour_columns<kBlockN, kSliceCols>(smem.k[j % kKeyStages], shifts.qk, C::kDimQK,
+                                                  lane, 32);
+      zero_neighbour_columns<kBlockN, kSliceCols>(smem.v[j % kValueStages], shifts.v, C::kDimV,
+                                                  lane, 32);
+    });
+  }
+
+  // A computing warp: returns once K[j] and V[j] are in their stages (token
+  // rows: and fixed).
+  static __device__ __forceinline__ void block_ready(SharedStorage& smem, int j) {
+    if constexpr (kTokenRows) {
+      smem.fixed.wait_full(j);
+    } else {
+      smem.keys.wait_full(j);
+      smem.values.wait_full(j);
     }
   }
 
@@ -137,8 +189,9 @@ struct BackwardQueryWgmmaSplit : BackwardQueryWgmmaSplitSteps<C> {
   // no wgmma sits in a branch.
   static __device__ __forceinline__ void traverse(SharedStorage& smem, const AttentionParams& p,
                                                   BlockRange blocks, float (&dq)[1][kHalfQK / 8][4],
-                                                  int batch, int head, int group, int group_thread,
-                                                  int warp_in_group, int warp_row0, int lane) {
+                                                  int batch, int head, const HeadShifts& shifts,
+                                                  int group, int group_thread, int warp_in_group,
+                                                  int warp_row0, int lane) {
     // This warpgroup's half of the contraction: columns g·kHalfQK on of Q
     // and K (of dQ too), g·kHalfV on of dO and V.
     const u64 q_desc = matrix_descriptor(smem.q + 8 * group * kHalfQK, 128, kDimQK * 16);
@@ -149,11 +202,12 @@ struct BackwardQueryWgmmaSplit : BackwardQueryWgmmaSplitSteps<C> {
     // registers, unless held).
     u32 q_frag[kHalfQK / 16][4], grad_o_frag[kHalfV / 16][4];
     if constexpr (kQueriesInRegisters)
-      load_a_fragments_global(q_frag, p.q, batch, head, warp_row0, p.seq_q, group * kHalfQK,
-                              C::kDimQK, lane);
+      load_a_fragments_global<kHalfQK / 16, C::kVec>(q_frag, p.q, batch, head, warp_row0, p.seq_q,
+                                                     group * kHalfQK, C::kDimQK, lane, shifts.qk);
     if constexpr (kGradOsInRegisters)
-      load_a_fragments_global(grad_o_frag, p.grad_o, batch, head, warp_row0, p.seq_q,
-                              group * kHalfV, C::kDimV, lane);
+      load_a_fragments_global<kHalfV / 16, C::kVec>(grad_o_frag, p.grad_o, batch, head,
+                                                    warp_row0, p.seq_q, group * kHalfV, C::kDimV,
+                                                    lane, shifts.v);
     float l2_of_row[1][2], dterm_of_row[1][2];
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
@@ -167,8 +221,7 @@ struct BackwardQueryWgmmaSplit : BackwardQueryWgmmaSplitSteps<C> {
     const ScoreSite site = score_site<C>(p, batch, head);
 
     if (n_blocks > 0) {
-      smem.keys.wait_full(0);
-      smem.values.wait_full(0);
+      block_ready(smem, 0);
       float s[1][kKeyTiles][4], dp[1][kKeyTiles][4];
       wgmma_fence();
       half_scores(s, dp, q_desc, grad_o_desc, q_frag, grad_o_frag, smem.k[0], smem.v[0], key_half,
@@ -182,8 +235,7 @@ struct BackwardQueryWgmmaSplit : BackwardQueryWgmmaSplitSteps<C> {
                    group_thread, warp_row0, lane, site);
     }
     for (int n_block = 1; n_block < n_blocks; ++n_block) {
-      smem.keys.wait_full(n_block);
-      smem.values.wait_full(n_block);
+      block_ready(smem, n_block);
       float s[1][kKeyTiles][4], dp[1][kKeyTiles][4];
       fence_registers(flat(dq));
       wgmma_fence();

@@ -37,7 +37,7 @@ struct BackwardQueryWgmmaSplitSteps : SplitDimsShape<C> {
   static constexpr int kPartialFloats = 2 * other_rows_floats<kKeyTiles>();
   static constexpr int kGradWords = own_words<kBlockN / 16>();
 
-  struct SharedStorage {
+  struct Tiles {
     u16 q[kQueryTileElements];  // core-matrix layout (arch/wgmma.cuh)
     u16 grad_o[kGradOTileElements];
     u16 k[kKeyStages][kBlockN * kDimQK];  // TMA's layout (TraversedTile)
@@ -48,6 +48,10 @@ struct BackwardQueryWgmmaSplitSteps : SplitDimsShape<C> {
     // writes again only after the barrier that follows the other's read.
     float partial[2][kPartialFloats][kGroupThreads];
     u32 grad_scores[2][kGradWords][kGroupThreads];
+  };
+  // The tiles, (token rows) the fixed stages' barriers (as deep as V's
+  // pipeline, the shallower), then the K and the V pipelines.
+  struct SharedStorage : Tiles, FixedStages<Shape::kTokenRows, kValueStages> {
     StagePipeline<kKeyStages> keys;
     StagePipeline<kValueStages> values;
   };
@@ -56,8 +60,6 @@ struct BackwardQueryWgmmaSplitSteps : SplitDimsShape<C> {
   static constexpr int kPartialsBarrier = 1, kGradScoresBarrier = 2;
 
   static constexpr int kSliceCols = tma_slice_columns(C::kSwizzle);
-  static constexpr int kKeySlices = ceil_div(C::kDimQK, kSliceCols);
-  static constexpr int kValueSlices = ceil_div(C::kDimV, kSliceCols);
 
   // Issues S_g = Q_g·K_gᵀ and dP_g = dO_g·V_gᵀ (overwriting s, dp): Q and
   // dO from shared memory or their held fragments, K and V read K-major,
