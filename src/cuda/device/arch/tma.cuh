@@ -251,6 +251,23 @@ __device__ __forceinline__ void tma_load_announced_tile(u16* tile, const TensorM
   tma_load_tile<kRows, kSliceCols, kCols>(tile, sliced, map, row0, head, batch, full);
 }
 
+// A head's tile either way: on 16-byte rows as above, on token rows
+// (kTokenRows; `map` a token-row view) the slices holding its kCols columns
+// from the 32-byte boundary `shift` columns before its first, announced
+// the same way.
+template <int kRows, int kSliceCols, int kCols, bool kTokenRows>
+__device__ __forceinline__ void tma_load_announced_head_tile(u16* tile, const TensorMap* sliced,
+                                                             const TensorMap* map, int row0,
+                                                             int head, int batch, int shift,
+                                                             u64* full) {
+  if constexpr (kTokenRows)
+    tma_load_announced_token_row_slices<kRows, kSliceCols>(
+        tile, map, slices_holding<kSliceCols>(shift, kCols), head * kCols - shift, row0, batch,
+        full);
+  else
+    tma_load_announced_tile<kRows, kSliceCols, kCols>(tile, sliced, map, row0, head, batch, full);
+}
+
 // One traversed block of both tensors of `maps` (rows row0 on, of one head
 // and batch; all kFirstCols and kSecondCols columns) into its stage's
 // tiles: announces the bytes of both on `full` (with the caller's one

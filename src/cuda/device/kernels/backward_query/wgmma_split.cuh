@@ -136,25 +136,14 @@ struct BackwardQueryWgmmaSplit : BackwardQueryWgmmaSplitSteps<C> {
                                                  const HeadShifts& shifts) {
     for (int j = 0; j < blocks.count(); ++j) {
       const int key0 = (blocks.first + j) * kBlockN;
-      u16* k = smem.k[j % kKeyStages];
-      u16* v = smem.v[j % kValueStages];
       smem.keys.wait_empty(j);
-      if constexpr (kTokenRows)
-        tma_load_announced_token_row_slices<kBlockN, kSliceCols>(
-            k, &maps.first, slices_holding<kSliceCols>(shifts.qk, C::kDimQK),
-            kv_head * C::kDimQK - shifts.qk, key0, batch, smem.keys.full_barrier(j));
-      else
-        tma_load_announced_tile<kBlockN, kSliceCols, C::kDimQK>(
-            k, &maps.first_sliced, &maps.first, key0, kv_head, batch, smem.keys.full_barrier(j));
+      tma_load_announced_head_tile<kBlockN, kSliceCols, C::kDimQK, kTokenRows>(
+          smem.k[j % kKeyStages], &maps.first_sliced, &maps.first, key0, kv_head, batch,
+          shifts.qk, smem.keys.full_barrier(j));
       smem.values.wait_empty(j);
-      if constexpr (kTokenRows)
-        tma_load_announced_token_row_slices<kBlockN, kSliceCols>(
-            v, &maps.second, slices_holding<kSliceCols>(shifts.v, C::kDimV),
-            kv_head * C::kDimV - shifts.v, key0, batch, smem.values.full_barrier(j));
-      else
-        tma_load_announced_tile<kBlockN, kSliceCols, C::kDimV>(
-            v, &maps.second_sliced, &maps.second, key0, kv_head, batch,
-            smem.values.full_barrier(j));
+      tma_load_announced_head_tile<kBlockN, kSliceCols, C::kDimV, kTokenRows>(
+          smem.v[j % kValueStages], &maps.second_sliced, &maps.second, key0, kv_head, batch,
+          shifts.v, smem.values.full_barrier(j));
     }
   }
 
