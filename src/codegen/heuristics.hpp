@@ -28,15 +28,15 @@ TuningParams row_with_room_for_mask(const KernelSpec& spec, const TuningParams& 
                                     std::size_t shared_limit);
 
 // Whether the atomic-dQ backward is expected to beat the two-kernel one
-// (when the caller allows non-determinism). Measured on the H200
-// (docs/decisions.md): only past 256 columns on rows that are not 16-byte
-// aligned (D = 257 / 385: 69 / 26 against 67 / 21 TFLOP/s), where the
-// key/value kernel splits dK and dV into column chunks that each recompute
-// Sᵀ and dPᵀ; on 16-byte rows its CTAs split the head dims instead and the
-// two-kernel backward wins (D = 384 / 512: 135 / 95 against 85 / 65; at
-// 288-352 it won even with the chunks: 138 / 124 / 109 against 120 / 122 /
-// 102). Decided from the dims alone, so the workspace size is known before
-// the tensors are.
+// (when the caller allows non-determinism). Measured (docs/decisions.md):
+// nowhere now. It lost at every D up to 256, and past 256 once both
+// two-kernel backward kernels split the head dims, on 16-byte rows (D =
+// 384 / 512: 135 / 95 against 85 / 65 TFLOP/s, H200) and on the token rows
+// of odd dims (D = 257 / 385: 109 / 99 against 69 / 25, H100). Heads-major
+// odd dims past 256, which the token-row views cannot read, are the one
+// layout where it would win (26 against 21 at 385), but the choice is made
+// from the dims alone, so that the workspace size is known before the
+// tensors are.
 bool prefer_atomic_backward(int dim_qk, int dim_v);
 
 }  // namespace flashgen

@@ -804,14 +804,9 @@ TEST(DefaultTuning, PrefersTwoResidentCtasOfFourWarps) {
   EXPECT_LE(shared_bytes(s, t), kHopperSharedLimit / 2) << t.to_string();
 }
 
-TEST(DefaultTuning, AtomicBackwardOnlyPast256ColumnsOnRowsNotSixteenByteAligned) {
-  EXPECT_FALSE(prefer_atomic_backward(128, 128));
-  EXPECT_FALSE(prefer_atomic_backward(256, 256));
-  EXPECT_TRUE(prefer_atomic_backward(257, 64));
-  EXPECT_TRUE(prefer_atomic_backward(385, 385));
-  EXPECT_FALSE(prefer_atomic_backward(64, 512)) << "16-byte rows: CTAs splitting the head dims";
-  EXPECT_FALSE(prefer_atomic_backward(384, 384));
-  EXPECT_FALSE(prefer_atomic_backward(512, 512));
+TEST(DefaultTuning, TwoKernelBackwardWhereverMeasured) {
+  for (int dim : {64, 128, 256, 257, 384, 385, 512}) EXPECT_FALSE(prefer_atomic_backward(dim, dim));
+  EXPECT_FALSE(prefer_atomic_backward(257, 64));
 }
 
 // fp32: the CUDA-core kernels of the forward and the deterministic backward.
