@@ -59,16 +59,22 @@ TuningParams with_gemm_turns(const KernelSpec& spec, const TuningParams& tuning)
 
 TuningParams query_blocks_for_window(const KernelSpec& spec, const Problem& p,
                                      const TuningParams& tuning, std::size_t shared_limit) {
-  constexpr int kRows = 64, kKeys = 32, kWidestDim = 128;
+  constexpr int kRows = 64;
   const bool narrow_window = keys_per_query_block(p, kRows) < std::max(p.seq_q, p.seq_kv) &&
                              keys_per_query_block(p, tuning.block_rows) <= kWalkMostKeys;
-  if (spec.kind != KernelKind::backward_query || spec.dtype == DType::f32 || !narrow_window ||
-      spec.dim_qk > kWidestDim || spec.dim_v > kWidestDim)
-    return tuning;
-  TuningParams blocks;  // mma.sync, no operand cached, one stage
+  if (spec.dtype == DType::f32 || spec.split_keys || !narrow_window) return tuning;
+  const int widest = std::max(spec.dim_qk, spec.dim_v);
+  TuningParams blocks;  // mma.sync, one stage
   blocks.block_rows = kRows;
-  blocks.block_cols = kKeys;
   blocks.warps = 4;
+  if (spec.kind == KernelKind::backward_query && widest <= 128) {
+    blocks.block_cols = 32;  // no operand cached
+  } else if (spec.kind == KernelKind::forward && widest <= 64) {
+    blocks.block_cols = 64;
+    blocks.cached = kCacheQ;
+  } else {
+    return tuning;
+  }
   return tuning_fits(spec, blocks, shared_limit) ? blocks : tuning;
 }
 

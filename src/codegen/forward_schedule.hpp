@@ -58,12 +58,14 @@ std::string turns_refused(const KernelSpec& spec, const TuningParams& tuning);
 // kernels gained or lost by shape (docs/decisions.md).
 TuningParams with_gemm_turns(const KernelSpec& spec, const TuningParams& tuning);
 
-// The query kernel's tuning where a window, not the sequence, bounds the
-// keys its query blocks traverse to kWalkMostKeys: 64-row mma.sync blocks
-// over 32 keys, whose narrower rows traverse fewer keys per row (the
-// window plus the block's rows) and whose small CTAs hide each other's
-// Q/dO loads and dQ stores. Else `tuning` itself. Measured on gpt-oss's
-// window of 128 at D = 64 (docs/decisions.md); Dqk and Dv up to 128.
+// The tuning of a kernel over query blocks (the forward, the query
+// backward) where a window, not the sequence, bounds the keys its blocks
+// traverse to kWalkMostKeys: 64-row mma.sync blocks, whose narrower rows
+// traverse fewer keys per row (the window plus the block's rows) and whose
+// small CTAs hide each other's loads and stores; the query kernel's over
+// 32 keys (Dqk and Dv up to 128), the forward's over 64 with Q in registers
+// (up to 64). Else `tuning` itself. Measured on gpt-oss's window of 128 at
+// D = 64 (docs/decisions.md).
 TuningParams query_blocks_for_window(const KernelSpec& spec, const Problem& p,
                                      const TuningParams& tuning, std::size_t shared_limit);
 

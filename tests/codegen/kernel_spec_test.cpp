@@ -406,6 +406,30 @@ TEST(Generate, QueryKernelTakesNarrowBlocksUnderANarrowWindow) {
   EXPECT_EQ(query_blocks_for_window(wide, p, table, kHopperSharedLimit), table);
 }
 
+// The forward too: 64-row mma.sync blocks over 64 keys, Q in registers, to
+// 64 columns.
+TEST(Generate, ForwardTakesNarrowBlocksUnderANarrowWindow) {
+  KernelSpec s = spec_of(KernelKind::forward, 64, 64);
+  s.causal = s.window = s.sinks = true;
+  const TuningParams table = with_tma_producer(TuningParams{192, 128, 0, 12, 0, true});
+  Problem p;
+  p.seq_q = p.seq_kv = 4096;
+  p.causal = true;
+  p.window_left = 128;
+  EXPECT_EQ(scheduled_as_run(s, p, table, kHopperSharedLimit).to_string(),
+            "rows=64 cols=64 head=0 warps=4 cache=Q");
+  p.window_left = -1;
+  EXPECT_NE(scheduled_as_run(s, p, table, kHopperSharedLimit).to_string(),
+            "rows=64 cols=64 head=0 warps=4 cache=Q");
+  p.window_left = 128;
+  KernelSpec wider = s;
+  wider.dim_qk = wider.dim_v = 128;
+  EXPECT_TRUE(scheduled_as_run(wider, p, table, kHopperSharedLimit).wgmma);
+  KernelSpec decode = s;
+  decode.split_keys = true;
+  EXPECT_EQ(query_blocks_for_window(decode, p, table, kHopperSharedLimit), table);
+}
+
 TEST(Generate, KeyValueBackwardSplitsItsOutputsAcrossTwoWarpgroups) {
   TuningParams t = with_tma_producer(TuningParams{64, 64, 0, 8, 0, true});
   t.split = WarpgroupSplit::outputs;
