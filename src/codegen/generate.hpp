@@ -88,6 +88,9 @@ int token_row_tiles_together(const KernelSpec& spec);
 // rows that are not 16-byte aligned, those of their token-row tiles).
 int split_dims_tile_qk(const KernelSpec& spec);
 int split_dims_tile_v(const KernelSpec& spec);
+// Whether both fit two warpgroups' registers (512 columns: half of each
+// output in one warpgroup's), the split=dims kernels' bound on their tiles.
+bool split_dims_tiles_fit(const KernelSpec& spec);
 // K/V pipeline stages of the wgmma forward under this tuning (its `stages`, or 2).
 int wgmma_forward_stages(const TuningParams& tuning);
 // Stages of the backward kernels with split=dims: of K in the query kernel

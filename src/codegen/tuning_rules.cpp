@@ -89,7 +89,7 @@ static void check_backward_dims_split_tuning(const KernelSpec& spec, const Tunin
   if (!(t.producer && t.tma))
     fail(name + " needs producer=warp copy=tma (the traversed tiles copied by TMA)");
   if (spec.vec < 1) fail(name + " needs contiguous rows (alignment class 1, 2, 4 or 8)");
-  if (split_dims_tile_qk(spec) / 2 > 256 || split_dims_tile_v(spec) / 2 > 256)
+  if (!split_dims_tiles_fit(spec))
     fail("copy=tma on rows that are not 16-byte aligned widens the tiles past 512 columns "
          "(half of each output in a warpgroup's registers)");
   if (t.stages != 0 && (t.stages < 2 || t.stages > 4)) fail(name + " needs stages=2, 3 or 4");
@@ -317,6 +317,11 @@ int split_dims_tile_qk(const KernelSpec& spec) {
 
 int split_dims_tile_v(const KernelSpec& spec) {
   return flashgen_device::split_dims_tile_width(spec.dim_v, spec.vec, spec.vec < 8);
+}
+
+bool split_dims_tiles_fit(const KernelSpec& spec) {
+  constexpr int kMostColumns = 512;
+  return split_dims_tile_qk(spec) <= kMostColumns && split_dims_tile_v(spec) <= kMostColumns;
 }
 
 int widest_token_row_tile(const KernelSpec& spec) {

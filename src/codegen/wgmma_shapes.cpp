@@ -38,8 +38,7 @@ bool reads_token_rows(const KernelSpec& spec, bool tma) {
 // knows that TMA may read the traversed tensors.
 bool split_dims_fits(const KernelSpec& spec) {
   const bool wide = round_up(spec.dim_qk, 32) > 256 || round_up(spec.dim_v, 32) > 256;
-  return spec.vec >= 1 && wide && split_dims_tile_qk(spec) <= 512 &&
-         split_dims_tile_v(spec) <= 512;
+  return spec.vec >= 1 && wide && split_dims_tiles_fit(spec);
 }
 
 // Forward on Hopper's warpgroup MMA (sm_90a, any contiguous rows: rows only

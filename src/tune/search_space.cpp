@@ -108,8 +108,7 @@ std::vector<TuningParams> outputs_split_space(const KernelSpec& spec) {
 // stages deep, K (dV CTA) and V (dK CTA) in shared memory or registers.
 std::vector<TuningParams> dims_split_space(const KernelSpec& spec) {
   std::vector<TuningParams> space;
-  if (!tma_copies(spec) || split_dims_tile_qk(spec) > 512 || split_dims_tile_v(spec) > 512)
-    return space;
+  if (!tma_copies(spec) || !split_dims_tiles_fit(spec)) return space;
   const bool query = spec.kind == KernelKind::backward_query;
   const std::vector<int> stage_counts = query ? std::vector<int>{2, 3, 4} : std::vector<int>{2, 3};
   const std::vector<unsigned> caches =

@@ -206,8 +206,7 @@ constexpr unsigned long long backward_query_dims_shared_bytes(const SharedShape&
               (unsigned long long)s.stages * s.cols * dqk +
               (unsigned long long)value_stages * s.cols * dv) +
          kStatBytes * 2 * s.rows + dims_exchange_bytes(s.cols) +
-         pipeline_barrier_bytes(true, s.stages) +
-         (s.token_rows ? 2 : 1) * pipeline_barrier_bytes(true, value_stages);
+         pipeline_barrier_bytes(true, s.stages) + producer_barrier_bytes(s, 1, value_stages);
 }
 
 // ---- backward_key_value and backward_atomic ----
