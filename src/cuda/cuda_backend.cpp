@@ -104,9 +104,16 @@ void launch_resolved(const ResolvedKernel& r, const LaunchShape& shape,
   if (launches_nothing(shape)) return;
   const KernelChoice& c = r.choice;
   flashgen_device::TraversedTensorMaps maps;
-  if (c.generated->tensor_maps)
+  if (c.generated->tensor_maps) {
+    // Token rows: the tiles of a head (the forward's value chunks are copied
+    // a slice at a time).
+    const bool value_chunks =
+        c.spec.kind == KernelKind::forward && head_chunks_of(c.spec, c.tuning) > 1;
+    const TokenRowTiles tiles{
+        {tile_width_qk(c.spec, true), value_chunks ? 0 : tile_width_v(c.spec, true)}};
     maps = traversed_tensor_maps(first, second, c.tuning.block_cols, c.generated->swizzle,
-                                 c.spec.vec < 8);
+                                 c.spec.vec < 8 ? &tiles : nullptr);
+  }
   void* kernel_args[] = {&params, &maps};
   if (c.tuning.persistent) {
     const LaunchShape walk = walking_shape(shape, params, device_info(first.device).sm_count);

@@ -1,5 +1,6 @@
 #include "cuda/tensor_maps.hpp"
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 
@@ -67,6 +68,11 @@ int whole_slices(const TensorView& t, int slice_cols) {
   return static_cast<int>(t.shape[3] / slice_cols);
 }
 
+// Whole slices of `slice_cols` columns in a token's row (all its heads).
+int row_slices(const TensorView& t, int slice_cols) {
+  return static_cast<int>(t.shape[2] * t.shape[3] / slice_cols);
+}
+
 }  // namespace
 
 TensorMapGeometry tensor_map_geometry(const TensorView& t, int box_rows, int box_cols) {
@@ -88,6 +94,17 @@ TensorMapGeometry sliced_tensor_map_geometry(const TensorView& t, int box_rows, 
   g.box[0] = static_cast<unsigned>(slice_cols);
   g.box[1] = static_cast<unsigned>(box_rows);
   g.box[2] = static_cast<unsigned>(slices);
+  return g;
+}
+
+TensorMapGeometry sliced_token_row_geometry(const TensorView& t, int box_rows, int slice_cols,
+                                            int box_slices) {
+  const std::int64_t sizes[4] = {slice_cols, t.shape[1], row_slices(t, slice_cols), t.shape[0]};
+  const std::int64_t strides[3] = {t.stride[1], slice_cols, t.stride[0]};
+  TensorMapGeometry g = geometry_of(4, sizes, strides);
+  g.box[0] = static_cast<unsigned>(slice_cols);
+  g.box[1] = static_cast<unsigned>(box_rows);
+  g.box[2] = static_cast<unsigned>(box_slices);
   return g;
 }
 
@@ -127,18 +144,35 @@ bool tma_can_read_token_rows(const TensorView& t) {
 
 flashgen_device::TraversedTensorMaps traversed_tensor_maps(const TensorView& first,
                                                            const TensorView& second, int box_rows,
-                                                           int swizzle, bool token_rows) {
+                                                           int swizzle, const TokenRowTiles* tiles) {
   const int slice_cols = flashgen_device::tma_slice_columns(swizzle);
   flashgen_device::TraversedTensorMaps maps{};
   const TensorView* tensors[2] = {&first, &second};
   flashgen_device::TensorMap* views[2] = {&maps.first, &maps.second};
   flashgen_device::TensorMap* sliced[2] = {&maps.first_sliced, &maps.second_sliced};
+  flashgen_device::TensorMap* wide[2] = {&maps.first_sliced_wide, &maps.second_sliced_wide};
   for (int i = 0; i < 2; ++i) {
     const TensorView& t = *tensors[i];
     const char* name = i == 0 ? "the first traversed tensor" : "the second traversed tensor";
-    if (token_rows) {  // no sliced view: a head's slices start anywhere in the row
+    if (tiles != nullptr) {
       *views[i] = encode(t, token_row_tensor_map_geometry(t, box_rows, slice_cols), swizzle, name,
                          "'s token rows");
+      // A head's columns span the fewest slices where they start at a
+      // slice's first column, one more where they start late in it: a box
+      // of each, neither wider than the kernel's tile nor the row.
+      const int fewest = static_cast<int>((t.shape[3] + slice_cols - 1) / slice_cols);
+      const int most = std::min(tiles->cols[i] / slice_cols, row_slices(t, slice_cols));
+      maps.row_slices[i] = row_slices(t, slice_cols);
+      if (fewest <= most) {
+        *sliced[i] = encode(t, sliced_token_row_geometry(t, box_rows, slice_cols, fewest),
+                            swizzle, name, "'s token rows in slices");
+        maps.box_slices[i] = fewest;
+      }
+      if (fewest + 1 <= most) {
+        *wide[i] = encode(t, sliced_token_row_geometry(t, box_rows, slice_cols, fewest + 1),
+                          swizzle, name, "'s token rows in slices");
+        maps.wide_slices[i] = fewest + 1;
+      }
       continue;
     }
     *views[i] = encode(t, tensor_map_geometry(t, box_rows, slice_cols), swizzle, name, "");

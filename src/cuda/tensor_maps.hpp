@@ -30,6 +30,14 @@ TensorMapGeometry tensor_map_geometry(const TensorView& t, int box_rows, int box
 // slice, each as a box of the view above would be.
 TensorMapGeometry sliced_tensor_map_geometry(const TensorView& t, int box_rows, int slice_cols);
 
+// The same of the token-row view below: dims (slice_cols, seq, slice,
+// batch), the row's whole slices, read in boxes of `box_slices` slices by
+// `box_rows` rows. A head's tile starts at a slice (the 32-byte boundary
+// before its first column); one box of the slices its columns span copies
+// it where they lie within the row's whole slices.
+TensorMapGeometry sliced_token_row_geometry(const TensorView& t, int box_rows, int slice_cols,
+                                            int box_slices);
+
 // The token-row view of a [batch][seq][heads][dim] tensor whose heads are
 // adjacent in a row (head stride = dim, dim stride 1): dims (heads · dim,
 // seq, batch), read in boxes of `box_cols` columns by `box_rows` rows. Its
@@ -63,13 +71,20 @@ bool tma_can_read_token_rows(const TensorView& t);
 // bytes (swizzle 32: GeneratedKernel::swizzle); and each one's sliced view
 // (sliced_tensor_map_geometry), left zero where it has no whole slice.
 // The tensors must be 16-byte aligned with 16-byte aligned strides
-// (alignment class 8). With `token_rows` (kernels on rows of the other
-// alignment classes) each tensor's token-row view instead, with no sliced
-// one (tma_can_read_token_rows must hold). Throws Error(unsupported) when
-// the driver cannot encode tensor maps, Error(runtime) when it refuses one.
+// (alignment class 8). With `tiles` (kernels on rows of the other alignment
+// classes) each tensor's token-row view instead (tma_can_read_token_rows
+// must hold), and its sliced ones (sliced_token_row_geometry) in boxes of
+// the slices a head's columns span (two counts: TraversedTensorMaps) where
+// those fit the kernel's tile of the given width and the row (a width of
+// 0: none). Throws
+// Error(unsupported) when the driver cannot encode tensor maps,
+// Error(runtime) when it refuses one.
+struct TokenRowTiles {
+  int cols[2];  // the kernel's tile of a head of the first and the second tensor
+};
 flashgen_device::TraversedTensorMaps traversed_tensor_maps(const TensorView& first,
                                                            const TensorView& second, int box_rows,
                                                            int swizzle = 0,
-                                                           bool token_rows = false);
+                                                           const TokenRowTiles* tiles = nullptr);
 
 }  // namespace flashgen::cuda

@@ -64,6 +64,28 @@ TEST(TensorMapGeometry, TheSlicedViewStepsSlicesBetweenRowsAndHeads) {
   EXPECT_EQ(tensor_map_geometry(t, 32, 16).rank, 4u);
 }
 
+TEST(TensorMapGeometry, TheSlicedTokenRowViewStepsSlicesAlongTheRow) {
+  // 16 heads of D = 385 (6160 columns a token: 385 slices of 16), a head's
+  // tile of 400 columns (25 slices) in one box.
+  const TensorView t = TensorView::bshd(nullptr, DType::bf16, 2, 1000, 16, 385);
+  const TensorMapGeometry g = sliced_token_row_geometry(t, 32, 16, 25);
+  EXPECT_EQ(g.rank, 4u);
+  const unsigned long long dims[4] = {16, 1000, 385, 2};
+  const unsigned long long strides[3] = {2u * 16 * 385, 2u * 16, 2u * 1000 * 16 * 385};
+  const unsigned box[4] = {16, 32, 25, 1};
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_EQ(g.dims[i], dims[i]) << i;
+    EXPECT_EQ(g.box[i], box[i]) << i;
+    if (i < 3) EXPECT_EQ(g.byte_strides[i], strides[i]) << i;
+  }
+  // 8 heads of 127: 1016 columns, 63 whole slices (the last 8 columns are
+  // the per-slice view's).
+  EXPECT_EQ(sliced_token_row_geometry(TensorView::bshd(nullptr, DType::bf16, 1, 300, 8, 127),
+                                      64, 16, 9)
+                .dims[2],
+            63u);
+}
+
 TEST(TmaCanRead, PackedAndStridedViewsButNotBroadcastOnes) {
   EXPECT_TRUE(tma_can_read(TensorView::bshd(nullptr, DType::bf16, 2, 300, 4, 128)));
   EXPECT_TRUE(tma_can_read(TensorView::bhsd(nullptr, DType::f16, 3, 77, 5, 40)));

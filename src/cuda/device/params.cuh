@@ -181,6 +181,16 @@ struct alignas(64) TensorMap {
 struct TraversedTensorMaps {
   TensorMap first, second;
   TensorMap first_sliced, second_sliced;
+  // Token rows (tensor_maps.hpp): a head's tile copied in one box of the
+  // sliced token-row view, of as many slices as the head's columns span
+  // from the slice boundary before its first: first_sliced (second_sliced)
+  // in boxes of box_slices[0] ([1]) slices, the fewest a head spans, the
+  // wide maps in boxes of wide_slices[] (one more: heads whose columns
+  // start late in their first slice); 0 where no such map was encoded.
+  // Past a row's whole slices (row_slices[]) a head's tile is copied a
+  // slice at a time.
+  TensorMap first_sliced_wide, second_sliced_wide;
+  int box_slices[2], wide_slices[2], row_slices[2];
 };
 
 // Columns of one TMA box (a "slice" of a tile) for tiles with this swizzle

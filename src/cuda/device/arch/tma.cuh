@@ -108,36 +108,80 @@ __device__ __forceinline__ void tma_load_token_row_slices(u16* tile, const Tenso
                 full);
 }
 
-// The same after announcing their bytes on `full` (its one arrival).
-template <int kRows, int kSliceCols>
-__device__ __forceinline__ void tma_load_announced_token_row_slices(u16* tile, const TensorMap* map,
-                                                                    int slices, int col0, int row0,
-                                                                    int batch, u64* full) {
-  mbarrier_arrive_expect_bytes(full, tma_slice_bytes<kRows, kSliceCols>(slices));
-  tma_load_token_row_slices<kRows, kSliceCols>(tile, map, slices, col0, row0, batch, full);
+// How a head's tile of one of the two tensors of `maps` (kSecond: the
+// second) is copied on token rows: its `head_slices` slices from column
+// col0 (a multiple of kTokenRowAlign, so of a slice) in one box of the
+// sliced view whose boxes are that many slices (`box`), where the host
+// encoded one and the slices lie within the row's whole slices; else
+// (`box` null) a copy per slice (the last heads of a row that is not whole
+// slices).
+struct TokenRowCopy {
+  const TensorMap* box;
+  int slices;
+};
+template <int kSliceCols, bool kSecond>
+__device__ __forceinline__ TokenRowCopy token_row_copy(const TraversedTensorMaps& maps, int col0,
+                                                       int head_slices) {
+  const TensorMap* box = nullptr;
+  if (col0 / kSliceCols + head_slices <= maps.row_slices[kSecond]) {
+    if (head_slices == maps.box_slices[kSecond])
+      box = kSecond ? &maps.second_sliced : &maps.first_sliced;
+    else if (head_slices == maps.wide_slices[kSecond])
+      box = kSecond ? &maps.second_sliced_wide : &maps.first_sliced_wide;
+  }
+  return {box, head_slices};
+}
+
+// Issues that copy of rows [row0, row0 + kRows) into `tile`, completing on
+// `full` (the caller announces its bytes: copy.slices slices).
+template <int kRows, int kSliceCols, bool kSecond>
+__device__ __forceinline__ void tma_load_token_row_copy(u16* tile, const TraversedTensorMaps& maps,
+                                                        TokenRowCopy copy, int col0, int row0,
+                                                        int batch, u64* full) {
+  if (copy.box != nullptr)
+    tma_load_4d(tile, copy.box, 0, row0, col0 / kSliceCols, batch, full);
+  else
+    tma_load_token_row_slices<kRows, kSliceCols>(tile, kSecond ? &maps.second : &maps.first,
+                                                 copy.slices, col0, row0, batch, full);
+}
+
+// A head's tile of one tensor of `maps` on token rows (its `head_slices`
+// slices from column col0), announced on `full` (its one arrival), then
+// copied.
+template <int kRows, int kSliceCols, bool kSecond>
+__device__ __forceinline__ void tma_load_announced_token_row_tile(u16* tile,
+                                                                  const TraversedTensorMaps& maps,
+                                                                  int head_slices, int col0,
+                                                                  int row0, int batch, u64* full) {
+  const TokenRowCopy copy = token_row_copy<kSliceCols, kSecond>(maps, col0, head_slices);
+  mbarrier_arrive_expect_bytes(full, tma_slice_bytes<kRows, kSliceCols>(copy.slices));
+  tma_load_token_row_copy<kRows, kSliceCols, kSecond>(tile, maps, copy, col0, row0, batch, full);
 }
 
 // Both tensors of `maps` (token-row views) for one traversed block, rows
 // row0 on: `first_slices` slices of the first from column first_col0 (a
 // multiple of kTokenRowAlign) into first_tile, `second_slices` of the second
-// from second_col0 into second_tile; announces their bytes on `full` (with
-// the caller's one arrival if kArrive, else without: the caller arrives
-// later), then issues the copies.
+// from second_col0 into second_tile (token_row_copy: their tiles' slices
+// where one box copies them); announces their bytes on `full` (with the
+// caller's one arrival if kArrive, else without: the caller arrives later),
+// then issues the copies.
 template <int kRows, int kSliceCols, bool kArrive = true>
 __device__ __forceinline__ void tma_load_token_row_block(u16* first_tile, u16* second_tile,
                                                          const TraversedTensorMaps& maps,
                                                          int row0, int batch, int first_col0,
                                                          int first_slices, int second_col0,
                                                          int second_slices, u64* full) {
-  const u32 bytes = tma_slice_bytes<kRows, kSliceCols>(first_slices + second_slices);
+  const TokenRowCopy first = token_row_copy<kSliceCols, false>(maps, first_col0, first_slices);
+  const TokenRowCopy second = token_row_copy<kSliceCols, true>(maps, second_col0, second_slices);
+  const u32 bytes = tma_slice_bytes<kRows, kSliceCols>(first.slices + second.slices);
   if constexpr (kArrive)
     mbarrier_arrive_expect_bytes(full, bytes);
   else
     mbarrier_expect_bytes(full, bytes);
-  tma_load_token_row_slices<kRows, kSliceCols>(first_tile, &maps.first, first_slices, first_col0,
-                                               row0, batch, full);
-  tma_load_token_row_slices<kRows, kSliceCols>(second_tile, &maps.second, second_slices,
-                                               second_col0, row0, batch, full);
+  tma_load_token_row_copy<kRows, kSliceCols, false>(first_tile, maps, first, first_col0, row0,
+                                                    batch, full);
+  tma_load_token_row_copy<kRows, kSliceCols, true>(second_tile, maps, second, second_col0, row0,
+                                                   batch, full);
 }
 
 // Token rows: where a head's Dqk and Dv columns start in their tiles, past
@@ -251,21 +295,23 @@ __device__ __forceinline__ void tma_load_announced_tile(u16* tile, const TensorM
   tma_load_tile<kRows, kSliceCols, kCols>(tile, sliced, map, row0, head, batch, full);
 }
 
-// A head's tile either way: on 16-byte rows as above, on token rows
-// (kTokenRows; `map` a token-row view) the slices holding its kCols columns
-// from the 32-byte boundary `shift` columns before its first, announced
-// the same way.
-template <int kRows, int kSliceCols, int kCols, bool kTokenRows>
-__device__ __forceinline__ void tma_load_announced_head_tile(u16* tile, const TensorMap* sliced,
-                                                             const TensorMap* map, int row0,
-                                                             int head, int batch, int shift,
-                                                             u64* full) {
+// A head's tile either way: on 16-byte rows as above (one tensor of `maps`,
+// kSecond: the second), on token rows (kTokenRows) the copy of its kCols
+// columns from the 32-byte boundary `shift` columns before its first
+// (tma_load_announced_token_row_tile).
+template <int kRows, int kSliceCols, int kCols, bool kTokenRows, bool kSecond>
+__device__ __forceinline__ void tma_load_announced_head_tile(u16* tile,
+                                                             const TraversedTensorMaps& maps,
+                                                             int row0, int head, int batch,
+                                                             int shift, u64* full) {
   if constexpr (kTokenRows)
-    tma_load_announced_token_row_slices<kRows, kSliceCols>(
-        tile, map, slices_holding<kSliceCols>(shift, kCols), head * kCols - shift, row0, batch,
+    tma_load_announced_token_row_tile<kRows, kSliceCols, kSecond>(
+        tile, maps, slices_holding<kSliceCols>(shift, kCols), head * kCols - shift, row0, batch,
         full);
   else
-    tma_load_announced_tile<kRows, kSliceCols, kCols>(tile, sliced, map, row0, head, batch, full);
+    tma_load_announced_tile<kRows, kSliceCols, kCols>(
+        tile, kSecond ? &maps.second_sliced : &maps.first_sliced,
+        kSecond ? &maps.second : &maps.first, row0, head, batch, full);
 }
 
 // One traversed block of both tensors of `maps` (rows row0 on, of one head

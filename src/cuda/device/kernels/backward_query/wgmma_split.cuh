@@ -137,13 +137,13 @@ struct BackwardQueryWgmmaSplit : BackwardQueryWgmmaSplitSteps<C> {
     for (int j = 0; j < blocks.count(); ++j) {
       const int key0 = (blocks.first + j) * kBlockN;
       smem.keys.wait_empty(j);
-      tma_load_announced_head_tile<kBlockN, kSliceCols, C::kDimQK, kTokenRows>(
-          smem.k[j % kKeyStages], &maps.first_sliced, &maps.first, key0, kv_head, batch,
-          shifts.qk, smem.keys.full_barrier(j));
+      tma_load_announced_head_tile<kBlockN, kSliceCols, C::kDimQK, kTokenRows, false>(
+          smem.k[j % kKeyStages], maps, key0, kv_head, batch, shifts.qk,
+          smem.keys.full_barrier(j));
       smem.values.wait_empty(j);
-      tma_load_announced_head_tile<kBlockN, kSliceCols, C::kDimV, kTokenRows>(
-          smem.v[j % kValueStages], &maps.second_sliced, &maps.second, key0, kv_head, batch,
-          shifts.v, smem.values.full_barrier(j));
+      tma_load_announced_head_tile<kBlockN, kSliceCols, C::kDimV, kTokenRows, true>(
+          smem.v[j % kValueStages], maps, key0, kv_head, batch, shifts.v,
+          smem.values.full_barrier(j));
     }
   }
 

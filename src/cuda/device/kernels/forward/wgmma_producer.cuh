@@ -310,15 +310,14 @@ struct ForwardWgmmaProducer {
       const int stage = j % kStages;
       const int key0 = w.tma_key_row0 + w.first_key + n_block * kBlockN;  // TMA's row
       smem.keys.wait_empty(j);
-      if constexpr (kTokenRows) {  // head kv_head's columns of the token rows, a copy per slice
-        tma_load_announced_token_row_slices<kBlockN, kSliceCols>(
-            smem.k[stage], &maps.first, key_slices(w), w.kv_head * C::kDimQK - w.key_shift, key0,
+      if constexpr (kTokenRows) {  // head kv_head's columns of the token rows
+        tma_load_announced_token_row_tile<kBlockN, kSliceCols, false>(
+            smem.k[stage], maps, key_slices(w), w.kv_head * C::kDimQK - w.key_shift, key0,
             w.tma_batch, smem.keys.full_barrier(j));
         smem.values.wait_empty(j);
-        tma_load_announced_token_row_slices<kBlockN, kSliceCols>(
-            smem.v[stage], &maps.second, value_slice_count,
-            w.kv_head * C::kDimV + w.dv0 - w.value_shift, key0, w.tma_batch,
-            smem.values.full_barrier(j));
+        tma_load_announced_token_row_tile<kBlockN, kSliceCols, true>(
+            smem.v[stage], maps, value_slice_count, w.kv_head * C::kDimV + w.dv0 - w.value_shift,
+            key0, w.tma_batch, smem.values.full_barrier(j));
         continue;
       }
       tma_load_announced_tile<kBlockN, kSliceCols, C::kDimQK>(
