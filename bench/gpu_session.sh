@@ -133,7 +133,7 @@ if wanted tune; then
   mkdir -p "$(dirname "$table")"
   left=$(( budget - ($(date +%s) - start) ))
   step tune 400 build-gpu/flashgen tune --dims "$tune_dims" --causal both --kinds forward,backward \
-    --dtype bf16 --copy-rows-to f16 --pipelines-only --list-timed --merge data/tuning/sm90.json \
+    --dtype bf16 --pipelines-only --list-timed --merge data/tuning/sm90.json \
     --out "$table" \
     --time-limit "$(( (left > 400 ? 400 : left) / 60 ))"
   grep -E "^(bf16|  )|time limit" "$out/tune.log" | head -80

@@ -15,6 +15,6 @@ for bucket in 3073,4096 1537,3072 769,1536 385,768 1,384; do
   seq=${bucket#*,}
   [ "$seq" = 384 ] && seq=256  # short sequences: a power of two, as vision models pad to
   "$flashgen" tune --dims "$dims" --causal both --seq "$seq" --batch $(( 16384 / seq )) --heads 16 \
-    --seq-bucket "$bucket" --kinds forward,backward --copy-rows-to f16 --top 10 --list-timed \
+    --seq-bucket "$bucket" --kinds forward,backward --top 10 --list-timed \
     --out "$out" --resume
 done

@@ -57,7 +57,6 @@ struct Settings {
   TunerSettings tuner;
   TimingSettings timing;
   std::int64_t seq_min = 1, seq_max = 0;  // bucket of the written rows
-  std::vector<DType> copy_to;             // dtypes that also get each measured row
   std::string out_path, merge_path;
   double time_limit_s = 0;  // 0: none
   bool resume = false;      // skip configurations the output table already holds
@@ -83,7 +82,7 @@ Arguments declare() {
       "                     [--dtype bf16,f16] [--causal 0|1|both] [--seq N --batch B --heads H]\n"
       "                     [--seq-bucket MIN,MAX] [--top N] [--repeats R --warmup W --input-sets S]\n"
       "                     [--threads N] [--out table.json] [--merge data/tuning/sm90.json]\n"
-      "                     [--copy-rows-to f16] [--time-limit MIN] [--resume]\n"
+      "                     [--time-limit MIN] [--resume]\n"
       "                     [--pipelines-only] [--list-timed] [--dry-run [--arch sm_90a]]",
       "For each dtype, head dimension D (Dqk = Dv) and causal setting, and each kernel kind:\n"
       "prunes the search space without the GPU (invalid tunings, shared memory over the\n"
@@ -107,9 +106,6 @@ Arguments declare() {
   a.option("seq-bucket", "MIN,MAX",
            "max(seq_q, seq_kv) range the rows claim\n"
            "                          (default N/2+1,N; MAX 0: no bound)");
-  a.option("copy-rows-to", "T,T",
-           "also write each row for these dtypes (f16 rows from a\n"
-           "                          bf16 run: same shapes, noted as such)");
   a.option("top", "N", "candidates timed per kind besides the default (default 12)");
   a.option("repeats", "R", "timed calls per candidate (default 7)");
   a.option("warmup", "W", "untimed calls first (default 2)");
@@ -165,8 +161,6 @@ Settings settings_from(const Arguments& a) {
     s.seq_min = bucket[0];
     s.seq_max = bucket[1];
   }
-  for (const std::string& name : a.choice_list("copy-rows-to", {}, {"bf16", "f16"}))
-    s.copy_to.push_back(dtype_named(name));
   s.tuner.top = static_cast<int>(a.integer("top", kTop, 0, 1000));
   s.tuner.pipelines_only = a.given("pipelines-only");
   if (s.tuner.pipelines_only) s.tuner.top = 0;
@@ -292,17 +286,6 @@ std::vector<TuningRow> rows_of(const Settings& s, const Configuration& c,
     row.gpu = device.name;
     row.vec = r.spec.vec;
     rows.push_back(row);
-    // The kernels' shapes, registers and shared memory do not depend on
-    // which 16-bit type they load, so a tuning measured with one serves the
-    // other (the note says it was not measured with it).
-    for (DType other : s.copy_to) {
-      // A dtype measured in this run gets its own rows.
-      if (std::find(s.dtypes.begin(), s.dtypes.end(), other) != s.dtypes.end()) continue;
-      TuningRow copy = row;
-      copy.dtype = other;
-      copy.note = std::string("measured with ") + to_string(c.dtype);
-      rows.push_back(copy);
-    }
   }
   return rows;
 }

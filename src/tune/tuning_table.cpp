@@ -74,8 +74,14 @@ double octaves_outside(double x, double lo, double hi) {
   return 0.0;
 }
 
+// The two 16-bit dtypes share rows: their kernels differ only in the
+// conversions, and every f16 row measured apart tuned as its bf16 row did
+// (the shipped table held 429 f16 rows, each with its bf16 row's tuning).
+// A row of the call's own dtype ranks first (Rank::other_dtype).
 bool same_class(const TuningRow& row, const KernelSpec& spec) {
-  return row.kind == spec.kind && row.dtype == spec.dtype && row.causal == spec.causal;
+  const bool sixteen_bit = row.dtype != DType::f32 && spec.dtype != DType::f32;
+  return row.kind == spec.kind && (row.dtype == spec.dtype || sixteen_bit) &&
+         row.causal == spec.causal;
 }
 
 // Ordering of candidate rows; smaller is better.
@@ -83,10 +89,13 @@ struct Rank {
   int below = 0;  // 1 when some dim of the row is smaller than the problem's
   double dim_distance = 0;
   double seq_distance = 0;
-  int shipped = 0;   // user rows first
-  double width = 0;  // narrower rows first (log2 of their extent)
+  int other_dtype = 0;  // rows of the call's dtype first (same_class)
+  int shipped = 0;      // user rows first
+  double width = 0;     // narrower rows first (log2 of their extent)
 
-  auto tie() const { return std::tie(below, dim_distance, seq_distance, shipped, width); }
+  auto tie() const {
+    return std::tie(below, dim_distance, seq_distance, other_dtype, shipped, width);
+  }
   bool operator<(const Rank& o) const { return tie() < o.tie(); }
 };
 
@@ -97,6 +106,7 @@ Rank rank_of(const TuningRow& row, bool user, const KernelSpec& spec, std::int64
                    octaves_outside(spec.dim_v, row.dim_v_min, row.dim_v_max);
   r.seq_distance = octaves_outside(static_cast<double>(seq), static_cast<double>(row.seq_min),
                                    static_cast<double>(row.seq_max));
+  r.other_dtype = row.dtype == spec.dtype ? 0 : 1;
   r.shipped = user ? 0 : 1;
   // An unbounded bucket counts as wide as the range of int64.
   const double seq_hi = row.seq_max == 0 ? 9.2e18 : static_cast<double>(row.seq_max);

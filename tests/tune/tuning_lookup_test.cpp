@@ -66,14 +66,32 @@ TEST(FindRow, ExactRowWins) {
   EXPECT_EQ(m->row.tuning, kB);
 }
 
-TEST(FindRow, OtherKindDtypeOrCausalNeverMatch) {
-  TuningRow f16 = row(KernelKind::forward, 64, 64, kA);
-  f16.dtype = DType::f16;
+TEST(FindRow, OtherKindOrCausalNeverMatch) {
   TuningRow causal = row(KernelKind::forward, 64, 64, kA);
   causal.causal = true;
   const TuningTableSet set =
-      make_table_set({f16, causal, row(KernelKind::backward_query, 64, 64, kB)}, {});
+      make_table_set({causal, row(KernelKind::backward_query, 64, 64, kB)}, {});
   EXPECT_FALSE(find_row(set, spec(KernelKind::forward, 64), 8192, kHopperShared));
+}
+
+// The 16-bit dtypes share rows, a row of the call's own dtype first at equal
+// distance (a user's f16 row before the shipped bf16 one, and a shipped bf16
+// row before a user's f16 one for a bf16 call); fp32 takes neither.
+TEST(FindRow, SixteenBitDtypesShareRowsTheirOwnFirst) {
+  KernelSpec f16_spec = spec(KernelKind::forward, 64);
+  f16_spec.dtype = DType::f16;
+  const TuningTableSet shipped = make_table_set({row(KernelKind::forward, 64, 64, kA)}, {});
+  const auto m = find_row(shipped, f16_spec, 8192, kHopperShared);
+  ASSERT_TRUE(m);
+  EXPECT_EQ(m->row.tuning, kA);
+  TuningRow f16 = row(KernelKind::forward, 64, 64, kB);
+  f16.dtype = DType::f16;
+  const TuningTableSet both = make_table_set({row(KernelKind::forward, 64, 64, kA)}, {f16});
+  EXPECT_EQ(find_row(both, f16_spec, 8192, kHopperShared)->row.tuning, kB);
+  EXPECT_EQ(find_row(both, spec(KernelKind::forward, 64), 8192, kHopperShared)->row.tuning, kA);
+  KernelSpec f32_spec = spec(KernelKind::forward, 64);
+  f32_spec.dtype = DType::f32;
+  EXPECT_FALSE(find_row(shipped, f32_spec, 8192, kHopperShared));
 }
 
 TEST(FindRow, NearestPrefersRowsAtOrAboveTheDims) {
