@@ -161,8 +161,8 @@ flashgen_device::TraversedTensorMaps traversed_tensor_maps(const TensorView& fir
       // slice's first column, one more where they start late in it: a box
       // of each, neither wider than the kernel's tile nor the row.
       const int fewest = static_cast<int>((t.shape[3] + slice_cols - 1) / slice_cols);
-      const int most = std::min(tiles->cols[i] / slice_cols, row_slices(t, slice_cols));
       maps.row_slices[i] = row_slices(t, slice_cols);
+      const int most = std::min(tiles->cols[i] / slice_cols, maps.row_slices[i]);
       if (fewest <= most) {
         *sliced[i] = encode(t, sliced_token_row_geometry(t, box_rows, slice_cols, fewest),
                             swizzle, name, "'s token rows in slices");

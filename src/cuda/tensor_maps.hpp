@@ -76,9 +76,8 @@ bool tma_can_read_token_rows(const TensorView& t);
 // must hold), and its sliced ones (sliced_token_row_geometry) in boxes of
 // the slices a head's columns span (two counts: TraversedTensorMaps) where
 // those fit the kernel's tile of the given width and the row (a width of
-// 0: none). Throws
-// Error(unsupported) when the driver cannot encode tensor maps,
-// Error(runtime) when it refuses one.
+// 0: none). Throws Error(unsupported) when the driver cannot encode tensor
+// maps, Error(runtime) when it refuses one.
 struct TokenRowTiles {
   int cols[2];  // the kernel's tile of a head of the first and the second tensor
 };

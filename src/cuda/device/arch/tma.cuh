@@ -98,7 +98,8 @@ __device__ __forceinline__ void tma_load_announced_slices(u16* tile, const Tenso
 // `full` (the caller announces their bytes). TMA starts a box only
 // at a 16-byte boundary (elsewhere the copy is an illegal instruction): col0
 // is a multiple of 8, the boundary at or before the head's first column
-// wanted. No view of whole slices serves every head: a copy per slice.
+// wanted. A copy per slice: token_row_copy's way where no box of the
+// sliced view does (past the row's whole slices, or no map encoded).
 template <int kRows, int kSliceCols>
 __device__ __forceinline__ void tma_load_token_row_slices(u16* tile, const TensorMap* map,
                                                           int slices, int col0, int row0,
