@@ -148,14 +148,11 @@ flashgen_device::TraversedTensorMaps traversed_tensor_maps(const TensorView& fir
   const int slice_cols = flashgen_device::tma_slice_columns(swizzle);
   flashgen_device::TraversedTensorMaps maps{};
   const TensorView* tensors[2] = {&first, &second};
-  flashgen_device::TensorMap* views[2] = {&maps.first, &maps.second};
-  flashgen_device::TensorMap* sliced[2] = {&maps.first_sliced, &maps.second_sliced};
-  flashgen_device::TensorMap* wide[2] = {&maps.first_sliced_wide, &maps.second_sliced_wide};
   for (int i = 0; i < 2; ++i) {
     const TensorView& t = *tensors[i];
     const char* name = i == 0 ? "the first traversed tensor" : "the second traversed tensor";
     if (tiles != nullptr) {
-      *views[i] = encode(t, token_row_tensor_map_geometry(t, box_rows, slice_cols), swizzle, name,
+      maps.view[i] = encode(t, token_row_tensor_map_geometry(t, box_rows, slice_cols), swizzle, name,
                          "'s token rows");
       // A head's columns span the fewest slices where they start at a
       // slice's first column, one more where they start late in it: a box
@@ -164,20 +161,20 @@ flashgen_device::TraversedTensorMaps traversed_tensor_maps(const TensorView& fir
       maps.row_slices[i] = row_slices(t, slice_cols);
       const int most = std::min(tiles->cols[i] / slice_cols, maps.row_slices[i]);
       if (fewest <= most) {
-        *sliced[i] = encode(t, sliced_token_row_geometry(t, box_rows, slice_cols, fewest),
+        maps.sliced[i] = encode(t, sliced_token_row_geometry(t, box_rows, slice_cols, fewest),
                             swizzle, name, "'s token rows in slices");
         maps.box_slices[i] = fewest;
       }
       if (fewest + 1 <= most) {
-        *wide[i] = encode(t, sliced_token_row_geometry(t, box_rows, slice_cols, fewest + 1),
+        maps.sliced_wide[i] = encode(t, sliced_token_row_geometry(t, box_rows, slice_cols, fewest + 1),
                           swizzle, name, "'s token rows in slices");
         maps.wide_slices[i] = fewest + 1;
       }
       continue;
     }
-    *views[i] = encode(t, tensor_map_geometry(t, box_rows, slice_cols), swizzle, name, "");
+    maps.view[i] = encode(t, tensor_map_geometry(t, box_rows, slice_cols), swizzle, name, "");
     if (whole_slices(t, slice_cols) > 0)
-      *sliced[i] = encode(t, sliced_tensor_map_geometry(t, box_rows, slice_cols), swizzle, name,
+      maps.sliced[i] = encode(t, sliced_tensor_map_geometry(t, box_rows, slice_cols), swizzle, name,
                           "'s whole slices");
   }
   return maps;

@@ -173,23 +173,23 @@ struct alignas(64) TensorMap {
 // TMA (copy=tma): K and V for the forward, Q and dO for the key/value
 // backward, K and V for the query backward. Each tensor twice: viewed as
 // [batch][heads][seq][dim], in boxes of tma_slice_columns() columns by the
-// traversed block's rows (first, second); and its whole slices viewed as
+// traversed block's rows (view); and its whole slices viewed as
 // [batch][heads][slice][seq][column], a slice's columns adjacent and the
 // slices a slice's width apart, in one box of all of them by the block's
-// rows (first_sliced, second_sliced: zero where the tensor has no whole
-// slice), which TMA writes as the per-slice boxes one after the other.
+// rows (sliced: zero where the tensor has no whole slice), which TMA writes
+// as the per-slice boxes one after the other.
 struct TraversedTensorMaps {
-  TensorMap first, second;
-  TensorMap first_sliced, second_sliced;
+  // Each member by tensor: [0] the first traversed tensor's, [1] the second's.
+  TensorMap view[2];
+  TensorMap sliced[2];
   // Token rows (tensor_maps.hpp): a head's tile copied in one box of the
   // sliced token-row view, of as many slices as the head's columns span
-  // from the slice boundary before its first: first_sliced (second_sliced)
-  // in boxes of box_slices[0] ([1]) slices, the fewest a head spans, the
-  // wide maps in boxes of wide_slices[] (one more: heads whose columns
-  // start late in their first slice); 0 where no such map was encoded.
-  // Past a row's whole slices (row_slices[]) a head's tile is copied a
-  // slice at a time.
-  TensorMap first_sliced_wide, second_sliced_wide;
+  // from the slice boundary before its first: sliced[i] in boxes of
+  // box_slices[i] slices, the fewest a head spans, sliced_wide[i] in boxes
+  // of wide_slices[i] (one more: heads whose columns start late in their
+  // first slice); 0 where no such map was encoded. Past a row's whole
+  // slices (row_slices[]) a head's tile is copied a slice at a time.
+  TensorMap sliced_wide[2];
   int box_slices[2], wide_slices[2], row_slices[2];
 };
 

@@ -126,9 +126,9 @@ __device__ __forceinline__ TokenRowCopy token_row_copy(const TraversedTensorMaps
   const TensorMap* box = nullptr;
   if (col0 / kSliceCols + head_slices <= maps.row_slices[kSecond]) {
     if (head_slices == maps.box_slices[kSecond])
-      box = kSecond ? &maps.second_sliced : &maps.first_sliced;
+      box = &maps.sliced[kSecond];
     else if (head_slices == maps.wide_slices[kSecond])
-      box = kSecond ? &maps.second_sliced_wide : &maps.first_sliced_wide;
+      box = &maps.sliced_wide[kSecond];
   }
   return {box, head_slices};
 }
@@ -142,7 +142,7 @@ __device__ __forceinline__ void tma_load_token_row_copy(u16* tile, const Travers
   if (copy.box != nullptr)
     tma_load_4d(tile, copy.box, 0, row0, col0 / kSliceCols, batch, full);
   else
-    tma_load_token_row_slices<kRows, kSliceCols>(tile, kSecond ? &maps.second : &maps.first,
+    tma_load_token_row_slices<kRows, kSliceCols>(tile, &maps.view[kSecond],
                                                  copy.slices, col0, row0, batch, full);
 }
 
@@ -311,8 +311,7 @@ __device__ __forceinline__ void tma_load_announced_head_tile(u16* tile,
         full);
   else
     tma_load_announced_tile<kRows, kSliceCols, kCols>(
-        tile, kSecond ? &maps.second_sliced : &maps.first_sliced,
-        kSecond ? &maps.second : &maps.first, row0, head, batch, full);
+        tile, &maps.sliced[kSecond], &maps.view[kSecond], row0, head, batch, full);
 }
 
 // One traversed block of both tensors of `maps` (rows row0 on, of one head
@@ -330,9 +329,9 @@ __device__ __forceinline__ void tma_load_traversed_block(u16* first_tile, u16* s
     mbarrier_arrive_expect_bytes(full, bytes);
   else
     mbarrier_expect_bytes(full, bytes);
-  tma_load_tile<kRows, kSliceCols, kFirstCols>(first_tile, &maps.first_sliced, &maps.first, row0,
+  tma_load_tile<kRows, kSliceCols, kFirstCols>(first_tile, &maps.sliced[0], &maps.view[0], row0,
                                                head, batch, full);
-  tma_load_tile<kRows, kSliceCols, kSecondCols>(second_tile, &maps.second_sliced, &maps.second,
+  tma_load_tile<kRows, kSliceCols, kSecondCols>(second_tile, &maps.sliced[1], &maps.view[1],
                                                 row0, head, batch, full);
 }
 

@@ -321,15 +321,15 @@ struct ForwardWgmmaProducer {
         continue;
       }
       tma_load_announced_tile<kBlockN, kSliceCols, C::kDimQK>(
-          smem.k[stage], &maps.first_sliced, &maps.first, key0, w.kv_head, w.tma_batch,
+          smem.k[stage], &maps.sliced[0], &maps.view[0], key0, w.kv_head, w.tma_batch,
           smem.keys.full_barrier(j));
       smem.values.wait_empty(j);
       if constexpr (C::kHeadChunks == 1)  // all of V: its whole slices in one copy
         tma_load_announced_tile<kBlockN, kSliceCols, C::kDimV>(
-            smem.v[stage], &maps.second_sliced, &maps.second, key0, w.kv_head, w.tma_batch,
+            smem.v[stage], &maps.sliced[1], &maps.view[1], key0, w.kv_head, w.tma_batch,
             smem.values.full_barrier(j));
       else  // this CTA's chunk of V's columns, a copy per slice
-        tma_load_announced_slices<kBlockN, kSliceCols>(smem.v[stage], &maps.second,
+        tma_load_announced_slices<kBlockN, kSliceCols>(smem.v[stage], &maps.view[1],
                                                        value_slice_count, w.dv0, key0, w.kv_head,
                                                        w.tma_batch, smem.values.full_barrier(j));
     }
