@@ -144,7 +144,8 @@ bool tma_can_read_token_rows(const TensorView& t) {
 
 flashgen_device::TraversedTensorMaps traversed_tensor_maps(const TensorView& first,
                                                            const TensorView& second, int box_rows,
-                                                           int swizzle, const TokenRowTiles* tiles) {
+                                                           int swizzle,
+                                                           const TokenRowTiles* tiles) {
   const int slice_cols = flashgen_device::tma_slice_columns(swizzle);
   flashgen_device::TraversedTensorMaps maps{};
   const TensorView* tensors[2] = {&first, &second};
@@ -152,30 +153,28 @@ flashgen_device::TraversedTensorMaps traversed_tensor_maps(const TensorView& fir
     const TensorView& t = *tensors[i];
     const char* name = i == 0 ? "the first traversed tensor" : "the second traversed tensor";
     if (tiles != nullptr) {
-      maps.view[i] = encode(t, token_row_tensor_map_geometry(t, box_rows, slice_cols), swizzle, name,
-                         "'s token rows");
+      maps.view[i] = encode(t, token_row_tensor_map_geometry(t, box_rows, slice_cols), swizzle,
+                            name, "'s token rows");
       // A head's columns span the fewest slices where they start at a
       // slice's first column, one more where they start late in it: a box
       // of each, neither wider than the kernel's tile nor the row.
       const int fewest = static_cast<int>((t.shape[3] + slice_cols - 1) / slice_cols);
       maps.row_slices[i] = row_slices(t, slice_cols);
       const int most = std::min(tiles->cols[i] / slice_cols, maps.row_slices[i]);
-      if (fewest <= most) {
-        maps.sliced[i] = encode(t, sliced_token_row_geometry(t, box_rows, slice_cols, fewest),
-                            swizzle, name, "'s token rows in slices");
-        maps.box_slices[i] = fewest;
-      }
-      if (fewest + 1 <= most) {
-        maps.sliced_wide[i] = encode(t, sliced_token_row_geometry(t, box_rows, slice_cols, fewest + 1),
-                          swizzle, name, "'s token rows in slices");
-        maps.wide_slices[i] = fewest + 1;
-      }
+      const auto encode_boxes = [&](int slices, flashgen_device::TensorMap& map, int& count) {
+        if (slices > most) return;
+        map = encode(t, sliced_token_row_geometry(t, box_rows, slice_cols, slices), swizzle, name,
+                     "'s token rows in slices");
+        count = slices;
+      };
+      encode_boxes(fewest, maps.sliced[i], maps.box_slices[i]);
+      encode_boxes(fewest + 1, maps.sliced_wide[i], maps.wide_slices[i]);
       continue;
     }
     maps.view[i] = encode(t, tensor_map_geometry(t, box_rows, slice_cols), swizzle, name, "");
     if (whole_slices(t, slice_cols) > 0)
-      maps.sliced[i] = encode(t, sliced_tensor_map_geometry(t, box_rows, slice_cols), swizzle, name,
-                          "'s whole slices");
+      maps.sliced[i] = encode(t, sliced_tensor_map_geometry(t, box_rows, slice_cols), swizzle,
+                              name, "'s whole slices");
   }
   return maps;
 }

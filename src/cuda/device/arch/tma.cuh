@@ -142,8 +142,8 @@ __device__ __forceinline__ void tma_load_token_row_copy(u16* tile, const Travers
   if (copy.box != nullptr)
     tma_load_4d(tile, copy.box, 0, row0, col0 / kSliceCols, batch, full);
   else
-    tma_load_token_row_slices<kRows, kSliceCols>(tile, &maps.view[kSecond],
-                                                 copy.slices, col0, row0, batch, full);
+    tma_load_token_row_slices<kRows, kSliceCols>(tile, &maps.view[kSecond], copy.slices, col0,
+                                                 row0, batch, full);
 }
 
 // A head's tile of one tensor of `maps` on token rows (its `head_slices`
