@@ -13,7 +13,7 @@ would compile; the NVRTC options are the library's (src/cuda/runtime/compiler.cp
 
 Usage:
   python3 scripts/compare_machine_code.py --before /tmp/build-main/flashgen \\
-      --after build/flashgen [--quick] [--jobs 2] [--keep DIR]
+      --after build/flashgen [--quick] [--jobs 2] [--keep DIR] [--only REGEX]
 
 Exit code 0 when every kernel's SASS is identical, 1 otherwise (the
 differing kernels are listed; --keep DIR leaves both SASS listings there).
@@ -190,6 +190,8 @@ def main() -> int:
     parser.add_argument("--nvrtc", default=None, help="libnvrtc.so to compile with")
     parser.add_argument("--cuobjdump", default=None)
     parser.add_argument("--keep", default=None, help="directory for the SASS of differing kernels")
+    parser.add_argument("--only", default=None, metavar="REGEX",
+                        help="only the cases whose arguments match (for example 'mask-mod')")
     a = parser.parse_args()
     nvrtc = Nvrtc(a.nvrtc or find_nvrtc())
     cuobjdump = a.cuobjdump or find_cuobjdump()
@@ -218,7 +220,8 @@ def main() -> int:
 
     counts: dict[str, int] = {}
     with concurrent.futures.ThreadPoolExecutor(max_workers=a.jobs) as pool:
-        for verdict, label in pool.map(compare, cases(a.quick)):
+        chosen = [c for c in cases(a.quick) if not a.only or re.search(a.only, " ".join(c))]
+        for verdict, label in pool.map(compare, chosen):
             counts[verdict] = counts.get(verdict, 0) + 1
             if verdict != "identical":
                 print(f"{verdict}: {label}", flush=True)

@@ -42,6 +42,18 @@ __device__ __forceinline__ void mma_16x8x16(float (&d)[4], const u32 (&a)[4], u3
   }
 }
 
+// The row address a lane gives ldmatrix for the 16x16 block at `tile` (row
+// stride in elements) whose four 8x8 matrices stand row by row (matrix i at
+// rows (i / 2) * 8, columns (i % 2) * 8) or column by column (rows
+// (i % 2) * 8, columns (i / 2) * 8).
+template <bool kColumnByColumn>
+__device__ __forceinline__ u32 x4_row_address(const u16* tile, int row_stride, int lane) {
+  const int matrix = lane >> 3;
+  const int row_half = kColumnByColumn ? matrix & 1 : matrix >> 1;
+  const int column_half = kColumnByColumn ? matrix >> 1 : matrix & 1;
+  return shared_address(tile + (row_half * 8 + (lane & 7)) * row_stride + column_half * 8);
+}
+
 // A 16x16 A-fragment of a row-major shared tile (row stride in elements),
 // whose top-left element is at `tile`.
 __device__ __forceinline__ void load_a_fragment(u32 (&a)[4], const u16* tile, int row_stride,
@@ -55,29 +67,22 @@ __device__ __forceinline__ void load_a_fragment(u32 (&a)[4], const u16* tile, in
 // n-major ([n][k], row stride in elements): b[0..1] for n 0-7, b[2..3] for n 8-15.
 __device__ __forceinline__ void load_b_fragments_nk(u32 (&b)[4], const u16* tile, int row_stride,
                                                     int lane) {
-  const int matrix = lane >> 3;
-  const u16* p = tile + ((matrix >> 1) * 8 + (lane & 7)) * row_stride + (matrix & 1) * 8;
-  ldmatrix_x4(b, shared_address(p));
+  ldmatrix_x4(b, x4_row_address<false>(tile, row_stride, lane));
 }
 
 // B-fragments for two adjacent n-tiles from a shared tile stored k-major
 // ([k][n], row stride in elements), transposed by ldmatrix: same output order.
 __device__ __forceinline__ void load_b_fragments_kn(u32 (&b)[4], const u16* tile, int row_stride,
                                                     int lane) {
-  const int matrix = lane >> 3;
-  const u16* p = tile + ((matrix & 1) * 8 + (lane & 7)) * row_stride + (matrix >> 1) * 8;
-  ldmatrix_x4_trans(b, shared_address(p));
+  ldmatrix_x4_trans(b, x4_row_address<true>(tile, row_stride, lane));
 }
 
 // A-fragments of a 16x16 tile stored k-major ([k][m], row stride in elements),
-// transposed by ldmatrix (for operands such as Pᵀ kept as P in shared memory).
+// transposed by ldmatrix (for operands such as Pᵀ kept as P in shared memory):
+// stored transposed, matrix i starts at row k = (i / 2) * 8, column m = (i % 2) * 8.
 __device__ __forceinline__ void load_a_fragment_km(u32 (&a)[4], const u16* tile, int row_stride,
                                                    int lane) {
-  // a0 (m 0-7, k 0-7) a1 (m 8-15, k 0-7) a2 (m 0-7, k 8-15) a3 (m 8-15, k 8-15);
-  // stored transposed, matrix i starts at row k = (i / 2) * 8, column m = (i % 2) * 8.
-  const int matrix = lane >> 3;
-  const u16* p = tile + ((matrix >> 1) * 8 + (lane & 7)) * row_stride + (matrix & 1) * 8;
-  ldmatrix_x4_trans(a, shared_address(p));
+  ldmatrix_x4_trans(a, x4_row_address<false>(tile, row_stride, lane));
 }
 
 }  // namespace flashgen_device

@@ -39,8 +39,7 @@ struct MaskBlocks {
     const int head = blockIdx.y, batch = blockIdx.z;
     const AttentionParams p = entry_params(problem, batch);
     // The slot's cells are laid out for the grid's extents.
-    const int query_cells = ceil_div(p.mask_rows_q, kMaskCell);
-    const int key_cells = ceil_div(p.mask_rows_kv, kMaskCell);
+    const int query_cells = mask_query_cells(p), key_cells = mask_key_cells(p);
     const int words = mask_full_words(p);
     const int lane = threadIdx.x % 32;
     const int warp = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;

@@ -54,9 +54,18 @@ __device__ __forceinline__ BlockRange diagonal_query_blocks(const AttentionParam
   return {first, end};
 }
 
+// A user mask's cells along the queries and along the keys, as the grid's
+// extents laid them out.
+__device__ __forceinline__ int mask_query_cells(const AttentionParams& p) {
+  return ceil_div(p.mask_rows_q, kMaskCell);
+}
+__device__ __forceinline__ int mask_key_cells(const AttentionParams& p) {
+  return ceil_div(p.mask_rows_kv, kMaskCell);
+}
+
 // Words of 32 key cells per query cell in params.mask_full_cells.
 __device__ __forceinline__ int mask_full_words(const AttentionParams& p) {
-  return ceil_div(ceil_div(p.mask_rows_kv, kMaskCell), 32);
+  return ceil_div(mask_key_cells(p), 32);
 }
 
 // The user mask's slot of (batch, head) in its cell ranges.
@@ -88,8 +97,7 @@ __device__ __forceinline__ BlockRange key_blocks_for_rows(const AttentionParams&
                                                           int rows, int batch, int head) {
   const BlockRange blocks = diagonal_key_blocks<C, kBlockN>(p, row0, rows);
   if constexpr (!C::kMask) return blocks;
-  const int query_cells = ceil_div(p.mask_rows_q, kMaskCell);
-  const int key_cells = ceil_div(p.mask_rows_kv, kMaskCell);
+  const int query_cells = mask_query_cells(p), key_cells = mask_key_cells(p);
   const int* cells = p.mask_key_cells + 2 * mask_slot(p, batch, head) * query_cells;
   return intersect(blocks, attended_blocks<kBlockN>(cells, query_cells, key_cells, row0, rows));
 }
@@ -103,8 +111,7 @@ __device__ __forceinline__ BlockRange query_blocks_for_keys(const AttentionParam
                                                             int keys, int batch, int kv_head) {
   const BlockRange blocks = diagonal_query_blocks<C, kBlockN>(p, key0, keys);
   if constexpr (!C::kMask) return blocks;
-  const int query_cells = ceil_div(p.mask_rows_q, kMaskCell);
-  const int key_cells = ceil_div(p.mask_rows_kv, kMaskCell);
+  const int query_cells = mask_query_cells(p), key_cells = mask_key_cells(p);
   BlockRange seen = {query_cells, 0};
   for (int g = 0; g < p.group_size; ++g) {
     const int* cells =

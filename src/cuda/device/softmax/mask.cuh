@@ -215,7 +215,7 @@ struct UserMaskBits {
 template <class C>
 __device__ __forceinline__ bool wholly_attended(const AttentionParams& p, const ScoreSite& site,
                                                 int query0, int queries, int key0, int keys) {
-  const int query_cells = ceil_div(p.mask_rows_q, kMaskCell), words = mask_full_words(p);
+  const int query_cells = mask_query_cells(p), words = mask_full_words(p);
   const unsigned* full =
       p.mask_full_cells + mask_slot(p, site.batch, site.head) * query_cells * words;
   const int first = key0 / kMaskCell;

@@ -45,25 +45,27 @@ __device__ __forceinline__ mask_int mask_modulo(mask_int a, mask_int b, bool& fa
   return a % b;
 }
 
-// Element i of mask array k, as int32 (widened) or fp32.
+// Element i of mask array k, as int32 (widened) or fp32; an index outside
+// the array sets `fault` and reads nothing.
 __device__ __forceinline__ bool mask_index_faults(const AttentionParams& p, int k, mask_int i) {
   return i < 0 || i >= p.mask_array_sizes[k];
 }
-__device__ __forceinline__ mask_int mask_integer_at(const AttentionParams& p, int k, mask_int i,
-                                                    bool& fault) {
+template <class Stored, class Value>
+__device__ __forceinline__ Value mask_element_at(const AttentionParams& p, int k, mask_int i,
+                                                 bool& fault) {
   if (mask_index_faults(p, k, i)) {
     fault = true;
     return 0;
   }
-  return static_cast<const int*>(p.mask_arrays[k])[i * p.mask_array_strides[k]];
+  return static_cast<const Stored*>(p.mask_arrays[k])[i * p.mask_array_strides[k]];
+}
+__device__ __forceinline__ mask_int mask_integer_at(const AttentionParams& p, int k, mask_int i,
+                                                    bool& fault) {
+  return mask_element_at<int, mask_int>(p, k, i, fault);
 }
 __device__ __forceinline__ float mask_floating_at(const AttentionParams& p, int k, mask_int i,
                                                   bool& fault) {
-  if (mask_index_faults(p, k, i)) {
-    fault = true;
-    return 0.0f;
-  }
-  return static_cast<const float*>(p.mask_arrays[k])[i * p.mask_array_strides[k]];
+  return mask_element_at<float, float>(p, k, i, fault);
 }
 
 // Whether query `query` of (batch, head) attends key `key` by the user mask:
