@@ -5,7 +5,8 @@
 // before each batch of calls.
 //
 //   g++ -O2 -std=c++20 bench/micro/host_phases.cpp -Iinclude -I$CUDA/include \
-//       -Lbuild -lflashgen -lcuda -Wl,-rpath,$PWD/build -o host_phases
+//       build/libflashgen.a -ldl -lpthread -L$CUDA/lib64/stubs -lcuda -o host_phases
+// (the static library: the shared one exports only the C API)
 //   ./host_phases [B S H D]      (default 1 128 8 64)
 #include <cuda.h>
 
@@ -49,7 +50,13 @@ const char* kEmptyKernel = R"(
 .target sm_90
 .address_size 64
 .visible .entry empty(.param .u64 a) { ret; }
+.visible .entry empty_wide(.param .align 64 .b8 a[1920]) { ret; }
 )";
+
+// As many parameter bytes as a forward's launch passes (AttentionParams and
+// the tensor maps), to tell the driver's cost of copying them from the
+// launch's own.
+constexpr int kWideParamBytes = 1920;
 
 }  // namespace
 
@@ -136,6 +143,14 @@ int main(int argc, char** argv) {
   void* args[] = {&arg};
   std::printf("  cuLaunchKernel (empty, 1 CTA)     %7.2f\n", median_us([&] {
                 check(cuLaunchKernel(empty, 1, 1, 1, 32, 1, 1, 0, nullptr, args, nullptr),
+                      "launch");
+              }));
+  CUfunction empty_wide;
+  check(cuModuleGetFunction(&empty_wide, module, "empty_wide"), "empty kernel, wide parameters");
+  alignas(64) static unsigned char wide[kWideParamBytes] = {};
+  void* wide_args[] = {wide};
+  std::printf("  cuLaunchKernel (empty, %d B)    %7.2f\n", kWideParamBytes, median_us([&] {
+                check(cuLaunchKernel(empty_wide, 1, 1, 1, 32, 1, 1, 0, nullptr, wide_args, nullptr),
                       "launch");
               }));
   std::printf("  cuMemAllocAsync + cuMemFreeAsync  %7.2f\n", median_us([&] {
