@@ -163,15 +163,16 @@ void check_tuning(const KernelSpec& spec, const TuningParams& t) {
   if (t.head_block < 0 || t.head_block % 16 != 0) fail("head must be 0 or a multiple of 16");
   if (t.wgmma) {
     // The accumulators a wgmma kernel keeps in registers bound its dims.
+    constexpr int kMostValueColumns = flashgen_device::kForwardMostValueColumns;
     const int dqk16 = round_up(spec.dim_qk, 16), dv16 = round_up(spec.dim_v, 16);
     switch (spec.kind) {
       case KernelKind::forward:
-        if (chunk_width(spec.dim_v, head_chunks_of(spec, t)) > 256)
-          fail("mma=wgmma for the forward needs at most 256 value columns per CTA (O in "
+        if (chunk_width(spec.dim_v, head_chunks_of(spec, t)) > kMostValueColumns)
+          fail("mma=wgmma for the forward needs at most 288 value columns per CTA (O in "
                "registers): head <= 256");
         if (t.tma && spec.vec < 8 &&
-            tile_width_v(spec, true, head_chunks_of(spec, t)) > 256)
-          fail("copy=tma on rows that are not 16-byte aligned widens the value tile past 256 "
+            tile_width_v(spec, true, head_chunks_of(spec, t)) > kMostValueColumns)
+          fail("copy=tma on rows that are not 16-byte aligned widens the value tile past 288 "
                "columns (O in registers): a smaller head");
         break;
       case KernelKind::backward_query:

@@ -7,6 +7,7 @@
 
 #include "codegen/generate.hpp"
 #include "codegen/mma_sync_shapes.hpp"
+#include "cuda/device/layout/shared_memory.cuh"
 
 namespace flashgen {
 namespace {
@@ -73,12 +74,19 @@ bool wgmma_forward_fits(const KernelSpec& spec) {
 // producer).
 TuningParams wgmma_forward_tuning(const KernelSpec& spec, bool tma) {
   // Token rows (TMA on rows that are not 16-byte aligned) widen the tiles
-  // (token_row_tile_width); past 256 value columns in one CTA they would
-  // not fit the wgmma, and those heads go without TMA.
-  const int dv = round_up(spec.dim_v, 16), chunks = (dv + 255) / 256;  // of 256 columns
+  // (token_row_tile_width): a head's value tile of up to 288 columns stays
+  // one CTA's (O in two products), wider ones go in chunks of 256 value
+  // columns, and a chunk widened past 256 (D = 497-512) without TMA (Q's
+  // widened tile leaves room for 16-key blocks only).
+  const int dv = round_up(spec.dim_v, 16);
   const bool token_rows = reads_token_rows(spec, tma);
+  const bool one_value_tile =
+      token_rows ? tile_width_v(spec, true, 1) <= flashgen_device::kForwardMostValueColumns
+                 : dv <= 256;
+  const int chunks = one_value_tile ? 1 : (dv + 255) / 256;
   const int token_value_width = tile_width_v(spec, true, chunks);
-  if (token_rows && token_value_width > 256) return wgmma_forward_tuning(spec, false);
+  if (token_rows && !one_value_tile && token_value_width > 256)
+    return wgmma_forward_tuning(spec, false);
   const int widest = token_rows ? std::max(tile_width_qk(spec, true), token_value_width)
                                 : widest_dim(spec);
   TuningParams t;
@@ -90,8 +98,10 @@ TuningParams wgmma_forward_tuning(const KernelSpec& spec, bool tma) {
     stages = 4;
   } else if (widest <= 192) {
     t = {192, 48, 0, 12, 0};
-  } else if (dv <= 256) {
-    t = {128, 80, 0, 8, 0};
+  } else if (one_value_tile) {
+    // Past 256 columns (token rows) 80-key blocks two stages deep leave no
+    // room beside Q's tile: 64.
+    t = {128, widest <= 256 ? 80 : 64, 0, 8, 0};
     stages = 2;
   } else {
     t = {192, 32, 256, 12, 0};

@@ -103,6 +103,11 @@ std::vector<SpreadCase> spread() {
   // ... and with 8- and 4-byte copies for rows aligned to 8 or 4 bytes.
   cases.push_back({KernelKind::forward, 68, DType::bf16, false, "sm_90a", 4});
   cases.push_back({KernelKind::forward, 130, DType::f16, true, "sm_90a", 2});
+  // Token rows widening a head's value tile past 256 columns: one CTA, O in
+  // two products (up to 288 columns).
+  cases.push_back({KernelKind::forward, 249, DType::f16, true, "sm_90a", 1});
+  cases.push_back({KernelKind::forward, 257, DType::bf16, false, "sm_90a", 1});
+  cases.push_back({KernelKind::forward, 271, DType::bf16, true, "sm_90a", 1});
   for (KernelKind kind :
        {KernelKind::backward_prepare, KernelKind::convert_grad_q, KernelKind::forward_combine,
         KernelKind::backward_sinks})

@@ -571,7 +571,7 @@ TEST(Generate, WgmmaNeedsAlignedRowsHopperAndWholeWarpgroups) {
   EXPECT_NE(generate(spec_of(KernelKind::backward_key_value, 128, 128), t).source.find(
                 "kernels/backward_key_value/wgmma.cuh"),
             std::string::npos);
-  refused(spec_of(KernelKind::forward, 128, 384), t, "at most 256 value columns per CTA");
+  refused(spec_of(KernelKind::forward, 128, 384), t, "at most 288 value columns per CTA");
   TuningParams chunked{128, 32, 256, 8, 0};
   chunked.wgmma = true;
   const KernelSpec large = spec_of(KernelKind::forward, 512, 512);
@@ -599,6 +599,18 @@ TEST(DefaultTuning, WgmmaForwardWhereItApplies) {
   EXPECT_TRUE(default_tuning(spec_of(KernelKind::forward, 4, 4, 4), kHopperSharedLimit).wgmma);
   EXPECT_TRUE(default_tuning(spec_of(KernelKind::forward, 256, 256), kHopperSharedLimit).wgmma);
   EXPECT_TRUE(default_tuning(spec_of(KernelKind::forward, 127, 127, 1), kHopperSharedLimit).wgmma);
+  // Token rows whose widened value tile passes 256 columns, up to 288: one
+  // CTA over 64-key blocks (O in two products); past that, chunks of 256
+  // whose widened tiles pass 256 go without TMA, as before.
+  for (int dim : {249, 257, 271}) {
+    const TuningParams wide =
+        default_tuning(spec_of(KernelKind::forward, dim, dim, 1), kHopperSharedLimit);
+    EXPECT_TRUE(wide.tma) << dim;
+    EXPECT_EQ(wide.head_block, 0) << dim;
+    EXPECT_EQ(wide.block_cols, 64) << dim;
+    EXPECT_LE(shared_bytes(spec_of(KernelKind::forward, dim, dim, 1), wide), kHopperSharedLimit);
+  }
+  EXPECT_FALSE(default_tuning(spec_of(KernelKind::forward, 505, 505, 1), kHopperSharedLimit).tma);
   // Past 256 value columns: chunks of 256, three warpgroups where they fit.
   const TuningParams d384 = default_tuning(spec_of(KernelKind::forward, 384, 384), kHopperSharedLimit);
   EXPECT_TRUE(d384.wgmma);
@@ -747,9 +759,9 @@ TEST(DefaultTuning, TokenRowsOrACopyingProducerOnRowsNotSixteenByteAligned) {
       tuning_without_tma(s127, default_tuning(s127, kHopperSharedLimit), kHopperSharedLimit);
   EXPECT_FALSE(d127.producer);
   EXPECT_EQ(wgmma_forward_stages(d127), 2);  // one staging area
-  // A value tile the shift would widen past 256 columns, or heads of 64
-  // columns or fewer (not measured): no TMA.
-  EXPECT_FALSE(default_tuning(spec_of(KernelKind::forward, 255, 255, 1), kHopperSharedLimit).tma);
+  // A value chunk the shift would widen past 256 columns (D = 497-512), or
+  // heads of 64 columns or fewer (not measured): no TMA.
+  EXPECT_FALSE(default_tuning(spec_of(KernelKind::forward, 511, 511, 1), kHopperSharedLimit).tma);
   EXPECT_FALSE(default_tuning(spec_of(KernelKind::forward, 63, 63, 1), kHopperSharedLimit).tma);
   EXPECT_FALSE(default_tuning(spec_of(KernelKind::forward, 60, 60, 4), kHopperSharedLimit).tma);
 }

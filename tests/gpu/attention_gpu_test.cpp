@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <memory>
 #include <random>
 #include <string>
 #include <tuple>
@@ -509,6 +510,17 @@ std::vector<Case> token_row_cases() {
           Case{1, 200, 300, 8, 8, 127, 127, true, DType::bf16, Layout::bhsd}};
 }
 
+// Token rows whose value tile the shift widens past 256 columns (up to
+// 288): the default forward runs one CTA over all value columns, O in two
+// products.
+std::vector<Case> wide_token_row_cases() {
+  // batch, seq_q, seq_kv, heads_q, heads_kv, dim_qk, dim_v, causal, dtype, layout
+  return {Case{1, 150, 263, 8, 8, 257, 257, true, DType::bf16, Layout::bshd},
+          Case{2, 130, 77, 8, 4, 255, 255, false, DType::f16, Layout::bshd},
+          Case{1, 65, 300, 16, 8, 249, 249, true, DType::bf16, Layout::bshd},
+          Case{1, 200, 130, 8, 8, 127, 263, false, DType::bf16, Layout::bshd}};
+}
+
 // The query backward's TMA producer on the same token rows (while its
 // widened tiles keep dQ within 256 columns), through 8-column slices and
 // swizzled panels.
@@ -553,9 +565,14 @@ TEST_P(GpuBackwardKeyValueTokenRows, MatchesReference) {
 TEST(GpuAttention, TokenRowsIgnoreTheNextHeadsColumns) {
   FLASHGEN_SKIP_WITHOUT_GPU();
   constexpr std::int64_t kSeq = 300, kHeadsQ = 16, kHeadsKv = 8, kPoisoned = 3;
-  for (int dim : {127, 100, 199, 385}) {
+  // 255 and 257: the default's one CTA over a value tile widened past 256
+  // columns (O in two products); the others forced.
+  for (int dim : {127, 100, 199, 385, 255, 257}) {
     const Case c{1, kSeq, kSeq, kHeadsQ, kHeadsKv, dim, dim, false, DType::bf16, Layout::bshd};
-    const ScopedTuningOverride force(KernelKind::forward, forward_producer_tuning(8, c, true));
+    std::unique_ptr<ScopedTuningOverride> force;
+    if (dim != 255 && dim != 257)
+      force = std::make_unique<ScopedTuningOverride>(KernelKind::forward,
+                                                     forward_producer_tuning(8, c, true));
     TestTensor q(MemoryKind::cuda, DType::bf16, 1, kSeq, kHeadsQ, dim, Layout::bshd);
     TestTensor k(MemoryKind::cuda, DType::bf16, 1, kSeq, kHeadsKv, dim, Layout::bshd);
     TestTensor v(MemoryKind::cuda, DType::bf16, 1, kSeq, kHeadsKv, dim, Layout::bshd);
@@ -564,8 +581,10 @@ TEST(GpuAttention, TokenRowsIgnoreTheNextHeadsColumns) {
     q.fill_random(1), k.fill_random(2), v.fill_random(3);
     ForwardArgs a;
     a.q = q.view(), a.k = k.view(), a.v = v.view(), a.o = o.view(), a.lse = lse.stats_view();
-    for (const std::string& kernel : plan_forward(a, gpu_options()).kernels)
+    for (const std::string& kernel : plan_forward(a, gpu_options()).kernels) {
       EXPECT_NE(kernel.find("copy=tma"), std::string::npos) << kernel;
+      if (!force) EXPECT_NE(kernel.find("head=0"), std::string::npos) << kernel;
+    }
     forward(a, gpu_options());
     const std::vector<double> clean = o.values(o.download());
     k.fill_head(kPoisoned, std::numeric_limits<float>::infinity());
@@ -991,6 +1010,8 @@ INSTANTIATE_TEST_SUITE_P(Standard, GpuForward,
                          ::testing::ValuesIn(half_precision(standard_forward_cases())), CaseName());
 INSTANTIATE_TEST_SUITE_P(Decode, GpuForward, ::testing::ValuesIn(with_masks(decode_cases())), CaseName());
 INSTANTIATE_TEST_SUITE_P(Random, GpuForward, ::testing::ValuesIn(random_cases(24)), CaseName());
+INSTANTIATE_TEST_SUITE_P(WideTokenRows, GpuForward,
+                         ::testing::ValuesIn(with_masks(wide_token_row_cases())), CaseName());
 INSTANTIATE_TEST_SUITE_P(PartlyAligned, GpuForward, ::testing::ValuesIn(with_masks(partly_aligned_cases())),
                          CaseName());
 INSTANTIATE_TEST_SUITE_P(Forced, GpuBackwardWgmmaQuery,

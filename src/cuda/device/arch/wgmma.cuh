@@ -73,6 +73,13 @@ struct TraversedTile {
                      : matrix_descriptor(tile, kCols * 16, 128);
   }
   static constexpr int kMnMajorStep = kSwizzled ? 32 : kTma ? 16 : 2 * kCols;
+
+  // The tile from column n0 on (a multiple of 16): TMA's slices and panels
+  // hold all rows of their columns, kRows apart per column; the core-matrix
+  // layout 8 columns of a row block per 64 elements.
+  static __device__ __forceinline__ const u16* from_column(const u16* tile, int n0) {
+    return tile + (kTma ? n0 * kRows : n0 * 8);
+  }
 };
 
 // Orders this warpgroup's register and shared-memory accesses before the
@@ -98,6 +105,14 @@ __device__ __forceinline__ void fence_async_shared() {
 template <int kTiles>
 __device__ __forceinline__ float (&flat(float (&a)[1][kTiles][4]))[kTiles * 4] {
   return *reinterpret_cast<float(*)[kTiles * 4]>(&a[0][0][0]);
+}
+
+// kCount registers of a flat accumulator list from the kFirst-th on (the
+// part of a wide tile one wgmma instruction names).
+template <int kFirst, int kCount, int kAll>
+__device__ __forceinline__ float (&registers_from(float (&a)[kAll]))[kCount] {
+  static_assert(kFirst + kCount <= kAll, "within the list");
+  return *reinterpret_cast<float(*)[kCount]>(&a[kFirst]);
 }
 
 // Keeps the compiler from moving reads or writes of an accumulator register

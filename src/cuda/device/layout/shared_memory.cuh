@@ -55,6 +55,12 @@ constexpr int token_row_tile_width(int cols, int vec) {
   return layout_round_up(cols + kTokenRowAlign - vec, 16);
 }
 
+// Value columns of a wgmma forward CTA: O lives in its warpgroups'
+// registers, 256 columns in one product (wgmma's widest n) and the rest, a
+// token-row tile's widening past 256, in a second
+// (kernels/forward/wgmma_steps.cuh).
+constexpr int kForwardMostValueColumns = 288;
+
 // The width of a wgmma kernel's tile of a head's `cols` columns, on token
 // rows or not; and the forward's V tile for a CTA of one of `chunks` value
 // chunks (the n of O = P·V).

@@ -1,6 +1,7 @@
 // Forward kernel on Hopper's warpgroup MMA (sm_90a), for any contiguous rows
 // (alignment classes 8, 4, 2 copied straight into the tiles, 1 staged) and
-// up to 256 value columns per CTA (a larger Dv is split across CTAs). Same
+// up to 256 value columns per CTA, 288 where token rows widen the tile (a
+// larger Dv is split across CTAs). Same
 // algorithm as kernels/forward/mma_sync.cuh; what differs is who multiplies:
 //
 //   S = Q·Kᵀ   wgmma, Q and K read by the tensor cores from shared memory
@@ -47,7 +48,8 @@ struct ForwardWgmma : ForwardWgmmaSteps<C> {
   static constexpr int kStages = C::kStages;
   static constexpr int kOutTiles = kDimV / 8;
   static_assert(C::kWarps % 4 == 0, "whole warpgroups");
-  static_assert(kBlockN % 16 == 0 && kBlockN <= 256 && kDimV <= 256, "wgmma n is 16..256");
+  static_assert(kBlockN % 16 == 0 && kBlockN <= 256, "wgmma n is 16..256");
+  static_assert(kDimV <= kForwardMostValueColumns, "O in registers: two products at most");
   static_assert(kStages >= 2 && kStages <= 4, "2 to 4 stages");
 
   // Alignment class 1 (rows only 2-byte aligned) without TMA: K and V go

@@ -46,12 +46,19 @@ struct ForwardWgmmaSteps {
     gemm_shared<E, kDimQK / 16, Keys::kKMajorStep>(flat(s), q_desc, k_desc);
   }
 
-  // Issues O += P·V.
+  // Issues O += P·V: one product up to 256 columns (wgmma's widest n), a
+  // second over the columns past them (a token-row tile of a head of about
+  // 241 to 272 columns, up to kForwardMostValueColumns wide).
+  static constexpr int kFirstProductCols = kDimV < 256 ? kDimV : 256;
   static __device__ __forceinline__ void accumulate_output(float (&o)[kDimV / 2],
                                                            const u32 (&p_frag)[kBlockN / 16][1][4],
                                                            const u16* v_tile) {
-    const u64 v_desc = Values::mn_major(v_tile);
-    gemm_accumulate<E, Values::kMnMajorStep>(o, p_frag, v_desc);
+    gemm_accumulate<E, Values::kMnMajorStep>(registers_from<0, kFirstProductCols / 2>(o), p_frag,
+                                             Values::mn_major(v_tile));
+    if constexpr (kDimV > kFirstProductCols)
+      gemm_accumulate<E, Values::kMnMajorStep>(
+          registers_from<kFirstProductCols / 2, (kDimV - kFirstProductCols) / 2>(o), p_frag,
+          Values::mn_major(Values::from_column(v_tile, kFirstProductCols)));
   }
 
   // Turns the scores of the block at key0 into logits (site: where they
