@@ -249,9 +249,16 @@ TEST_P(CompileSpread, CompilesWithoutSpills) {
       with_gemm_turns(spec, with_persistent_tiles(spec, default_tuning(spec, limit), limit));
   if (c.varlen && c.kind != KernelKind::forward) tuning = tuning_without_tma(spec, tuning, limit);
   // The split-key forward's four warps (cuda::tuning_of): a chunked
-  // prefill's, and an fp8 cache's at any length, over 32-key blocks.
-  if (c.chunked || c.fp8_cache) tuning.block_rows *= 4, tuning.warps *= 4;
-  if (c.fp8_cache) tuning.block_cols = std::min(tuning.block_cols, 32);
+  // prefill's, an fp8 cache's over 32-key blocks. A decode step over an
+  // fp8 cache: four warps sharing one 16-row tile, 64-key blocks in 2
+  // stages (kernel_choice.cpp's first fp8 shape).
+  if (c.chunked) {
+    tuning.block_rows *= 4, tuning.warps *= 4;
+    if (c.fp8_cache) tuning.block_cols = std::min(tuning.block_cols, 32);
+  } else if (c.fp8_cache) {
+    tuning.block_cols = 64, tuning.warps = 4, tuning.stages = 2;
+    tuning.split = WarpgroupSplit::keys;
+  }
   const GeneratedKernel g = generate(spec, tuning);
   EXPECT_LE(g.shared_bytes, limit) << g.name;
   if (!compiles_without_spills(g, c.arch)) GTEST_SKIP() << "NVRTC not available";

@@ -144,6 +144,91 @@ struct QuantizedCacheCopy {
   }
 };
 
+// The copies of an fp8 cache's rows for the kernels that convert them on
+// their way into the fragments (arch/warp_gemm_e4m3.cuh): each cached row's
+// bytes by cp.async into its staging row as they are (the staging of
+// QuantizedCacheCopy, each row from byte 0), in chunks of 16 or 8 bytes as
+// the row's address allows (rows 8-byte aligned, kCols a multiple of 16,
+// columns past valid_cols, a multiple of 16, zero). Rows past valid_rows and
+// rows of a page the block table does not name are zeros; appended rows
+// (16-bit, of type E) are written as the cache stores them, x / scale
+// rounded to e4m3. Nothing to finish: issue → cp_async_wait + barrier →
+// read.
+template <int kRows, int kCols, int kThreads, int E>
+struct E4m3RowCopy {
+  typedef QuantizedCacheCopy<kRows, kCols, kCols + 8, kThreads, E, false> Layout;
+  static constexpr bool kStaged = true;
+  static constexpr int kStageBytes = Layout::kStageBytes;
+  static constexpr int kStageElements = Layout::kStageElements;
+  static constexpr int kChunks = kCols / 16;
+  static constexpr int kLanesPerRow = Layout::kLanesPerRow;
+  static_assert(kCols % 16 == 0, "rows are whole 16-byte chunks");
+
+  template <class Rows>
+  static __device__ __forceinline__ void issue(u16*, u16* staging, const Rows& rows, index_t,
+                                               int valid_rows, int valid_cols, int thread) {
+    u8* stage = reinterpret_cast<u8*>(staging);
+    const int lane = thread % kLanesPerRow;
+#pragma unroll 1
+    for (int row = thread / kLanesPerRow; row < kRows; row += kThreads / kLanesPerRow) {
+      const int key = rows.first + row;
+      u8* to = stage + row * kStageBytes;
+      const bool valid = row < valid_rows;
+      const bool appended = valid && key >= rows.cached;
+      const u8* source = valid && !appended ? rows.cache_row(key) : nullptr;
+#pragma unroll 1
+      for (int c = lane; c < kChunks; c += kLanesPerRow) {
+        uint4* chunk = reinterpret_cast<uint4*>(to + 16 * c);
+        if (16 * c >= valid_cols || !(source != nullptr || appended))
+          *chunk = make_uint4(0, 0, 0, 0);
+        else if (appended)
+          *chunk = appended_chunk(rows, key - rows.cached, 16 * c);
+        else
+          copy_chunk(to + 16 * c, source + 16 * c);
+      }
+    }
+  }
+
+ private:
+  static __device__ __forceinline__ void copy_chunk(u8* to, const u8* from) {
+    if ((reinterpret_cast<u64>(from) & 15) == 0) {
+      cp_async_zfill<16>(to, from, 16);
+    } else {
+      cp_async_zfill<8>(to, from, 8);
+      cp_async_zfill<8>(to + 8, from + 8, 8);
+    }
+  }
+
+  // Columns col .. col + 15 of appended row i as the cache stores them (a
+  // few rows a call; not unrolled: beside D = 256's O it would spill).
+  template <class Rows>
+  static __device__ __forceinline__ uint4 appended_chunk(const Rows& rows, int i, int col) {
+    const u16* source = rows.appended + i * rows.appended_stride;
+    u32 words[4];
+#pragma unroll
+    for (int w = 0; w < 4; ++w) {
+      words[w] = 0;
+#pragma unroll 1
+      for (int b = 0; b < 4; ++b)
+        words[w] |= u32(stored_as_e4m3<E>(source[(col + 4 * w + b) * rows.col_stride],
+                                          rows.scale))
+                    << (8 * b);
+    }
+    return make_uint4(words[0], words[1], words[2], words[3]);
+  }
+};
+
+// The staging's row stride in bytes of a copy that is an E4m3RowCopy
+// (kIs), 0 for others (which have none).
+template <class Copy, bool kIs>
+struct E4m3StageRowBytes {
+  static constexpr int value = 0;
+};
+template <class Copy>
+struct E4m3StageRowBytes<Copy, true> {
+  static constexpr int value = Copy::kStageBytes;
+};
+
 // The Q tile of a kernel over an fp8 cache ([kRows][kCols], rows kStride
 // apart, elements of type E) made f16 in place, times the power of two 2^s
 // that puts its largest magnitude in [2^13, 2^14): f16 holds every bf16

@@ -91,6 +91,14 @@ constexpr unsigned long long staging_elements(int vec, int rows, int cols) {
   return vec >= 1 && vec < 8 ? (unsigned long long)rows * (cols / 8 + 1) * 8 : 0;
 }
 
+// Whether a kernel over an fp8 cache reads its e4m3 bytes into the MMA
+// fragments (arch/warp_gemm_e4m3.cuh), with no converted K and V tiles:
+// rows 8-byte aligned (alignment class 8; the cache's elements are bytes)
+// and whole 16-column chunks.
+constexpr bool e4m3_fragments(bool fp8_cache, int vec, int dim_qk, int dim_v) {
+  return fp8_cache && vec == 8 && dim_qk % 16 == 0 && dim_v % 16 == 0;
+}
+
 // Elements of the staging area of a [rows][cols] tile of an fp8 cache
 // (QuantizedCacheCopy in copy/quantized_cache.cuh): a row's bytes as the
 // aligned 16-byte chunks around them, then a byte per row.
@@ -130,17 +138,18 @@ constexpr unsigned long long producer_barrier_bytes(const SharedShape& s, int pi
 // mma.sync (kernels/forward/mma_sync.cuh): q [rows][dqk], k [cols][dqk],
 // v [cols][dv chunk], rows padded, `stages` of k and v in a ring (0: one);
 // staged (or an fp8 cache's): one k and v, and the stages' staging: k's,
-// then v's.
+// then v's; e4m3 fragments: a 16-byte placeholder for each of k and v.
 constexpr unsigned long long forward_mma_sync_shared_bytes(const SharedShape& s) {
   const int dqk = layout_round_up(s.dim_qk, 16), dv = layout_chunk_width(s.dim_v, s.head_chunks);
   const unsigned long long stages = s.stages >= 2 ? s.stages : 1;
   const unsigned long long staging =
       traversed_staging_elements(s, s.cols, dqk) + traversed_staging_elements(s, s.cols, dv);
   const unsigned long long tile_stages = staging != 0 ? 1 : stages;
-  return kTileElementBytes *
-         ((unsigned long long)s.rows * (dqk + kSharedRowPad) +
-          tile_stages * s.cols * (dqk + kSharedRowPad) +
-          tile_stages * s.cols * (dv + kSharedRowPad) + stages * staging);
+  const bool no_tiles = e4m3_fragments(s.fp8_cache, s.vec, s.dim_qk, s.dim_v);
+  const unsigned long long k_tile = no_tiles ? 8 : s.cols * (dqk + kSharedRowPad);
+  const unsigned long long v_tile = no_tiles ? 8 : s.cols * (dv + kSharedRowPad);
+  return kTileElementBytes * ((unsigned long long)s.rows * (dqk + kSharedRowPad) +
+                              tile_stages * (k_tile + v_tile) + stages * staging);
 }
 
 // wgmma (kernels/forward/wgmma.cuh, wgmma_producer.cuh): q [rows][dqk]

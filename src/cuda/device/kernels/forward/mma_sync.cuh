@@ -17,11 +17,13 @@
 #include "copy/quantized_cache.cuh"
 #include "copy/tile_copy.cuh"
 #include "epilogue/store.cuh"
+#include "layout/shared_memory.cuh"
 #include "softmax/mask.cuh"
 #include "arch/mma.cuh"
 #include "softmax/key_split_merge.cuh"
 #include "softmax/softmax.cuh"
 #include "arch/warp_gemm.cuh"
+#include "arch/warp_gemm_e4m3.cuh"
 #include "scheduler/cta_tile.cuh"
 
 namespace flashgen_device {
@@ -74,15 +76,27 @@ struct Forward {
   static constexpr int kCopyRows = kWarpCopies ? kWarpKeys : kBlockN;
   static constexpr int kCopyThreads = kWarpCopies ? 32 : kThreads;
 
-  // The copies of [rows][cols] tiles: an fp8 cache's are converted on their
-  // way in (copy/quantized_cache.cuh).
+  // An fp8 cache whose rows are 8-byte aligned and whole 16-column chunks is
+  // read as its bytes, converted on their way into the fragments
+  // (arch/warp_gemm_e4m3.cuh); other fp8 caches are converted into 16-bit
+  // tiles first (QuantizedCacheCopy::finish).
+  static constexpr bool kE4m3Fragments =
+      e4m3_fragments(C::kFp8Cache, C::kVec, C::kDimQK, C::kDimV);
+
+  // The copies of [rows][cols] tiles: an fp8 cache's staged (and converted,
+  // copy/quantized_cache.cuh).
   template <int kRows, int kCols, int kStride, int kBy>
   using TileCopyOf = typename select_type<
-      C::kFp8Cache, QuantizedCacheCopy<kRows, kCols, kStride, kBy, E, C::kVec == 0>,
+      C::kFp8Cache,
+      typename select_type<kE4m3Fragments, E4m3RowCopy<kRows, kCols, kBy, E>,
+                           QuantizedCacheCopy<kRows, kCols, kStride, kBy, E, C::kVec == 0>>::type,
       TileCopy<kRows, kCols, kStride, C::kVec, kBy>>::type;
   typedef TileCopyOf<kCopyRows, kDimQK, kQKStride, kCopyThreads> KCopy;
   typedef TileCopyOf<kCopyRows, kDvChunk, kVStride, kCopyThreads> VCopy;
   static constexpr bool kStaged = KCopy::kStaged;
+  // The e4m3 staging's row strides, in bytes.
+  static constexpr int kKeyRowBytes = E4m3StageRowBytes<KCopy, kE4m3Fragments>::value;
+  static constexpr int kValueRowBytes = E4m3StageRowBytes<VCopy, kE4m3Fragments>::value;
   // A whole block's copies: the staging each stage holds (a warp's copies
   // take their share of it, in warp order).
   typedef TileCopyOf<kBlockN, kDimQK, kQKStride, kThreads> KBlockCopy;
@@ -92,20 +106,30 @@ struct Forward {
                 "the warps' staging fits the block's");
   // Staged copies land in their stage's staging and are converted into the
   // one K and V tile just before they are read: the ring is the staging's.
+  // e4m3 fragments are read from the staging itself: no K and V tiles (a
+  // 16-byte placeholder each).
   static constexpr int kTileStages = kStaged ? 1 : kStages;
+  static constexpr int kKTile = kE4m3Fragments ? 8 : kBlockN * kQKStride;
+  static constexpr int kVTile = kE4m3Fragments ? 8 : kBlockN * kVStride;
 
   struct Tiles {
-    u16 q[kBlockM * kQKStride];                // [kBlockM][kDimQK]
-    u16 k[kTileStages][kBlockN * kQKStride];   // [kBlockN][kDimQK]
-    u16 v[kTileStages][kBlockN * kVStride];    // [kBlockN][kDvChunk]
+    u16 q[kBlockM * kQKStride];   // [kBlockM][kDimQK]
+    u16 k[kTileStages][kKTile];   // [kBlockN][kDimQK]
+    u16 v[kTileStages][kVTile];   // [kBlockN][kDvChunk]
   };
   // staging: K's stages, then V's
   typedef WithStaging<Tiles, KBlockCopy, VBlockCopy, kStaged, kStages> SharedStorage;
   // kKeySplit: the warps' results merge through the K and V tiles' shared
-  // memory, read by no one any more by then.
-  static_assert(!kKeySplit || KeySplitMerge<C::kWarps, kRowTiles, kOutTiles>::kBytes <=
-                                  sizeof(Tiles::k) + sizeof(Tiles::v),
+  // memory (e4m3 fragments: the staging's), read by no one any more by then.
+  typedef KeySplitMerge<C::kWarps, kRowTiles, kOutTiles> Merge;
+  static constexpr int kStagingBytes =  // of 16-bit elements
+      2 * kStages * (KBlockCopy::kStageElements + VBlockCopy::kStageElements);
+  static_assert(!kKeySplit || Merge::kBytes <= (kE4m3Fragments
+                                                    ? kStagingBytes
+                                                    : sizeof(Tiles::k) + sizeof(Tiles::v)),
                 "the warps' merge fits in the K and V tiles");
+  static_assert(!kE4m3Fragments || (sizeof(Tiles) % 16 == 0 && kCopyRows % 16 == 0),
+                "staged rows start 16-byte aligned (ldmatrix)");
 
   static_assert(C::kSplitKeys || !C::kKeyCache, "a KV cache is read by the split-key forward");
   static_assert(C::kKeyCache || !C::kFp8Cache, "fp8 is a KV cache's storage");
@@ -191,6 +215,16 @@ struct Forward {
       VCopy::issue(v_tile(stage), v_staging(stage), values.from(key0), p.v.stride_dim,
                    p.seq_kv - key0, C::kDimV - dv0, copier);
     };
+    // The warp's first key row of stage `stage` as the e4m3 fragments read
+    // it: in its share of the staging, or the block's staging.
+    const auto key_bytes = [&](int stage) {
+      return reinterpret_cast<const u8*>(k_staging(stage)) +
+             (kWarpCopies ? 0 : warp_key) * kKeyRowBytes;
+    };
+    const auto value_bytes = [&](int stage) {
+      return reinterpret_cast<const u8*>(v_staging(stage)) +
+             (kWarpCopies ? 0 : warp_key) * kValueRowBytes;
+    };
     // Until the copies are seen: by the warp where it copies its own keys.
     const auto copies_sync = [] {
       if constexpr (kWarpCopies)
@@ -199,19 +233,37 @@ struct Forward {
         __syncthreads();
     };
     // S = Q·K[j]ᵀ ([row tile][key n-tile][C fragment]) over the warp's keys
-    // of tile k, made probabilities by the online softmax, O rescaled to its
-    // new maxima.
-    const auto probabilities = [&](float (&s)[kRowTiles][kScoreTiles][4], const u16* tile,
+    // of K's tile (or staging) `stage`, made probabilities by the online
+    // softmax, O rescaled to its new maxima.
+    const auto probabilities = [&](float (&s)[kRowTiles][kScoreTiles][4], int stage,
                                    int n_block) {
       const int key0 = n_block * kBlockN + warp_key;
-      const u16* k = tile + warp_key * kQKStride;
+      const u16* k = smem.k[kStaged ? 0 : stage] + warp_key * kQKStride;
       if (C::kCacheQ && n_block == first_block) {
 #pragma unroll
-        for (int ks = 0; ks < kKSteps; ++ks)
-          load_a_rows(q_frag[C::kCacheQ ? ks : 0], q_warp, kQKStride, ks * 16, lane);
+        for (int ks = 0; ks < kKSteps; ++ks) {
+          if constexpr (kE4m3Fragments)
+            load_a_rows_e4m3_order(q_frag[C::kCacheQ ? ks : 0], q_warp, kQKStride, ks * 16, lane);
+          else
+            load_a_rows(q_frag[C::kCacheQ ? ks : 0], q_warp, kQKStride, ks * 16, lane);
+        }
       }
       zero(s);
-      if (C::kCacheQ) {
+      if constexpr (kE4m3Fragments) {
+#pragma unroll
+        for (int ks = 0; ks < kKSteps; ++ks) {
+          u32 a[kRowTiles][4];
+          if (C::kCacheQ) {
+#pragma unroll
+            for (int rt = 0; rt < kRowTiles; ++rt)
+#pragma unroll
+              for (int i = 0; i < 4; ++i) a[rt][i] = q_frag[C::kCacheQ ? ks : 0][rt][i];
+          } else {
+            load_a_rows_e4m3_order(a, q_warp, kQKStride, ks * 16, lane);
+          }
+          mma_k_step_e4m3_nk(s, a, key_bytes(stage), kKeyRowBytes, ks * 16, lane);
+        }
+      } else if (C::kCacheQ) {
 #pragma unroll
         for (int ks = 0; ks < kKSteps; ++ks)
           mma_k_step<kMmaE, false>(s, q_frag[C::kCacheQ ? ks : 0], k, kQKStride, ks * 16, lane);
@@ -249,7 +301,7 @@ struct Forward {
         cp_async_commit();
         cp_async_wait<kStages - 1>();
         copies_sync();
-        if (kStaged) {
+        if constexpr (kStaged && !kE4m3Fragments) {
           const int key0 = n_block * kBlockN + copy_row;
           KCopy::finish(k_tile(0), k_staging(stage), keys.from(key0), p.seq_kv - key0,
                         C::kDimQK, copier);
@@ -258,8 +310,11 @@ struct Forward {
           copies_sync();
         }
         float s[kRowTiles][kScoreTiles][4];
-        probabilities(s, smem.k[kStaged ? 0 : stage], n_block);
-        attend_values(o, s, smem.v[kStaged ? 0 : stage], warp_key, lane);
+        probabilities(s, stage, n_block);
+        if constexpr (kE4m3Fragments)
+          attend_e4m3_values(o, s, value_bytes(stage), lane);
+        else
+          attend_values(o, s, smem.v[kStaged ? 0 : stage], warp_key, lane);
         copies_sync();  // the stage is read before it is refilled
       }
     } else {  // the CTA copies together (copy_row 0, copier = thread)
@@ -272,17 +327,17 @@ struct Forward {
         cp_async_commit();
         cp_async_wait<1>();
         __syncthreads();
-        if (kStaged) {
+        if constexpr (kStaged && !kE4m3Fragments) {
           KCopy::finish(k_tile(0), k_staging(0), keys.from(key0), p.seq_kv - key0, C::kDimQK,
                         copier);
           __syncthreads();
         }
         float s[kRowTiles][kScoreTiles][4];
-        probabilities(s, smem.k[0], n_block);
+        probabilities(s, 0, n_block);
 
         cp_async_wait<0>();
         __syncthreads();  // V[j] is in, and every warp is done reading K[j]
-        if (kStaged) {
+        if constexpr (kStaged && !kE4m3Fragments) {
           VCopy::finish(v_tile(0), v_staging(0), values.from(key0), p.seq_kv - key0,
                         C::kDimV - dv0, copier);
           __syncthreads();
@@ -290,16 +345,20 @@ struct Forward {
         if (n_block + 1 < n_blocks) issue_keys(n_block + 1, 0);
         cp_async_commit();
 
-        attend_values(o, s, smem.v[0], warp_key, lane);
+        if constexpr (kE4m3Fragments)
+          attend_e4m3_values(o, s, value_bytes(0), lane);
+        else
+          attend_values(o, s, smem.v[0], warp_key, lane);
         __syncthreads();  // every warp is done reading V[j] before it is overwritten
       }
     }
     cp_async_wait<0>();
     if constexpr (kKeySplit) {
-      KeySplitMerge<C::kWarps, kRowTiles, kOutTiles>::merge(reinterpret_cast<float*>(smem.k),
-                                                            softmax, o, warp, lane);
+      float* scratch = reinterpret_cast<float*>(kE4m3Fragments ? smem.first_staging(0) : smem.k[0]);
+      Merge::merge(scratch, softmax, o, warp, lane);
       if (warp != 0) return;  // warp 0 stores the tile
     }
+    if constexpr (kE4m3Fragments) o_to_column_order(o, lane);
 
     float inverse_sum[kRowTiles][2], lse[kRowTiles][2];
     static_assert(!(C::kSplitKeys && C::kSinks), "a share's partial results hold no sink");
@@ -317,6 +376,19 @@ struct Forward {
       store_rows<E, C::kVec>(p.o, batch, head, warp_row0, dv0, o, inverse_sum,
                              p.seq_q - warp_row0, C::kDimV - dv0, lane);
       if (chunk == 0) store_lse_rows(p, batch, head, warp_row0, lse, lane);
+    }
+  }
+
+  // O += P·V over the warp's keys of the e4m3 rows from `values` (its
+  // staging): O's n-tiles in mma_k_step_e4m3_kn's column order.
+  static __device__ __forceinline__ void attend_e4m3_values(
+      float (&o)[kRowTiles][kOutTiles][4], const float (&s)[kRowTiles][kScoreTiles][4],
+      const u8* values, int lane) {
+#pragma unroll
+    for (int ks = 0; ks < kWarpKeys / 16; ++ks) {
+      u32 p_frag[kRowTiles][4];
+      pack_a_from_acc<kF16>(p_frag, s, ks);
+      mma_k_step_e4m3_kn(o, p_frag, values, kValueRowBytes, ks * 16, lane);
     }
   }
 
