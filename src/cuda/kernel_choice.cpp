@@ -56,12 +56,15 @@ constexpr int kFp8KeyBlock = 32;
 // over 64 keys in 2 stages 0.373 / 0.467 / 0.487; four over 128 keys in 2
 // stages (one CTA an SM) 0.352 / 1.116 / 0.945. cuDNN 0.339 plain. Measured
 // with the CTA's threads copying together, before each warp copied its own
-// keys.
+// keys. An fp8 cache read into the fragments (rows 8-byte aligned; ms,
+// contiguous / 16-row pages / 128k keys in 64-row pages): four warps over
+// 64 keys in 3 stages 0.226 / 0.352 / 0.182, in 2 stages 0.274 / 0.418 /
+// 0.246, over 128 keys in 2 stages 0.247 / 0.421 / 0.214 (docs/decisions.md).
 struct KeySplitShape {
   int cols, warps, stages;
 };
 constexpr KeySplitShape kKeySplitShapes[] = {{32, 2, 3}, {32, 2, 2}, {32, 2, 0}};
-constexpr KeySplitShape kFp8KeySplitShapes[] = {{64, 4, 2}, {32, 2, 2}, {32, 2, 0}};
+constexpr KeySplitShape kFp8KeySplitShapes[] = {{64, 4, 3}, {64, 4, 2}, {32, 2, 2}, {32, 2, 0}};
 constexpr std::size_t kKeySplitCtasPerSm = 3;
 
 // The split-key forward's tuning: a forced forward tuning (ScopedTuningOverride,
