@@ -61,14 +61,20 @@ Problem problem_of(const TensorView& q, const TensorView& k, const TensorView& v
 }  // namespace
 
 bool elements_are_distinct(int rank, const std::int64_t* shape, const std::int64_t* stride) {
-  std::vector<int> axes;
+  // The axes of more than one element, by stride; on the stack, since every
+  // call checks its outputs (views have at most 4 axes).
+  constexpr int kMostAxes = 4;
+  if (rank > kMostAxes) throw Error(ErrorCode::runtime, "elements_are_distinct: more than 4 axes");
+  int axes[kMostAxes];
+  int count = 0;
   for (int i = 0; i < rank; ++i) {
     if (shape[i] == 0) return true;  // no elements at all
-    if (shape[i] > 1) axes.push_back(i);
+    if (shape[i] > 1) axes[count++] = i;
   }
-  std::sort(axes.begin(), axes.end(), [&](int a, int b) { return stride[a] < stride[b]; });
+  std::sort(axes, axes + count, [&](int a, int b) { return stride[a] < stride[b]; });
   std::int64_t reach = 0;  // largest offset the axes with smaller strides reach
-  for (int axis : axes) {
+  for (int n = 0; n < count; ++n) {
+    const int axis = axes[n];
     if (stride[axis] <= reach) return false;
     reach += (shape[axis] - 1) * stride[axis];  // no overflow: checked by validation first
   }
