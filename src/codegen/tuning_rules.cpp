@@ -168,12 +168,12 @@ void check_tuning(const KernelSpec& spec, const TuningParams& t) {
     switch (spec.kind) {
       case KernelKind::forward:
         if (chunk_width(spec.dim_v, head_chunks_of(spec, t)) > kMostValueColumns)
-          fail("mma=wgmma for the forward needs at most 288 value columns per CTA (O in "
-               "registers): head <= 256");
+          fail("mma=wgmma for the forward needs at most " + std::to_string(kMostValueColumns) +
+               " value columns per CTA (O in registers): head <= 256");
         if (t.tma && spec.vec < 8 &&
             tile_width_v(spec, true, head_chunks_of(spec, t)) > kMostValueColumns)
-          fail("copy=tma on rows that are not 16-byte aligned widens the value tile past 288 "
-               "columns (O in registers): a smaller head");
+          fail("copy=tma on rows that are not 16-byte aligned widens the value tile past " +
+               std::to_string(kMostValueColumns) + " columns (O in registers): a smaller head");
         break;
       case KernelKind::backward_query:
         if (dqk16 > 256) fail("mma=wgmma for backward_query needs Dqk <= 256 (dQ in registers)");

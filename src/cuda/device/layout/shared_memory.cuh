@@ -98,6 +98,9 @@ constexpr unsigned long long staging_elements(int vec, int rows, int cols) {
 constexpr bool e4m3_fragments(bool fp8_cache, int vec, int dim_qk, int dim_v) {
   return fp8_cache && vec == 8 && dim_qk % 16 == 0 && dim_v % 16 == 0;
 }
+// What such a kernel keeps of each of its K and V tiles, in 16-bit
+// elements: a 16-byte placeholder (the fragments read the staging).
+constexpr int kE4m3TilePlaceholder = 8;
 
 // Elements of the staging area of a [rows][cols] tile of an fp8 cache
 // (QuantizedCacheCopy in copy/quantized_cache.cuh): a row's bytes as the
@@ -146,8 +149,10 @@ constexpr unsigned long long forward_mma_sync_shared_bytes(const SharedShape& s)
       traversed_staging_elements(s, s.cols, dqk) + traversed_staging_elements(s, s.cols, dv);
   const unsigned long long tile_stages = staging != 0 ? 1 : stages;
   const bool no_tiles = e4m3_fragments(s.fp8_cache, s.vec, s.dim_qk, s.dim_v);
-  const unsigned long long k_tile = no_tiles ? 8 : s.cols * (dqk + kSharedRowPad);
-  const unsigned long long v_tile = no_tiles ? 8 : s.cols * (dv + kSharedRowPad);
+  const unsigned long long k_tile =
+      no_tiles ? kE4m3TilePlaceholder : s.cols * (dqk + kSharedRowPad);
+  const unsigned long long v_tile =
+      no_tiles ? kE4m3TilePlaceholder : s.cols * (dv + kSharedRowPad);
   return kTileElementBytes * ((unsigned long long)s.rows * (dqk + kSharedRowPad) +
                               tile_stages * (k_tile + v_tile) + stages * staging);
 }

@@ -109,8 +109,8 @@ struct Forward {
   // e4m3 fragments are read from the staging itself: no K and V tiles (a
   // 16-byte placeholder each).
   static constexpr int kTileStages = kStaged ? 1 : kStages;
-  static constexpr int kKTile = kE4m3Fragments ? 8 : kBlockN * kQKStride;
-  static constexpr int kVTile = kE4m3Fragments ? 8 : kBlockN * kVStride;
+  static constexpr int kKTile = kE4m3Fragments ? kE4m3TilePlaceholder : kBlockN * kQKStride;
+  static constexpr int kVTile = kE4m3Fragments ? kE4m3TilePlaceholder : kBlockN * kVStride;
 
   struct Tiles {
     u16 q[kBlockM * kQKStride];   // [kBlockM][kDimQK]
@@ -252,16 +252,14 @@ struct Forward {
       if constexpr (kE4m3Fragments) {
 #pragma unroll
         for (int ks = 0; ks < kKSteps; ++ks) {
-          u32 a[kRowTiles][4];
           if (C::kCacheQ) {
-#pragma unroll
-            for (int rt = 0; rt < kRowTiles; ++rt)
-#pragma unroll
-              for (int i = 0; i < 4; ++i) a[rt][i] = q_frag[C::kCacheQ ? ks : 0][rt][i];
+            mma_k_step_e4m3_nk(s, q_frag[C::kCacheQ ? ks : 0], key_bytes(stage), kKeyRowBytes,
+                               ks * 16, lane);
           } else {
+            u32 a[kRowTiles][4];
             load_a_rows_e4m3_order(a, q_warp, kQKStride, ks * 16, lane);
+            mma_k_step_e4m3_nk(s, a, key_bytes(stage), kKeyRowBytes, ks * 16, lane);
           }
-          mma_k_step_e4m3_nk(s, a, key_bytes(stage), kKeyRowBytes, ks * 16, lane);
         }
       } else if (C::kCacheQ) {
 #pragma unroll
