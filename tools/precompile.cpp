@@ -11,6 +11,7 @@
 #include <set>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "arguments.hpp"
@@ -90,10 +91,13 @@ Problem with_cache(Problem p, KeyCache cache, bool fp8) {
 // Decode with `group` query heads per key/value head: the split-key forward,
 // its combine and the whole forward of the problem as the kernels see it
 // (query heads packed as rows where they pack); with a KV cache (`caches`),
-// the split-key forward that reads it (of e4m3 bytes where `fp8`).
-std::vector<KernelSpec> decode_specs(const Problem& base, std::int64_t group, int vec,
-                                     const std::string& arch,
-                                     const std::vector<KeyCache>& caches, bool fp8) {
+// the split-key forward that reads it (of e4m3 bytes where `fp8`). Each
+// spec comes with the decode step's problem, whose single query row picks
+// the split-key forward's decode shape.
+std::vector<std::pair<KernelSpec, Problem>> decode_specs(const Problem& base, std::int64_t group,
+                                                         int vec, const std::string& arch,
+                                                         const std::vector<KeyCache>& caches,
+                                                         bool fp8) {
   Problem p = base;
   p.sequences = {};  // a decode step is a plain or KV-cache call
   p.seq_q = 1;
@@ -103,15 +107,15 @@ std::vector<KernelSpec> decode_specs(const Problem& base, std::int64_t group, in
     return cuda::packs_query_heads(x) ? cuda::packed_problem(x) : x;
   };
   const Problem seen = as_seen(p);
-  std::vector<KernelSpec> specs = {
-      cuda::spec_of(KernelKind::forward, seen, vec, arch, true),
-      cuda::spec_of(KernelKind::forward_combine, seen, vec, arch),
-      cuda::spec_of(KernelKind::forward, seen, vec, arch)};
-  if (seen.has_mask()) specs.push_back(cuda::spec_of(KernelKind::mask_blocks, seen, vec, arch));
+  std::vector<std::pair<KernelSpec, Problem>> specs = {
+      {cuda::spec_of(KernelKind::forward, seen, vec, arch, true), seen},
+      {cuda::spec_of(KernelKind::forward_combine, seen, vec, arch), seen},
+      {cuda::spec_of(KernelKind::forward, seen, vec, arch), seen}};
+  if (seen.has_mask()) specs.push_back({cuda::spec_of(KernelKind::mask_blocks, seen, vec, arch), seen});
   for (KeyCache cache : caches) {
     const Problem cached_seen = as_seen(with_cache(p, cache, fp8));
-    specs.push_back(cuda::spec_of(KernelKind::forward, cached_seen, vec, arch, true));
-    specs.push_back(cuda::spec_of(KernelKind::forward_combine, cached_seen, vec, arch));
+    specs.push_back({cuda::spec_of(KernelKind::forward, cached_seen, vec, arch, true), cached_seen});
+    specs.push_back({cuda::spec_of(KernelKind::forward_combine, cached_seen, vec, arch), cached_seen});
   }
   return specs;
 }
@@ -189,9 +193,9 @@ int precompile_command(const std::vector<std::string>& words) {
         const int vec = packed_vec(d, d);
         for (KernelKind kind : kinds_of(kind_names, p)) add(cuda::spec_of(kind, p, vec, arch), p);
         for (std::int64_t group : groups)
-          for (const KernelSpec& spec :
+          for (const auto& [spec, step] :
                decode_specs(p, group, vec, arch, caches, a.given("fp8-cache")))
-            add(spec, p);
+            add(spec, step);
       }
     }
 

@@ -73,14 +73,19 @@ TEST_F(PrecompileCommand, DecodeStepsWithAWindowAndSinks) {
 
 // Decode steps over a KV cache: the split-key forward that reads a
 // contiguous cache and the one that reads a paged cache, beside the plain
-// call's (short and long sequences); the combine is shared.
+// call's (short and long sequences); the combine is shared. Each in the
+// shape a decode step's one query row gets (two warps over 32 keys, an
+// fp8 cache's four over 64), not the shape of the --seqs lengths' rows.
 TEST_F(PrecompileCommand, DecodeStepsOverAKVCache) {
   const Outcome o = precompile("--dims 128 --kinds forward --decode 4 --kv-cache both");
   EXPECT_EQ(o.exit_code, 0) << o.output;
   for (const char* layout : {"", " kv_cache=contiguous", " kv_cache=paged"})
     EXPECT_TRUE(contains(o.output, std::string("dqk=128 dv=128 causal=0 vec=8 sm_90a split_keys") +
-                                       layout + " |"))
+                                       layout + " | rows=16 cols=32 head=0 warps=2 "))
         << layout << "\n" << o.output;
+  const Outcome fp8 = precompile("--dims 128 --kinds forward --decode 4 --kv-cache paged --fp8-cache");
+  EXPECT_TRUE(contains(fp8.output, "split_keys kv_cache=paged e4m3 | rows=16 cols=64 head=0 warps=4 "))
+      << fp8.output;
   EXPECT_TRUE(contains(o.output, "6 kernels in ")) << o.output;
   EXPECT_FALSE(contains(o.output, "FAILED")) << o.output;
 }
