@@ -44,16 +44,38 @@ struct BackwardContext {
   // The user mask, when there is one: masked pairs get P = 0, so dS = 0.
   std::optional<MaskProgram> mask = std::nullopt;
 
-  // The mask's verdicts on the `n` visible pairs starting at (query, key),
-  // along the queries (key-major rows) or the keys; then their scores masked.
-  void apply_mask(float* scores, std::uint8_t* attend, std::int64_t batch, std::int64_t head,
-                  std::int64_t query, std::int64_t key, bool along_queries,
-                  const RowRange& visible) const {
-    const int n = static_cast<int>(visible.size());
-    // The mask's q_idx is the query row's position among the keys.
-    mask->evaluate(batch, head, p.diagonal_offset() + query, along_queries ? 1 : 0, key,
-                   along_queries ? 0 : 1, n, attend);
-    mask_scores(scores + visible.begin, attend, 0, n);
+  // A score row's modifiers, then the user mask, before its probabilities:
+  // a query's row over the keys from `key` on or (along_queries) a key's row
+  // over the queries from `query` on, `width` columns of which `visible` are
+  // those the diagonals leave. A padding row (real false) is left alone.
+  // Returns whether the modifiers ran: the row's dS then takes the soft
+  // cap's slope (softcap_chain).
+  bool modify_and_mask(float* scores, int width, std::int64_t batch, std::int64_t head,
+                       std::int64_t query, std::int64_t key, bool along_queries,
+                       const RowRange& visible, bool real, float* softcap_slope,
+                       std::uint8_t* attend) const {
+    const bool modify = mods.active() && real;
+    if (modify && along_queries)
+      mods.key_row(scores, width, batch, head, key, query, softcap_slope);
+    else if (modify)
+      mods.query_row(scores, width, batch, head, query, key, softcap_slope);
+    if (mask && real) {
+      // The mask's verdicts on the visible pairs, along the row; its q_idx is
+      // the query row's position among the keys.
+      const int n = static_cast<int>(visible.size());
+      const std::int64_t first_query = along_queries ? query + visible.begin : query;
+      const std::int64_t first_key = along_queries ? key : key + visible.begin;
+      mask->evaluate(batch, head, p.diagonal_offset() + first_query, along_queries ? 1 : 0,
+                     first_key, along_queries ? 0 : 1, n, attend);
+      mask_scores(scores + visible.begin, attend, 0, n);
+    }
+    return modify;
+  }
+
+  // dS of a row whose scores the modifiers changed: times the soft cap's slope.
+  void softcap_chain(float* grad_scores, int width, bool modified,
+                     const float* softcap_slope) const {
+    if (modified && mods.has_softcap()) ScoreModifier::chain(grad_scores, softcap_slope, width);
   }
 
   std::int64_t key_blocks() const { return ceil_div(p.seq_kv, blocking.key_rows); }

@@ -186,22 +186,16 @@ void backward_key_value_block(BackwardContext& c, std::int64_t batch, std::int64
         const RowRange visible =
             r < keys ? columns_within(seeing_queries(p, key0 + r), q0, queries) : RowRange{};
         float* p_row = t.p.data() + r * query_ld;
-        const bool modify = c.mods.active() && r < keys;
-        if (modify) {
-          c.mods.key_row(p_row, static_cast<int>(queries_padded), batch, head, key0 + r, q0,
-                         t.softcap_slope.data());
-        }
-        if (c.mask && r < keys)
-          c.apply_mask(p_row, t.attend.data(), batch, head, q0 + visible.begin, key0 + r, true,
-                       visible);
+        const bool modified =
+            c.modify_and_mask(p_row, static_cast<int>(queries_padded), batch, head, q0, key0 + r,
+                              true, visible, r < keys, t.softcap_slope.data(), t.attend.data());
         probabilities_row_by_column(p_row, queries_padded, static_cast<int>(visible.begin),
                                     static_cast<int>(visible.end), c.scale_log2,
                                     t.lse_log2.data());
         // dSᵀ = Pᵀ ∘ (dPᵀ - Dterm), in place of dPᵀ
         float* ds_row = t.dp.data() + r * query_ld;
         score_gradient_row_by_column(p_row, ds_row, queries_padded, t.dterm.data());
-        if (modify && c.mods.has_softcap())
-          ScoreModifier::chain(ds_row, t.softcap_slope.data(), static_cast<int>(queries_padded));
+        c.softcap_chain(ds_row, static_cast<int>(queries_padded), modified, t.softcap_slope.data());
       }
       // dV += Pᵀ·dO  [keys_padded, dim_v_padded]
       gemm(keys_padded, c.dim_v_padded, queries_padded, t.p.data(), query_ld, nullptr, &t.scores_a,

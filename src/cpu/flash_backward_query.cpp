@@ -84,21 +84,15 @@ void backward_query_block(BackwardContext& c, std::int64_t batch, std::int64_t h
       const RowRange visible =
           r < rows ? columns_within(visible_keys(p, row0 + r), key0, keys) : RowRange{};
       float* p_row = t.p.data() + r * key_ld;
-      const bool modify = c.mods.active() && r < rows;
-      if (modify) {
-        c.mods.query_row(p_row, static_cast<int>(keys_padded), batch, head, row0 + r, key0,
-                         t.softcap_slope.data());
-      }
-      if (c.mask && r < rows)
-        c.apply_mask(p_row, t.attend.data(), batch, head, row0 + r, key0 + visible.begin, false,
-                     visible);
+      const bool modified =
+          c.modify_and_mask(p_row, static_cast<int>(keys_padded), batch, head, row0 + r, key0,
+                            false, visible, r < rows, t.softcap_slope.data(), t.attend.data());
       probabilities_row(p_row, keys_padded, static_cast<int>(visible.begin),
                         static_cast<int>(visible.end), c.scale_log2, t.lse_log2[r]);
       // dS = P ∘ (dP - Dterm), in place of dP
       float* ds_row = t.dp.data() + r * key_ld;
       score_gradient_row(p_row, ds_row, keys_padded, t.dterm[r]);
-      if (modify && c.mods.has_softcap())
-        ScoreModifier::chain(ds_row, t.softcap_slope.data(), static_cast<int>(keys_padded));
+      c.softcap_chain(ds_row, static_cast<int>(keys_padded), modified, t.softcap_slope.data());
     }
     // dQ += dS·K  [rows_padded, dim_qk_padded]
     gemm(rows_padded, c.dim_qk_padded, keys_padded, t.dp.data(), key_ld, t.k.data(),

@@ -43,30 +43,26 @@ static_assert(kTileColumnMultiple % kLanes == 0);
 #endif
 [[gnu::always_inline]] inline Vec vmax(const Vec& a, const Vec& b) { return a > b ? a : b; }
 
-// Horizontal sum in a fixed order: lanes i and i + kLanes/2 first, then
-// recursively by halves.
-[[gnu::always_inline]] inline float horizontal_sum(const Vec& v) {
+// Lanes combined by halves in a fixed order: lanes i and i + kLanes/2 first,
+// then recursively; the halving compiles to shuffles where a lane-by-lane
+// loop would not.
+template <class Combine>
+[[gnu::always_inline]] inline float horizontal_reduce(const Vec& v, Combine combine) {
   float lanes[kLanes];
   __builtin_memcpy(lanes, &v, sizeof v);
 #pragma GCC unroll 16
   for (int width = kLanes / 2; width >= 1; width /= 2) {
 #pragma GCC unroll 16
-    for (int i = 0; i < width; ++i) lanes[i] += lanes[i + width];
+    for (int i = 0; i < width; ++i) lanes[i] = combine(lanes[i], lanes[i + width]);
   }
   return lanes[0];
 }
-// By halves too (max is exact in any order); the halving compiles to shuffles
-// where a lane-by-lane loop would not.
+[[gnu::always_inline]] inline float horizontal_sum(const Vec& v) {
+  return horizontal_reduce(v, [](float a, float b) { return a + b; });
+}
+// Max is exact in any order.
 [[gnu::always_inline]] inline float horizontal_max(const Vec& v) {
-  float lanes[kLanes];
-  __builtin_memcpy(lanes, &v, sizeof v);
-#pragma GCC unroll 16
-  for (int width = kLanes / 2; width >= 1; width /= 2) {
-#pragma GCC unroll 16
-    for (int i = 0; i < width; ++i)
-      lanes[i] = lanes[i + width] > lanes[i] ? lanes[i + width] : lanes[i];
-  }
-  return lanes[0];
+  return horizontal_reduce(v, [](float a, float b) { return b > a ? b : a; });
 }
 
 // 2^x = 2^f · 2^r: 2^f from a polynomial, 2^r from exponent bits. Inputs
@@ -92,27 +88,36 @@ template <int kDegree>
   return p;
 }
 
-#if FLASHGEN_TILE_VECTOR_LANES == 16
-// AVX-512: f = x - floor(x) in [0, 1] in one instruction (vreduceps), and
-// vscalefps multiplies by 2^floor(x) itself, so x needs no rounding step.
-// 2^f from relative-minimax polynomials on [0, 1] with p(0) = 1 (fitted in
-// fp64, coefficients rounded to fp32), in fp32 Horner steps:
-//   degree 6: 9.6e-8 relative error;
-//   degree 4: 3.0e-6 (2^-18.4), for P rounded to bf16 (half an ulp is 2^-9)
-//             before its GEMM: two multiply-adds less.
+// 2^f of the fraction f that exp2_vec (below) leaves of x, from
+// relative-minimax polynomials with p(0) = 1 (fitted in fp64, coefficients
+// rounded to fp32), in fp32 Horner steps. Degree 4 serves P rounded to bf16
+// (half an ulp is 2^-9) before its GEMM: two multiply-adds less. Relative
+// errors: f in [-1/2, 1/2] (row 0) 9.7e-8 at degree 6, as the degree-7 Taylor
+// polynomial it replaced (9.1e-8) with one multiply-add less per vector, and
+// 2.9e-6 (2^-18.4) at degree 4; f in [0, 1] (row 1, AVX-512's) 9.6e-8 and 3.0e-6.
+constexpr float kExp2Fraction6[2][7] = {
+    {1.0f, 0.6931471824645996f, 0.24022647738456726f, 0.055503327399492264f,
+     0.009618427604436874f, 0.0013398815644904971f, 0.00015356125368271023f},
+    {1.0f, 0.6931470632553101f, 0.2402293086051941f, 0.055485282093286514f,
+     0.009675451554358006f, 0.0012467843480408192f, 0.00021612925047520548f}};
+constexpr float kExp2Fraction4[2][5] = {
+    {1.0f, 0.6931241750717163f, 0.24024099111557007f, 0.05590642988681793f, 0.009582854807376862f},
+    {1.0f, 0.6930448412895203f, 0.2412802129983902f, 0.0522424578666687f, 0.013426695950329304f}};
+constexpr int kExp2FractionFromZero = FLASHGEN_TILE_VECTOR_LANES == 16 ? 1 : 0;
+
 template <int kDegree>
 [[gnu::always_inline]] inline Vec exp2_fraction(const Vec& f) {
   static_assert(kDegree == 6 || kDegree == 4);
   if constexpr (kDegree == 6) {
-    return polynomial<6>(f, {1.0f, 0.6931470632553101f, 0.2402293086051941f,
-                             0.055485282093286514f, 0.009675451554358006f,
-                             0.0012467843480408192f, 0.00021612925047520548f});
+    return polynomial<6>(f, kExp2Fraction6[kExp2FractionFromZero]);
   } else {
-    return polynomial<4>(f, {1.0f, 0.6930448412895203f, 0.2412802129983902f,
-                             0.0522424578666687f, 0.013426695950329304f});
+    return polynomial<4>(f, kExp2Fraction4[kExp2FractionFromZero]);
   }
 }
 
+#if FLASHGEN_TILE_VECTOR_LANES == 16
+// AVX-512: f = x - floor(x) in [0, 1] in one instruction (vreduceps), and
+// vscalefps multiplies by 2^floor(x) itself, so x needs no rounding step.
 // x below -126.5 (-inf, or a masked score) is masked to 0 whatever f became.
 // vminps returns its second operand, x, when x is NaN.
 template <int kDegree = kExp2Degree, Exp2Range kRange = Exp2Range::any>
@@ -125,25 +130,7 @@ template <int kDegree = kExp2Degree, Exp2Range kRange = Exp2Range::any>
   return (Vec)_mm512_maskz_scalef_ps(kept, (__m512)exp2_fraction<kDegree>((Vec)f), x);
 }
 #else
-// x = r + f with r = round(x), f in [-1/2, 1/2]; 2^f from relative-minimax
-// polynomials on [-1/2, 1/2] with p(0) = 1 (fitted in fp64, coefficients
-// rounded to fp32), in fp32 Horner steps:
-//   degree 6: 9.7e-8 relative error, as the degree-7 Taylor polynomial it
-//             replaced (9.1e-8) with one multiply-add less per vector;
-//   degree 4: 2.9e-6 (2^-18.4).
-template <int kDegree>
-[[gnu::always_inline]] inline Vec exp2_fraction(const Vec& f) {
-  static_assert(kDegree == 6 || kDegree == 4);
-  if constexpr (kDegree == 6) {
-    return polynomial<6>(f, {1.0f, 0.6931471824645996f, 0.24022647738456726f,
-                             0.055503327399492264f, 0.009618427604436874f,
-                             0.0013398815644904971f, 0.00015356125368271023f});
-  } else {
-    return polynomial<4>(f, {1.0f, 0.6931241750717163f, 0.24024099111557007f,
-                             0.05590642988681793f, 0.009582854807376862f});
-  }
-}
-
+// x = r + f with r = round(x), f in [-1/2, 1/2].
 template <int kDegree = kExp2Degree, Exp2Range kRange = Exp2Range::any>
 [[gnu::always_inline]] inline Vec exp2_vec(const Vec& input) {
   Vec x = input;

@@ -123,32 +123,34 @@ __device__ __forceinline__ void gemm_smem_nk(float (&acc)[kRowTiles][kNTiles][4]
   }
 }
 
+// A product over kKSteps k steps of 16 whose A comes from fp32 accumulators
+// (rounded to E): k_step(frag, k0) multiplies each step's A fragments.
+template <int E, int kRowTiles, int kKSteps, class KStep>
+__device__ __forceinline__ void for_each_acc_k_step(const float (&a)[kRowTiles][2 * kKSteps][4],
+                                                    KStep k_step) {
+#pragma unroll
+  for (int ks = 0; ks < kKSteps; ++ks) {
+    u32 frag[kRowTiles][4];
+    pack_a_from_acc<E>(frag, a, ks);
+    k_step(frag, ks * 16);
+  }
+}
+
 // acc += A · B over kKSteps: A from fp32 accumulators (rounded to E), B k-major.
 template <int E, int kRowTiles, int kNTiles, int kKSteps>
 __device__ __forceinline__ void gemm_acc_kn(float (&acc)[kRowTiles][kNTiles][4],
                                             const float (&a)[kRowTiles][2 * kKSteps][4],
                                             const u16* b, int b_stride, int lane) {
-#pragma unroll
-  for (int ks = 0; ks < kKSteps; ++ks) {
-    u32 frag[kRowTiles][4];
-    pack_a_from_acc<E>(frag, a, ks);
-    mma_k_step<E, true>(acc, frag, b, b_stride, ks * 16, lane);
-  }
+  for_each_acc_k_step<E, kRowTiles, kKSteps>(a, [&](const u32(&frag)[kRowTiles][4], int k0) {
+    mma_k_step<E, true>(acc, frag, b, b_stride, k0, lane);
+  });
 }
 
 // Multiplies each of a thread's two rows per row tile by its own factor.
 template <int kRowTiles, int kNTiles>
 __device__ __forceinline__ void scale_rows(float (&acc)[kRowTiles][kNTiles][4],
                                            const float (&factor)[kRowTiles][2]) {
-#pragma unroll
-  for (int rt = 0; rt < kRowTiles; ++rt)
-#pragma unroll
-    for (int nt = 0; nt < kNTiles; ++nt) {
-      acc[rt][nt][0] *= factor[rt][0];
-      acc[rt][nt][1] *= factor[rt][0];
-      acc[rt][nt][2] *= factor[rt][1];
-      acc[rt][nt][3] *= factor[rt][1];
-    }
+  for_each_element(acc, [&](float& x, int rt, int, int i) { x *= factor[rt][i >> 1]; });
 }
 
 }  // namespace flashgen_device

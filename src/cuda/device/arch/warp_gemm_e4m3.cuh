@@ -18,6 +18,7 @@
 #pragma once
 
 #include "arch/mma.cuh"
+#include "arch/warp_gemm.cuh"
 
 namespace flashgen_device {
 
@@ -90,6 +91,18 @@ __device__ __forceinline__ void mma_k_step_e4m3_kn(float (&acc)[kRowTiles][kNTil
       }
     }
   }
+}
+
+// acc += A · B over kKSteps, B's e4m3 rows k-major (`rows`, row_bytes apart):
+// A from fp32 accumulators (rounded to f16), acc's n-tiles in
+// mma_k_step_e4m3_kn's column order.
+template <int kRowTiles, int kNTiles, int kKSteps>
+__device__ __forceinline__ void gemm_acc_kn_e4m3(float (&acc)[kRowTiles][kNTiles][4],
+                                                 const float (&a)[kRowTiles][2 * kKSteps][4],
+                                                 const u8* rows, int row_bytes, int lane) {
+  for_each_acc_k_step<kF16, kRowTiles, kKSteps>(a, [&](const u32(&frag)[kRowTiles][4], int k0) {
+    mma_k_step_e4m3_kn(acc, frag, rows, row_bytes, k0, lane);
+  });
 }
 
 // O's n-tiles from the column order of mma_k_step_e4m3_kn back to the C

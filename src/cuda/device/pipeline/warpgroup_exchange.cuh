@@ -63,62 +63,62 @@ constexpr int own_words() {
   return 2 * kSteps;
 }
 
+// f(k, e) for each of kCount pairs of exchanged values (e = 0, 1), whose
+// buffer row is 2k + e.
+template <int kCount, class F>
+__device__ __forceinline__ void for_each_exchanged(F f) {
+#pragma unroll
+  for (int k = 0; k < kCount; ++k)
+#pragma unroll
+    for (int e = 0; e < 2; ++e) f(k, e);
+}
+
 // The pairs are chosen by selects, not by indexing with the warpgroup:
 // registers indexed at run time would live in local memory.
 template <int kTiles>
 __device__ __forceinline__ void write_other_rows(float (*out)[kWarpgroupThreads],
                                                  const float (&acc)[1][kTiles][4], int group,
                                                  int group_thread) {
-#pragma unroll
-  for (int t = 0; t < kTiles; ++t)
-#pragma unroll
-    for (int e = 0; e < 2; ++e)
-      out[2 * t + e][group_thread] = group == 0 ? acc[0][t][2 + e] : acc[0][t][e];
+  for_each_exchanged<kTiles>([&](int t, int e) {
+    out[2 * t + e][group_thread] = group == 0 ? acc[0][t][2 + e] : acc[0][t][e];
+  });
 }
 
 template <int kTiles>
 __device__ __forceinline__ void add_own_rows(const float (*in)[kWarpgroupThreads],
                                              float (&acc)[1][kTiles][4], int group,
                                              int group_thread) {
-#pragma unroll
-  for (int t = 0; t < kTiles; ++t)
-#pragma unroll
-    for (int e = 0; e < 2; ++e) {
-      const float other = in[2 * t + e][group_thread];
-      if (group == 0) {
-        acc[0][t][e] += other;
-      } else {
-        acc[0][t][2 + e] += other;
-      }
+  for_each_exchanged<kTiles>([&](int t, int e) {
+    const float other = in[2 * t + e][group_thread];
+    if (group == 0) {
+      acc[0][t][e] += other;
+    } else {
+      acc[0][t][2 + e] += other;
     }
+  });
 }
 
 template <int kSteps>
 __device__ __forceinline__ void write_own_words(u32 (*out)[kWarpgroupThreads],
                                                 const u32 (&frag)[kSteps][1][4], int group,
                                                 int group_thread) {
-#pragma unroll
-  for (int ks = 0; ks < kSteps; ++ks)
-#pragma unroll
-    for (int e = 0; e < 2; ++e)
-      out[2 * ks + e][group_thread] = group == 0 ? frag[ks][0][2 * e] : frag[ks][0][1 + 2 * e];
+  for_each_exchanged<kSteps>([&](int ks, int e) {
+    out[2 * ks + e][group_thread] = group == 0 ? frag[ks][0][2 * e] : frag[ks][0][1 + 2 * e];
+  });
 }
 
 template <int kSteps>
 __device__ __forceinline__ void read_other_words(const u32 (*in)[kWarpgroupThreads],
                                                  u32 (&frag)[kSteps][1][4], int group,
                                                  int group_thread) {
-#pragma unroll
-  for (int ks = 0; ks < kSteps; ++ks)
-#pragma unroll
-    for (int e = 0; e < 2; ++e) {
-      const u32 other = in[2 * ks + e][group_thread];
-      if (group == 0) {
-        frag[ks][0][1 + 2 * e] = other;
-      } else {
-        frag[ks][0][2 * e] = other;
-      }
+  for_each_exchanged<kSteps>([&](int ks, int e) {
+    const u32 other = in[2 * ks + e][group_thread];
+    if (group == 0) {
+      frag[ks][0][1 + 2 * e] = other;
+    } else {
+      frag[ks][0][2 * e] = other;
     }
+  });
 }
 
 // The partial sums of `a` (and `b`) through `buffers` (kFloats: those of

@@ -74,11 +74,17 @@ __device__ __forceinline__ int mask_slot(const AttentionParams& p, int batch, in
 }
 
 // Blocks of kBlockN on the other side that hold the attended pairs of own
-// rows [row0, row0 + rows), from `cells` ({other_cells − first, end} per own
-// cell, of one slot); {0, 0} when there are none.
-template <int kBlockN>
-__device__ __forceinline__ BlockRange attended_blocks(const int* cells, int own_cells,
-                                                      int other_cells, int row0, int rows) {
+// rows [row0, row0 + rows) in (batch, head), by the user mask's cells: key
+// blocks of query rows (kOwnQueries), else query blocks of keys. Each own
+// cell has {other_cells − first, end} in its slot's ranges; {0, 0} when
+// there are none.
+template <int kBlockN, bool kOwnQueries>
+__device__ __forceinline__ BlockRange attended_blocks(const AttentionParams& p, int batch,
+                                                      int head, int row0, int rows) {
+  const int own_cells = kOwnQueries ? mask_query_cells(p) : mask_key_cells(p);
+  const int other_cells = kOwnQueries ? mask_key_cells(p) : mask_query_cells(p);
+  const int* cells = (kOwnQueries ? p.mask_key_cells : p.mask_query_cells) +
+                     2 * mask_slot(p, batch, head) * own_cells;
   int first = other_cells, end = 0;
   const int last = min_of(ceil_div(row0 + rows, kMaskCell), own_cells);
   for (int c = row0 / kMaskCell; c < last; ++c) {
@@ -97,9 +103,7 @@ __device__ __forceinline__ BlockRange key_blocks_for_rows(const AttentionParams&
                                                           int rows, int batch, int head) {
   const BlockRange blocks = diagonal_key_blocks<C, kBlockN>(p, row0, rows);
   if constexpr (!C::kMask) return blocks;
-  const int query_cells = mask_query_cells(p), key_cells = mask_key_cells(p);
-  const int* cells = p.mask_key_cells + 2 * mask_slot(p, batch, head) * query_cells;
-  return intersect(blocks, attended_blocks<kBlockN>(cells, query_cells, key_cells, row0, rows));
+  return intersect(blocks, attended_blocks<kBlockN, true>(p, batch, head, row0, rows));
 }
 
 // Query blocks of kBlockN that see keys [key0, key0 + keys) of key/value
@@ -111,12 +115,10 @@ __device__ __forceinline__ BlockRange query_blocks_for_keys(const AttentionParam
                                                             int keys, int batch, int kv_head) {
   const BlockRange blocks = diagonal_query_blocks<C, kBlockN>(p, key0, keys);
   if constexpr (!C::kMask) return blocks;
-  const int query_cells = mask_query_cells(p), key_cells = mask_key_cells(p);
-  BlockRange seen = {query_cells, 0};
+  BlockRange seen = {mask_query_cells(p), 0};
   for (int g = 0; g < p.group_size; ++g) {
-    const int* cells =
-        p.mask_query_cells + 2 * mask_slot(p, batch, kv_head * p.group_size + g) * key_cells;
-    const BlockRange head = attended_blocks<kBlockN>(cells, key_cells, query_cells, key0, keys);
+    const BlockRange head =
+        attended_blocks<kBlockN, false>(p, batch, kv_head * p.group_size + g, key0, keys);
     if (head.count() > 0) seen = {min_of(seen.first, head.first), max_of(seen.end, head.end)};
   }
   return intersect(blocks, seen);

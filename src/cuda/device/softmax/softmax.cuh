@@ -191,12 +191,7 @@ __device__ __forceinline__ void subtract_columns_times(float (&dpt)[kRowTiles][k
 template <int kRowTiles, int kKeyTiles>
 __device__ __forceinline__ void exp2_rows(float (&s)[kRowTiles][kKeyTiles][4],
                                           const float (&l2)[kRowTiles][2]) {
-#pragma unroll
-  for (int rt = 0; rt < kRowTiles; ++rt)
-#pragma unroll
-    for (int nt = 0; nt < kKeyTiles; ++nt)
-#pragma unroll
-      for (int i = 0; i < 4; ++i) s[rt][nt][i] = fast_exp2(s[rt][nt][i] - l2[rt][i >> 1]);
+  for_each_element(s, [&](float& x, int rt, int, int i) { x = fast_exp2(x - l2[rt][i >> 1]); });
 }
 
 // dS = P ∘ (dP − Dterm[row]) (times the logit's slope), in place in dp;

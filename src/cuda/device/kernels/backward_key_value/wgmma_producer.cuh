@@ -37,53 +37,27 @@ namespace flashgen_device {
 // copies Q and dO by TMA: each of its lanes, after its row statistics.
 constexpr int kQueryBlockArrivals = ProducerCopies<true>::kThreads;
 
-// The producer warp of a key/value kernel whose traversed Q and dO (kQueryCols,
-// kGradOCols columns) come by TMA (slices of kSliceCols columns; token rows:
-// from the 32-byte boundaries before the head's columns, `shifts` before
-// them): for each traversed block j, the first lane announces the bytes of
-// Q[j] and dO[j] and issues their TMA copies (rows past the sequence end
-// arrive as zeros);
-// while they fly, every lane fetches its rows' L2 and Dterm (plain stores)
-// and arrives on the stage's full barrier (kQueryBlockArrivals), its
-// arrival releasing its own stores. The first lane announces the bytes
-// before it arrives, so the phase cannot complete before they are counted.
-// The copies first: the fetch's latency (a global load's) would otherwise
-// precede them in every block. Storage: the kernel's shared
-// memory (q, grad_o, lse_log2, dterm stages and their StagePipeline).
-template <int kSliceCols, int kQueryCols, int kGradOCols, bool kTokenRows, class Storage,
-          int kBlockN>
-__device__ __forceinline__ void produce_query_blocks_with_tma(Storage& smem,
-                                                              const TraversedTensorMaps& maps,
-                                                              const AttentionParams& p,
-                                                              const QueryTraversal<kBlockN>& walk,
-                                                              int batch, HeadShifts shifts,
-                                                              int lane) {
-  smem.pipeline.produce_with_transactions(walk.total, [&](int j, int stage, u64* full) {
-    const int head = walk.head_of(j), query0 = walk.query0_of(j);
-    if (lane == 0) {
-      if constexpr (kTokenRows)
-        tma_load_token_row_block<kBlockN, kSliceCols, false>(
-            smem.q[stage], smem.grad_o[stage], maps, query0, batch, head * kQueryCols - shifts.qk,
-            slices_holding<kSliceCols>(shifts.qk, kQueryCols), head * kGradOCols - shifts.v,
-            slices_holding<kSliceCols>(shifts.v, kGradOCols), full);
-      else
-        tma_load_traversed_block<kBlockN, kSliceCols, kQueryCols, kGradOCols, false>(
-            smem.q[stage], smem.grad_o[stage], maps, query0, head, batch, full);
-    }
-    stage_traversed_rows<kBlockN>(p, batch, head, query0, smem.lse_log2[stage], smem.dterm[stage],
-                                  lane, 32);
-    mbarrier_arrive(full);
-  });
-}
-
 // The end of the set-up in a key/value kernel whose producer warp copies Q
 // and dO by TMA: every thread zeroes its share of the tile columns TMA never
 // writes (those past the slices holding kQueryCols, kGradOCols up to the
-// tiles' kTileQK, kTileV), then the roles split, and the producer warp runs
-// produce_query_blocks_with_tma; on token rows (kTokenRows: Storage has
-// FixedStages) the second producer warp zeroes the other heads' columns of
-// each stage. True in the computing warps, which go on to the mainloop
-// (waiting for query_block_ready); false in the producer warpgroup, done.
+// tiles' kTileQK, kTileV), then the roles split. True in the computing
+// warps, which go on to the mainloop (waiting for query_block_ready); false
+// in the producer warpgroup, done.
+//
+// The producer warp: the traversed Q and dO come by TMA (slices of
+// kSliceCols columns; token rows: from the 32-byte boundaries before the
+// head's columns, `shifts` before them). For each traversed block j, the
+// first lane announces the bytes of Q[j] and dO[j] and issues their TMA
+// copies (rows past the sequence end arrive as zeros); while they fly,
+// every lane fetches its rows' L2 and Dterm (plain stores) and arrives on
+// the stage's full barrier (kQueryBlockArrivals), its arrival releasing its
+// own stores. The first lane announces the bytes before it arrives, so the
+// phase cannot complete before they are counted. The copies first: the
+// fetch's latency (a global load's) would otherwise precede them in every
+// block. On token rows (kTokenRows: Storage has FixedStages) the second
+// producer warp zeroes the other heads' columns of each stage. Storage: the
+// kernel's shared memory (q, grad_o, lse_log2, dterm stages and their
+// StagePipeline).
 template <int kTileQK, int kTileV, int kQueryCols, int kGradOCols, int kSwizzle, class Roles,
           bool kTokenRows, class Storage, int kBlockN>
 __device__ __forceinline__ bool start_query_block_producer(Storage& smem,
@@ -100,8 +74,23 @@ __device__ __forceinline__ bool start_query_block_producer(Storage& smem,
       Roles::Registers::kThreads);
   if (Roles::split_roles(warp)) {  // K and V are ready after it
     if (Roles::copies(warp))
-      produce_query_blocks_with_tma<kSliceCols, kQueryCols, kGradOCols, kTokenRows>(
-          smem, maps, p, walk, batch, shifts, lane);
+      smem.pipeline.produce_with_transactions(walk.total, [&](int j, int stage, u64* full) {
+        const int head = walk.head_of(j), query0 = walk.query0_of(j);
+        if (lane == 0) {
+          if constexpr (kTokenRows)
+            tma_load_token_row_block<kBlockN, kSliceCols, false>(
+                smem.q[stage], smem.grad_o[stage], maps, query0, batch,
+                head * kQueryCols - shifts.qk, slices_holding<kSliceCols>(shifts.qk, kQueryCols),
+                head * kGradOCols - shifts.v, slices_holding<kSliceCols>(shifts.v, kGradOCols),
+                full);
+          else
+            tma_load_traversed_block<kBlockN, kSliceCols, kQueryCols, kGradOCols, false>(
+                smem.q[stage], smem.grad_o[stage], maps, query0, head, batch, full);
+        }
+        stage_traversed_rows<kBlockN>(p, batch, head, query0, smem.lse_log2[stage],
+                                      smem.dterm[stage], lane, 32);
+        mbarrier_arrive(full);
+      });
     if constexpr (kTokenRows)
       if (Roles::fixes(warp))
         smem.fix_each(smem.pipeline, walk.total, [&](int stage) {

@@ -382,12 +382,7 @@ struct Forward {
   static __device__ __forceinline__ void attend_e4m3_values(
       float (&o)[kRowTiles][kOutTiles][4], const float (&s)[kRowTiles][kScoreTiles][4],
       const u8* values, int lane) {
-#pragma unroll
-    for (int ks = 0; ks < kWarpKeys / 16; ++ks) {
-      u32 p_frag[kRowTiles][4];
-      pack_a_from_acc<kF16>(p_frag, s, ks);
-      mma_k_step_e4m3_kn(o, p_frag, values, kValueRowBytes, ks * 16, lane);
-    }
+    gemm_acc_kn_e4m3<kRowTiles, kOutTiles, kWarpKeys / 16>(o, s, values, kValueRowBytes, lane);
   }
 
   // O += P·V over the warp's keys of tile v: P goes from the S accumulator
