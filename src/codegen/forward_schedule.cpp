@@ -41,17 +41,16 @@ TuningParams walking_where_faster(const KernelSpec& spec, const Problem& p,
 }
 
 std::string turns_refused(const KernelSpec& spec, const TuningParams& tuning) {
-  const bool kind = spec.kind == KernelKind::forward || spec.kind == KernelKind::backward_query ||
-                    spec.kind == KernelKind::backward_key_value;
-  if (!kind || spec.dtype == DType::f32 || spec.split_keys || !tuning.wgmma ||
-      !tuning.producer || tuning.split != WarpgroupSplit::rows || tuning.warps < 8)
-    return "pingpong=1 applies to the wgmma forward, backward_query and backward_key_value with "
-           "producer=warp and two or more computing warpgroups (warps >= 8)";
+  if (spec.kind != KernelKind::forward || spec.dtype == DType::f32 || spec.split_keys ||
+      !tuning.wgmma || !tuning.producer || tuning.split != WarpgroupSplit::rows ||
+      tuning.warps < 8)
+    return "pingpong=1 applies to the wgmma forward with producer=warp and two or more "
+           "computing warpgroups (warps >= 8)";
   return "";
 }
 
 TuningParams with_gemm_turns(const KernelSpec& spec, const TuningParams& tuning) {
-  if (spec.kind != KernelKind::forward || !turns_refused(spec, tuning).empty()) return tuning;
+  if (!turns_refused(spec, tuning).empty()) return tuning;
   TuningParams turns = tuning;
   turns.pingpong = true;
   return turns;

@@ -48,14 +48,14 @@ TuningParams walking_where_faster(const KernelSpec& spec, const Problem& p,
 
 // Why `tuning`'s warpgroups cannot take turns at the tensor cores
 // (generate()'s rule for pingpong=1), or "" where they can: the wgmma
-// forward, query and key/value backward with a producer and two or more
-// computing warpgroups that each own their rows.
+// forward with a producer and two or more computing warpgroups that each
+// own their rows. The backward kernels issue freely: in turns they gained
+// or lost by shape and never moved the backward's total (docs/experiments.md).
 std::string turns_refused(const KernelSpec& spec, const TuningParams& tuning);
 
 // A forward `tuning` with its warpgroups taking turns wherever they can,
-// else `tuning` itself. The forward only: forced forward tunings gained up
-// to 21% and the tables' rows, re-tuned with them, up to 8%; the backward
-// kernels gained or lost by shape (docs/decisions.md).
+// else `tuning` itself: forced forward tunings gained up to 21% and the
+// tables' rows, re-tuned with them, up to 8% (docs/decisions.md).
 TuningParams with_gemm_turns(const KernelSpec& spec, const TuningParams& tuning);
 
 // The tuning of a kernel over query blocks (the forward, the query

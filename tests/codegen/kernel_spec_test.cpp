@@ -325,18 +325,16 @@ TEST(Generate, PingPongForwardWhereItApplies) {
   TuningParams no_producer = without_producer(turns);
   no_producer.pingpong = true;
   refused(s, no_producer, "producer=warp");
-  // The backward kernels with a producer take turns when forced; calls
-  // leave theirs as the table says (with_gemm_turns: forward only).
+  // The backward kernels issue freely: turns are refused, and calls leave
+  // theirs as the table says (with_gemm_turns: the forward only).
   const KernelSpec query = spec_of(KernelKind::backward_query, 128, 128);
   TuningParams query_turns = with_tma_producer(TuningParams{128, 64, 0, 8, 0, true});
   query_turns.pingpong = true;
-  EXPECT_NE(generate(query, query_turns).source.find("kPingPong = true;"), std::string::npos);
-  EXPECT_NE(generate(spec_of(KernelKind::backward_key_value, 128, 128), query_turns)
-                .source.find("kPingPong = true;"),
-            std::string::npos);
+  refused(query, query_turns, "applies to the wgmma forward with producer=warp");
+  refused(spec_of(KernelKind::backward_key_value, 128, 128), query_turns, "the wgmma forward");
+  refused(spec_of(KernelKind::backward_atomic, 128, 128), turns, "the wgmma forward");
   query_turns.pingpong = false;
   EXPECT_EQ(with_gemm_turns(query, query_turns), query_turns);
-  refused(spec_of(KernelKind::backward_atomic, 128, 128), turns, "two or more computing");
 
   // Calls take turns wherever they can (with_gemm_turns), walking or not.
   EXPECT_EQ(with_gemm_turns(s, free), turns);

@@ -749,27 +749,6 @@ TEST_P(GpuBackwardWgmmaKeyValueTma, MatchesReference) {
   check_backward_with_tma(KernelKind::backward_key_value, GetParam());
 }
 
-// The backward kernels' warpgroups taking turns at the tensor cores
-// (pingpong=1, forced): two and three warpgroups of queries, two of keys,
-// TMA copies as slices and into swizzled tiles.
-class GpuBackwardPingPong : public ::testing::TestWithParam<Case> {};
-
-TEST_P(GpuBackwardPingPong, MatchesReference) {
-  FLASHGEN_SKIP_WITHOUT_GPU();
-  const Case& c = GetParam();
-  TuningParams turns = wgmma_tuning();
-  turns.pingpong = true;
-  if (c.dim_qk <= 256) {
-    check_backward_with_tma(KernelKind::backward_query, c, turns);
-    TuningParams three = turns;
-    three.warps = 12;
-    three.block_rows = 192;
-    three.block_cols = 48;
-    if (c.dim_qk <= 128) check_backward_with_tma(KernelKind::backward_query, c, three);
-  }
-  if (c.dim_qk + c.dim_v <= 256) check_backward_with_tma(KernelKind::backward_key_value, c, turns);
-}
-
 // The key/value backward whose two warpgroups share 64 keys and split dK
 // and dV (split=outputs, TMA copies into swizzled tiles and as slices):
 // heads past Dqk + Dv = 256, Dqk != Dv, causal, GQA, a single query row,
@@ -1050,8 +1029,6 @@ INSTANTIATE_TEST_SUITE_P(Forced, GpuBackwardWgmmaQueryTma,
                          ::testing::ValuesIn(with_masks(wgmma_backward_tma_cases(false))), CaseName());
 INSTANTIATE_TEST_SUITE_P(Forced, GpuBackwardWgmmaKeyValueTma,
                          ::testing::ValuesIn(with_masks(wgmma_backward_tma_cases(true))), CaseName());
-INSTANTIATE_TEST_SUITE_P(Forced, GpuBackwardPingPong,
-                         ::testing::ValuesIn(with_masks(wgmma_backward_tma_cases(false))), CaseName());
 INSTANTIATE_TEST_SUITE_P(Forced, GpuBackwardWgmmaQuerySplit,
                          ::testing::ValuesIn(with_masks(wgmma_query_split_cases())), CaseName());
 INSTANTIATE_TEST_SUITE_P(Forced, GpuBackwardWgmmaKeyValueDims,

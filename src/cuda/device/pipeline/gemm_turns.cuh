@@ -1,5 +1,5 @@
 // The order in which a CTA's computing warpgroups issue their GEMMs
-// (pingpong=1, the wgmma kernels with a producer): in turns, each
+// (pingpong=1, the wgmma forward with a producer): in turns, each
 // warpgroup issuing a key block's GEMMs once the warpgroup before it has
 // issued its own. The tensor cores then run one warpgroup's GEMMs while
 // the next one computes its softmax, instead of the warpgroups issuing at

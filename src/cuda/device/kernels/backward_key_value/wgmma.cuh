@@ -27,7 +27,6 @@
 #include "arch/wgmma.cuh"
 #include "kernels/backward_key_value/query_traversal.cuh"
 #include "kernels/backward_key_value/wgmma_steps.cuh"
-#include "pipeline/gemm_turns.cuh"
 #include "scheduler/cta_tile.cuh"
 
 namespace flashgen_device {
@@ -117,8 +116,8 @@ struct BackwardKeyValueWgmma : BackwardKeyValueWgmmaSteps<C> {
   // The traversed-block loop of one warpgroup, for any way of filling the
   // stages: acquire(j) returns once block j is in its stage (it may issue
   // further copies), release(j) once this warp no longer reads block j's
-  // stage. Turns: the order of the warpgroups' GEMMs (GemmTurns).
-  template <class Turns = GemmTurns<1, false>, class Storage, class Acquire, class Release>
+  // stage.
+  template <class Storage, class Acquire, class Release>
   static __device__ __forceinline__ void traverse(Storage& smem, const AttentionParams& p,
                                                   const Traversal& walk, u64 k_desc, u64 v_desc,
                                                   float (&dk)[1][kDimQK / 8][4],
@@ -134,11 +133,9 @@ struct BackwardKeyValueWgmma : BackwardKeyValueWgmmaSteps<C> {
     if (walk.total > 0) {
       acquire(0);
       float st[1][kQueryTiles][4], dpt[1][kQueryTiles][4];
-      Turns::take();
       wgmma_fence();
       scores(st, dpt, k_desc, v_desc, smem, 0);
       wgmma_commit();
-      Turns::pass();
       wgmma_wait<0>();
       fence_registers(flat(st));
       fence_registers(flat(dpt));
@@ -150,13 +147,11 @@ struct BackwardKeyValueWgmma : BackwardKeyValueWgmmaSteps<C> {
       float st[1][kQueryTiles][4], dpt[1][kQueryTiles][4];
       fence_registers(flat(dk));
       fence_registers(flat(dv));
-      Turns::take();
       wgmma_fence();
       scores(st, dpt, k_desc, v_desc, smem, j % kStages);
       wgmma_commit();
       products(dk, dv, pt_frag, dst_frag, smem, (j - 1) % kStages);
       wgmma_commit();
-      Turns::pass();
       wgmma_wait<1>();  // Sᵀ(j) and dPᵀ(j) are done; the products of j-1 may still run
       fence_registers(flat(st));
       fence_registers(flat(dpt));
@@ -170,11 +165,9 @@ struct BackwardKeyValueWgmma : BackwardKeyValueWgmmaSteps<C> {
     if (walk.total > 0) {
       fence_registers(flat(dk));
       fence_registers(flat(dv));
-      Turns::take();
       wgmma_fence();
       products(dk, dv, pt_frag, dst_frag, smem, (walk.total - 1) % kStages);
       wgmma_commit();
-      Turns::pass();
       wgmma_wait<0>();
       fence_registers(flat(dk));
       fence_registers(flat(dv));

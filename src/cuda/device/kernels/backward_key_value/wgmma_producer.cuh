@@ -119,8 +119,6 @@ struct BackwardKeyValueWgmmaProducer {
   typedef WarpSpecialized<C::kWarps, C::kTma, kTokenRows ? 32 : 24> Roles;
   typedef typename Roles::Registers Registers;
   typedef typename Roles::Copies Copies;
-  // pingpong=1: the warpgroups issue their GEMMs in turns.
-  typedef GemmTurns<C::kWarps / 4, C::kPingPong> Turns;
   static constexpr int kStages = Base::kStages;
   static constexpr int kBlockM = Base::kBlockM, kBlockN = Base::kBlockN;
   static constexpr int kDimQK = Base::kDimQK, kDimV = Base::kDimV;
@@ -179,8 +177,7 @@ struct BackwardKeyValueWgmmaProducer {
     const u64 k_desc = matrix_descriptor(smem.k + group * 64 * kDimQK, 128, kDimQK * 16);
     const u64 v_desc = matrix_descriptor(smem.v + group * 64 * kDimV, 128, kDimV * 16);
     float dk[1][kDimQK / 8][4], dv[1][kDimV / 8][4];
-    Turns::open();
-    Base::template traverse<Turns>(smem, p, walk, k_desc, v_desc, dk, dv, warp_key0, lane,
+    Base::traverse(smem, p, walk, k_desc, v_desc, dk, dv, warp_key0, lane,
                    [&](int j) { query_block_ready<kTokenRows>(smem, j); },
                    [&](int j) { smem.pipeline.release_each(j); });
     Base::store_gradients(p, batch, kv_head, warp_key0, dk, dv, lane, shifts);

@@ -25,7 +25,6 @@
 #include "arch/wgmma.cuh"
 #include "arch/wgmma_gemm.cuh"
 #include "layout/shared_memory.cuh"
-#include "pipeline/gemm_turns.cuh"
 #include "scheduler/cta_tile.cuh"
 
 namespace flashgen_device {
@@ -135,8 +134,8 @@ struct BackwardQueryWgmma {
   // acquire(j) returns once K[j] and V[j] are in their stages (it may issue
   // further copies) and the rows' L2 and Dterm are in place, release(j) once
   // this warp no longer reads block j's stages; key_tile(j) and value_tile(j)
-  // are those stages. Turns: the order of the warpgroups' GEMMs (GemmTurns).
-  template <class Turns = GemmTurns<1, false>, class Acquire, class Release, class KeyTile,
+  // are those stages.
+  template <class Acquire, class Release, class KeyTile,
             class ValueTile>
   static __device__ __forceinline__ void traverse(
       const AttentionParams& p, int n_blocks, int first_key, const ScoreSite& site, u64 q_desc,
@@ -159,11 +158,9 @@ struct BackwardQueryWgmma {
         dterm_of_row[0][h] = dterm_rows[r];
       }
       float s[1][kKeyTiles][4], dp[1][kKeyTiles][4];
-      Turns::take();
       wgmma_fence();
       scores(s, dp, q_desc, grad_o_desc, key_tile(0), value_tile(0));
       wgmma_commit();
-      Turns::pass();
       wgmma_wait<0>();
       fence_registers(flat(s));
       fence_registers(flat(dp));
@@ -174,13 +171,11 @@ struct BackwardQueryWgmma {
       acquire(n_block);
       float s[1][kKeyTiles][4], dp[1][kKeyTiles][4];
       fence_registers(flat(dq));
-      Turns::take();
       wgmma_fence();
       scores(s, dp, q_desc, grad_o_desc, key_tile(n_block), value_tile(n_block));
       wgmma_commit();
       grad_q_product(dq, ds_frag, key_tile(n_block - 1));
       wgmma_commit();
-      Turns::pass();
       wgmma_wait<1>();  // S(j) and dP(j) are done; dQ += dS(j-1)·K[j-1] may still run
       fence_registers(flat(s));
       fence_registers(flat(dp));
@@ -193,11 +188,9 @@ struct BackwardQueryWgmma {
     }
     if (n_blocks > 0) {
       fence_registers(flat(dq));
-      Turns::take();
       wgmma_fence();
       grad_q_product(dq, ds_frag, key_tile(n_blocks - 1));
       wgmma_commit();
-      Turns::pass();
       wgmma_wait<0>();
       fence_registers(flat(dq));
     }

@@ -37,8 +37,6 @@ struct BackwardQueryWgmmaProducer {
   typedef WarpSpecialized<C::kWarps, C::kTma, kTokenRows ? 32 : 24> Roles;
   typedef typename Roles::Registers Registers;
   typedef typename Roles::Copies Copies;
-  // pingpong=1: the warpgroups issue their GEMMs in turns.
-  typedef GemmTurns<C::kWarps / 4, C::kPingPong> Turns;
   // K[j] is read until the dQ product of block j (iteration j+1), V[j] by
   // dP(j): one stage holds both, released once both are done.
   static constexpr int kStages = 3;
@@ -117,8 +115,7 @@ struct BackwardQueryWgmmaProducer {
     const u64 q_desc = matrix_descriptor(smem.q + group * 64 * kDimQK, 128, kDimQK * 16);
     const u64 grad_o_desc = matrix_descriptor(smem.grad_o + group * 64 * kDimV, 128, kDimV * 16);
     float dq[1][kDimQK / 8][4];
-    Turns::open();
-    Base::template traverse<Turns>(
+    Base::traverse(
         p, blocks.count(), blocks.first * kBlockN, score_site<C>(p, batch, head), q_desc,
         grad_o_desc, smem.lse_log2, smem.dterm, dq, warp, warp_row0, lane,
         [&](int j) {
