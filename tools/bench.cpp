@@ -225,19 +225,8 @@ void append_unique(std::vector<std::string>& to, const std::vector<std::string>&
     if (std::find(to.begin(), to.end(), item) == to.end()) to.push_back(item);
 }
 
-// A call's median time and its host time per call (see median_host_us).
-struct CallTimes {
-  double ms = -1, host_us = -1;
-};
-
-// Calls per host-time measurement: a tenth of a millisecond each at most.
-constexpr int kHostTimedCalls = 100;
-
 CallTimes time_calls(const Settings& s, const std::function<void()>& body) {
-  CallTimes t;
-  t.ms = median_ms(s.memory, body, s.warmup, s.repeats);
-  if (s.memory == MemoryKind::cuda) t.host_us = median_host_us(s.memory, body, kHostTimedCalls);
-  return t;
+  return median_times(s.memory, body, s.warmup, s.repeats);
 }
 
 // Times one backward variant over the rotated sets.

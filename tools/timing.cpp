@@ -22,33 +22,36 @@ double first_call_ms(MemoryKind memory, const std::function<void()>& body) {
   return std::chrono::duration<double, std::milli>(stop - start).count();
 }
 
-double median_ms(MemoryKind memory, const std::function<void()>& body, int warmup, int repeats) {
+CallTimes median_times(MemoryKind memory, const std::function<void()>& body, int warmup,
+                       int repeats) {
+  CallTimes t;
   if (memory == MemoryKind::cuda) {
+    // The host time of each timed call, taken around the call inside the
+    // timed loop: its launches are queued, not waited for, and the GPU does
+    // no work beyond the timed calls' own.
+    std::vector<double> host;
+    int calls = 0;
+    const auto host_timed = [&] {
+      const auto start = std::chrono::steady_clock::now();
+      body();
+      const auto stop = std::chrono::steady_clock::now();
+      if (calls++ >= warmup)
+        host.push_back(std::chrono::duration<double, std::micro>(stop - start).count());
+    };
     const cuda::StreamHandle default_stream = nullptr;
-    return median(cuda::time_ms([&] { body(); }, default_stream, warmup, repeats));
+    t.ms = median(cuda::time_ms([&] { host_timed(); }, default_stream, warmup, repeats));
+    t.host_us = median(host);
+    return t;
   }
   for (int i = 0; i < warmup; ++i) body();
   std::vector<double> times;
   for (int i = 0; i < repeats; ++i) times.push_back(first_call_ms(memory, body));
-  return median(times);
+  t.ms = median(times);
+  return t;
 }
 
-double median_host_us(MemoryKind memory, const std::function<void()>& body, int calls) {
-  if (memory != MemoryKind::cuda) return 0.0;
-  // Drained now and then, so a full launch queue never blocks a call.
-  constexpr int kCallsBetweenDrains = 32;
-  body();  // any first-call work (compilation) stays out
-  cuda::synchronize();
-  std::vector<double> times;
-  for (int i = 0; i < calls; ++i) {
-    const auto start = std::chrono::steady_clock::now();
-    body();
-    const auto stop = std::chrono::steady_clock::now();
-    times.push_back(std::chrono::duration<double, std::micro>(stop - start).count());
-    if ((i + 1) % kCallsBetweenDrains == 0) cuda::synchronize();
-  }
-  cuda::synchronize();
-  return median(times);
+double median_ms(MemoryKind memory, const std::function<void()>& body, int warmup, int repeats) {
+  return median_times(memory, body, warmup, repeats).ms;
 }
 
 }  // namespace flashgen::cli

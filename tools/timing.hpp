@@ -10,17 +10,22 @@
 
 namespace flashgen::cli {
 
+// A call's median time (ms) and, on device tensors, the median microseconds
+// the calling thread spends in it without waiting for the GPU (its launches
+// queued): the library's host overhead per call. Host tensors: host_us -1
+// (their calls are all host).
+struct CallTimes {
+  double ms = -1, host_us = -1;
+};
+
 // `body` makes one call; `warmup` untimed calls precede `repeats` timed ones.
+CallTimes median_times(MemoryKind memory, const std::function<void()>& body, int warmup,
+                       int repeats);
 double median_ms(MemoryKind memory, const std::function<void()>& body, int warmup, int repeats);
 
 // One call, timed from the host including compilation and synchronization
 // (the cost a first call pays).
 double first_call_ms(MemoryKind memory, const std::function<void()>& body);
-
-// Median microseconds the calling thread spends in one call of `body` on
-// device tensors, without waiting for the GPU (the launches are queued): the
-// library's host overhead per call. Host tensors: 0 (their calls are all host).
-double median_host_us(MemoryKind memory, const std::function<void()>& body, int calls);
 
 double median(std::vector<double> values);
 
