@@ -4,8 +4,21 @@
 # virtual environment .venv (Debian 12+ and Ubuntu 24.04 refuse pip installs
 # into the system's Python, PEP 668). Safe to run again; does nothing when
 # all is there.
+#
+#   bash scripts/setup.sh [--torch]
+#
+# --torch also installs PyTorch and transformers (about 5 GB with PyTorch's
+# CUDA libraries, a minute or two), which the tests of the PyTorch API and of
+# the transformers integration need; they run on the CPU where there is no GPU.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+with_torch=0
+for option in "$@"; do
+  case "$option" in
+    --torch) with_torch=1 ;;
+    *) echo "setup.sh: unknown option $option (known: --torch)" >&2; exit 2 ;;
+  esac
+done
 
 debian_packages=(cmake ninja-build g++ libgtest-dev nlohmann-json3-dev)
 # Debian's Python makes virtual environments only with python3-venv (ensurepip).
@@ -35,6 +48,11 @@ fi
 # import name:PyPI name (matplotlib draws the benchmark graph; scikit-build-core
 # builds the Python package in its install test).
 python_packages=(numpy:numpy pytest:pytest matplotlib:matplotlib scikit_build_core:scikit-build-core)
+# The versions the PyTorch tests and the transformers integration were
+# checked with; ml_dtypes gives numpy its bfloat16 (flashgen.numpy's bf16 test).
+if [ "$with_torch" = 1 ]; then
+  python_packages+=("torch:torch==2.11.*" "transformers:transformers==5.25.*" ml_dtypes:ml_dtypes)
+fi
 wanted=()
 for entry in "${python_packages[@]}"; do
   "$venv/bin/python" -c "import ${entry%%:*}" >/dev/null 2>&1 || wanted+=("${entry#*:}")

@@ -6,7 +6,12 @@
 # tests that leaves out and why.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/setup.sh
+# PyTorch too (the tests of the PyTorch API), unless FLASHGEN_TEST_WITHOUT_TORCH=1.
+if [ "${FLASHGEN_TEST_WITHOUT_TORCH:-0}" = 1 ]; then
+  bash scripts/setup.sh
+else
+  bash scripts/setup.sh --torch
+fi
 bash scripts/build.sh
 python=.venv/bin/python
 
