@@ -37,14 +37,15 @@ const std::vector<std::int64_t> kDefaultSequences = {256, 8192};
 // head, `seq` queries and keys, with the command's masks and score
 // modifiers. The modifiers' vectors are never read (the specs only note
 // that they are given).
-Problem problem_of(std::int64_t d, DType dtype, bool causal, std::int64_t seq, const Arguments& a,
-                   const std::shared_ptr<const mask::BoundMask>& mask) {
+Problem problem_of(std::int64_t d, std::int64_t dv, DType dtype, bool causal, std::int64_t seq,
+                   const Arguments& a, const std::shared_ptr<const mask::BoundMask>& mask) {
   static float unread[1];
   Problem p;
   p.batch = 1;
   p.seq_q = p.seq_kv = seq;
   p.heads_q = p.heads_kv = 1;
-  p.dim_qk = p.dim_v = d;
+  p.dim_qk = d;
+  p.dim_v = dv;
   p.dtype = dtype;
   p.causal = causal;
   const std::vector<std::int64_t> window = a.integer_list("window", {-1, -1}, -1, 1 << 30);
@@ -124,13 +125,14 @@ std::vector<std::pair<KernelSpec, Problem>> decode_specs(const Problem& base, st
 
 int precompile_command(const std::vector<std::string>& words) {
   Arguments a("precompile",
-              "[--dims 64,128 | --sweep] [--dtype bf16|f16] [--causal 0|1|both] [--arch sm_90a]\n"
+              "[--dims 64,128 | --sweep] [--dv D] [--dtype bf16|f16] [--causal 0|1|both]\n"
+              "                      [--arch sm_90a]\n"
               "                      [--kinds forward,backward,backward_atomic] [--decode G,...]\n"
               "                      [--kv-cache contiguous|paged|both] [--fp8-cache]\n"
               "                      [--seqs N,...] [--window L,R] [--softcap C] [--sinks] [--alibi]\n"
               "                      [--varlen] [--mask-mod EXPR --mask-arrays doc:i,...] [--threads N]",
               "Compiles the kernels that problems of these head dimensions (packed tensors, "
-              "Dqk = Dv = D, the lengths of --seqs) use on ARCH into the cache directory "
+              "Dqk = D, Dv = D or --dv, the lengths of --seqs) use on ARCH into the cache directory "
               "($FLASHGEN_CACHE_DIR or "
               "~/.cache/flashgen/<version>/<arch>), with NVRTC and no GPU. The masks and score "
               "modifiers select the kernels of calls that pass them (a user mask is compiled "
@@ -139,6 +141,7 @@ int precompile_command(const std::vector<std::string>& words) {
               "over a KV cache (forward_with_kvcache); --varlen compiles the kernels of packed "
               "sequences instead of the plain ones (--seqs the longest sequence).");
   declare_dims_options(a);
+  a.option("dv", "D", "value head dimension of every problem (default: Dv = Dqk, each of the dims)");
   a.option("dtype", "T", "bf16 (default) or f16");
   a.option("causal", "C", "0 (default), 1 or both");
   a.option("arch", "ARCH", "NVRTC target (default sm_90a)");
@@ -158,6 +161,7 @@ int precompile_command(const std::vector<std::string>& words) {
   a.option("threads", "N", "compiler threads (default: hardware threads)");
   if (!a.parse(words)) return kExitOk;
   const std::vector<std::int64_t> dims = dims_from(a, {64, 128}, 512);
+  const std::int64_t dim_v = a.given("dv") ? a.integer("dv", 0, 1, 512) : 0;  // 0: each D
   const DType dtype = a.choice("dtype", "bf16", {"bf16", "f16"}) == "f16" ? DType::f16 : DType::bf16;
   const std::string causal = a.choice("causal", "0", {"0", "1", "both"});
   const std::string arch = a.text("arch", "sm_90a");
@@ -189,8 +193,9 @@ int precompile_command(const std::vector<std::string>& words) {
     for (bool is_causal : {false, true}) {
       if ((causal == "0" && is_causal) || (causal == "1" && !is_causal)) continue;
       for (std::int64_t seq : sequences) {
-        const Problem p = problem_of(d, dtype, is_causal, seq, a, mask);
-        const int vec = packed_vec(d, d);
+        const std::int64_t dv = dim_v > 0 ? dim_v : d;
+        const Problem p = problem_of(d, dv, dtype, is_causal, seq, a, mask);
+        const int vec = packed_vec(d, dv);
         for (KernelKind kind : kinds_of(kind_names, p)) add(cuda::spec_of(kind, p, vec, arch), p);
         for (std::int64_t group : groups)
           for (const auto& [spec, step] :

@@ -54,6 +54,19 @@ TEST_F(PrecompileCommand, ShortAndLongSequences) {
   EXPECT_TRUE(contains(none.output, "--seqs")) << none.output;
 }
 
+// --dv: a value head dimension other than the queries' and keys' (MLA's
+// Dqk = 192, Dv = 128), for every kernel of the call.
+TEST_F(PrecompileCommand, ValueHeadDimension) {
+  const Outcome o = precompile("--dims 192 --dv 128 --kinds forward,backward --seqs 8192");
+  EXPECT_EQ(o.exit_code, 0) << o.output;
+  for (const char* kind : {"forward", "backward_query", "backward_key_value"})
+    EXPECT_TRUE(contains(o.output, std::string("] ") + kind + " bf16 dqk=192 dv=128 ")) << kind;
+  EXPECT_FALSE(contains(o.output, "dv=192")) << o.output;
+  const Outcome bad = run_cli("precompile --dims 192 --dv 0");
+  EXPECT_EQ(bad.exit_code, 2) << bad.output;
+  EXPECT_TRUE(contains(bad.output, "--dv")) << bad.output;
+}
+
 // gpt-oss style: a window and sinks, with decode steps of 8 query heads per
 // key/value head, which pack as rows: the split-key forward (no window left,
 // no sink) and its combine (the sinks) besides the plain forward (under a
