@@ -10,6 +10,11 @@
 # The JSON of each run goes to OUT_DIR/{other,this}_{1,2}.json; the bench
 # options default to --dims 64,128,256,384,512,127 --kinds
 # forward,backward,backward_atomic. This tree's CLI must be built in build-gpu.
+# Each tree's own CLI times it: the trees from ee2152e up to c3bbccc (not
+# included) also timed 100 more calls per measurement for the host time,
+# several times the GPU work of the timed calls, which slows a compute-bound
+# point by a few percent against a tree that does not; compare such a tree
+# only with another of that span.
 set -euo pipefail
 other=$1 out=$2
 shift 2
