@@ -112,11 +112,12 @@ std::vector<std::pair<KernelSpec, Problem>> decode_specs(const Problem& base, st
       {cuda::spec_of(KernelKind::forward, seen, vec, arch, true), seen},
       {cuda::spec_of(KernelKind::forward_combine, seen, vec, arch), seen},
       {cuda::spec_of(KernelKind::forward, seen, vec, arch), seen}};
-  if (seen.has_mask()) specs.push_back({cuda::spec_of(KernelKind::mask_blocks, seen, vec, arch), seen});
+  if (seen.has_mask())
+    specs.push_back({cuda::spec_of(KernelKind::mask_blocks, seen, vec, arch), seen});
   for (KeyCache cache : caches) {
-    const Problem cached_seen = as_seen(with_cache(p, cache, fp8));
-    specs.push_back({cuda::spec_of(KernelKind::forward, cached_seen, vec, arch, true), cached_seen});
-    specs.push_back({cuda::spec_of(KernelKind::forward_combine, cached_seen, vec, arch), cached_seen});
+    const Problem cached = as_seen(with_cache(p, cache, fp8));
+    specs.push_back({cuda::spec_of(KernelKind::forward, cached, vec, arch, true), cached});
+    specs.push_back({cuda::spec_of(KernelKind::forward_combine, cached, vec, arch), cached});
   }
   return specs;
 }
@@ -132,8 +133,8 @@ int precompile_command(const std::vector<std::string>& words) {
               "                      [--seqs N,...] [--window L,R] [--softcap C] [--sinks] [--alibi]\n"
               "                      [--varlen] [--mask-mod EXPR --mask-arrays doc:i,...] [--threads N]",
               "Compiles the kernels that problems of these head dimensions (packed tensors, "
-              "Dqk = D, Dv = D or --dv, the lengths of --seqs) use on ARCH into the cache directory "
-              "($FLASHGEN_CACHE_DIR or "
+              "Dqk = D, Dv = D or --dv, the lengths of --seqs) use on ARCH into the cache "
+              "directory ($FLASHGEN_CACHE_DIR or "
               "~/.cache/flashgen/<version>/<arch>), with NVRTC and no GPU. The masks and score "
               "modifiers select the kernels of calls that pass them (a user mask is compiled "
               "for its expression); --decode adds the kernels of decode steps (one query, "
@@ -141,7 +142,8 @@ int precompile_command(const std::vector<std::string>& words) {
               "over a KV cache (forward_with_kvcache); --varlen compiles the kernels of packed "
               "sequences instead of the plain ones (--seqs the longest sequence).");
   declare_dims_options(a);
-  a.option("dv", "D", "value head dimension of every problem (default: Dv = Dqk, each of the dims)");
+  a.option("dv", "D",
+           "value head dimension of every problem (default: Dv = Dqk, each of the dims)");
   a.option("dtype", "T", "bf16 (default) or f16");
   a.option("causal", "C", "0 (default), 1 or both");
   a.option("arch", "ARCH", "NVRTC target (default sm_90a)");

@@ -31,15 +31,15 @@ CallTimes median_times(MemoryKind memory, const std::function<void()>& body, int
     // no work beyond the timed calls' own.
     std::vector<double> host;
     int calls = 0;
-    const auto host_timed = [&] {
+    const cuda::StreamHandle default_stream = nullptr;
+    auto host_timed = [&] {
       const auto start = std::chrono::steady_clock::now();
       body();
       const auto stop = std::chrono::steady_clock::now();
       if (calls++ >= warmup)
         host.push_back(std::chrono::duration<double, std::micro>(stop - start).count());
     };
-    const cuda::StreamHandle default_stream = nullptr;
-    t.ms = median(cuda::time_ms([&] { host_timed(); }, default_stream, warmup, repeats));
+    t.ms = median(cuda::time_ms(host_timed, default_stream, warmup, repeats));
     t.host_us = median(host);
     return t;
   }

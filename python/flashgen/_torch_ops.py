@@ -184,21 +184,18 @@ class _PlainAttention(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, q, k, v, options):
-        o, lse = _forward_impl(q, k, v, *options, *_NO_SCORE_TENSORS, checked=True)
-        ctx.save_for_backward(q, k, v, o, lse)
-        ctx.options = options
-        ctx.set_materialize_grads(False)  # as _save
+        causal, scale, deterministic, heads_major, *scalars = options
+        score = (*scalars, *_NO_SCORE_TENSORS)
+        o, lse = _forward_impl(q, k, v, causal, scale, deterministic, heads_major, *score,
+                               checked=True)
+        _save(ctx, q, k, v, o, lse, causal, scale, deterministic, heads_major, score)
         ctx.mark_non_differentiable(lse)
         return o, lse
 
     @staticmethod
     def backward(ctx, grad_o, grad_lse):
-        q, k, v, o, lse = ctx.saved_tensors
-        if grad_o is None:  # grads are not materialized: o took none either
-            grad_o = torch.zeros_like(o)
-        grad_q, grad_k, grad_v, _ = _backward_impl(grad_o, q, k, v, o, lse, *ctx.options,
-                                                   *_NO_SCORE_TENSORS)
-        return grad_q, grad_k, grad_v, None
+        # q, k and v's gradients of _Attention's; options takes none.
+        return (*_gradients(ctx, _backward_impl, grad_o)[:3], None)
 
 
 def _apply_autograd(q, k, v, causal, scale, deterministic, heads_major, score):

@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 namespace flashgen::cuda {
@@ -139,7 +140,9 @@ std::vector<double> time_ms_impl(void (*call)(void*), void* context, StreamHandl
                                  int warmup, int repeats);
 template <class Body>
 std::vector<double> time_ms(Body&& body, StreamHandle stream, int warmup, int repeats) {
-  return time_ms_impl([](void* c) { (*static_cast<Body*>(c))(); }, &body, stream, warmup,
+  // Body is a reference type where the caller passes an lvalue.
+  typedef std::remove_reference_t<Body> Callable;
+  return time_ms_impl([](void* c) { (*static_cast<Callable*>(c))(); }, &body, stream, warmup,
                       repeats);
 }
 
